@@ -1,0 +1,59 @@
+// The fused epilogue every producing kernel applies while the output is in registers: per-channel
+// bias, a residual addend (added before the activation, as ResNet's Add->Relu) and an activation.
+#pragma once
+
+#include <cstdint>
+
+namespace tessel::rt {
+
+/// Activation kinds a kernel can fuse. Parameters live in Epilogue::alpha / beta.
+enum class Activation : uint8_t {
+  None,
+  Relu,
+  Clip,         ///< min(max(x, alpha), beta); Relu6 is Clip(0, 6)
+  LeakyRelu,    ///< x >= 0 ? x : alpha x
+  Sigmoid,
+  HardSigmoid,  ///< max(0, min(1, alpha x + beta))
+  HardSwish,    ///< x * HardSigmoid(x; 1/6, 1/2)
+  Silu,         ///< x * sigmoid(x)
+  Gelu,         ///< 0.5 x (1 + erf(x / sqrt 2))
+  Tanh,
+};
+
+/// What to do to each output value y[c, p] after accumulation:
+///   y = act(y + bias[c] + residual[c, p]).
+/// In convolutions c is the output channel; in GEMM the axis is chosen by bias_per_column.
+struct Epilogue {
+  const float* bias = nullptr;      ///< per output channel, or null
+  const float* residual = nullptr;  ///< same shape and layout as the output, or null
+  int64_t residual_ld = 0;          ///< GEMM only: row stride of residual (0 = same as the output)
+  Activation act = Activation::None;
+  float alpha = 0.0f;               ///< Clip min, LeakyRelu slope, HardSigmoid alpha
+  float beta = 0.0f;                ///< Clip max, HardSigmoid beta
+  bool bias_per_column = false;     ///< GEMM only: bias indexed by column n (FC) instead of row m
+
+  /// Convenience constructors for the common cases.
+  static Epilogue none() { return {}; }
+  static Epilogue with_act(Activation a, float alpha = 0.0f, float beta = 0.0f) {
+    Epilogue e;
+    e.act = a;
+    e.alpha = alpha;
+    e.beta = beta;
+    return e;
+  }
+  static Epilogue relu6() { return with_act(Activation::Clip, 0.0f, 6.0f); }
+
+  /// True when the epilogue changes nothing.
+  bool is_identity() const { return bias == nullptr && residual == nullptr && act == Activation::None; }
+};
+
+/// Printable name of an activation ("relu", "clip", ...).
+const char* activation_name(Activation a);
+
+/// Applies an activation to n contiguous floats in place (vectorised).
+void apply_activation(float* data, int64_t n, const Epilogue& ep);
+
+/// Applies a whole epilogue to an NCHW-like buffer: `channels` rows of `plane` contiguous values each.
+void apply_epilogue_planar(float* data, int64_t channels, int64_t plane, const Epilogue& ep);
+
+}  // namespace tessel::rt

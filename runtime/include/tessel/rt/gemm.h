@@ -1,0 +1,56 @@
+// Single-precision GEMM: C[MxN] = alpha * op(A) * op(B) + beta * C, then a fused Epilogue.
+// Packed panels + MC/KC/NC cache blocking + a 6x16 AVX2 FMA micro-kernel; threaded over M/N blocks.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tessel/rt/epilogue.h"
+#include "tessel/rt/thread_pool.h"
+
+namespace tessel::rt {
+
+/// Register tile of the micro-kernel sgemm_6x16_avx2.
+inline constexpr int kGemmMR = 6;
+inline constexpr int kGemmNR = 16;
+
+/// Floats needed by pack_a for an M x K operand (M rounded up to 6).
+size_t packed_a_size(int64_t M, int64_t K);
+/// Packs op(A) (M x K; A is K x M when trans_a) into 6-row panels, each K x 6 contiguous.
+void pack_a(bool trans_a, int64_t M, int64_t K, const float* A, int64_t lda, float* packed);
+
+/// Floats needed by pack_b for a K x N operand (N rounded up to 16).
+size_t packed_b_size(int64_t N, int64_t K);
+/// Packs op(B) (K x N; B is N x K when trans_b) into 16-column panels, each K x 16 contiguous.
+void pack_b(bool trans_b, int64_t N, int64_t K, const float* B, int64_t ldb, float* packed);
+
+/// Source of B panels computed on the fly (e.g. implicit im2col): fills dst[k * 16 + j] for
+/// k in [0, K) and columns j0 + j, j < nr, zero for j in [nr, 16).
+struct BPanelPacker {
+  virtual ~BPanelPacker() = default;
+  /// Packs one 16-column panel starting at column j0 with nr <= 16 real columns.
+  virtual void pack_panel(int64_t j0, int nr, float* dst) const = 0;
+};
+
+/// C = alpha * op(A) * op(B) + beta * C, then ep (bias, residual, activation). beta == 0 never
+/// reads C. Any M, N, K >= 0. pool may be null (single thread).
+void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+           const Epilogue& ep = {}, ThreadPool* pool = nullptr);
+
+/// As sgemm with B pre-packed by pack_b (weights of FC layers). M == 1 takes a GEMV fast path.
+void sgemm_packed_b(bool trans_a, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                    int64_t lda, const float* packed_b, float beta, float* C, int64_t ldc,
+                    const Epilogue& ep = {}, ThreadPool* pool = nullptr);
+
+/// As sgemm with A pre-packed by pack_a (conv weights: C[Cout x HW] = W[Cout x K] * X[K x HW]).
+void sgemm_packed_a(int64_t M, int64_t N, int64_t K, float alpha, const float* packed_a, bool trans_b,
+                    const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+                    const Epilogue& ep = {}, ThreadPool* pool = nullptr);
+
+/// As sgemm_packed_a with B produced panel by panel by `b` (no materialised B matrix).
+void sgemm_packed_a_custom_b(int64_t M, int64_t N, int64_t K, float alpha, const float* packed_a,
+                             const BPanelPacker& b, float beta, float* C, int64_t ldc,
+                             const Epilogue& ep = {}, ThreadPool* pool = nullptr);
+
+}  // namespace tessel::rt

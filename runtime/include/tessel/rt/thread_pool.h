@@ -1,0 +1,60 @@
+// Persistent thread pool with a static-partition parallel_for; the caller is one of the N threads.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <thread>
+#include <vector>
+
+namespace tessel::rt {
+
+/// A pool of N-1 persistent workers plus the calling thread. parallel_for splits [0, n) into at
+/// most N contiguous ranges; the caller runs range 0 itself, so there is never oversubscription.
+/// With N == 1 (or n <= 1, or when called from inside a parallel region) the body runs inline.
+class ThreadPool {
+ public:
+  /// Body of a parallel loop: processes indices [begin, end).
+  using RangeFn = std::function<void(int64_t begin, int64_t end)>;
+
+  /// Creates a pool running on `num_threads` threads in total (the caller included; >= 1).
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  /// Total threads, caller included.
+  int num_threads() const { return num_threads_; }
+
+  /// Runs fn over [0, n) split into min(n, num_threads) near-equal ranges; returns when all are done.
+  void parallel_for(int64_t n, const RangeFn& fn);
+
+ private:
+  void worker_loop(int worker_index);
+
+  int num_threads_;
+  std::vector<std::thread> workers_;
+  // A new job is published by bumping generation_; workers wait on it (C++20 atomic wait = futex).
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stopping_{false};
+  const RangeFn* job_fn_ = nullptr;
+  int64_t job_n_ = 0;
+  int job_parts_ = 0;
+};
+
+/// Runs fn over [0, n) on `pool`, or inline (fn(0, n)) when pool is null.
+template <typename Fn>
+inline void parallel_for(ThreadPool* pool, int64_t n, Fn&& fn) {
+  if (n <= 0) return;
+  if (pool == nullptr || pool->num_threads() <= 1 || n == 1) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  pool->parallel_for(n, ThreadPool::RangeFn(fn));
+}
+
+/// Number of threads `pool` provides (1 when null).
+inline int thread_count(const ThreadPool* pool) { return pool == nullptr ? 1 : pool->num_threads(); }
+
+}  // namespace tessel::rt

@@ -1,0 +1,51 @@
+// Out-of-line epilogue helpers: activation names and whole-buffer epilogue application.
+#include "tessel/rt/epilogue.h"
+
+#include "tessel/rt/epilogue_avx2.h"
+
+namespace tessel::rt {
+
+const char* activation_name(Activation a) {
+  switch (a) {
+    case Activation::None: return "none";
+    case Activation::Relu: return "relu";
+    case Activation::Clip: return "clip";
+    case Activation::LeakyRelu: return "leaky_relu";
+    case Activation::Sigmoid: return "sigmoid";
+    case Activation::HardSigmoid: return "hardsigmoid";
+    case Activation::HardSwish: return "hardswish";
+    case Activation::Silu: return "silu";
+    case Activation::Gelu: return "gelu";
+    case Activation::Tanh: return "tanh";
+  }
+  return "?";
+}
+
+void apply_activation(float* data, int64_t n, const Epilogue& ep) {
+  if (ep.act == Activation::None) return;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(data + i, activate(_mm256_loadu_ps(data + i), ep));
+  if (i < n) {
+    __m256i m = vtail_mask(static_cast<int>(n - i));
+    _mm256_maskstore_ps(data + i, m, activate(_mm256_maskload_ps(data + i, m), ep));
+  }
+}
+
+void apply_epilogue_planar(float* data, int64_t channels, int64_t plane, const Epilogue& ep) {
+  if (ep.is_identity()) return;
+  for (int64_t c = 0; c < channels; ++c) {
+    float* row = data + c * plane;
+    const float* res = ep.residual ? ep.residual + c * plane : nullptr;
+    __m256 b = _mm256_set1_ps(ep.bias ? ep.bias[c] : 0.0f);
+    int64_t i = 0;
+    for (; i < plane; i += 8) {
+      int left = static_cast<int>(plane - i < 8 ? plane - i : 8);
+      __m256i m = vtail_mask(left);
+      __m256 v = _mm256_add_ps(_mm256_maskload_ps(row + i, m), b);
+      if (res) v = _mm256_add_ps(v, _mm256_maskload_ps(res + i, m));
+      _mm256_maskstore_ps(row + i, m, activate(v, ep));
+    }
+  }
+}
+
+}  // namespace tessel::rt

@@ -1,0 +1,348 @@
+// SGEMM driver: packing, MC/KC/NC blocking, thread partitioning and the 6x16 AVX2 micro-kernel.
+#include "tessel/rt/gemm.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "tessel/rt/aligned_buffer.h"
+#include "tessel/rt/epilogue_avx2.h"
+
+namespace tessel::rt {
+namespace {
+
+constexpr int MR = kGemmMR, NR = kGemmNR;
+// KC x NR B micro-panel (16 KB) stays in L1; an MC x KC A block (~120 KB) and the K x NC B block in L2.
+constexpr int64_t KC = 256;
+constexpr int64_t MC = 120;
+constexpr int64_t kBBlockBytes = 1 << 20;
+
+inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+inline int64_t ceil_div(int64_t x, int64_t m) { return (x + m - 1) / m; }
+
+// Where op(A) comes from: a full pre-packed copy (panel stride K*6) or a raw matrix.
+struct ASource {
+  const float* packed = nullptr;
+  const float* raw = nullptr;
+  int64_t lda = 0;
+  bool trans = false;
+};
+
+// Where op(B) comes from: pre-packed panels, a raw matrix, or a custom panel packer.
+struct BSource {
+  const float* packed = nullptr;
+  const float* raw = nullptr;
+  int64_t ldb = 0;
+  bool trans = false;
+  const BPanelPacker* packer = nullptr;
+};
+
+// Everything the store of one tile needs besides the accumulators.
+struct TileStore {
+  float alpha, beta;
+  bool first, last;  // first K block applies beta; last K block applies the epilogue
+  const Epilogue* ep;
+  int64_t ldc, res_ld;
+};
+
+// Packs rows [i0, i0+mr) x k in [k0, k0+kc) of op(A) into dst[k * 6 + r], zero padding rows >= mr.
+void pack_a_panel(const ASource& a, int64_t i0, int mr, int64_t k0, int64_t kc, float* dst) {
+  if (!a.trans) {
+    const float* rows[MR];
+    for (int r = 0; r < MR; ++r) rows[r] = a.raw + (i0 + std::min(r, mr - 1)) * a.lda + k0;
+    for (int64_t k = 0; k < kc; ++k)
+      for (int r = 0; r < MR; ++r) dst[k * MR + r] = r < mr ? rows[r][k] : 0.0f;
+  } else {
+    for (int64_t k = 0; k < kc; ++k) {
+      const float* src = a.raw + (k0 + k) * a.lda + i0;
+      for (int r = 0; r < MR; ++r) dst[k * MR + r] = r < mr ? src[r] : 0.0f;
+    }
+  }
+}
+
+// Packs columns [j0, j0+nr) x all K rows of a raw op(B) into dst[k * 16 + j].
+void pack_b_panel_raw(const float* B, int64_t ldb, bool trans, int64_t K, int64_t j0, int nr, float* dst) {
+  if (!trans) {
+    if (nr == NR) {
+      for (int64_t k = 0; k < K; ++k) {
+        const float* src = B + k * ldb + j0;
+        _mm256_store_ps(dst + k * NR, _mm256_loadu_ps(src));
+        _mm256_store_ps(dst + k * NR + 8, _mm256_loadu_ps(src + 8));
+      }
+      return;
+    }
+    for (int64_t k = 0; k < K; ++k)
+      for (int j = 0; j < NR; ++j) dst[k * NR + j] = j < nr ? B[k * ldb + j0 + j] : 0.0f;
+  } else {
+    for (int j = 0; j < NR; ++j) {
+      const float* src = B + (j0 + std::min(j, nr - 1)) * ldb;
+      for (int64_t k = 0; k < K; ++k) dst[k * NR + j] = j < nr ? src[k] : 0.0f;
+    }
+  }
+}
+
+void pack_b_panel(const BSource& b, int64_t K, int64_t j0, int nr, float* dst) {
+  if (b.packer)
+    b.packer->pack_panel(j0, nr, dst);
+  else
+    pack_b_panel_raw(b.raw, b.ldb, b.trans, K, j0, nr, dst);
+}
+
+// Finishes one row of a tile: alpha, beta/accumulate, then on the last K block bias+residual+act.
+inline void finish_row(float* c, __m256 v0, __m256 v1, int nr, const TileStore& t, int64_t row,
+                       int64_t col) {
+  const bool full = nr == NR;
+  const __m256i m0 = vtail_mask(std::min(nr, 8)), m1 = vtail_mask(std::max(nr - 8, 0));
+  auto load = [&](const float* p, int half) {
+    if (full) return _mm256_loadu_ps(p + half * 8);
+    return _mm256_maskload_ps(p + half * 8, half == 0 ? m0 : m1);
+  };
+  const __m256 alpha = _mm256_set1_ps(t.alpha);
+  v0 = _mm256_mul_ps(v0, alpha);
+  v1 = _mm256_mul_ps(v1, alpha);
+  if (!t.first) {
+    v0 = _mm256_add_ps(v0, load(c, 0));
+    v1 = _mm256_add_ps(v1, load(c, 1));
+  } else if (t.beta != 0.0f) {
+    const __m256 beta = _mm256_set1_ps(t.beta);
+    v0 = _mm256_fmadd_ps(load(c, 0), beta, v0);
+    v1 = _mm256_fmadd_ps(load(c, 1), beta, v1);
+  }
+  if (t.last) {
+    const Epilogue& ep = *t.ep;
+    if (ep.bias) {
+      if (ep.bias_per_column) {
+        v0 = _mm256_add_ps(v0, load(ep.bias + col, 0));
+        v1 = _mm256_add_ps(v1, load(ep.bias + col, 1));
+      } else {
+        const __m256 b = _mm256_set1_ps(ep.bias[row]);
+        v0 = _mm256_add_ps(v0, b);
+        v1 = _mm256_add_ps(v1, b);
+      }
+    }
+    if (ep.residual) {
+      const float* r = ep.residual + row * t.res_ld + col;
+      v0 = _mm256_add_ps(v0, load(r, 0));
+      v1 = _mm256_add_ps(v1, load(r, 1));
+    }
+    v0 = activate(v0, ep);
+    v1 = activate(v1, ep);
+  }
+  if (full) {
+    _mm256_storeu_ps(c, v0);
+    _mm256_storeu_ps(c + 8, v1);
+  } else {
+    _mm256_maskstore_ps(c, m0, v0);
+    _mm256_maskstore_ps(c + 8, m1, v1);
+  }
+}
+
+// The micro-kernel: a 6x16 tile of C from a kc x 6 A panel and a kc x 16 B panel; 12 accumulators.
+void sgemm_6x16_avx2(int64_t kc, const float* a, const float* b, float* c, int mr, int nr,
+                     const TileStore& t, int64_t row, int64_t col) {
+  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+#pragma GCC unroll 4
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+    __m256 av = _mm256_broadcast_ss(a + 0);
+    c00 = _mm256_fmadd_ps(av, b0, c00);
+    c01 = _mm256_fmadd_ps(av, b1, c01);
+    av = _mm256_broadcast_ss(a + 1);
+    c10 = _mm256_fmadd_ps(av, b0, c10);
+    c11 = _mm256_fmadd_ps(av, b1, c11);
+    av = _mm256_broadcast_ss(a + 2);
+    c20 = _mm256_fmadd_ps(av, b0, c20);
+    c21 = _mm256_fmadd_ps(av, b1, c21);
+    av = _mm256_broadcast_ss(a + 3);
+    c30 = _mm256_fmadd_ps(av, b0, c30);
+    c31 = _mm256_fmadd_ps(av, b1, c31);
+    av = _mm256_broadcast_ss(a + 4);
+    c40 = _mm256_fmadd_ps(av, b0, c40);
+    c41 = _mm256_fmadd_ps(av, b1, c41);
+    av = _mm256_broadcast_ss(a + 5);
+    c50 = _mm256_fmadd_ps(av, b0, c50);
+    c51 = _mm256_fmadd_ps(av, b1, c51);
+    a += MR;
+    b += NR;
+  }
+  const int64_t ldc = t.ldc;
+  finish_row(c, c00, c01, nr, t, row, col);
+  if (mr > 1) finish_row(c + ldc, c10, c11, nr, t, row + 1, col);
+  if (mr > 2) finish_row(c + 2 * ldc, c20, c21, nr, t, row + 2, col);
+  if (mr > 3) finish_row(c + 3 * ldc, c30, c31, nr, t, row + 3, col);
+  if (mr > 4) finish_row(c + 4 * ldc, c40, c41, nr, t, row + 4, col);
+  if (mr > 5) finish_row(c + 5 * ldc, c50, c51, nr, t, row + 5, col);
+}
+
+// Per-thread packing scratch, reused across calls.
+struct Scratch {
+  AlignedBuffer a_block, b_block;
+};
+Scratch& thread_scratch() {
+  static thread_local Scratch s;
+  return s;
+}
+
+// Computes rows [m0, m1) x columns [n0, n1) of C over all of K.
+void gemm_task(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K, const ASource& a,
+               const BSource& b, float* C, const TileStore& base) {
+  Scratch& s = thread_scratch();
+  const int64_t n_panels = ceil_div(n1 - n0, NR);
+  const float* b_block;
+  if (b.packed) {
+    b_block = b.packed + (n0 / NR) * K * NR;
+  } else {
+    float* dst = s.b_block.ensure(static_cast<size_t>(n_panels * K * NR));
+    for (int64_t p = 0; p < n_panels; ++p) {
+      int64_t j0 = n0 + p * NR;
+      pack_b_panel(b, K, j0, static_cast<int>(std::min<int64_t>(NR, n1 - j0)), dst + p * K * NR);
+    }
+    b_block = dst;
+  }
+  int64_t pc = 0;
+  do {
+    const int64_t kc = std::min(KC, K - pc);
+    TileStore t = base;
+    t.first = pc == 0;
+    t.last = pc + kc >= K;
+    if (!t.first) t.beta = 1.0f;
+    for (int64_t ic = m0; ic < m1; ic += MC) {
+      const int64_t mc = std::min(MC, m1 - ic);
+      const float* a_block;
+      int64_t a_panel_stride;
+      if (a.packed) {
+        a_block = a.packed + (ic / MR) * K * MR + pc * MR;
+        a_panel_stride = K * MR;
+      } else {
+        float* dst = s.a_block.ensure(static_cast<size_t>(round_up(mc, MR) * std::max<int64_t>(kc, 1)));
+        for (int64_t i = 0; i < mc; i += MR)
+          pack_a_panel(a, ic + i, static_cast<int>(std::min<int64_t>(MR, mc - i)), pc, kc, dst + i * kc);
+        a_block = dst;
+        a_panel_stride = kc * MR;
+      }
+      for (int64_t jr = n0; jr < n1; jr += NR) {
+        const float* bp = b_block + ((jr - n0) / NR) * K * NR + pc * NR;
+        const int nr = static_cast<int>(std::min<int64_t>(NR, n1 - jr));
+        for (int64_t ir = 0; ir < mc; ir += MR) {
+          const int mr = static_cast<int>(std::min<int64_t>(MR, mc - ir));
+          sgemm_6x16_avx2(kc, a_block + (ir / MR) * a_panel_stride, bp, C + (ic + ir) * t.ldc + jr, mr,
+                          nr, t, ic + ir, jr);
+        }
+      }
+    }
+    pc += kc;
+  } while (pc < K);
+}
+
+// GEMV for M == 1 with pre-packed B: each 16-column panel is a dot of a[K] with a K x 16 panel.
+void gemv_packed_b(int64_t N, int64_t K, const float* a, int64_t a_stride, const float* packed_b,
+                   float* c, const TileStore& t, ThreadPool* pool) {
+  const int64_t panels = ceil_div(N, NR);
+  parallel_for(pool, panels, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const float* bp = packed_b + p * K * NR;
+      __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+      int64_t k = 0;
+      for (; k + 2 <= K; k += 2) {
+        const __m256 a0 = _mm256_set1_ps(a[k * a_stride]), a1 = _mm256_set1_ps(a[(k + 1) * a_stride]);
+        s0 = _mm256_fmadd_ps(a0, _mm256_load_ps(bp + k * NR), s0);
+        s1 = _mm256_fmadd_ps(a0, _mm256_load_ps(bp + k * NR + 8), s1);
+        s2 = _mm256_fmadd_ps(a1, _mm256_load_ps(bp + k * NR + 16), s2);
+        s3 = _mm256_fmadd_ps(a1, _mm256_load_ps(bp + k * NR + 24), s3);
+      }
+      for (; k < K; ++k) {
+        const __m256 a0 = _mm256_set1_ps(a[k * a_stride]);
+        s0 = _mm256_fmadd_ps(a0, _mm256_load_ps(bp + k * NR), s0);
+        s1 = _mm256_fmadd_ps(a0, _mm256_load_ps(bp + k * NR + 8), s1);
+      }
+      const int64_t j0 = p * NR;
+      finish_row(c + j0, _mm256_add_ps(s0, s2), _mm256_add_ps(s1, s3),
+                 static_cast<int>(std::min<int64_t>(NR, N - j0)), t, 0, j0);
+    }
+  });
+}
+
+// Splits the M x N output into tasks for the pool and runs them.
+void gemm_driver(int64_t M, int64_t N, int64_t K, float alpha, const ASource& a, const BSource& b,
+                 float beta, float* C, int64_t ldc, const Epilogue& ep, ThreadPool* pool) {
+  if (M <= 0 || N <= 0) return;
+  TileStore t{alpha, beta, true, true, &ep, ldc, ep.residual_ld ? ep.residual_ld : ldc};
+  if (M == 1 && b.packed && a.raw) {
+    gemv_packed_b(N, K, a.raw, a.trans ? a.lda : 1, b.packed, C, t, pool);
+    return;
+  }
+  const int threads = thread_count(pool);
+  const int64_t n_panels = ceil_div(N, NR);
+  // B block (K x NC) sized to stay in L2; the block count is a multiple of the thread count.
+  int64_t nc_max = std::max<int64_t>(NR, kBBlockBytes / (4 * std::max<int64_t>(K, 1)) / NR * NR);
+  int64_t n_blocks = ceil_div(N, nc_max);
+  if (threads > 1) n_blocks = round_up(n_blocks, threads);
+  n_blocks = std::min(n_blocks, n_panels);
+  const int64_t nc = ceil_div(n_panels, n_blocks) * NR;
+  n_blocks = ceil_div(N, nc);
+  // Too few column blocks for the threads: also split M (in multiples of MR).
+  int64_t m_chunks = 1;
+  if (n_blocks < threads) m_chunks = std::min(ceil_div(threads, n_blocks), ceil_div(M, 2 * MR));
+  const int64_t mchunk = round_up(ceil_div(M, m_chunks), MR);
+  m_chunks = ceil_div(M, mchunk);
+  parallel_for(pool, n_blocks * m_chunks, [&](int64_t t0, int64_t t1) {
+    for (int64_t task = t0; task < t1; ++task) {
+      const int64_t nb = task / m_chunks, mb = task % m_chunks;
+      gemm_task(mb * mchunk, std::min(M, (mb + 1) * mchunk), nb * nc, std::min(N, (nb + 1) * nc), K, a,
+                b, C, t);
+    }
+  });
+}
+
+}  // namespace
+
+size_t packed_a_size(int64_t M, int64_t K) { return static_cast<size_t>(round_up(M, MR) * K); }
+
+void pack_a(bool trans_a, int64_t M, int64_t K, const float* A, int64_t lda, float* packed) {
+  ASource a{nullptr, A, lda, trans_a};
+  for (int64_t i = 0; i < M; i += MR)
+    pack_a_panel(a, i, static_cast<int>(std::min<int64_t>(MR, M - i)), 0, K, packed + i * K);
+}
+
+size_t packed_b_size(int64_t N, int64_t K) { return static_cast<size_t>(round_up(N, NR) * K); }
+
+void pack_b(bool trans_b, int64_t N, int64_t K, const float* B, int64_t ldb, float* packed) {
+  for (int64_t j = 0; j < N; j += NR)
+    pack_b_panel_raw(B, ldb, trans_b, K, j, static_cast<int>(std::min<int64_t>(NR, N - j)), packed + j * K);
+}
+
+void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+           const Epilogue& ep, ThreadPool* pool) {
+  ASource a{nullptr, A, lda, trans_a};
+  BSource b{nullptr, B, ldb, trans_b, nullptr};
+  gemm_driver(M, N, K, alpha, a, b, beta, C, ldc, ep, pool);
+}
+
+void sgemm_packed_b(bool trans_a, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                    int64_t lda, const float* packed_b, float beta, float* C, int64_t ldc,
+                    const Epilogue& ep, ThreadPool* pool) {
+  ASource a{nullptr, A, lda, trans_a};
+  BSource b{packed_b, nullptr, 0, false, nullptr};
+  gemm_driver(M, N, K, alpha, a, b, beta, C, ldc, ep, pool);
+}
+
+void sgemm_packed_a(int64_t M, int64_t N, int64_t K, float alpha, const float* packed_a, bool trans_b,
+                    const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const Epilogue& ep,
+                    ThreadPool* pool) {
+  ASource a{packed_a, nullptr, 0, false};
+  BSource b{nullptr, B, ldb, trans_b, nullptr};
+  gemm_driver(M, N, K, alpha, a, b, beta, C, ldc, ep, pool);
+}
+
+void sgemm_packed_a_custom_b(int64_t M, int64_t N, int64_t K, float alpha, const float* packed_a,
+                             const BPanelPacker& bp, float beta, float* C, int64_t ldc,
+                             const Epilogue& ep, ThreadPool* pool) {
+  ASource a{packed_a, nullptr, 0, false};
+  BSource b{nullptr, nullptr, 0, false, &bp};
+  gemm_driver(M, N, K, alpha, a, b, beta, C, ldc, ep, pool);
+}
+
+}  // namespace tessel::rt

@@ -1,0 +1,119 @@
+// Tests of SGEMM (plain, pre-packed A, pre-packed B, GEMV path) against a naive double loop.
+#include <gtest/gtest.h>
+
+#include "rt_test_util.h"
+#include "tessel/rt/aligned_buffer.h"
+#include "tessel/rt/gemm.h"
+
+namespace tessel::rt {
+namespace {
+
+using test::expect_close;
+using test::random_vector;
+
+struct GemmCase {
+  int64_t M, N, K;
+  bool ta, tb;
+  float alpha, beta;
+};
+
+// Naive reference: C = alpha op(A) op(B) + beta C0, then bias/residual/activation, in double.
+std::vector<double> ref_gemm(const GemmCase& g, const std::vector<float>& A, const std::vector<float>& B,
+                             const std::vector<float>& C0, const Epilogue& ep) {
+  int64_t lda = g.ta ? g.M : g.K, ldb = g.tb ? g.K : g.N;
+  std::vector<double> C(g.M * g.N);
+  for (int64_t i = 0; i < g.M; ++i)
+    for (int64_t j = 0; j < g.N; ++j) {
+      double s = 0;
+      for (int64_t k = 0; k < g.K; ++k) {
+        double a = g.ta ? A[k * lda + i] : A[i * lda + k];
+        double b = g.tb ? B[j * ldb + k] : B[k * ldb + j];
+        s += a * b;
+      }
+      double v = g.alpha * s + (g.beta != 0 ? g.beta * C0[i * g.N + j] : 0.0);
+      if (ep.bias) v += ep.bias_per_column ? ep.bias[j] : ep.bias[i];
+      if (ep.residual) v += ep.residual[i * g.N + j];
+      C[i * g.N + j] = test::ref_activation(v, ep);
+    }
+  return C;
+}
+
+enum class Variant { Plain, PackedA, PackedB };
+
+void run_case(const GemmCase& g, const Epilogue& ep_in, Variant variant, int threads) {
+  int64_t lda = g.ta ? g.M : g.K, ldb = g.tb ? g.K : g.N;
+  auto A = random_vector(g.M * g.K + 1, 1 + g.M * 7 + g.K);
+  auto B = random_vector(g.K * g.N + 1, 2 + g.N * 5 + g.K);
+  auto C = random_vector(g.M * g.N, 3);
+  auto bias = random_vector(std::max(g.M, g.N), 4);
+  auto res = random_vector(g.M * g.N, 5);
+  Epilogue ep = ep_in;
+  if (ep.bias) ep.bias = bias.data();
+  if (ep.residual) ep.residual = res.data();
+  auto want = ref_gemm(g, A, B, C, ep);
+  ThreadPool pool(threads);
+  if (variant == Variant::Plain) {
+    sgemm(g.ta, g.tb, g.M, g.N, g.K, g.alpha, A.data(), lda, B.data(), ldb, g.beta, C.data(), g.N, ep, &pool);
+  } else if (variant == Variant::PackedA) {
+    AlignedBuffer pa(packed_a_size(g.M, g.K));
+    pack_a(g.ta, g.M, g.K, A.data(), lda, pa.data());
+    sgemm_packed_a(g.M, g.N, g.K, g.alpha, pa.data(), g.tb, B.data(), ldb, g.beta, C.data(), g.N, ep, &pool);
+  } else {
+    AlignedBuffer pb(packed_b_size(g.N, g.K));
+    pack_b(g.tb, g.N, g.K, B.data(), ldb, pb.data());
+    sgemm_packed_b(g.ta, g.M, g.N, g.K, g.alpha, A.data(), lda, pb.data(), g.beta, C.data(), g.N, ep, &pool);
+  }
+  expect_close(C, want, 2e-6 * std::max<double>(1.0, std::sqrt(double(g.K))),
+               "M=" + std::to_string(g.M) + " N=" + std::to_string(g.N) + " K=" + std::to_string(g.K) +
+                   " ta=" + std::to_string(g.ta) + " tb=" + std::to_string(g.tb) + " act=" +
+                   activation_name(ep.act) + " variant=" + std::to_string(int(variant)) +
+                   " threads=" + std::to_string(threads));
+}
+
+TEST(RtGemm, OddShapesAllTransposesAllVariants) {
+  const int64_t sizes[] = {1, 3, 7, 17, 63, 100};
+  for (Variant v : {Variant::Plain, Variant::PackedA, Variant::PackedB})
+    for (int64_t M : sizes)
+      for (int64_t N : sizes)
+        for (int64_t K : {1, 7, 63, 300})
+          for (int t = 0; t < 4; ++t)
+            run_case({M, N, K, bool(t & 1), bool(t & 2), 1.0f, 0.0f}, {}, v, (M + N) % 2 ? 2 : 1);
+}
+
+TEST(RtGemm, AlphaBetaAccumulate) {
+  for (Variant v : {Variant::Plain, Variant::PackedA, Variant::PackedB})
+    for (int threads : {1, 2}) {
+      run_case({17, 33, 300, false, false, 0.5f, 2.0f}, {}, v, threads);
+      run_case({1, 100, 257, false, true, -1.5f, 1.0f}, {}, v, threads);
+      run_case({64, 3, 520, true, false, 1.0f, -0.5f}, {}, v, threads);
+    }
+}
+
+TEST(RtGemm, LargeShapesBothThreadCounts) {
+  for (int threads : {1, 2}) {
+    run_case({64, 784, 576, false, false, 1.0f, 0.0f}, {}, Variant::PackedA, threads);
+    run_case({130, 50, 1200, false, true, 1.0f, 0.0f}, {}, Variant::Plain, threads);
+    run_case({1, 1000, 512, false, true, 1.0f, 0.0f}, {}, Variant::PackedB, threads);
+  }
+}
+
+TEST(RtGemm, EveryEpilogueWithBiasAndResidual) {
+  float dummy = 0;
+  for (Epilogue ep : test::all_activations())
+    for (bool per_col : {false, true})
+      for (Variant v : {Variant::Plain, Variant::PackedA, Variant::PackedB})
+        for (int threads : {1, 2}) {
+          ep.bias = &dummy;  // replaced by real data in run_case
+          ep.residual = &dummy;
+          ep.bias_per_column = per_col;
+          run_case({13, 37, 70, false, false, 1.0f, 0.0f}, ep, v, threads);
+          run_case({1, 21, 40, false, true, 1.0f, 0.5f}, ep, v, threads);
+        }
+}
+
+TEST(RtGemm, ZeroKGivesBetaCPlusEpilogue) {
+  run_case({5, 9, 0, false, false, 1.0f, 0.5f}, Epilogue::with_act(Activation::Relu), Variant::Plain, 1);
+}
+
+}  // namespace
+}  // namespace tessel::rt
