@@ -1,0 +1,99 @@
+// The operator registry and the contexts handed to inference and reference kernels.
+#include "tessel/ops/registry.h"
+
+namespace tessel {
+
+const AttrSpec* OpDef::findAttr(std::string_view n) const {
+  for (const auto& a : attrSpecs)
+    if (a.name == n) return &a;
+  return nullptr;
+}
+
+OpRegistry& OpRegistry::instance() {
+  static OpRegistry registry;
+  return registry;
+}
+
+void OpRegistry::add(OpDef def) {
+  auto key = std::make_pair(def.domain, def.name);
+  TESSEL_ASSERT(!defs_.count(key), fmt::format("operator '{}' registered twice", def.name));
+  defs_[key] = std::make_unique<OpDef>(std::move(def));
+}
+
+const OpDef* OpRegistry::find(std::string_view domain, std::string_view name) const {
+  // "ai.onnx" is the standard domain spelled out.
+  if (domain == "ai.onnx") domain = "";
+  auto it = defs_.find(std::make_pair(std::string(domain), std::string(name)));
+  return it == defs_.end() ? nullptr : it->second.get();
+}
+
+std::vector<const OpDef*> OpRegistry::all() const {
+  std::vector<const OpDef*> out;
+  for (const auto& [k, v] : defs_) out.push_back(v.get());
+  return out;
+}
+
+// ---------------------------------------------------------------- InferContext
+
+const TensorType& InferContext::inputType(size_t i) const {
+  Value* v = node_.input(i);
+  if (!v) failMessage(fmt::format("input {} is required but missing", i));
+  return v->type;
+}
+
+const Tensor* InferContext::inputValue(size_t i) const {
+  Value* v = node_.input(i);
+  if (!v) return nullptr;
+  if (v->isConstant()) return &v->constant();
+  return knownValue_ ? knownValue_(v) : nullptr;
+}
+
+void InferContext::setOutputType(size_t i, TensorType t) {
+  if (Value* v = node_.output(i)) v->type = std::move(t);
+}
+
+void InferContext::setOutputValue(size_t i, Tensor t) {
+  if (node_.output(i)) outputValues_[i] = std::move(t);
+}
+
+void InferContext::failMessage(const std::string& message) const {
+  throw UserError(fmt::format("{}: {}", node_.describe(), message));
+}
+
+// ---------------------------------------------------------------- KernelContext
+
+const Tensor& KernelContext::input(size_t i) const {
+  if (!hasInput(i)) failMessage(fmt::format("input {} is required but missing", i));
+  return *inputs_[i];
+}
+
+Tensor& KernelContext::allocateOutput(size_t i, DType dtype, Shape shape) {
+  TESSEL_ASSERT(i < outputs_.size(), fmt::format("{}: output {} out of range", node_.describe(), i));
+  outputs_[i] = Tensor(dtype, std::move(shape));
+  return outputs_[i];
+}
+
+void KernelContext::setOutput(size_t i, Tensor t) {
+  TESSEL_ASSERT(i < outputs_.size(), fmt::format("{}: output {} out of range", node_.describe(), i));
+  outputs_[i] = std::move(t);
+}
+
+std::vector<Tensor> KernelContext::runSubgraph(const Graph& body, const std::vector<Tensor>& inputs) {
+  TESSEL_ASSERT(runner_, "no subgraph runner available");
+  return runner_->runSubgraph(body, inputs);
+}
+
+std::mt19937_64& KernelContext::rng() {
+  TESSEL_ASSERT(rng_, "no random generator available");
+  return *rng_;
+}
+
+void KernelContext::failMessage(const std::string& message) const {
+  throw UserError(fmt::format("{}: {}", node_.describe(), message));
+}
+
+Value* UpgradeContext::addConstant(const std::string& nameHint, Tensor t) {
+  return graph.addConstant(graph.uniqueName(nameHint), std::move(t));
+}
+
+}  // namespace tessel

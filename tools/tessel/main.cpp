@@ -1,0 +1,54 @@
+// Entry point of the `tessel` CLI: builds the sub-commands and maps errors to exit statuses
+// (0 success, 2 bad input / unsupported model / bad flag, 1 internal error).
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <fmt/format.h>
+
+#include "command.h"
+#include "tessel/support/error.h"
+
+namespace tessel::cli {
+std::vector<CommandRegistration>& commandRegistry() {
+  static std::vector<CommandRegistration> registry;
+  return registry;
+}
+}  // namespace tessel::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "Tessel: an ahead-of-time neural-network compiler.\n"
+      "ONNX -> graph IR (text form) -> passes -> partition by hardware config -> cpu / npu / reference.\n"
+      "Run `tessel <command> --help` for a command's options."};
+  app.name("tessel");
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "tessel 0.1.0");
+  auto& registry = tessel::cli::commandRegistry();
+  std::sort(registry.begin(), registry.end(), [](const auto& a, const auto& b) { return a.order < b.order; });
+  for (const auto& cmd : registry) cmd.setup(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "tessel: error: %s\nRun with --help for usage.\n", e.what());
+    return 2;
+  } catch (const tessel::UserError& e) {
+    std::fprintf(stderr, "tessel: error: %s\n", e.what());
+    return 2;
+  } catch (const tessel::InternalError& e) {
+    std::fprintf(stderr, "tessel: %s\nThis is a bug in Tessel; please report it with the model.\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "tessel: error: out of memory\n");
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tessel: internal error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
