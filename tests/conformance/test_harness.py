@@ -1,0 +1,204 @@
+#!/usr/bin/python3
+"""Tests run_node_suite.py against fake_tessel.py on a small synthetic suite: right tests pass, wrong ones fail."""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+HARNESS = os.path.join(HERE, "run_node_suite.py")
+FAKE_TESSEL = os.path.join(HERE, "fake_tessel.py")
+PYTHON = "/usr/bin/python3"
+
+# test name -> status the harness must report (fake_tessel.py spoils outputs by name).
+EXPECTED_STATUS = {
+    "test_fake_good_add": "pass",
+    "test_fake_initializer_not_an_input": "pass",
+    "test_fake_unnamed_pb": "pass",
+    "test_fake_tiny_error": "pass",
+    "test_fake_nan_output_good": "pass",
+    "test_fake_string_good": "pass",
+    "test_fake_three_inputs_in_order": "pass",
+    "test_fake_wrong_value": "fail",
+    "test_fake_wrong_shape": "fail",
+    "test_fake_wrong_dtype": "fail",
+    "test_fake_missing_output": "fail",
+    "test_fake_nan_mismatch": "fail",
+    "test_fake_int_off_by_one": "fail",
+    "test_fake_crash": "error",
+    "test_fake_unsupported": "unsupported",
+    "test_fake_hang": "timeout",
+}
+
+
+def tensor_info(name, array):
+    dtype = onnx.mapping.NP_TYPE_TO_TENSOR_TYPE[array.dtype] if array.dtype.kind != "O" else TensorProto.STRING
+    return helper.make_tensor_value_info(name, dtype, list(array.shape))
+
+
+def write_test(suite, name, nodes, inputs, outputs, initializers=(), name_input_pbs=True):
+    """Writes SUITE/node/NAME/{model.onnx,test_data_set_0/*.pb} the way ONNX's generator does."""
+    test_dir = os.path.join(suite, "node", name)
+    data_dir = os.path.join(test_dir, "test_data_set_0")
+    os.makedirs(data_dir)
+    init_protos = [numpy_helper.from_array(a, n) for n, a in initializers]
+    graph_inputs = [tensor_info(n, a) for n, a in inputs] + [tensor_info(n, a) for n, a in initializers]
+    graph = helper.make_graph(nodes, name, graph_inputs, [tensor_info(n, a) for n, a in outputs],
+                              initializer=init_protos)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.save(model, os.path.join(test_dir, "model.onnx"))
+    for kind, values in (("input", inputs), ("output", outputs)):
+        for position, (value_name, array) in enumerate(values):
+            pb_name = value_name if (name_input_pbs or kind == "output") else ""
+            with open(os.path.join(data_dir, f"{kind}_{position}.pb"), "wb") as f:
+                f.write(numpy_helper.from_array(array, pb_name).SerializeToString())
+
+
+def build_suite(suite):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((2, 3)).astype(np.float32)
+    b = rng.standard_normal((2, 3)).astype(np.float32)
+    add = [helper.make_node("Add", ["a", "b"], ["sum"])]
+    for name in ("test_fake_good_add", "test_fake_tiny_error", "test_fake_wrong_value",
+                 "test_fake_wrong_shape", "test_fake_wrong_dtype", "test_fake_nan_mismatch",
+                 "test_fake_crash", "test_fake_unsupported", "test_fake_hang"):
+        write_test(suite, name, add, [("a", a), ("b", b)], [("sum", a + b)])
+    write_test(suite, "test_fake_initializer_not_an_input", add, [("a", a)], [("sum", a + b)],
+               initializers=[("b", b)])
+    write_test(suite, "test_fake_unnamed_pb", add, [("a", a), ("b", b)], [("sum", a + b)],
+               name_input_pbs=False)
+    with_nan = a.copy()
+    with_nan[0, 0] = np.nan
+    write_test(suite, "test_fake_nan_output_good", [helper.make_node("Identity", ["a"], ["y"])],
+               [("a", with_nan)], [("y", with_nan)])
+    words = np.array([b"tessel", b"onnx"], dtype=object)
+    write_test(suite, "test_fake_string_good", [helper.make_node("Identity", ["s"], ["t"])],
+               [("s", words)], [("t", words)])
+    c = rng.standard_normal((2, 3)).astype(np.float32)
+    write_test(suite, "test_fake_three_inputs_in_order",
+               [helper.make_node("Sum", ["z", "a", "m"], ["total"])],
+               [("z", a), ("a", b), ("m", c)], [("total", a + b + c)])
+    write_test(suite, "test_fake_missing_output",
+               [helper.make_node("Add", ["a", "b"], ["sum"]), helper.make_node("Sub", ["a", "b"], ["diff"])],
+               [("a", a), ("b", b)], [("sum", a + b), ("diff", a - b)])
+    ints = np.arange(6, dtype=np.int64).reshape(2, 3)
+    write_test(suite, "test_fake_int_off_by_one", [helper.make_node("Identity", ["i"], ["o"])],
+               [("i", ints)], [("o", ints)])
+
+
+def read_report(path):
+    statuses = {}
+    with open(path) as f:
+        for line in f:
+            if not line.startswith("#"):
+                test, status, _reason = line.rstrip("\n").split("\t")
+                statuses[test] = status
+    return statuses
+
+
+class HarnessTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.work = tempfile.mkdtemp(prefix="tessel-harness-test-")
+        cls.suite = os.path.join(cls.work, "suite")
+        build_suite(cls.suite)
+        cls.ort_report = os.path.join(cls.work, "ort.tsv")
+        with open(cls.ort_report, "w") as f:
+            f.write("# fake ORT report\n")
+            f.write("test_fake_good_add\tpass\t\ntest_fake_wrong_value\tpass\t\n"
+                    "test_fake_crash\tfail\twrong\n")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.work)
+
+    def run_harness(self, *extra, expected_names=(), ort=None):
+        expected = os.path.join(self.work, "expected.txt")
+        with open(expected, "w") as f:
+            f.write("# header comment kept by --update-expected\n")
+            f.writelines(n + "\n" for n in expected_names)
+        report = os.path.join(self.work, "report.tsv")
+        command = [PYTHON, HARNESS, "--tessel", FAKE_TESSEL, "--suite", self.suite,
+                   "--expected", expected, "--report", report, "--timeout", "3",
+                   "--ort-report", ort or self.ort_report, *extra]
+        started = time.monotonic()
+        done = subprocess.run(command, capture_output=True, text=True)
+        self.elapsed = time.monotonic() - started
+        return done, report, expected
+
+    def test_statuses_of_every_test(self):
+        done, report, _ = self.run_harness()
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        self.assertEqual(read_report(report), EXPECTED_STATUS)
+        passed = sum(1 for s in EXPECTED_STATUS.values() if s == "pass")
+        lines = done.stdout.splitlines()
+        self.assertEqual(lines[-1], f"{passed} passed, {len(EXPECTED_STATUS) - passed} failed")
+        self.assertLess(self.elapsed, 30, "the hanging test was not cut at the timeout")
+        for test, status in EXPECTED_STATUS.items():
+            failure_lines = [line for line in lines if line.startswith(test + ":")]
+            self.assertEqual(len(failure_lines), 0 if status == "pass" else 1, test)
+
+    def test_failure_reasons_are_specific(self):
+        done, _, _ = self.run_harness("--filter", "wrong_shape|wrong_dtype|missing|crash|unsupported")
+        out = done.stdout
+        self.assertIn("test_fake_wrong_shape: fail: output 'sum': shape [5], expected [2, 3]", out)
+        self.assertIn("test_fake_wrong_dtype: fail: output 'sum': dtype int32, expected float32", out)
+        self.assertIn("test_fake_missing_output: fail: output 'diff' was not written", out)
+        self.assertIn("test_fake_crash: error: exit 1: fake tessel: internal error", out)
+        self.assertIn("test_fake_unsupported: unsupported: exit 2:", out)
+
+    def test_expected_failure_exits_nonzero(self):
+        done, _, _ = self.run_harness(expected_names=["test_fake_good_add", "test_fake_wrong_value"])
+        self.assertEqual(done.returncode, 1, done.stdout)
+        self.assertIn("REGRESSION test_fake_wrong_value: fail", done.stdout)
+        self.assertNotIn("  test_fake_good_add\n", done.stdout)  # not "newly passing": it is listed
+        self.assertIn("  test_fake_tiny_error\n", done.stdout)
+
+    def test_expected_passing_exits_zero(self):
+        done, _, _ = self.run_harness(expected_names=["test_fake_good_add", "test_fake_string_good"])
+        self.assertEqual(done.returncode, 0, done.stdout)
+        self.assertNotIn("REGRESSION", done.stdout)
+
+    def test_update_expected_lists_passing_tests(self):
+        done, _, expected = self.run_harness("--update-expected", expected_names=["test_fake_crash"])
+        with open(expected) as f:
+            content = f.read().splitlines()
+        self.assertEqual(content[0], "# header comment kept by --update-expected")
+        want = sorted(t for t, s in EXPECTED_STATUS.items() if s == "pass")
+        self.assertEqual(content[1:], want)
+        self.assertEqual(done.returncode, 1)  # crash was listed before the update: still reported
+
+    def test_update_with_filter_keeps_other_entries(self):
+        _, _, expected = self.run_harness("--update-expected", "--filter", "good_add|wrong_value",
+                                          expected_names=["test_fake_wrong_value", "test_fake_hang"])
+        with open(expected) as f:
+            names = [line for line in f.read().splitlines() if not line.startswith("#")]
+        self.assertEqual(names, ["test_fake_good_add", "test_fake_hang"])
+
+    def test_ort_comparison_line(self):
+        done, _, _ = self.run_harness()
+        passed = sum(1 for s in EXPECTED_STATUS.values() if s == "pass")
+        self.assertIn(f"ORT passes 2; Tessel passes {passed}; both: 1; only Tessel: {passed - 1}; "
+                      "only ORT: 1", done.stdout)
+
+    def test_filter_selects_tests(self):
+        done, report, _ = self.run_harness("--filter", "^test_fake_good")
+        self.assertEqual(set(read_report(report)), {"test_fake_good_add"})
+        self.assertEqual(done.stdout.splitlines()[-1], "1 passed, 0 failed")
+
+    def test_missing_tessel_is_an_error(self):
+        done = subprocess.run([PYTHON, HARNESS, "--tessel", os.path.join(self.work, "nope"),
+                               "--suite", self.suite], capture_output=True, text=True)
+        self.assertEqual(done.returncode, 2)
+        self.assertIn("is not an executable file", done.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
