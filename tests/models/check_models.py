@@ -1,0 +1,107 @@
+#!/usr/bin/python3
+"""Runs `tessel run` on the exported torchvision models, compares with PyTorch, and checks the text IR round trip."""
+import argparse
+import filecmp
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MODELS = ("resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1")
+# Relative to the largest |PyTorch output|: float32 sums in another order differ by far less.
+RELATIVE_TOLERANCE = 1e-4
+TIMEOUT_SECONDS = 600
+
+
+def run(command, timeout=TIMEOUT_SECONDS):
+    """Runs a command; returns (ok, seconds, message)."""
+    started = time.monotonic()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return False, timeout, f"timed out after {timeout} s: {' '.join(command)}"
+    seconds = time.monotonic() - started
+    if done.returncode != 0:
+        lines = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()]
+        return False, seconds, f"exit {done.returncode}: {lines[-1] if lines else 'no message'}"
+    return True, seconds, ""
+
+
+def check_outputs(name, models_dir, tessel, work):
+    """Runs the model and compares its output with PyTorch's; returns an error message or None."""
+    output_dir = os.path.join(work, name)
+    os.makedirs(output_dir, exist_ok=True)
+    ok, seconds, message = run([tessel, "run", os.path.join(models_dir, f"{name}.onnx"),
+                                "--input", f"input={os.path.join(models_dir, name + '.input.npy')}",
+                                "--output-dir", output_dir])
+    if not ok:
+        return f"tessel run: {message}"
+    produced = os.path.join(output_dir, "output.npy")
+    if not os.path.exists(produced):
+        return "tessel run wrote no output.npy"
+    actual = np.load(produced)
+    expected = np.load(os.path.join(models_dir, f"{name}.torch_output.npy"))
+    if actual.shape != expected.shape:
+        return f"output shape {actual.shape}, PyTorch's is {expected.shape}"
+    scale = float(np.abs(expected).max())
+    error = float(np.abs(actual.astype(np.float64) - expected).max()) if np.all(np.isfinite(actual)) else np.inf
+    verdict = "ok" if error <= RELATIVE_TOLERANCE * scale else "TOO LARGE"
+    print(f"{name}: run {seconds:.2f} s, max|tessel - torch| = {error:.3g} "
+          f"(limit {RELATIVE_TOLERANCE:g} * {scale:.3g} = {RELATIVE_TOLERANCE * scale:.3g}) {verdict}")
+    if verdict != "ok":
+        return f"max error {error:.3g} exceeds {RELATIVE_TOLERANCE:g} * max|torch| = {RELATIVE_TOLERANCE * scale:.3g}"
+    return None
+
+
+def check_ir_round_trip(name, models_dir, tessel, work):
+    """ONNX -> a.tir -> b.tir must give identical files; returns an error message or None."""
+    first = os.path.join(work, f"{name}.a.tir")
+    second = os.path.join(work, f"{name}.b.tir")
+    ok, seconds_a, message = run([tessel, "ir", os.path.join(models_dir, f"{name}.onnx"), "-o", first])
+    if not ok:
+        return f"tessel ir (from ONNX): {message}"
+    ok, seconds_b, message = run([tessel, "ir", first, "-o", second])
+    if not ok:
+        return f"tessel ir (from .tir): {message}"
+    if not filecmp.cmp(first, second, shallow=False):
+        return f"text IR round trip differs: {first} vs {second}"
+    size_kib = os.path.getsize(first) / 1024
+    print(f"{name}: IR round trip identical ({size_kib:.0f} KiB, {seconds_a:.2f} s + {seconds_b:.2f} s)")
+    return None
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--tessel", default=os.path.join(REPO_ROOT, "build", "tessel"))
+    parser.add_argument("--models", required=True, help="OUTDIR of scripts/export-models.py")
+    parser.add_argument("--only", nargs="+", choices=MODELS, default=list(MODELS))
+    parser.add_argument("--keep", help="keep outputs and .tir files in this directory")
+    args = parser.parse_args()
+    if not os.access(args.tessel, os.X_OK):
+        print(f"error: --tessel '{args.tessel}' is not executable", file=sys.stderr)
+        return 2
+    missing = [n for n in args.only if not os.path.exists(os.path.join(args.models, f"{n}.torch_output.npy"))]
+    if missing:
+        print(f"error: {', '.join(missing)} not exported in '{args.models}' "
+              "(run scripts/export-models.py first)", file=sys.stderr)
+        return 2
+    failures = []
+    with tempfile.TemporaryDirectory(prefix="tessel-models-") as scratch:
+        work = args.keep or scratch
+        os.makedirs(work, exist_ok=True)
+        for name in args.only:
+            for check in (check_outputs, check_ir_round_trip):
+                error = check(name, args.models, os.path.abspath(args.tessel), work)
+                if error:
+                    print(f"FAIL {name}: {error}")
+                    failures.append(name)
+    print(f"{len(args.only) - len(set(failures))} of {len(args.only)} models ok")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
