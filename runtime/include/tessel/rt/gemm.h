@@ -53,4 +53,9 @@ void sgemm_packed_a_custom_b(int64_t M, int64_t N, int64_t K, float alpha, const
                              const BPanelPacker& b, float beta, float* C, int64_t ldc,
                              const Epilogue& ep = {}, ThreadPool* pool = nullptr);
 
+/// C = alpha * A * B + beta * C with both operands pre-packed (pack_a / pack_b layouts), single
+/// threaded: for callers that already parallelise at a coarser level (Winograd's 36 GEMMs).
+void sgemm_packed_ab(int64_t M, int64_t N, int64_t K, float alpha, const float* packed_a,
+                     const float* packed_b, float beta, float* C, int64_t ldc, const Epilogue& ep = {});
+
 }  // namespace tessel::rt

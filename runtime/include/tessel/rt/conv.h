@@ -1,0 +1,116 @@
+// 2-D convolution kernels (fp32) in NCHW and NCHWc8 layouts, their weight packing, and the kernel list.
+// Weights come in ONNX layout [Cout][Cin/groups][KH][KW]; every kernel pre-packs them once.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "tessel/rt/epilogue.h"
+#include "tessel/rt/thread_pool.h"
+
+namespace tessel::rt {
+
+/// Geometry of one convolution (ONNX Conv attributes plus the input shape).
+struct Conv2dShape {
+  int64_t batch = 1;
+  int64_t in_channels = 0, in_h = 0, in_w = 0;
+  int64_t out_channels = 0;
+  int64_t kernel_h = 1, kernel_w = 1;
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  int64_t dilation_h = 1, dilation_w = 1;
+  int64_t groups = 1;
+
+  /// Output height / width (floor mode, as ONNX).
+  int64_t out_h() const { return (in_h + pad_top + pad_bottom - dilation_h * (kernel_h - 1) - 1) / stride_h + 1; }
+  int64_t out_w() const { return (in_w + pad_left + pad_right - dilation_w * (kernel_w - 1) - 1) / stride_w + 1; }
+  int64_t in_per_group() const { return in_channels / groups; }
+  int64_t out_per_group() const { return out_channels / groups; }
+  /// True for depthwise convolution with channel multiplier 1.
+  bool is_depthwise() const { return groups == in_channels && groups == out_channels && groups > 1; }
+  /// Multiply-accumulates of the whole convolution.
+  double macs() const {
+    return double(batch) * out_channels * out_h() * out_w() * in_per_group() * kernel_h * kernel_w;
+  }
+};
+
+/// Data layouts the kernels read and write.
+enum class ConvLayout : uint8_t {
+  NCHW,    ///< [N][C][H][W]
+  NCHWc8,  ///< [N][ceil(C/8)][H][W][8], channels zero-padded to a multiple of 8
+};
+
+/// Signature of a weight packer: writes packed_weight_size(shape) floats to `packed`.
+using ConvPackFn = void (*)(const Conv2dShape& shape, const float* weights, float* packed);
+/// Signature of a convolution: out = epilogue(conv(in, weights)) for the whole batch. In NCHWc8 the
+/// epilogue's residual has the output's NCHWc8 layout; its bias has out_channels entries.
+using ConvRunFn = void (*)(const Conv2dShape& shape, const float* in, const float* packed_weights,
+                           float* out, const Epilogue& ep, ThreadPool* pool);
+
+/// One convolution kernel: a name carrying its parameters, an applicability predicate, its packer.
+struct Conv2dKernel {
+  const char* name;
+  ConvLayout layout;
+  bool (*applicable)(const Conv2dShape&);
+  size_t (*packed_weight_size)(const Conv2dShape&);
+  ConvPackFn pack_weights;
+  ConvRunFn run;
+};
+
+/// Every convolution kernel, best-first within a layout (selection, tests and benchmarks share it).
+const std::vector<Conv2dKernel>& conv2d_kernels();
+/// The kernel called `name`, or null.
+const Conv2dKernel* find_conv2d_kernel(const char* name);
+/// The first applicable kernel for `layout` (conv2d_nchw_im2col_gemm_avx2 / _nchwc8_ generic always apply).
+const Conv2dKernel* select_conv2d_kernel(const Conv2dShape& shape, ConvLayout layout);
+
+// Individual kernels (also reachable through the list).
+
+/// General fallback: implicit im2col packed straight into GEMM panels, then sgemm with packed weights.
+void conv2d_nchw_im2col_gemm_avx2(const Conv2dShape&, const float* in, const float* packed, float* out,
+                                  const Epilogue&, ThreadPool*);
+size_t conv2d_nchw_im2col_gemm_packed_size(const Conv2dShape&);
+void conv2d_nchw_im2col_gemm_pack(const Conv2dShape&, const float* weights, float* packed);
+
+/// 1x1, stride 1, no padding: the input plane is the GEMM's B operand as is.
+void conv2d_nchw_1x1_gemm_avx2(const Conv2dShape&, const float* in, const float* packed, float* out,
+                               const Epilogue&, ThreadPool*);
+
+/// Depthwise (multiplier 1), any kernel/stride/pad/dilation, NCHW; weights are used unpacked.
+void conv2d_nchw_depthwise_avx2(const Conv2dShape&, const float* in, const float* weights, float* out,
+                                const Epilogue&, ThreadPool*);
+
+/// Depthwise (multiplier 1), NCHWc8, channels in vector lanes.
+void conv2d_nchwc8_depthwise_avx2(const Conv2dShape&, const float* in, const float* packed, float* out,
+                                  const Epilogue&, ThreadPool*);
+size_t conv2d_nchwc8_depthwise_packed_size(const Conv2dShape&);
+void conv2d_nchwc8_depthwise_pack(const Conv2dShape&, const float* weights, float* packed);
+
+/// Direct convolution in NCHWc8 (groups == 1), register block 2 output-channel blocks x 6 pixels.
+void conv2d_nchwc8_direct_avx2(const Conv2dShape&, const float* in, const float* packed, float* out,
+                               const Epilogue&, ThreadPool*);
+size_t conv2d_nchwc8_direct_packed_size(const Conv2dShape&);
+void conv2d_nchwc8_direct_pack(const Conv2dShape&, const float* weights, float* packed);
+
+/// Winograd F(4x4, 3x3) for 3x3 stride-1 dilation-1 groups-1 convs, NCHW; the weight transform
+/// (36 x Cout x Cin) is done at pack time. Error is a few times that of direct conv (see tests).
+void conv2d_winograd_f43_avx2(const Conv2dShape&, const float* in, const float* packed, float* out,
+                              const Epilogue&, ThreadPool*);
+size_t conv2d_winograd_f43_packed_size(const Conv2dShape&);
+void conv2d_winograd_f43_pack(const Conv2dShape&, const float* weights, float* packed);
+
+// Layout reorders.
+
+/// [N][C][H][W] -> [N][ceil(C/8)][H][W][8] with zero padding channels.
+void reorder_nchw_to_nchwc8(int64_t batch, int64_t channels, int64_t hw, const float* in, float* out,
+                            ThreadPool* pool = nullptr);
+/// [N][ceil(C/8)][H][W][8] -> [N][C][H][W] (padding channels dropped).
+void reorder_nchwc8_to_nchw(int64_t batch, int64_t channels, int64_t hw, const float* in, float* out,
+                            ThreadPool* pool = nullptr);
+/// Floats of an NCHWc8 tensor.
+inline size_t nchwc8_size(int64_t batch, int64_t channels, int64_t hw) {
+  return static_cast<size_t>(batch * ((channels + 7) / 8) * 8 * hw);
+}
+
+}  // namespace tessel::rt

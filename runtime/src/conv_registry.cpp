@@ -1,0 +1,58 @@
+// The convolution kernel list: name, layout, applicability, packing and entry point of each kernel.
+#include <cstring>
+
+#include "tessel/rt/conv.h"
+
+namespace tessel::rt {
+namespace {
+
+bool always(const Conv2dShape&) { return true; }
+bool is_1x1_s1_p0(const Conv2dShape& s) {
+  return s.kernel_h == 1 && s.kernel_w == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_top == 0 &&
+         s.pad_left == 0 && s.pad_bottom == 0 && s.pad_right == 0;
+}
+bool is_depthwise(const Conv2dShape& s) { return s.is_depthwise(); }
+bool is_winograd_f43(const Conv2dShape& s) {
+  return s.kernel_h == 3 && s.kernel_w == 3 && s.stride_h == 1 && s.stride_w == 1 && s.dilation_h == 1 &&
+         s.dilation_w == 1 && s.groups == 1 && s.in_channels >= 8 && s.out_channels >= 8;
+}
+bool is_dense(const Conv2dShape& s) { return s.groups == 1; }
+
+size_t depthwise_nchw_size(const Conv2dShape& s) { return static_cast<size_t>(s.in_channels * s.kernel_h * s.kernel_w); }
+void depthwise_nchw_pack(const Conv2dShape& s, const float* w, float* packed) {
+  std::memcpy(packed, w, depthwise_nchw_size(s) * sizeof(float));
+}
+
+}  // namespace
+
+const std::vector<Conv2dKernel>& conv2d_kernels() {
+  static const std::vector<Conv2dKernel> kernels = {
+      {"conv2d_nchw_depthwise_avx2", ConvLayout::NCHW, is_depthwise, depthwise_nchw_size, depthwise_nchw_pack,
+       conv2d_nchw_depthwise_avx2},
+      {"conv2d_nchw_1x1_gemm_avx2", ConvLayout::NCHW, is_1x1_s1_p0, conv2d_nchw_im2col_gemm_packed_size,
+       conv2d_nchw_im2col_gemm_pack, conv2d_nchw_1x1_gemm_avx2},
+      {"conv2d_winograd_f43_avx2", ConvLayout::NCHW, is_winograd_f43, conv2d_winograd_f43_packed_size,
+       conv2d_winograd_f43_pack, conv2d_winograd_f43_avx2},
+      {"conv2d_nchw_im2col_gemm_avx2", ConvLayout::NCHW, always, conv2d_nchw_im2col_gemm_packed_size,
+       conv2d_nchw_im2col_gemm_pack, conv2d_nchw_im2col_gemm_avx2},
+      {"conv2d_nchwc8_depthwise_avx2", ConvLayout::NCHWc8, is_depthwise, conv2d_nchwc8_depthwise_packed_size,
+       conv2d_nchwc8_depthwise_pack, conv2d_nchwc8_depthwise_avx2},
+      {"conv2d_nchwc8_direct_avx2", ConvLayout::NCHWc8, is_dense, conv2d_nchwc8_direct_packed_size,
+       conv2d_nchwc8_direct_pack, conv2d_nchwc8_direct_avx2},
+  };
+  return kernels;
+}
+
+const Conv2dKernel* find_conv2d_kernel(const char* name) {
+  for (const auto& k : conv2d_kernels())
+    if (std::strcmp(k.name, name) == 0) return &k;
+  return nullptr;
+}
+
+const Conv2dKernel* select_conv2d_kernel(const Conv2dShape& shape, ConvLayout layout) {
+  for (const auto& k : conv2d_kernels())
+    if (k.layout == layout && k.applicable(shape)) return &k;
+  return nullptr;
+}
+
+}  // namespace tessel::rt

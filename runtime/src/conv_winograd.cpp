@@ -1,0 +1,200 @@
+// Winograd F(4x4, 3x3) convolution (NCHW, stride 1): 6x6 input tiles, 36 GEMMs over channels.
+// Transforms are vectorised across 8 tiles (lanes = tiles, masked gathers handle padding and edges);
+// the weight transform U = G g G^T is done once at pack time into 36 packed GEMM A operands.
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "tessel/rt/aligned_buffer.h"
+#include "tessel/rt/conv.h"
+#include "tessel/rt/epilogue_avx2.h"
+#include "tessel/rt/gemm.h"
+
+namespace tessel::rt {
+namespace {
+
+constexpr int kTile = 6, kOut = 4, kXi = 36;
+
+// r = B^T d for one column of 6 values (strided).
+inline void input_1d(const __m256* d, int stride, __m256* r, int rstride) {
+  const __m256 d0 = d[0], d1 = d[stride], d2 = d[2 * stride], d3 = d[3 * stride], d4 = d[4 * stride],
+               d5 = d[5 * stride];
+  const __m256 two = _mm256_set1_ps(2.0f), four = _mm256_set1_ps(4.0f), five = _mm256_set1_ps(5.0f);
+  r[0] = _mm256_fnmadd_ps(five, d2, _mm256_fmadd_ps(four, d0, d4));
+  const __m256 a = _mm256_fnmadd_ps(four, d2, _mm256_add_ps(d3, d4));  // -4d2 + d3 + d4 (+-4d1)
+  const __m256 a2 = _mm256_fnmadd_ps(four, d2, _mm256_sub_ps(d4, d3));
+  r[rstride] = _mm256_fnmadd_ps(four, d1, a);
+  r[2 * rstride] = _mm256_fmadd_ps(four, d1, a2);
+  const __m256 b = _mm256_sub_ps(d4, d2), c = _mm256_sub_ps(d3, d1);
+  r[3 * rstride] = _mm256_fmadd_ps(two, c, b);
+  r[4 * rstride] = _mm256_fnmadd_ps(two, c, b);
+  r[5 * rstride] = _mm256_fnmadd_ps(five, d3, _mm256_fmadd_ps(four, d1, d5));
+}
+
+// y = A^T m for one column of 6 values (strided) -> 4 values.
+inline void output_1d(const __m256* m, int stride, __m256* y, int ystride) {
+  const __m256 m0 = m[0], m1 = m[stride], m2 = m[2 * stride], m3 = m[3 * stride], m4 = m[4 * stride],
+               m5 = m[5 * stride];
+  const __m256 s12 = _mm256_add_ps(m1, m2), d12 = _mm256_sub_ps(m1, m2);
+  const __m256 s34 = _mm256_add_ps(m3, m4), d34 = _mm256_sub_ps(m3, m4);
+  y[0] = _mm256_add_ps(_mm256_add_ps(m0, s12), s34);
+  y[ystride] = _mm256_fmadd_ps(_mm256_set1_ps(2.0f), d34, d12);
+  y[2 * ystride] = _mm256_fmadd_ps(_mm256_set1_ps(4.0f), s34, s12);
+  y[3 * ystride] = _mm256_add_ps(_mm256_fmadd_ps(_mm256_set1_ps(8.0f), d34, d12), m5);
+}
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+struct WinoPlan {
+  int64_t oh, ow, tiles_w, tiles, block, n_blocks, b_cols;  // b_cols: block rounded up to 16
+};
+
+WinoPlan make_plan(const Conv2dShape& s, int threads) {
+  WinoPlan p;
+  p.oh = s.out_h();
+  p.ow = s.out_w();
+  p.tiles_w = ceil_div(p.ow, kOut);
+  p.tiles = ceil_div(p.oh, kOut) * p.tiles_w;
+  // Transformed input and GEMM output of one block stay in L2 (~1 MB together).
+  const int64_t per_tile = kXi * std::max(s.in_channels, s.out_channels) * 4 * 2;
+  const int64_t block_max = std::max<int64_t>(16, (1 << 20) / per_tile / 8 * 8);
+  p.n_blocks = ceil_div(p.tiles, block_max);
+  if (threads > 1) p.n_blocks = std::min(ceil_div(p.tiles, 8), ceil_div(p.n_blocks, threads) * threads);
+  p.block = ceil_div(ceil_div(p.tiles, p.n_blocks), 8) * 8;
+  p.n_blocks = ceil_div(p.tiles, p.block);
+  p.b_cols = ceil_div(p.block, 16) * 16;
+  return p;
+}
+
+// Transforms 8 tiles [t, t+8) of every input channel into V (36 packed-B operands, Cin x block).
+void transform_input(const Conv2dShape& s, const WinoPlan& p, const float* in, int64_t t, int64_t t_end,
+                     int64_t local, float* V) {
+  alignas(32) int ih0[8], iw0[8];
+  for (int l = 0; l < 8; ++l) {
+    const int64_t tt = std::min(t + l, t_end - 1);
+    ih0[l] = static_cast<int>((tt / p.tiles_w) * kOut - s.pad_top);
+    iw0[l] = static_cast<int>((tt % p.tiles_w) * kOut - s.pad_left);
+  }
+  const __m256i lane_ok = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(t_end - t)),
+                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  const __m256i vih0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(ih0));
+  const __m256i viw0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(iw0));
+  const __m256i H = _mm256_set1_epi32(static_cast<int>(s.in_h)), W = _mm256_set1_epi32(static_cast<int>(s.in_w));
+  const __m256i minus1 = _mm256_set1_epi32(-1);
+  const int64_t xi_stride = s.in_channels * p.b_cols;
+  const int64_t panel_off = (local / 16) * s.in_channels * 16 + local % 16;
+  __m256i idx[kTile][kTile];
+  __m256 mask[kTile][kTile];
+  for (int r = 0; r < kTile; ++r) {
+    const __m256i ih = _mm256_add_epi32(vih0, _mm256_set1_epi32(r));
+    const __m256i row_ok = _mm256_and_si256(
+        lane_ok, _mm256_and_si256(_mm256_cmpgt_epi32(ih, minus1), _mm256_cmpgt_epi32(H, ih)));
+    for (int c = 0; c < kTile; ++c) {
+      const __m256i iw = _mm256_add_epi32(viw0, _mm256_set1_epi32(c));
+      const __m256i ok = _mm256_and_si256(row_ok, _mm256_and_si256(_mm256_cmpgt_epi32(iw, minus1), _mm256_cmpgt_epi32(W, iw)));
+      mask[r][c] = _mm256_castsi256_ps(ok);
+      idx[r][c] = _mm256_and_si256(ok, _mm256_add_epi32(_mm256_mullo_epi32(ih, W), iw));
+    }
+  }
+  for (int64_t ci = 0; ci < s.in_channels; ++ci) {
+    const float* plane = in + ci * s.in_h * s.in_w;
+    __m256 d[kTile][kTile], tmp[kTile][kTile], v[kTile][kTile];
+    for (int r = 0; r < kTile; ++r)
+      for (int c = 0; c < kTile; ++c)
+        d[r][c] = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), plane, idx[r][c], mask[r][c], 4);
+    for (int c = 0; c < kTile; ++c) input_1d(&d[0][c], kTile, &tmp[0][c], kTile);  // B^T d
+    for (int i = 0; i < kTile; ++i) input_1d(&tmp[i][0], 1, &v[i][0], 1);           // (B^T d) B
+    float* dst = V + ci * 16 + panel_off;
+    for (int i = 0; i < kTile; ++i)
+      for (int j = 0; j < kTile; ++j) _mm256_storeu_ps(dst + (i * kTile + j) * xi_stride, v[i][j]);
+  }
+}
+
+// Inverse-transforms 8 tiles of every output channel from M (36 x Cout x block) into the output.
+void transform_output(const Conv2dShape& s, const WinoPlan& p, const float* M, int64_t t, int64_t t_end,
+                      int64_t local, float* out, const float* res, const Epilogue& ep) {
+  const int64_t xi_stride = s.out_channels * p.block;
+  const int lanes = static_cast<int>(t_end - t);
+  for (int64_t co = 0; co < s.out_channels; ++co) {
+    __m256 m[kTile][kTile], tmp[kOut][kTile], y[kOut][kOut];
+    const float* src = M + co * p.block + local;
+    for (int i = 0; i < kTile; ++i)
+      for (int j = 0; j < kTile; ++j) m[i][j] = _mm256_loadu_ps(src + (i * kTile + j) * xi_stride);
+    for (int j = 0; j < kTile; ++j) output_1d(&m[0][j], kTile, &tmp[0][j], kTile);
+    for (int i = 0; i < kOut; ++i) output_1d(&tmp[i][0], 1, &y[i][0], 1);
+    const __m256 bias = _mm256_set1_ps(ep.bias ? ep.bias[co] : 0.0f);
+    alignas(32) float vals[kOut][kOut][8];
+    for (int i = 0; i < kOut; ++i)
+      for (int j = 0; j < kOut; ++j) _mm256_store_ps(vals[i][j], _mm256_add_ps(y[i][j], bias));
+    float* plane = out + co * p.oh * p.ow;
+    const float* rplane = res ? res + co * p.oh * p.ow : nullptr;
+    for (int l = 0; l < lanes; ++l) {
+      const int64_t tt = t + l, oy = (tt / p.tiles_w) * kOut, ox = (tt % p.tiles_w) * kOut;
+      const int ny = static_cast<int>(std::min<int64_t>(kOut, p.oh - oy));
+      const int nx = static_cast<int>(std::min<int64_t>(kOut, p.ow - ox));
+      for (int i = 0; i < ny; ++i) {
+        alignas(32) float row[8] = {0};
+        for (int j = 0; j < nx; ++j) row[j] = vals[i][j][l];
+        float* o = plane + (oy + i) * p.ow + ox;
+        __m256 v = _mm256_load_ps(row);
+        const __m256i mk = vtail_mask(nx);
+        if (rplane) v = _mm256_add_ps(v, _mm256_maskload_ps(rplane + (oy + i) * p.ow + ox, mk));
+        _mm256_maskstore_ps(o, mk, activate(v, ep));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+size_t conv2d_winograd_f43_packed_size(const Conv2dShape& s) {
+  return kXi * packed_a_size(s.out_channels, s.in_channels);
+}
+
+void conv2d_winograd_f43_pack(const Conv2dShape& s, const float* weights, float* packed) {
+  static const double G[kTile][3] = {{1.0 / 4, 0, 0},          {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                     {-1.0 / 6, 1.0 / 6, -1.0 / 6}, {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                     {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
+  const int64_t Co = s.out_channels, Ci = s.in_channels;
+  AlignedBuffer u(static_cast<size_t>(kXi * Co * Ci));
+  for (int64_t o = 0; o < Co; ++o)
+    for (int64_t i = 0; i < Ci; ++i) {
+      const float* g = weights + (o * Ci + i) * 9;
+      double gg[kTile][3];  // G g
+      for (int r = 0; r < kTile; ++r)
+        for (int c = 0; c < 3; ++c) gg[r][c] = G[r][0] * g[c] + G[r][1] * g[3 + c] + G[r][2] * g[6 + c];
+      for (int r = 0; r < kTile; ++r)
+        for (int c = 0; c < kTile; ++c)
+          u.data()[((r * kTile + c) * Co + o) * Ci + i] =
+              static_cast<float>(gg[r][0] * G[c][0] + gg[r][1] * G[c][1] + gg[r][2] * G[c][2]);
+    }
+  const size_t one = packed_a_size(Co, Ci);
+  for (int xi = 0; xi < kXi; ++xi) pack_a(false, Co, Ci, u.data() + xi * Co * Ci, Ci, packed + xi * one);
+}
+
+void conv2d_winograd_f43_avx2(const Conv2dShape& s, const float* in, const float* packed, float* out,
+                              const Epilogue& ep, ThreadPool* pool) {
+  const WinoPlan p = make_plan(s, thread_count(pool));
+  const size_t a_size = packed_a_size(s.out_channels, s.in_channels);
+  for (int64_t n = 0; n < s.batch; ++n) {
+    const float* in_n = in + n * s.in_channels * s.in_h * s.in_w;
+    float* out_n = out + n * s.out_channels * p.oh * p.ow;
+    const float* res_n = ep.residual ? ep.residual + n * s.out_channels * p.oh * p.ow : nullptr;
+    parallel_for(pool, p.n_blocks, [&](int64_t b0, int64_t b1) {
+      static thread_local AlignedBuffer v_buf, m_buf;
+      float* V = v_buf.ensure(static_cast<size_t>(kXi * s.in_channels * p.b_cols));
+      float* M = m_buf.ensure(static_cast<size_t>(kXi * s.out_channels * p.block + 8));
+      for (int64_t blk = b0; blk < b1; ++blk) {
+        const int64_t t0 = blk * p.block, t1 = std::min(p.tiles, t0 + p.block);
+        for (int64_t t = t0; t < t1; t += 8) transform_input(s, p, in_n, t, std::min(t + 8, t1), t - t0, V);
+        for (int xi = 0; xi < kXi; ++xi)
+          sgemm_packed_ab(s.out_channels, t1 - t0, s.in_channels, 1.0f, packed + xi * a_size,
+                          V + xi * s.in_channels * p.b_cols, 0.0f, M + xi * s.out_channels * p.block, p.block);
+        for (int64_t t = t0; t < t1; t += 8)
+          transform_output(s, p, M, t, std::min(t + 8, t1), t - t0, out_n, res_n, ep);
+      }
+    });
+  }
+}
+
+}  // namespace tessel::rt

@@ -1,0 +1,211 @@
+// Tests of every convolution kernel in conv2d_kernels() against a naive NCHW loop (double accumulation).
+#include <gtest/gtest.h>
+
+#include "rt_test_util.h"
+#include "tessel/rt/aligned_buffer.h"
+#include "tessel/rt/conv.h"
+
+namespace tessel::rt {
+namespace {
+
+using test::expect_close;
+using test::random_vector;
+
+std::vector<double> ref_conv(const Conv2dShape& s, const std::vector<float>& in, const std::vector<float>& w,
+                             const Epilogue& ep) {
+  const int64_t OH = s.out_h(), OW = s.out_w(), cig = s.in_per_group(), cog = s.out_per_group();
+  std::vector<double> out(s.batch * s.out_channels * OH * OW);
+  for (int64_t n = 0; n < s.batch; ++n)
+    for (int64_t co = 0; co < s.out_channels; ++co)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const int64_t g = co / cog;
+          double acc = 0;
+          for (int64_t ci = 0; ci < cig; ++ci)
+            for (int64_t ky = 0; ky < s.kernel_h; ++ky)
+              for (int64_t kx = 0; kx < s.kernel_w; ++kx) {
+                int64_t ih = oh * s.stride_h - s.pad_top + ky * s.dilation_h;
+                int64_t iw = ow * s.stride_w - s.pad_left + kx * s.dilation_w;
+                if (ih < 0 || ih >= s.in_h || iw < 0 || iw >= s.in_w) continue;
+                acc += double(in[((n * s.in_channels + g * cig + ci) * s.in_h + ih) * s.in_w + iw]) *
+                       w[((co * cig + ci) * s.kernel_h + ky) * s.kernel_w + kx];
+              }
+          const int64_t o = ((n * s.out_channels + co) * OH + oh) * OW + ow;
+          if (ep.bias) acc += ep.bias[co];
+          if (ep.residual) acc += ep.residual[o];
+          out[o] = test::ref_activation(acc, ep);
+        }
+  return out;
+}
+
+// Test-side layout conversion, independent of the library's reorder kernels.
+std::vector<float> to_nchwc8(const std::vector<float>& x, int64_t N, int64_t C, int64_t hw) {
+  const int64_t CB = (C + 7) / 8;
+  std::vector<float> y(N * CB * 8 * hw, 0.0f);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t p = 0; p < hw; ++p) y[((n * CB + c / 8) * hw + p) * 8 + c % 8] = x[(n * C + c) * hw + p];
+  return y;
+}
+std::vector<float> from_nchwc8(const std::vector<float>& y, int64_t N, int64_t C, int64_t hw) {
+  const int64_t CB = (C + 7) / 8;
+  std::vector<float> x(N * C * hw);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t p = 0; p < hw; ++p) x[(n * C + c) * hw + p] = y[((n * CB + c / 8) * hw + p) * 8 + c % 8];
+  return x;
+}
+
+Conv2dShape shape(int64_t n, int64_t ci, int64_t h, int64_t w, int64_t co, int64_t k, int64_t stride,
+                  int64_t pt, int64_t pl, int64_t pb, int64_t pr, int64_t dil = 1, int64_t groups = 1) {
+  Conv2dShape s;
+  s.batch = n;
+  s.in_channels = ci;
+  s.in_h = h;
+  s.in_w = w;
+  s.out_channels = co;
+  s.kernel_h = s.kernel_w = k;
+  s.stride_h = s.stride_w = stride;
+  s.pad_top = pt;
+  s.pad_left = pl;
+  s.pad_bottom = pb;
+  s.pad_right = pr;
+  s.dilation_h = s.dilation_w = dil;
+  s.groups = groups;
+  return s;
+}
+
+// Runs `k` on shape s with epilogue ep and compares to the reference; returns false if not applicable.
+bool check_kernel(const Conv2dKernel& k, const Conv2dShape& s, Epilogue ep, int threads, double tol) {
+  if (!k.applicable(s)) return false;
+  const int64_t OH = s.out_h(), OW = s.out_w();
+  auto in = random_vector(s.batch * s.in_channels * s.in_h * s.in_w, 11 + s.in_h);
+  auto w = random_vector(s.out_channels * s.in_per_group() * s.kernel_h * s.kernel_w, 12 + s.out_channels);
+  auto bias = random_vector(s.out_channels, 13);
+  auto res = random_vector(s.batch * s.out_channels * OH * OW, 14);
+  if (ep.bias) ep.bias = bias.data();
+  if (ep.residual) ep.residual = res.data();
+  auto want = ref_conv(s, in, w, ep);
+  AlignedBuffer packed(k.packed_weight_size(s));
+  k.pack_weights(s, w.data(), packed.data());
+  ThreadPool pool(threads);
+  std::vector<float> got;
+  if (k.layout == ConvLayout::NCHW) {
+    got.assign(want.size(), -7.0f);
+    k.run(s, in.data(), packed.data(), got.data(), ep, &pool);
+  } else {
+    auto in8 = to_nchwc8(in, s.batch, s.in_channels, s.in_h * s.in_w);
+    auto res8 = to_nchwc8(res, s.batch, s.out_channels, OH * OW);
+    if (ep.residual) ep.residual = res8.data();
+    std::vector<float> out8(nchwc8_size(s.batch, s.out_channels, OH * OW), -7.0f);
+    k.run(s, in8.data(), packed.data(), out8.data(), ep, &pool);
+    got = from_nchwc8(out8, s.batch, s.out_channels, OH * OW);
+  }
+  expect_close(got, want, tol,
+               std::string(k.name) + " ci=" + std::to_string(s.in_channels) + " co=" + std::to_string(s.out_channels) +
+                   " h=" + std::to_string(s.in_h) + " w=" + std::to_string(s.in_w) + " k=" + std::to_string(s.kernel_h) +
+                   " s=" + std::to_string(s.stride_h) + " d=" + std::to_string(s.dilation_h) +
+                   " g=" + std::to_string(s.groups) + " act=" + activation_name(ep.act) +
+                   " threads=" + std::to_string(threads));
+  return true;
+}
+
+// Winograd's transforms amplify rounding (entries up to 8 in A, 5 in B): looser, documented tolerance.
+double tolerance_for(const Conv2dKernel& k) {
+  return std::string(k.name).find("winograd") != std::string::npos ? 5e-5 : 1e-5;
+}
+
+std::vector<Conv2dShape> dense_shapes() {
+  return {
+      shape(1, 3, 7, 9, 5, 3, 1, 1, 1, 1, 1),          // odd everything, channels < 8
+      shape(1, 17, 13, 11, 19, 3, 1, 1, 1, 1, 1),      // 3x3 s1 "same", channels not multiple of 8
+      shape(2, 16, 15, 17, 24, 3, 1, 0, 2, 1, 0),      // batch 2, asymmetric pads
+      shape(1, 9, 16, 16, 10, 3, 2, 1, 1, 1, 1),       // stride 2
+      shape(1, 5, 17, 19, 7, 3, 3, 2, 0, 1, 2),        // stride 3, asymmetric pads
+      shape(1, 8, 14, 15, 9, 3, 1, 2, 2, 2, 2, 2),     // dilation 2
+      shape(1, 24, 11, 13, 30, 1, 1, 0, 0, 0, 0),      // 1x1
+      shape(1, 12, 9, 9, 20, 1, 2, 0, 0, 0, 0),        // 1x1 stride 2
+      shape(1, 3, 23, 21, 16, 7, 2, 3, 3, 3, 3),       // 7x7 stem-like
+      shape(1, 8, 6, 6, 12, 5, 1, 2, 1, 0, 2),         // 5x5
+      shape(1, 32, 26, 30, 40, 3, 1, 1, 1, 1, 1),      // several Winograd tile blocks
+      shape(1, 12, 10, 10, 18, 3, 1, 1, 1, 1, 1, 1, 3),  // groups 3
+      shape(1, 16, 9, 7, 8, 1, 1, 0, 0, 0, 0, 1, 4),     // grouped 1x1
+  };
+}
+
+std::vector<Conv2dShape> depthwise_shapes() {
+  return {
+      shape(1, 13, 11, 14, 13, 3, 1, 1, 1, 1, 1, 1, 13),
+      shape(2, 8, 17, 33, 8, 3, 2, 1, 1, 1, 1, 1, 8),
+      shape(1, 20, 28, 29, 20, 3, 2, 0, 1, 1, 0, 1, 20),
+      shape(1, 9, 12, 40, 9, 5, 1, 2, 2, 2, 2, 1, 9),
+      shape(1, 11, 15, 15, 11, 3, 1, 2, 2, 2, 2, 2, 11),
+      shape(1, 7, 19, 23, 7, 3, 3, 1, 0, 0, 1, 1, 7),
+  };
+}
+
+TEST(RtConv, EveryKernelOnDenseShapesWithBiasResidualRelu) {
+  Epilogue ep = Epilogue::with_act(Activation::Relu);
+  float dummy = 0;
+  ep.bias = &dummy;
+  ep.residual = &dummy;
+  int runs = 0;
+  for (const auto& k : conv2d_kernels())
+    for (const auto& s : dense_shapes())
+      for (int threads : {1, 2}) runs += check_kernel(k, s, ep, threads, tolerance_for(k));
+  EXPECT_GE(runs, 58);  // every applicable (kernel, shape, threads) combination
+}
+
+TEST(RtConv, EveryKernelOnDepthwiseShapes) {
+  float dummy = 0;
+  int runs = 0;
+  for (const auto& k : conv2d_kernels())
+    for (const auto& s : depthwise_shapes())
+      for (int threads : {1, 2}) {
+        Epilogue ep = Epilogue::relu6();
+        ep.bias = &dummy;
+        ep.residual = threads == 2 ? &dummy : nullptr;
+        runs += check_kernel(k, s, ep, threads, tolerance_for(k));
+      }
+  EXPECT_EQ(runs, 3 * 6 * 2);  // nchw depthwise, nchwc8 depthwise and the im2col fallback
+}
+
+TEST(RtConv, EveryKernelEveryActivation) {
+  float dummy = 0;
+  const auto dense = shape(1, 10, 9, 11, 12, 3, 1, 1, 1, 1, 1);
+  const auto dw = shape(1, 10, 9, 11, 10, 3, 1, 1, 1, 1, 1, 1, 10);
+  for (Epilogue ep : test::all_activations()) {
+    ep.bias = &dummy;
+    for (const auto& k : conv2d_kernels()) {
+      check_kernel(k, dense, ep, 1, tolerance_for(k));
+      check_kernel(k, dw, ep, 2, tolerance_for(k));
+    }
+  }
+}
+
+TEST(RtConv, NoEpilogueAndSelection) {
+  for (const auto& k : conv2d_kernels()) check_kernel(k, shape(1, 16, 12, 12, 16, 3, 1, 1, 1, 1, 1), {}, 1, tolerance_for(k));
+  const auto s3 = shape(1, 64, 56, 56, 64, 3, 1, 1, 1, 1, 1);
+  EXPECT_STREQ(select_conv2d_kernel(s3, ConvLayout::NCHW)->name, "conv2d_winograd_f43_avx2");
+  EXPECT_STREQ(select_conv2d_kernel(shape(1, 64, 8, 8, 32, 1, 1, 0, 0, 0, 0), ConvLayout::NCHW)->name,
+               "conv2d_nchw_1x1_gemm_avx2");
+  EXPECT_STREQ(select_conv2d_kernel(shape(1, 8, 8, 8, 8, 3, 1, 1, 1, 1, 1, 1, 8), ConvLayout::NCHWc8)->name,
+               "conv2d_nchwc8_depthwise_avx2");
+  EXPECT_NE(find_conv2d_kernel("conv2d_nchwc8_direct_avx2"), nullptr);
+  EXPECT_EQ(find_conv2d_kernel("no_such_kernel"), nullptr);
+}
+
+TEST(RtConv, ReorderRoundTripAndPadding) {
+  for (int64_t C : {1, 8, 13, 24}) {
+    auto x = random_vector(2 * C * 15, 21);
+    std::vector<float> y(nchwc8_size(2, C, 15), -1.0f), back(x.size());
+    ThreadPool pool(2);
+    reorder_nchw_to_nchwc8(2, C, 15, x.data(), y.data(), &pool);
+    EXPECT_EQ(y, to_nchwc8(x, 2, C, 15)) << C;  // includes zero padding lanes
+    reorder_nchwc8_to_nchw(2, C, 15, y.data(), back.data(), &pool);
+    EXPECT_EQ(back, x) << C;
+  }
+}
+
+}  // namespace
+}  // namespace tessel::rt
