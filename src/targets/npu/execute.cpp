@@ -1,0 +1,170 @@
+// Float32 semantics of every NPU instruction (docs/npu.md, "Instructions"): reads at start, writes at finish.
+#include "execute.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace tessel::npu::detail {
+
+namespace {
+
+uint64_t word(const SramOperand& op, uint32_t o, uint32_t i, uint32_t c) {
+  return op.addr + uint64_t{o} * op.strideOuter + uint64_t{i} * op.strideInner + c;
+}
+
+float unary(VecOp op, float a, float imm0, float imm1) {
+  switch (op) {
+    case VecOp::Copy: return a;
+    case VecOp::Fill: return imm0;
+    case VecOp::Relu: return a > 0 ? a : 0.0f;
+    case VecOp::Clip: return std::min(std::max(a, imm0), imm1);
+    case VecOp::LeakyRelu: return a >= 0 ? a : a * imm0;
+    case VecOp::Scale: return a * imm0 + imm1;
+    case VecOp::Sigmoid: return 1.0f / (1.0f + std::exp(-a));
+    case VecOp::Tanh: return std::tanh(a);
+    case VecOp::Exp: return std::exp(a);
+    case VecOp::HardSigmoid: return std::max(0.0f, std::min(1.0f, a * imm0 + imm1));
+    case VecOp::HardSwish: return a * std::max(0.0f, std::min(1.0f, a * imm0 + imm1));
+    default: return 0;
+  }
+}
+
+float binary(VecOp op, float a, float b, float d) {
+  switch (op) {
+    case VecOp::Add: return a + b;
+    case VecOp::Sub: return a - b;
+    case VecOp::Mul: return a * b;
+    case VecOp::Div: return a / b;
+    case VecOp::Max: return std::max(a, b);
+    case VecOp::Min: return std::min(a, b);
+    case VecOp::MulAcc: return d + a * b;
+    default: return 0;
+  }
+}
+
+void load(const Instruction& in, MachineState& s, PendingWrites& w) {
+  w.buffer = in.dst.buffer;
+  uint32_t rows = in.padTop + in.outer + in.padBottom, cols = in.padLeft + in.inner + in.padRight;
+  for (uint32_t y = 0; y < rows; ++y) {
+    for (uint32_t x = 0; x < cols; ++x) {
+      bool inside = y >= in.padTop && y < in.padTop + in.outer && x >= in.padLeft && x < in.padLeft + in.inner;
+      uint64_t src = in.dramAddr + uint64_t{y - in.padTop} * in.dramStrideOuter + uint64_t{x - in.padLeft} * in.dramStrideInner;
+      for (uint32_t c = 0; c < in.vecLen; ++c) {
+        w.words.push_back(word(in.dst, y, x, c));
+        w.values.push_back(inside ? s.dram->read(src + c) : 0.0f);
+      }
+    }
+  }
+}
+
+void store(const Instruction& in, MachineState& s, PendingWrites& w) {
+  w.toDram = true;
+  const auto& src = s.sram[static_cast<size_t>(in.srcA.buffer)];
+  for (uint32_t o = 0; o < in.outer; ++o) {
+    for (uint32_t i = 0; i < in.inner; ++i) {
+      for (uint32_t c = 0; c < in.vecLen; ++c) {
+        w.words.push_back(in.dramAddr + uint64_t{o} * in.dramStrideOuter + uint64_t{i} * in.dramStrideInner + c);
+        w.values.push_back(src[word(in.srcA, o, i, c)]);
+      }
+    }
+  }
+}
+
+void gemm(const Instruction& in, MachineState& s, PendingWrites& w) {
+  const auto& inp = s.sram[static_cast<size_t>(Buffer::Input)];
+  if (in.keepWeights) {
+    if (s.weightK != in.gemmK || s.weightN != in.gemmN) {
+      throw SimulationError(fmt::format("gemm with keep_weights expects a resident {}x{} weight block, the array holds {}x{}",
+                                        in.gemmK, in.gemmN, s.weightK, s.weightN));
+    }
+  } else {
+    const auto& wgt = s.sram[static_cast<size_t>(Buffer::Weight)];
+    s.weights.assign(wgt.begin() + in.srcB.addr, wgt.begin() + in.srcB.addr + uint64_t{in.gemmK} * in.gemmN);
+    s.weightK = in.gemmK;
+    s.weightN = in.gemmN;
+  }
+  w.buffer = Buffer::Accumulator;
+  w.addToExisting = in.accumulate;
+  for (uint32_t o = 0; o < in.outer; ++o) {
+    for (uint32_t i = 0; i < in.inner; ++i) {
+      for (uint32_t n = 0; n < in.gemmN; ++n) {
+        float sum = 0;
+        for (uint32_t k = 0; k < in.gemmK; ++k) sum += inp[word(in.srcA, o, i, k)] * s.weights[uint64_t{k} * in.gemmN + n];
+        w.words.push_back(word(in.dst, o, i, n));
+        w.values.push_back(sum);
+      }
+    }
+  }
+}
+
+void vector(const Instruction& in, MachineState& s, PendingWrites& w) {
+  auto buf = [&](const SramOperand& op) -> const std::vector<float>& { return s.sram[static_cast<size_t>(op.buffer)]; };
+  w.buffer = in.dst.buffer;
+  if (in.opcode == Opcode::VecReduce) {
+    const bool isMax = in.vecOp == VecOp::ReduceMax;
+    for (uint32_t c = 0; c < in.vecLen; ++c) {
+      float acc = in.accumulate ? buf(in.dst)[in.dst.addr + c] : (isMax ? -INFINITY : 0.0f);
+      for (uint32_t o = 0; o < in.outer; ++o) {
+        for (uint32_t i = 0; i < in.inner; ++i) {
+          float a = buf(in.srcA)[word(in.srcA, o, i, c)];
+          acc = isMax ? std::max(acc, a) : acc + a;
+        }
+      }
+      w.words.push_back(in.dst.addr + c);
+      w.values.push_back(acc);
+    }
+    return;
+  }
+  for (uint32_t o = 0; o < in.outer; ++o) {
+    for (uint32_t i = 0; i < in.inner; ++i) {
+      for (uint32_t c = 0; c < in.vecLen; ++c) {
+        uint64_t d = word(in.dst, o, i, c);
+        float a = in.vecOp == VecOp::Fill ? 0.0f : buf(in.srcA)[word(in.srcA, o, i, c)];
+        float v = 0;
+        if (in.opcode == Opcode::VecUnary) {
+          v = unary(in.vecOp, a, in.imm0, in.imm1);
+        } else if (in.opcode == Opcode::VecAffine) {
+          v = a * buf(in.srcB)[in.srcB.addr + c] + buf(in.srcC)[in.srcC.addr + c];
+        } else {
+          float dOld = in.vecOp == VecOp::MulAcc ? buf(in.dst)[d] : 0.0f;
+          v = binary(in.vecOp, a, buf(in.srcB)[word(in.srcB, o, i, c)], dOld);
+        }
+        w.words.push_back(d);
+        w.values.push_back(v);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+PendingWrites executeAtStart(const Instruction& in, MachineState& state) {
+  PendingWrites w;
+  switch (in.opcode) {
+    case Opcode::Sync: break;
+    case Opcode::Load: load(in, state, w); break;
+    case Opcode::Store: store(in, state, w); break;
+    case Opcode::Gemm: gemm(in, state, w); break;
+    default: vector(in, state, w); break;
+  }
+  return w;
+}
+
+void commit(const PendingWrites& w, MachineState& state) {
+  if (w.toDram) {
+    for (size_t k = 0; k < w.words.size(); ++k) state.dram->write(w.words[k], w.values[k]);
+    return;
+  }
+  auto& buf = state.sram[static_cast<size_t>(w.buffer)];
+  for (size_t k = 0; k < w.words.size(); ++k) {
+    if (w.addToExisting) {
+      buf[w.words[k]] += w.values[k];
+    } else {
+      buf[w.words[k]] = w.values[k];
+    }
+  }
+}
+
+}  // namespace tessel::npu::detail
