@@ -44,11 +44,12 @@ def one_line(text, limit=MAX_REASON_CHARS):
 
 
 def last_message(stderr, stdout):
-    """The most telling line a failed run printed: its last non-empty stderr line."""
+    """The most telling line a failed run printed: its last stderr line that says 'error', else its last line."""
     for stream in (stderr, stdout):
         lines = [line for line in stream.splitlines() if line.strip()]
-        if lines:
-            return lines[-1]
+        errors = [line for line in lines if "error" in line.lower()]
+        if errors or lines:
+            return (errors or lines)[-1]
     return "no message"
 
 
@@ -291,7 +292,8 @@ def main(argv=None):
     tessel = os.path.abspath(args.tessel)
     tests = find_tests(args.suite, args.filter)
     if not tests:
-        print(f"error: no tests in '{args.suite}' match filter '{args.filter}'", file=sys.stderr)
+        which = f"match filter '{args.filter}'" if args.filter else "(expected OUTDIR/node/<test>/model.onnx)"
+        print(f"error: no tests in '{args.suite}' {which}", file=sys.stderr)
         return 2
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         results = list(pool.map(lambda t: run_test(t, tessel, args.timeout), tests))
