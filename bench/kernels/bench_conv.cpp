@@ -1,0 +1,69 @@
+// Convolution micro-benchmarks over the shared kernel list: ResNet/MobileNet layer shapes.
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#include "tessel/rt/aligned_buffer.h"
+#include "tessel/rt/conv.h"
+
+using namespace tessel::rt;
+
+void report_flops(benchmark::State& state, double flops_per_iter, int threads);
+ThreadPool* bench_pool(int threads);
+std::vector<float> bench_random(size_t n);
+
+namespace {
+
+Conv2dShape conv_shape(int64_t ci, int64_t hw, int64_t co, int64_t k, int64_t stride, int64_t groups) {
+  Conv2dShape s;
+  s.in_channels = ci;
+  s.in_h = s.in_w = hw;
+  s.out_channels = co;
+  s.kernel_h = s.kernel_w = k;
+  s.stride_h = s.stride_w = stride;
+  s.pad_top = s.pad_left = s.pad_bottom = s.pad_right = k / 2;
+  s.groups = groups;
+  return s;
+}
+
+// Runs the named kernel on the shape; NCHWc8 kernels get NCHWc8 buffers (no reorder timed).
+void run_conv(benchmark::State& state, const char* name, Conv2dShape s) {
+  const int threads = static_cast<int>(state.range(0));
+  const Conv2dKernel* k = find_conv2d_kernel(name);
+  if (k == nullptr || !k->applicable(s)) {
+    state.SkipWithError("kernel not applicable");
+    return;
+  }
+  const bool c8 = k->layout == ConvLayout::NCHWc8;
+  const int64_t ohw = s.out_h() * s.out_w();
+  auto in = bench_random(c8 ? nchwc8_size(1, s.in_channels, s.in_h * s.in_w) : s.in_channels * s.in_h * s.in_w);
+  auto w = bench_random(s.out_channels * s.in_per_group() * s.kernel_h * s.kernel_w);
+  auto bias = bench_random(s.out_channels);
+  std::vector<float> out(c8 ? nchwc8_size(1, s.out_channels, ohw) : s.out_channels * ohw);
+  AlignedBuffer packed(k->packed_weight_size(s));
+  k->pack_weights(s, w.data(), packed.data());
+  Epilogue ep = Epilogue::with_act(Activation::Relu);
+  ep.bias = bias.data();
+  for (auto _ : state) k->run(s, in.data(), packed.data(), out.data(), ep, bench_pool(threads));
+  report_flops(state, 2.0 * s.macs(), threads);
+}
+
+#define CONV_BENCH(fn, kernel, shape)                                                  \
+  static void fn(benchmark::State& state) { run_conv(state, kernel, shape); }         \
+  BENCHMARK(fn)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond);
+
+// ResNet 3x3 64->64 at 56x56.
+CONV_BENCH(BM_conv3x3_64_56_winograd_f43, "conv2d_winograd_f43_avx2", conv_shape(64, 56, 64, 3, 1, 1))
+CONV_BENCH(BM_conv3x3_64_56_nchwc8_direct, "conv2d_nchwc8_direct_avx2", conv_shape(64, 56, 64, 3, 1, 1))
+CONV_BENCH(BM_conv3x3_64_56_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", conv_shape(64, 56, 64, 3, 1, 1))
+// ResNet-50 1x1 256->64 at 56x56.
+CONV_BENCH(BM_conv1x1_256_64_56_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(256, 56, 64, 1, 1, 1))
+CONV_BENCH(BM_conv1x1_256_64_56_nchwc8_direct, "conv2d_nchwc8_direct_avx2", conv_shape(256, 56, 64, 1, 1, 1))
+// MobileNetV2 depthwise 3x3, 144 channels at 56x56.
+CONV_BENCH(BM_dw3x3_144_56_nchwc8, "conv2d_nchwc8_depthwise_avx2", conv_shape(144, 56, 144, 3, 1, 144))
+CONV_BENCH(BM_dw3x3_144_56_nchw, "conv2d_nchw_depthwise_avx2", conv_shape(144, 56, 144, 3, 1, 144))
+// ResNet layer-4 3x3 512->512 at 7x7 (Winograd tiles waste 1 - 49/64 there).
+CONV_BENCH(BM_conv3x3_512_7_winograd_f43, "conv2d_winograd_f43_avx2", conv_shape(512, 7, 512, 3, 1, 1))
+CONV_BENCH(BM_conv3x3_512_7_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", conv_shape(512, 7, 512, 3, 1, 1))
+
+}  // namespace
