@@ -29,6 +29,7 @@ class ShapeInference {
     if (!def) throw UserError(fmt::format("{}: unsupported operator '{}'", node.describe(), node.opType()));
     if (!def->inferFn)
       throw InternalError(fmt::format("operator '{}' has no type inference rule", node.opType()));
+    for (Graph* sub : node.subgraphs()) ShapeInference().run(*sub);  // bodies first: their types feed the op's rule
     InferContext ctx(node, [this](const Value* v) { return known(v); });
     def->inferFn(ctx);
     for (auto& [i, t] : ctx.outputValues()) values_[node.output(i)] = std::move(t);
