@@ -443,9 +443,13 @@ TransposeGeometry transposeGeometry(const Node& node, const std::vector<int64_t>
     if (!outShape.empty()) target = outShape[d];
     else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") target = in[d] * g.strides[d];
     if (target >= 0) {
-      const int64_t total = full - target;
+      // A target larger than the full result (negative total padding) leaves zeros at the end, as
+      // ONNX Runtime and the ONNX test data do.
+      const int64_t total = std::max<int64_t>(0, full - target);
       g.padBegin[d] = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
       g.padEnd[d] = total - g.padBegin[d];
+      t.out.push_back(target);
+      continue;
     }
     t.out.push_back(full - g.padBegin[d] - g.padEnd[d]);
   }

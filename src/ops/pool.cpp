@@ -333,28 +333,58 @@ void inferMaxUnpool(InferContext& ctx) {
   ctx.setOutputType(0, TensorType(xt.dtype, dims));
 }
 
+/// Copies the spatial planes of `src` into the larger or smaller `dst` at the same coordinates (the
+/// remainder of `dst` stays zero).
+template <class T>
+void copyPlanesAligned(const Tensor& src, Tensor& dst) {
+  const Shape& ss = src.shape();
+  const Shape& ds = dst.shape();
+  std::vector<int64_t> sStrides = contiguousStrides(ss), dStrides = contiguousStrides(ds);
+  Shape index(ss.size(), 0);
+  for (int64_t i = 0; i < src.numel(); ++i) {
+    int64_t at = 0;
+    bool inside = true;
+    for (size_t d = 0; d < ss.size(); ++d) {
+      inside &= index[d] < ds[d];
+      at += index[d] * dStrides[d];
+    }
+    if (inside) dst.data<T>()[at] = src.data<T>()[i];
+    for (size_t d = ss.size(); d-- > 0;) {
+      if (++index[d] < ss[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
 void maxUnpoolKernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Tensor& indices = ctx.input(1);
   if (x.rank() < 3) ctx.fail("input must have rank >= 3, has shape {}", shapeToString(x.shape()));
   if (indices.shape() != x.shape())
     ctx.fail("indices have shape {}, expected the input's shape {}", shapeToString(indices.shape()), shapeToString(x.shape()));
-  Shape outShape;
+  // Indices address the default-sized result (the ONNX reference); an explicit output_shape then pads
+  // (or crops) each spatial axis at its end.
+  Shape defaultShape{x.dim(0), x.dim(1)};
+  for (int64_t e : unpoolDefaultSpatial(ctx.node(), Shape(x.shape().begin() + 2, x.shape().end()))) defaultShape.push_back(e);
+  Shape outShape = defaultShape;
   if (ctx.hasInput(2)) {
     outShape = ctx.input(2).toInt64Vector();
     if (outShape.size() != x.rank()) ctx.fail("output_shape has {} values, expected {}", outShape.size(), x.rank());
-  } else {
-    outShape = {x.dim(0), x.dim(1)};
-    for (int64_t e : unpoolDefaultSpatial(ctx.node(), Shape(x.shape().begin() + 2, x.shape().end()))) outShape.push_back(e);
   }
-  Tensor& y = ctx.allocateOutput(0, x.dtype(), outShape);
+  Tensor unpooled(x.dtype(), defaultShape);
   std::vector<int64_t> idx = indices.toInt64Vector();
   dispatchNumeric(x.dtype(), "MaxUnpool input", [&](auto tag) {
     using T = typename decltype(tag)::type;
     for (int64_t i = 0; i < x.numel(); ++i) {
       const int64_t at = idx[static_cast<size_t>(i)];
-      if (at < 0 || at >= y.numel()) ctx.fail("index {} is outside the output of {} elements", at, y.numel());
-      y.data<T>()[at] = x.data<T>()[i];
+      if (at < 0 || at >= unpooled.numel())
+        ctx.fail("index {} is outside the unpooled tensor {} ({} elements)", at, shapeToString(defaultShape), unpooled.numel());
+      unpooled.data<T>()[at] = x.data<T>()[i];
+    }
+    if (outShape == defaultShape) {
+      ctx.setOutput(0, unpooled);
+    } else {
+      copyPlanesAligned<T>(unpooled, ctx.allocateOutput(0, x.dtype(), outShape));
     }
   });
 }
