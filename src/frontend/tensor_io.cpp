@@ -119,7 +119,11 @@ Tensor readNpy(const std::string& path) {
 }
 
 void writeNpy(const std::string& path, const Tensor& tensorIn) {
-  Tensor tensor = tensorIn.dtype() == DType::BFloat16 ? tensorIn.castTo(DType::Float32) : tensorIn;
+  Tensor tensor = tensorIn;
+  if (tensorIn.dtype() == DType::BFloat16) {  // numpy has no bfloat16: store the bits as uint16 (ONNX's convention)
+    tensor = Tensor(DType::UInt16, tensorIn.shape());
+    std::memcpy(tensor.rawData(), tensorIn.rawData(), tensorIn.nbytes());
+  }
   std::string descr;
   size_t width = 0;
   if (tensor.dtype() == DType::String) {

@@ -2,6 +2,7 @@
 #include "common.h"
 
 #include <fmt/format.h>
+#include <cstring>
 #include <random>
 
 #include "tessel/frontend/tensor_io.h"
@@ -68,7 +69,14 @@ std::map<std::string, Tensor> InputOptions::resolve(const Graph& graph, bool qui
       throw UserError(fmt::format("bad --input '{}': expected NAME=FILE, e.g. --input image=digits.npy", spec));
     std::string name = spec.substr(0, eq);
     if (out.count(name)) throw UserError(fmt::format("--input '{}' is given twice", name));
-    out[name] = readTensorFile(spec.substr(eq + 1));
+    Tensor t = readTensorFile(spec.substr(eq + 1));
+    // bfloat16 travels as uint16 bit patterns in .npy/.pb test data (numpy has no bfloat16).
+    if (Value* v = graph.findValue(name); v && v->type.dtype == DType::BFloat16 && t.dtype() == DType::UInt16) {
+      Tensor bf(DType::BFloat16, t.shape());
+      std::memcpy(bf.rawData(), t.rawData(), t.nbytes());
+      t = bf;
+    }
+    out[name] = t;
   }
   for (Value* in : graph.inputs()) {
     if (out.count(in->name()) || in->isConstant()) continue;

@@ -14,7 +14,8 @@ namespace tessel {
 /// Reads a .npy file (little-endian, C order; every numeric dtype, bool, complex and unicode strings).
 /// UserError naming the file on a malformed header, an unsupported dtype or a truncated body.
 Tensor readNpy(const std::string& path);
-/// Writes a .npy file (bfloat16 is written as float32; strings as fixed-width unicode '<U').
+/// Writes a .npy file (bfloat16 as its uint16 bit patterns, ONNX's numpy convention; strings as fixed-width
+/// unicode '<U').
 void writeNpy(const std::string& path, const Tensor& tensor);
 
 /// Reads a serialised onnx.TensorProto (the backend test suite's input_N.pb / output_N.pb).

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Runs every test of Tessel from scratch: installs Debian dependencies, builds, then runs the stages below
+# and prints one line per stage and a closing "N passed, M failed" line. Exit status 1 if any stage failed.
+#   unit        GoogleTest unit tests (ctest)
+#   harness     self-tests of the Python test harnesses
+#   example     the bundled digits CNN through `tessel run` (accuracy >= 95 %)
+#   conformance ONNX backend node suite through `tessel run` (listed tests must pass)
+#   models      torchvision ResNet-18/50, MobileNetV2, SqueezeNet 1.1 vs PyTorch; text IR round trip
+#   sanitize    unit tests built with AddressSanitizer + UndefinedBehaviorSanitizer
+#   fuzz        libFuzzer targets (ONNX importer, text IR parser), bounded time each
+# Select stages with TESSEL_STAGES="unit conformance" (default: all).
+set -uo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${TESSEL_BUILD_DIR:-$repo/build}
+jobs=$(nproc)
+stages=${TESSEL_STAGES:-"unit harness example conformance models sanitize fuzz"}
+fuzz_seconds=${TESSEL_FUZZ_SECONDS:-30}
+py=/usr/bin/python3
+
+bash "$repo/scripts/install-deps.sh" || { echo "dependency installation failed"; exit 1; }
+
+echo "== build ($build)"
+cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null || exit 1
+cmake --build "$build" -j"$jobs" || { echo "build failed"; exit 1; }
+
+passed=0
+failed=0
+failed_names=()
+run_stage() {
+  local name=$1
+  shift
+  echo
+  echo "== stage $name"
+  local start=$SECONDS
+  if "$@"; then
+    echo "== stage $name: PASS ($((SECONDS - start)) s)"
+    passed=$((passed + 1))
+  else
+    echo "== stage $name: FAIL ($((SECONDS - start)) s)"
+    failed=$((failed + 1))
+    failed_names+=("$name")
+  fi
+}
+
+stage_unit() { (cd "$build" && ctest -j"$jobs" --output-on-failure --timeout 300); }
+stage_harness() {
+  $py "$repo/tests/conformance/test_harness.py" && $py "$repo/tests/models/test_check_models.py"
+}
+stage_example() { bash "$repo/examples/digits/run.sh" "$build" "$build/digits-out"; }
+stage_conformance() {
+  bash "$repo/scripts/gen-node-suite.sh" "$build/onnx-suite" &&
+    $py "$repo/tests/conformance/run_node_suite.py" --tessel "$build/tessel" --suite "$build/onnx-suite" \
+      --report "$build/conformance-report.tsv"
+}
+stage_models() {
+  $py "$repo/scripts/export-models.py" "$build/models" &&
+    $py "$repo/tests/models/check_models.py" --tessel "$build/tessel" --models "$build/models"
+}
+stage_sanitize() {
+  local asan=$build-asan
+  cmake -S "$repo" -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSEL_SANITIZE=ON >/dev/null &&
+    cmake --build "$asan" -j"$jobs" --target tessel_unit_tests &&
+    ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 "$asan/tessel_unit_tests" --gtest_brief=1
+}
+stage_fuzz() {
+  local fz=$build-fuzz
+  CC=clang-14 CXX=clang++-14 cmake -S "$repo" -B "$fz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DTESSEL_FUZZ=ON -DTESSEL_BUILD_TESTS=ON >/dev/null || return 1
+  local targets=()
+  for src in "$repo"/tests/fuzz/*.cpp; do targets+=("$(basename "$src" .cpp)"); done
+  cmake --build "$fz" -j"$jobs" --target "${targets[@]}" || return 1
+  local ok=0
+  for t in "${targets[@]}"; do
+    local corpus_seed="$repo/tests/fuzz/corpus/${t#fuzz_}"
+    local corpus="$fz/corpus-$t"
+    mkdir -p "$corpus"
+    [[ -d $corpus_seed ]] && cp -r "$corpus_seed"/. "$corpus"/
+    echo "-- $t for ${fuzz_seconds}s"
+    "$fz/fuzz/$t" -max_total_time="$fuzz_seconds" -rss_limit_mb=4096 -timeout=20 -artifact_prefix="$fz/crash-$t-" \
+      "$corpus" 2>&1 | grep -E '^(#[0-9]+.*DONE|==.*ERROR|SUMMARY|Done)' || true
+    [[ ${PIPESTATUS[0]} -eq 0 ]] || ok=1
+  done
+  return $ok
+}
+
+for s in $stages; do
+  run_stage "$s" "stage_$s"
+done
+
+echo
+if [[ $failed -gt 0 ]]; then echo "failed stages: ${failed_names[*]}"; fi
+echo "stages: $passed passed, $failed failed"
+[[ $failed -eq 0 ]]
