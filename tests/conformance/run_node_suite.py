@@ -130,6 +130,12 @@ def compare_arrays(expected, actual):
     return f"{int((~close).sum())} of {expected.size} values differ{worst}"
 
 
+def bfloat16_bits_to_float32(bits):
+    """onnx loads bfloat16 tensors as their uint16 bit patterns; .npy has no bfloat16, so a float
+    output is compared by value (a uint16 output is compared bit for bit, as is)."""
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
 def check_outputs(model, data_dir, output_dir):
     """None when every output_i.pb matches <output_dir>/<name>.npy, else a reason."""
     outputs = list(model.graph.output)
@@ -137,7 +143,8 @@ def check_outputs(model, data_dir, output_dir):
         value_info = outputs[position]
         if value_kind(value_info) != "tensor":
             return f"output '{value_info.name}' is a {value_kind(value_info)}, the harness compares tensors only"
-        expected = numpy_helper.to_array(load_tensor(path))
+        expected_proto = load_tensor(path)
+        expected = numpy_helper.to_array(expected_proto)
         produced = os.path.join(output_dir, value_info.name + ".npy")
         if not os.path.exists(produced):
             return f"output '{value_info.name}' was not written ({os.path.basename(produced)})"
@@ -145,6 +152,11 @@ def check_outputs(model, data_dir, output_dir):
             actual = np.load(produced, allow_pickle=False)
         except ValueError as error:
             return f"output '{value_info.name}': unreadable .npy: {error}"
+        declared = value_info.type.tensor_type.elem_type
+        # onnx 1.12's generator stores bfloat16 outputs as UINT16 .pb files; the model says BFLOAT16.
+        bfloat16 = onnx.TensorProto.BFLOAT16 in (declared, expected_proto.data_type)
+        if bfloat16 and expected.dtype == np.uint16 and actual.dtype.kind == "f":
+            expected = bfloat16_bits_to_float32(expected)
         mismatch = compare_arrays(expected, actual)
         if mismatch:
             return f"output '{value_info.name}': {mismatch}"
@@ -188,7 +200,8 @@ def run_test(test_dir, tessel, timeout):
                 return Result(test, "timeout", f"no answer within {timeout:g} s")
             if code != 0:
                 status = "unsupported" if code == EXIT_UNSUPPORTED else "error"
-                return Result(test, status, one_line(f"exit {code}: {last_message(stderr, stdout)}"))
+                message = last_message(stderr, stdout).replace(model_path, "model.onnx")
+                return Result(test, status, one_line(f"exit {code}: {message}"))
             mismatch = check_outputs(model, data_dir, output_dir)
             if mismatch:
                 return Result(test, "fail", one_line(mismatch))
