@@ -456,10 +456,7 @@ void uniqueKernel(KernelContext& ctx) {
       auto u = static_cast<int64_t>(groups.size());
       Shape yShape = src.shape();
       yShape[axis] = u;
-      Tensor& y = ctx.allocateOutput(0, x.dtype(), yShape);
-      Tensor& first = ctx.allocateOutput(1, DType::Int64, {u});
-      Tensor& inverse = ctx.allocateOutput(2, DType::Int64, {count});
-      Tensor& counts = ctx.allocateOutput(3, DType::Int64, {u});
+      Tensor y(x.dtype(), yShape), first(DType::Int64, {u}), inverse(DType::Int64, {count}), counts(DType::Int64, {u});
       for (int64_t g = 0; g < u; ++g) {
         const auto& members = groups[static_cast<size_t>(g)];
         first.data<int64_t>()[g] = members.front();
@@ -468,6 +465,8 @@ void uniqueKernel(KernelContext& ctx) {
         for (int64_t o = 0; o < outer; ++o)
           std::copy_n(src.data<T>() + (o * count + members.front()) * inner, inner, y.data<T>() + (o * u + g) * inner);
       }
+      std::vector<Tensor> results{y, first, inverse, counts};
+      for (size_t i = 0; i < ctx.numOutputs(); ++i) ctx.setOutput(i, results[i]);  // trailing outputs are optional
     }
   });
 }
