@@ -15,7 +15,12 @@ void writeDoubles(Tensor& t, const std::vector<double>& values) {
 
 /// `param` (broadcastable to `target`, unidirectionally) expanded to target's element count, as doubles.
 std::vector<double> expandTo(const Tensor& param, const Shape& target, const Node& node, const char* what) {
-  if (param.rank() > target.size() || broadcastShapes(param.shape(), target, node) != target)
+  bool fits = param.rank() <= target.size();
+  for (size_t a = 0; fits && a < param.rank(); ++a) {
+    int64_t p = param.shape()[a], t = target[target.size() - param.rank() + a];
+    fits = p == t || p == 1;
+  }
+  if (!fits)
     throw UserError(fmt::format("{}: {} of shape {} does not broadcast to {}", node.describe(), what,
                                 shapeToString(param.shape()), shapeToString(target)));
   std::vector<double> src = param.toDoubleVector();
