@@ -1,0 +1,89 @@
+// Graph passes: one pass per file, registered by name; pipelines are plain lists of pass names.
+#pragma once
+
+#include <functional>
+#include <iosfwd>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessel/ir/graph.h"
+
+namespace tessel {
+
+/// Settings that passes may read (target facts, what the user asked for).
+struct PassOptions {
+  std::string target = "cpu";  ///< "cpu", "npu", "ref"
+  int threads = 1;
+  /// Free-form per-pass options ("select-layout.block" = "8"), set from the CLI or the search.
+  std::map<std::string, std::string> values;
+  std::string get(const std::string& key, const std::string& fallback) const {
+    auto it = values.find(key);
+    return it == values.end() ? fallback : it->second;
+  }
+};
+
+/// A transformation of a model. Passes keep the graph valid (verifiable, topologically sorted, typed).
+class Pass {
+ public:
+  virtual ~Pass() = default;
+  /// Runs on the model; returns true when it changed anything.
+  virtual bool run(Model& model, const PassOptions& options) = 0;
+};
+
+using PassFactory = std::function<std::unique_ptr<Pass>()>;
+
+struct PassInfo {
+  std::string name;         ///< kebab-case, as used on the CLI (--print-after=fold-constants)
+  std::string description;  ///< one line for `tessel opt --list-passes`
+  PassFactory factory;
+};
+
+/// Every registered pass.
+class PassRegistry {
+ public:
+  static PassRegistry& instance();
+  void add(PassInfo info);
+  const PassInfo* find(const std::string& name) const;
+  std::vector<const PassInfo*> all() const;
+
+ private:
+  std::map<std::string, PassInfo> passes_;
+};
+
+/// How a pipeline reports on itself.
+struct PipelineDebugOptions {
+  std::vector<std::string> printAfter;  ///< print the text IR after these passes
+  bool printAfterAll = false;
+  bool verifyEach = false;    ///< run the verifier (and shape inference) after every pass
+  std::string stopAfter;      ///< stop after this pass
+  std::ostream* dump = nullptr;  ///< where --print-after goes (default std::cerr)
+  bool timing = false;           ///< print each pass's time and whether it changed the graph
+};
+
+/// An ordered list of passes, run one after the other (Halide's Lower.cpp style).
+class PassPipeline {
+ public:
+  PassPipeline() = default;
+  explicit PassPipeline(std::vector<std::string> names);
+  /// Parses "a,b,c"; UserError naming an unknown pass and listing the known ones.
+  static PassPipeline parse(const std::string& commaSeparated);
+  const std::vector<std::string>& names() const { return names_; }
+  /// Runs the passes. UserError when --print-after / --stop-after name a pass not in the pipeline.
+  void run(Model& model, const PassOptions& options, const PipelineDebugOptions& debug = {}) const;
+
+ private:
+  std::vector<std::string> names_;
+};
+
+/// The named pipelines ("cpu", "npu", "cleanup"); see src/passes/pipelines.cpp.
+PassPipeline namedPipeline(const std::string& name);
+std::vector<std::string> pipelineNames();
+
+}  // namespace tessel
+
+/// Registers a pass: TESSEL_REGISTER_PASS(fold_constants, "fold-constants", "evaluate ...", [] { return ...; });
+#define TESSEL_REGISTER_PASS(ident, name, description, factory)                                   \
+  [[maybe_unused]] static const bool tesselPassRegistered_##ident =                                \
+      (::tessel::PassRegistry::instance().add(::tessel::PassInfo{name, description, factory}), true)
