@@ -14,7 +14,7 @@
 namespace tessel::hw {
 
 uint64_t fnv1a64(const std::string& bytes) {
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64 offset basis
   for (unsigned char c : bytes) {
     h ^= c;
     h *= 1099511628211ull;
