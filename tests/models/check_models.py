@@ -58,19 +58,32 @@ def check_outputs(name, models_dir, tessel, work):
 
 
 def check_ir_round_trip(name, models_dir, tessel, work):
-    """ONNX -> a.tir -> b.tir must give identical files; returns an error message or None."""
-    first = os.path.join(work, f"{name}.a.tir")
-    second = os.path.join(work, f"{name}.b.tir")
+    """ONNX -> first/m.tir -> second/m.tir must give identical files; returns an error message or None.
+
+    Both files get the same base name in two folders because the .tir names its weight side file
+    (m.tir.bin); every file tessel writes is compared."""
+    first_dir = os.path.join(work, f"{name}.ir-from-onnx")
+    second_dir = os.path.join(work, f"{name}.ir-from-tir")
+    for directory in (first_dir, second_dir):
+        os.makedirs(directory, exist_ok=True)
+    first = os.path.join(first_dir, f"{name}.tir")
+    second = os.path.join(second_dir, f"{name}.tir")
     ok, seconds_a, message = run([tessel, "ir", os.path.join(models_dir, f"{name}.onnx"), "-o", first])
     if not ok:
         return f"tessel ir (from ONNX): {message}"
     ok, seconds_b, message = run([tessel, "ir", first, "-o", second])
     if not ok:
         return f"tessel ir (from .tir): {message}"
-    if not filecmp.cmp(first, second, shallow=False):
-        return f"text IR round trip differs: {first} vs {second}"
+    written = sorted(os.listdir(first_dir))
+    if sorted(os.listdir(second_dir)) != written:
+        return f"IR round trip wrote {sorted(os.listdir(second_dir))}, first pass wrote {written}"
+    for file_name in written:
+        if not filecmp.cmp(os.path.join(first_dir, file_name), os.path.join(second_dir, file_name),
+                           shallow=False):
+            return f"text IR round trip differs: {first_dir}/{file_name} vs {second_dir}/{file_name}"
     size_kib = os.path.getsize(first) / 1024
-    print(f"{name}: IR round trip identical ({size_kib:.0f} KiB, {seconds_a:.2f} s + {seconds_b:.2f} s)")
+    print(f"{name}: IR round trip identical ({', '.join(written)}; .tir {size_kib:.0f} KiB; "
+          f"{seconds_a:.2f} s + {seconds_b:.2f} s)")
     return None
 
 

@@ -14,7 +14,7 @@ CHECKER = os.path.join(HERE, "check_models.py")
 MODELS = ("resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1")
 
 # Answers `run` with the PyTorch output beside the model, scaled by (1 + $FAKE_ERROR) for $FAKE_BAD;
-# answers `ir` with a text that differs between calls when $FAKE_BAD_IR names the model.
+# answers `ir` with a .tir and its side file, whose weights differ between calls when $FAKE_BAD_IR names the model.
 FAKE_TESSEL = textwrap.dedent("""\
     #!/usr/bin/python3
     import os, sys, time
@@ -28,10 +28,13 @@ FAKE_TESSEL = textwrap.dedent("""\
             expected = expected * (1 + float(os.environ["FAKE_ERROR"]))
         np.save(os.path.join(out_dir, "output.npy"), expected)
     elif command == "ir":
-        text = "graph " + name + "\\n"
+        out = sys.argv[sys.argv.index("-o") + 1]
+        text = "graph " + name + " side_file " + os.path.basename(out) + ".bin\\n"
+        weights = "weights"
         if name == os.environ.get("FAKE_BAD_IR") and model.endswith(".tir"):
-            text += "# unstable\\n"
-        open(sys.argv[sys.argv.index("-o") + 1], "w").write(text)
+            weights += " unstable"
+        open(out, "w").write(text)
+        open(out + ".bin", "w").write(weights)
     """)
 
 
@@ -78,6 +81,7 @@ class CheckModelsTest(unittest.TestCase):
         done = self.check(FAKE_BAD_IR="squeezenet1_1")
         self.assertEqual(done.returncode, 1)
         self.assertIn("FAIL squeezenet1_1: text IR round trip differs", done.stdout)
+        self.assertIn("squeezenet1_1.tir.bin", done.stdout)
 
     def test_missing_export_is_reported(self):
         os.remove(os.path.join(self.models, "resnet18.torch_output.npy"))
