@@ -202,28 +202,28 @@ C minOf(C a, C b) {
 }
 
 TESSEL_REGISTER_OP(Max) {
-  return OpDef("Max").inputs(1, kVariadic).outputs(1).since(8).describe("element-wise maximum of all inputs")
+  return OpDef("Max").inputs(1, kVariadic).outputs(1).since(6).describe("element-wise maximum of all inputs")
       .infer(inferBroadcasting(TypeSet::Numeric))
       .kernel(variadicKernel<TypeSet::Numeric>([](auto a, auto b) { return maxOf(a, b); }))
       .cost(costPerElement(1));
 }
 
 TESSEL_REGISTER_OP(Min) {
-  return OpDef("Min").inputs(1, kVariadic).outputs(1).since(8).describe("element-wise minimum of all inputs")
+  return OpDef("Min").inputs(1, kVariadic).outputs(1).since(6).describe("element-wise minimum of all inputs")
       .infer(inferBroadcasting(TypeSet::Numeric))
       .kernel(variadicKernel<TypeSet::Numeric>([](auto a, auto b) { return minOf(a, b); }))
       .cost(costPerElement(1));
 }
 
 TESSEL_REGISTER_OP(Sum) {
-  return OpDef("Sum").inputs(1, kVariadic).outputs(1).since(8).describe("element-wise sum of all inputs")
+  return OpDef("Sum").inputs(1, kVariadic).outputs(1).since(6).describe("element-wise sum of all inputs")
       .infer(inferBroadcasting(TypeSet::Numeric))
       .kernel(variadicKernel<TypeSet::Numeric>([](auto a, auto b) { return a + b; }))
       .cost(costPerElement(1));
 }
 
 TESSEL_REGISTER_OP(Mean) {
-  return OpDef("Mean").inputs(1, kVariadic).outputs(1).since(8).describe("element-wise mean of all inputs")
+  return OpDef("Mean").inputs(1, kVariadic).outputs(1).since(6).describe("element-wise mean of all inputs")
       .infer(inferBroadcasting(TypeSet::Float))
       .kernel(variadicKernel<TypeSet::Float>([](auto a, auto b) { return a + b; }, /*divideByCount=*/true))
       .cost(costPerElement(1));
