@@ -56,19 +56,23 @@ stage_models() {
   $py "$repo/scripts/export-models.py" "$build/models" &&
     $py "$repo/tests/models/check_models.py" --tessel "$build/tessel" --models "$build/models"
 }
-stage_sanitize() {
+# One clang build serves both stages: AddressSanitizer + UndefinedBehaviorSanitizer everywhere, plus libFuzzer
+# instrumentation (harmless for the unit tests), so CI compiles the library once more, not twice.
+sanitizer_build() {
   local asan=$build-asan
-  cmake -S "$repo" -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSEL_SANITIZE=ON >/dev/null &&
-    cmake --build "$asan" -j"$jobs" --target tessel_unit_tests &&
-    ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 "$asan/tessel_unit_tests" --gtest_brief=1
+  CC=clang-14 CXX=clang++-14 cmake -S "$repo" -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DTESSEL_SANITIZE=ON -DTESSEL_FUZZ=ON >/dev/null &&
+    cmake --build "$asan" -j"$jobs" --target "$@"
+}
+fuzz_targets() { for src in "$repo"/tests/fuzz/*.cpp; do basename "$src" .cpp; done; }
+stage_sanitize() {
+  sanitizer_build tessel_unit_tests $(fuzz_targets) &&
+    ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 "$build-asan/tessel_unit_tests" --gtest_brief=1
 }
 stage_fuzz() {
-  local fz=$build-fuzz
-  CC=clang-14 CXX=clang++-14 cmake -S "$repo" -B "$fz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DTESSEL_FUZZ=ON -DTESSEL_BUILD_TESTS=ON >/dev/null || return 1
-  local targets=()
-  for src in "$repo"/tests/fuzz/*.cpp; do targets+=("$(basename "$src" .cpp)"); done
-  cmake --build "$fz" -j"$jobs" --target "${targets[@]}" || return 1
+  local fz=$build-asan
+  local targets=($(fuzz_targets))
+  sanitizer_build "${targets[@]}" || return 1
   local ok=0
   for t in "${targets[@]}"; do
     local corpus_seed="$repo/tests/fuzz/corpus/${t#fuzz_}"
@@ -77,8 +81,13 @@ stage_fuzz() {
     [[ -d $corpus_seed ]] && cp -r "$corpus_seed"/. "$corpus"/
     echo "-- $t for ${fuzz_seconds}s"
     "$fz/fuzz/$t" -max_total_time="$fuzz_seconds" -rss_limit_mb=4096 -timeout=20 -artifact_prefix="$fz/crash-$t-" \
-      "$corpus" 2>&1 | grep -E '^(#[0-9]+.*DONE|==.*ERROR|SUMMARY|Done)' || true
-    [[ ${PIPESTATUS[0]} -eq 0 ]] || ok=1
+      "$corpus" >"$fz/$t.log" 2>&1
+    local status=$?
+    grep -E '^#[0-9]+.*DONE|ERROR|SUMMARY|Done [0-9]+ runs' "$fz/$t.log" | tail -5
+    if [[ $status -ne 0 ]]; then
+      ok=1
+      tail -40 "$fz/$t.log"
+    fi
   done
   return $ok
 }
