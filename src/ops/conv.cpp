@@ -163,7 +163,10 @@ void convForward(const ConvProblem& p, const Acc* x, const Acc* w, Acc* y) {
   const int64_t cg = p.inChannels / p.groups, mg = p.outChannels / p.groups;
   const int64_t rows = cg * p.kernelSize(), outSize = p.outSize();
   const bool pointwise = isPointwise(p);
-  std::vector<Acc> col(pointwise ? 0 : static_cast<size_t>(rows * outSize));
+  // The unfolded image is reused across calls: a fresh multi-megabyte buffer per convolution costs more
+  // in page faults than the unfolding itself.
+  thread_local std::vector<Acc> col;
+  if (!pointwise && col.size() < static_cast<size_t>(rows * outSize)) col.resize(static_cast<size_t>(rows * outSize));
   for (int64_t n = 0; n < p.batch; ++n)
     for (int64_t g = 0; g < p.groups; ++g) {
       const Acc* image = x + (n * p.inChannels + g * cg) * p.inSize();
@@ -261,15 +264,23 @@ void convKernel(KernelContext& ctx) {
       xp = xv.data();
       wp = wv.data();
     }
-    std::vector<Acc> y(static_cast<size_t>(p.batch * p.outChannels * p.outSize()));
+    Tensor& out = ctx.allocateOutput(0, x.dtype(), convOutputShape(p, x.rank() - 2));  // zero-filled
+    std::vector<Acc> yv;
+    Acc* y;
+    if constexpr (std::is_same_v<T, Acc>) {
+      y = out.data<T>();
+    } else {
+      yv.resize(static_cast<size_t>(out.numel()));
+      y = yv.data();
+    }
     if (ctx.hasInput(2)) {
       std::vector<Acc> bias = toComputeVector<Acc>(ctx.input(2));
       for (int64_t n = 0; n < p.batch; ++n)
         for (int64_t m = 0; m < p.outChannels; ++m)
-          std::fill_n(y.begin() + (n * p.outChannels + m) * p.outSize(), p.outSize(), bias[static_cast<size_t>(m)]);
+          std::fill_n(y + (n * p.outChannels + m) * p.outSize(), p.outSize(), bias[static_cast<size_t>(m)]);
     }
-    convForward<Acc>(p, xp, wp, y.data());
-    storeFromCompute<T>(ctx.allocateOutput(0, x.dtype(), convOutputShape(p, x.rank() - 2)), y);
+    convForward<Acc>(p, xp, wp, y);
+    if constexpr (!std::is_same_v<T, Acc>) storeFromCompute<T>(out, yv);
   });
 }
 
