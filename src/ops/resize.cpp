@@ -18,6 +18,7 @@ struct ResizeSpec {
   std::string nearestMode = "round_prefer_floor";
   double cubicA = -0.75;
   bool excludeOutside = false;
+  bool antialias = false;                         ///< opset 18: widen linear/cubic filters when downscaling
   double extrapolationValue = 0;
   std::vector<double> scales;                     ///< per axis, output/input
   Shape outShape;
@@ -76,6 +77,39 @@ int64_t nearestIndex(int64_t xInt, double ratio, const std::string& mode) {
   throw UserError("unknown nearest_mode '" + mode + "'");
 }
 
+/// Interpolation weights of the points xInt + first, xInt + first + 1, ... for x_ori = xInt + ratio.
+struct Filter {
+  int64_t first;
+  std::vector<double> coeffs;
+};
+
+/// Linear/cubic weights; with antialias and a downscale, the filter is stretched by 1/scale and normalised
+/// (the opset-18 definition).
+Filter interpolationFilter(const ResizeSpec& s, double ratio, double scale) {
+  bool cubic = s.mode == "cubic";
+  if (!s.antialias || scale >= 1) {
+    if (cubic) return {-1, cubicCoefficients(ratio, s.cubicA)};
+    return {0, {1 - ratio, ratio}};
+  }
+  double a = s.cubicA;
+  auto cubicAt = [a](double x) {
+    x = std::abs(x);
+    if (x <= 1) return ((a + 2) * x - (a + 3)) * x * x + 1;
+    if (x < 2) return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+    return 0.0;
+  };
+  auto start = static_cast<int64_t>(std::floor((cubic ? -2 : -1) / scale) + 1);
+  Filter f{start, {}};
+  double sum = 0;
+  for (int64_t i = start; i < 2 - start; ++i) {  // a footprint symmetric around the point
+    double x = (static_cast<double>(i) - ratio) * scale;
+    f.coeffs.push_back(cubic ? cubicAt(x) : std::clamp(1 - std::abs(x), 0.0, 1.0));
+    sum += f.coeffs.back();
+  }
+  for (double& c : f.coeffs) c /= sum;
+  return f;
+}
+
 AxisPlan planAxis(const ResizeSpec& s, size_t axis, int64_t inExtent) {
   AxisPlan plan;
   int64_t outExtent = s.outShape[axis];
@@ -96,21 +130,18 @@ AxisPlan planAxis(const ResizeSpec& s, size_t axis, int64_t inExtent) {
     double ratio = integral ? 1.0 : xo - fl;
     if (s.mode == "nearest") {
       taps.push_back({clampIndex(nearestIndex(xInt, ratio, s.nearestMode)), 1.0});
-    } else if (s.mode == "linear") {
-      if (1 - ratio != 0) taps.push_back({clampIndex(xInt), 1 - ratio});
-      taps.push_back({clampIndex(xInt + 1), ratio});
-    } else {
-      std::vector<double> c = cubicCoefficients(ratio, s.cubicA);
-      double sum = 0;
-      for (int k = 0; k < 4; ++k) {
-        int64_t i = xInt - 1 + k;
-        if (s.excludeOutside && (i < 0 || i >= inExtent)) c[static_cast<size_t>(k)] = 0;
-        sum += c[static_cast<size_t>(k)];
-      }
-      for (int k = 0; k < 4; ++k) {
-        double w = s.excludeOutside ? c[static_cast<size_t>(k)] / sum : c[static_cast<size_t>(k)];
-        if (w != 0) taps.push_back({clampIndex(xInt - 1 + k), w});
-      }
+      continue;
+    }
+    Filter f = interpolationFilter(s, ratio, s.scales[axis]);
+    double sum = 0;
+    for (size_t k = 0; k < f.coeffs.size(); ++k) {
+      int64_t i = xInt + f.first + static_cast<int64_t>(k);
+      if (s.excludeOutside && (i < 0 || i >= inExtent)) f.coeffs[k] = 0;
+      sum += f.coeffs[k];
+    }
+    for (size_t k = 0; k < f.coeffs.size(); ++k) {
+      double w = s.excludeOutside ? f.coeffs[k] / sum : f.coeffs[k];
+      if (w != 0) taps.push_back({clampIndex(xInt + f.first + static_cast<int64_t>(k)), w});
     }
   }
   return plan;
@@ -246,8 +277,7 @@ ResizeSpec resizeSpecFromNode(const Node& node) {
   s.cubicA = node.attrFloat("cubic_coeff_a");
   s.excludeOutside = node.attrInt("exclude_outside") != 0;
   s.extrapolationValue = node.attrFloat("extrapolation_value");
-  if (node.attrInt("antialias") != 0 && s.mode != "nearest")
-    throw UserError(fmt::format("{}: antialias=1 is not supported by Tessel's reference Resize", node.describe()));
+  s.antialias = node.attrInt("antialias") != 0;
   return s;
 }
 

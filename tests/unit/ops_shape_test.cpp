@@ -351,6 +351,16 @@ TEST(OpsShapeKernels, ResizeLinearAlignCornersAndNearestMatchReferences) {
   EXPECT_EQ(k.shape(), (Shape{2, 4}));
 }
 
+TEST(OpsShapeKernels, ResizeAntialiasWidensTheLinearFilter) {
+  // Opset-18 definition, worked by hand: scale 0.5 stretches the triangle to 4 taps (-0.75..0.75 -> weights
+  // 1,3,3,1 / 8) around x_ori = 0.5 and 2.5, with edge clamping: [0.625, 2.375]. Without antialias: [0.5, 2.5].
+  Tensor x = Tensor::fromVector<float>({4}, {0, 1, 2, 3});
+  Attrs attrs{{"mode", std::string("linear")}, {"antialias", int64_t{1}}};
+  EXPECT_EQ(floats(runOp("Resize", {x, Tensor(), Tensor(), i64({2})}, attrs)[0]), (std::vector<float>{0.625f, 2.375f}));
+  attrs["antialias"] = int64_t{0};
+  EXPECT_EQ(floats(runOp("Resize", {x, Tensor(), Tensor(), i64({2})}, attrs)[0]), (std::vector<float>{0.5f, 2.5f}));
+}
+
 // ---------------------------------------------------------------- opset upgrades
 
 void upgrade(Graph& g, Node* n, int64_t opset) {
