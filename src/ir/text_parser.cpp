@@ -175,9 +175,11 @@ class TextParser {
     for (const PendingUse& use : scope.pending) use.node->setInput(use.index, resolve(scope, use.name, use.loc));
     for (const auto& [ref, type] : outputs) {
       Value* v = resolve(scope, ref.name, ref.loc);
+      if (v->type == TensorType{}) v->type = type;  // hand-written text may type a value only here
       if (!(v->type == type))
         failAt(ref.loc, fmt::format("expected output %{} to have its defined type {}, found {}",
-                                    textir::nameOrQuoted(ref.name), v->type.toString(), type.toString()));
+                                    textir::nameOrQuoted(ref.name), textir::typeToText(v->type),
+                                    textir::typeToText(type)));
       g->addOutput(v);
     }
     scopes_.pop_back();
@@ -384,7 +386,7 @@ class TextParser {
   Tensor parseConstantData(const TensorType& declared) {
     if (isKeyword("tensor")) return parseTensorLiteral();
     if (declared.dtype == DType::Undefined || !declared.isStatic())
-      expected(fmt::format("'tensor <type> <data>' (the declared type {} is not static)", declared.toString()));
+      expected(fmt::format("'tensor <type> <data>' (the declared type {} is not static)", textir::typeToText(declared)));
     return parseTensorData(declared.dtype, declared.staticShape());
   }
 
@@ -394,7 +396,7 @@ class TextParser {
     TensorType type = parseType();
     if (type.dtype == DType::Undefined || !type.isStatic())
       failAt(loc, fmt::format("expected a tensor type with a known element type and static shape, found {}",
-                              type.toString()));
+                              textir::typeToText(type)));
     return parseTensorData(type.dtype, type.staticShape());
   }
 

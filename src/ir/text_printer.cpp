@@ -29,24 +29,9 @@ std::string sigil(char c, std::string_view rest) {
 
 std::string valueRef(const Value* v) { return v ? sigil('%', nameOrQuoted(v->name())) : "_"; }
 
-std::string dimText(const Dim& d) {
-  if (d.isKnown()) return std::to_string(d.value);
-  if (d.symbol.empty()) return "?";
-  return textir::isIdentifier(d.symbol) ? d.symbol : quoteString(d.symbol);
-}
+using textir::typeToText;
 
-std::string typeText(const TensorType& t) {
-  std::string s = t.dtype == DType::Undefined ? "?" : std::string(dtypeName(t.dtype));
-  if (!t.dims) return t.dtype == DType::Undefined ? s : s + "[*]";
-  s += '[';
-  for (size_t i = 0; i < t.dims->size(); ++i) {
-    if (i) s += ',';
-    s += dimText((*t.dims)[i]);
-  }
-  return s + ']';
-}
-
-std::string tensorTypeText(const Tensor& t) { return typeText(TensorType::fromShape(t.dtype(), t.shape())); }
+std::string tensorTypeText(const Tensor& t) { return typeToText(TensorType::fromShape(t.dtype(), t.shape())); }
 
 /// "Op", "com.microsoft.Op", or the quoted form "domain":"Op" when a part is not an identifier.
 std::string opText(const Node& n) {
@@ -116,22 +101,22 @@ class TextPrinter {
     for (size_t i = 0; i < g.inputs().size(); ++i) {
       const Value* in = g.inputs()[i];
       if (i) out_ += ", ";
-      out_ += valueRef(in) + ": " + typeText(in->type);
+      out_ += valueRef(in) + ": " + typeToText(in->type);
       if (in->isConstant()) out_ += " = " + constantData(*in, indent);
     }
     out_ += ") -> (";
     for (size_t i = 0; i < g.outputs().size(); ++i) {
       if (i) out_ += ", ";
-      out_ += valueRef(g.outputs()[i]) + ": " + typeText(g.outputs()[i]->type);
+      out_ += valueRef(g.outputs()[i]) + ": " + typeToText(g.outputs()[i]->type);
     }
     out_ += ") {\n";
     std::string pad(static_cast<size_t>(indent + 2), ' ');
     for (const Value* v : g.values()) {
-      if (v->isCaptured()) out_ += pad + "capture " + valueRef(v) + ": " + typeText(v->type) + "\n";
+      if (v->isCaptured()) out_ += pad + "capture " + valueRef(v) + ": " + typeToText(v->type) + "\n";
     }
     for (const Value* v : g.values()) {
       if (!v->isConstant() || v->isGraphInput() || v->producer()) continue;
-      out_ += pad + "const " + valueRef(v) + ": " + typeText(v->type) + " = " + constantData(*v, indent + 2) + "\n";
+      out_ += pad + "const " + valueRef(v) + ": " + typeToText(v->type) + " = " + constantData(*v, indent + 2) + "\n";
     }
     for (const auto& n : g.nodes()) printNode(*n, indent + 2);
     out_ += std::string(static_cast<size_t>(indent), ' ') + "}";
@@ -153,7 +138,7 @@ class TextPrinter {
     bool first = true;
     for (const Value* o : n.outputs()) {
       if (!o) continue;
-      (out_ += first ? " : " : ", ") += typeText(o->type);
+      (out_ += first ? " : " : ", ") += typeToText(o->type);
       first = false;
     }
     if (!n.device.empty()) (out_ += "  @") += nameOrQuoted(n.device);

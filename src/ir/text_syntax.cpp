@@ -5,6 +5,8 @@
 #include <cstring>
 #include <fmt/format.h>
 
+#include "tessel/ir/type.h"
+
 namespace tessel::textir {
 
 bool isNameChar(char c) {
@@ -82,6 +84,25 @@ std::string formatDouble(double v, bool markAsFloat) {
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   std::string s = fmt::format("{:.17g}", v);
   return markAsFloat ? markFloat(std::move(s)) : s;
+}
+
+namespace {
+std::string dimText(const Dim& d) {
+  if (d.isKnown()) return std::to_string(d.value);
+  if (d.symbol.empty()) return "?";
+  return textir::isIdentifier(d.symbol) ? d.symbol : quoteString(d.symbol);
+}
+}  // namespace
+
+std::string typeToText(const TensorType& t) {
+  std::string s = t.dtype == DType::Undefined ? "?" : std::string(dtypeName(t.dtype));
+  if (!t.dims) return t.dtype == DType::Undefined ? s : s + "[*]";
+  s += '[';
+  for (size_t i = 0; i < t.dims->size(); ++i) {
+    if (i) s += ',';
+    s += dimText((*t.dims)[i]);
+  }
+  return s + ']';
 }
 
 }  // namespace tessel::textir

@@ -10,6 +10,7 @@
 
 namespace tessel {
 struct Model;
+struct TensorType;
 }
 
 namespace tessel::textir {
@@ -34,6 +35,9 @@ std::string nameOrQuoted(std::string_view s);
 std::string formatFloat(float v, bool markAsFloat);
 /// Same for doubles ("%.17g", NaN bits as 16 hex digits).
 std::string formatDouble(double v, bool markAsFloat);
+
+/// "f32[N,3,?,\"w h\"]", "f32[*]", "f32[]", "?" (unknown type), "?[2]" (rank only).
+std::string typeToText(const TensorType& type);
 
 /// The canonical quiet NaN bit patterns printed as plain "nan".
 constexpr uint32_t kCanonicalNanF32 = 0x7fc00000u;
