@@ -318,6 +318,32 @@ TEST(OpsMathLogic, WhereSelectsStringsWithBroadcasting) {
   EXPECT_EQ(values<bool>(x), (std::vector<bool>{false, true, true, false}));
 }
 
+TEST(OpsMathLogic, KernelsRejectMismatchedAndUnsupportedTypes) {
+  expectUserError([] { run1("Where", {vec<bool>({1}, {true}), vec<float>({1}, {1}), vec<double>({1}, {2})}); },
+                  {"node 'node_under_test' (Where)", "f32", "f64", "must match"});
+  expectUserError([] { run1("Less", {vec<std::string>({1}, {"a"}), vec<std::string>({1}, {"b"})}); },
+                  {"(Less)", "str", "numeric"});
+  expectUserError([] { run1("Not", {vec<int32_t>({1}, {1})}); }, {"(Not)", "i32", "bool"});
+  expectUserError([] { run1("Mod", {vec<uint8_t>({2}, {5, 6}), vec<uint8_t>({1}, {0})}); },
+                  {"(Mod)", "division by zero"});
+  expectUserError([] { run1("ConstantOfShape", {vec<int64_t>({2}, {2, -1})}); }, {"(ConstantOfShape)", "negative"});
+  expectUserError([] { run1("Clip", {vec<float>({2}, {1, 2}), vec<float>({2}, {0, 0})}); },
+                  {"(Clip)", "min", "scalar"});
+  expectUserError([] { run1("Max", {vec<float>({2}, {1, 2}), vec<float>({3}, {1, 2, 3})}); },
+                  {"(Max)", "cannot be broadcast"});
+}
+
+TEST(OpsMathArithmetic, FloatModFollowsTheRequestedSign) {
+  Tensor a = Tensor::fromVector<float16>({4}, {float16(-4.f), float16(7.f), float16(5.f), float16(-7.5f)});
+  Tensor b = Tensor::fromVector<float16>({4}, {float16(3.f), float16(-3.f), float16(2.5f), float16(2.f)});
+  Tensor c = run1("Mod", {a, b}, {{"fmod", int64_t{1}}});
+  std::vector<float> got;
+  for (int64_t i = 0; i < 4; ++i) got.push_back(c.data<float16>()[i]);
+  EXPECT_EQ(got, (std::vector<float>{-1, 1, 0, -1.5f}));  // C fmod: sign of the dividend
+  Tensor d = run1("Mod", {vec<double>({2}, {-4, 7}), vec<double>({2}, {3, -3})});
+  EXPECT_EQ(values<double>(d), (std::vector<double>{2, -2}));  // fmod=0: sign of the divisor
+}
+
 // ------------------------------------------------------------------------------------------ inference
 
 TEST(OpsMathInference, SymbolicBroadcastingAndResultTypes) {
