@@ -44,7 +44,8 @@ run_stage() {
 
 stage_unit() { (cd "$build" && ctest -j"$jobs" --output-on-failure --timeout 300); }
 stage_harness() {
-  $py "$repo/tests/conformance/test_harness.py" && $py "$repo/tests/models/test_check_models.py"
+  $py "$repo/tests/conformance/test_harness.py" && $py "$repo/tests/models/test_check_models.py" &&
+    $py "$repo/bench/ort/test_ort_bench.py"
 }
 stage_example() { bash "$repo/examples/digits/run.sh" "$build" "$build/digits-out"; }
 stage_conformance() {
