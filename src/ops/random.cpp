@@ -37,7 +37,8 @@ class NodeRandom {
 DType dtypeAttr(const Node& node, DType fallback) {
   if (!node.hasAttr("dtype")) return fallback;
   auto dt = static_cast<DType>(node.attrInt("dtype"));
-  if (!isNumeric(dt)) throw UserError(fmt::format("{}: dtype {} is not a numeric tensor type", node.describe(), node.attrInt("dtype")));
+  if (!isNumeric(dt) && dt != DType::Bool)
+    throw UserError(fmt::format("{}: dtype {} is not a numeric or bool tensor type", node.describe(), node.attrInt("dtype")));
   return dt;
 }
 
