@@ -235,8 +235,9 @@ void Graph::removeNode(Node* node) {
   std::set<Value*> dead;
   for (Value* out : node->outputs_)
     if (out) dead.insert(out);
+  // Names first: remove_if leaves moved-from (null) pointers in the tail, not the removed values.
+  for (Value* v : dead) valueByName_.erase(v->name_);
   auto vit = std::remove_if(values_.begin(), values_.end(), [&](const auto& v) { return dead.count(v.get()) != 0; });
-  for (auto it = vit; it != values_.end(); ++it) valueByName_.erase((*it)->name_);
   values_.erase(vit, values_.end());
   auto it = std::find_if(nodes_.begin(), nodes_.end(), [&](const auto& p) { return p.get() == node; });
   TESSEL_ASSERT(it != nodes_.end(), "removeNode: node not in graph");
