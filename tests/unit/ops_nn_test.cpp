@@ -7,6 +7,7 @@
 
 #include "tessel/interp/interpreter.h"
 #include "tessel/ir/verifier.h"
+#include "tessel/ops/registry.h"
 #include "tessel/ops/shape_inference.h"
 
 namespace tessel {
@@ -161,6 +162,32 @@ TEST(OpsNnConv, InfersSymbolicBatchAndUnknownSpatialExtents) {
   g.addOutput(n->output(0));
   inferShapes(g);
   EXPECT_EQ(n->output(0)->type.toString(), "f32[N,8,?,16]");
+}
+
+TEST(OpsNnConv, HalfPrecisionComputesInFloat) {
+  Tensor x = randomTensor({1, 2, 5, 5}, 9), w = randomTensor({3, 2, 3, 3}, 10);
+  Tensor xh = x.castTo(DType::Float16), wh = w.castTo(DType::Float16);
+  auto y = runOp("Conv", {xh, wh});
+  EXPECT_EQ(y[0].dtype(), DType::Float16);
+  // The reference is computed from the f16-rounded operands, so only the output rounding differs.
+  expectNear(y[0], naiveConv2d(xh, wh, nullptr, 1, {1, 1}, {1, 1}, {0, 0}, 3, 3), 2e-3);
+}
+
+TEST(OpsNnConv, IntegerConvWithPerChannelWeightZeroPoints) {
+  // 1x1 kernel: y[m] = sum_c (x[c] - 2) * (w[m, c] - wz[m]).
+  Tensor x = Tensor::fromVector<uint8_t>({1, 2, 1, 2}, {3, 4, 5, 6});
+  Tensor w = Tensor::fromVector<uint8_t>({2, 2, 1, 1}, {1, 2, 10, 20});
+  Tensor wz = Tensor::fromVector<uint8_t>({2}, {1, 10});
+  auto y = runOp("ConvInteger", {x, w, Tensor::scalar<uint8_t>(2), wz});
+  EXPECT_EQ(y[0].dtype(), DType::Int32);
+  // x - 2 = c0 [1, 2], c1 [3, 4]; w - wz = m0 [0, 1], m1 [0, 10]
+  EXPECT_EQ(y[0].toInt64Vector(), (std::vector<int64_t>{3, 4, 30, 40}));
+  // QLinearConv on the same data: round(acc * 0.5 * [1, 0.1] / 1) + 100, bias [1, -30] added to acc first.
+  auto q = runOp("QLinearConv", {x, Tensor::scalar<float>(0.5f), Tensor::scalar<uint8_t>(2), w,
+                                 Tensor::fromVector<float>({2}, {1.f, 0.1f}), wz, Tensor::scalar<float>(1.f),
+                                 Tensor::scalar<uint8_t>(100), Tensor::fromVector<int32_t>({2}, {1, -30})});
+  // m0: (3+1)*0.5 = 2, (4+1)*0.5 = 2.5 -> 2; m1: 0*0.05 = 0, 10*0.05 = 0.5 -> 0
+  EXPECT_EQ(q[0].toInt64Vector(), (std::vector<int64_t>{102, 102, 100, 100}));
 }
 
 // -------------------------------------------------------------------------------------- ConvTranspose
@@ -453,6 +480,40 @@ TEST(OpsNnDetection, GridSampleAndRoiAlignOnConstantRamps) {
   auto r = runOp("RoiAlign", {img, rois, Tensor::fromVector<int64_t>({1}, {0})},
                  {{"output_height", int64_t{1}}, {"output_width", int64_t{2}}, {"sampling_ratio", int64_t{2}}});
   expectNear(r[0], {1.0, 2.0});
+}
+
+// ---------------------------------------------------------------------------------------- Opset upgrade
+
+void upgradeNode(Graph& g, Node* n, int64_t opset) {
+  ASSERT_TRUE(n->def() && n->def()->upgradeFn) << n->opType();
+  UpgradeContext ctx{*n, opset, g};
+  n->def()->upgradeFn(ctx);
+}
+
+TEST(OpsNnUpgrade, LegacyAttributesBecomeTheLatestForm) {
+  Graph g;
+  Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 2, 3, 3}));
+  Value* c = g.addConstant("c", Tensor::fromVector<float>({2}, {1, 1}));
+  Node* bn = g.addNode("BatchNormalization", {x, c, c, c, c}, {"y", "m", "v", "sm", "sv"}, "bn");
+  bn->setAttr("spatial", int64_t{1});
+  upgradeNode(g, bn, 9);
+  EXPECT_FALSE(bn->hasAttr("spatial"));
+  EXPECT_EQ(bn->attrInt("training_mode"), 1);
+  Node* bnInference = g.addNode("BatchNormalization", {x, c, c, c, c}, {"y2"}, "bn2");
+  upgradeNode(g, bnInference, 9);
+  EXPECT_EQ(bnInference->attrInt("training_mode"), 0);
+  Node* drop = g.addNode("Dropout", {x}, {"d"}, "drop");
+  drop->setAttr("ratio", 0.3f);
+  upgradeNode(g, drop, 10);
+  EXPECT_FALSE(drop->hasAttr("ratio"));
+  Value* rois = g.addConstant("rois", Tensor::fromVector<float>({1, 4}, {0, 0, 1, 1}));
+  Value* idx = g.addConstant("idx", Tensor::fromVector<int64_t>({1}, {0}));
+  Node* roi10 = g.addNode("RoiAlign", {x, rois, idx}, {"r"}, "roi10");
+  upgradeNode(g, roi10, 10);
+  EXPECT_EQ(roi10->attrString("coordinate_transformation_mode"), "output_half_pixel");
+  Node* roi16 = g.addNode("RoiAlign", {x, rois, idx}, {"r16"}, "roi16");
+  upgradeNode(g, roi16, 16);
+  EXPECT_EQ(roi16->attrString("coordinate_transformation_mode"), "half_pixel");
 }
 
 }  // namespace
