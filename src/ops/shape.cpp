@@ -84,13 +84,14 @@ Shape resolveReshape(const Shape& in, const std::vector<int64_t>& target, bool a
   return out;
 }
 
-/// Symbolic Reshape: 0 copies symbolic dims; -1 is computed when the unknown factors cancel out.
+/// Symbolic Reshape: 0 copies dims (symbolic or not); -1 is computed when the remaining unknown factors cancel out.
 std::vector<Dim> inferReshapeDims(const TensorType& in, const std::vector<int64_t>& target, bool allowZero,
                                   InferContext& ctx) {
   std::vector<Dim> out(target.size());
   int64_t inferred = -1, knownOut = 1;
   std::multiset<std::string> outSymbols;
   bool outHasUnknown = false;
+  std::vector<bool> copied(std::max(in.rank(), target.size()), false);
   for (size_t i = 0; i < target.size(); ++i) {
     int64_t t = target[i];
     if (t == -1) {
@@ -107,6 +108,8 @@ std::vector<Dim> inferReshapeDims(const TensorType& in, const std::vector<int64_
       }
       if (i >= in.rank()) ctx.fail("target position {} is 0 (copy) but the input has rank {}", i, in.rank());
       out[i] = (*in.dims)[i];
+      copied[i] = true;  // the same factor on both sides: it cancels, known or not
+      continue;
     } else {
       out[i] = Dim::known(t);
     }
@@ -122,8 +125,11 @@ std::vector<Dim> inferReshapeDims(const TensorType& in, const std::vector<int64_
   if (!in.hasRank() || outHasUnknown) return out;
   int64_t knownIn = 1;
   std::multiset<std::string> inSymbols;
-  for (const Dim& d : *in.dims) {
-    if (d.isKnown())
+  for (size_t i = 0; i < in.rank(); ++i) {
+    const Dim& d = (*in.dims)[i];
+    if (copied[i])
+      continue;
+    else if (d.isKnown())
       knownIn *= d.value;
     else if (d.symbol.empty())
       return out;  // an anonymous unknown factor cannot be cancelled

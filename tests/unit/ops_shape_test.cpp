@@ -27,14 +27,14 @@ struct OneNode {
       if (!inputs[i].defined()) {
         ins.push_back(nullptr);
       } else if (i < constant.size() && constant[i]) {
-        ins.push_back(graph.addConstant("c" + std::to_string(i), inputs[i]));
+        ins.push_back(graph.addConstant(fmt::format("c{}", i), inputs[i]));
       } else {
-        ins.push_back(graph.addInput("x" + std::to_string(i), TensorType::fromShape(inputs[i].dtype(), inputs[i].shape())));
-        feeds["x" + std::to_string(i)] = inputs[i];
+        ins.push_back(graph.addInput(fmt::format("x{}", i), TensorType::fromShape(inputs[i].dtype(), inputs[i].shape())));
+        feeds[fmt::format("x{}", i)] = inputs[i];
       }
     }
     std::vector<std::string> outs;
-    for (size_t i = 0; i < numOutputs; ++i) outs.push_back("y" + std::to_string(i));
+    for (size_t i = 0; i < numOutputs; ++i) outs.push_back(fmt::format("y{}", i));
     node = graph.addNode(op, ins, outs, "n1");
     for (const auto& [k, v] : attrs) node->setAttr(k, v);
     for (Value* o : node->outputs()) graph.addOutput(o);
@@ -91,7 +91,7 @@ std::string inferWith(const std::string& op, const TensorType& xType, const std:
   Graph g;
   std::vector<Value*> ins{g.addInput("x", xType)};
   for (size_t i = 0; i < constInputs.size(); ++i)
-    ins.push_back(constInputs[i].defined() ? g.addConstant("c" + std::to_string(i), constInputs[i]) : nullptr);
+    ins.push_back(constInputs[i].defined() ? g.addConstant(fmt::format("c{}", i), constInputs[i]) : nullptr);
   Node* n = g.addNode(op, ins, {"y"}, "n1");
   for (const auto& [k, v] : attrs) n->setAttr(k, v);
   g.addOutput(n->output(0));
@@ -108,6 +108,8 @@ Dim K(int64_t v) { return Dim::known(v); }
 TEST(OpsShapeInference, SymbolicDimsFlowThroughShapeOps) {
   EXPECT_EQ(inferWith("Reshape", sym(DType::Float32, {N(), K(3), K(4), K(5)}), {i64({0, -1})}), "f32[N,60]");
   EXPECT_EQ(inferWith("Reshape", sym(DType::Float32, {N(), K(6)}), {i64({-1, 3})}), "f32[?,3]");
+  EXPECT_EQ(inferWith("Reshape", sym(DType::Float32, {Dim::unknown(), K(3), K(4)}), {i64({0, 2, -1})}), "f32[?,2,6]");
+  EXPECT_EQ(inferWith("Reshape", sym(DType::Float32, {N(), K(3), K(4)}), {i64({2, -1, 0})}), "f32[2,?,4]");
   EXPECT_EQ(inferWith("Flatten", sym(DType::Float32, {N(), K(3), K(4)}), {}), "f32[N,12]");
   EXPECT_EQ(inferWith("Flatten", sym(DType::Float32, {N(), K(3), K(4)}), {}, {{"axis", int64_t{0}}}), "f32[1,?]");
   EXPECT_EQ(inferWith("Unsqueeze", sym(DType::Float32, {N(), K(3)}), {i64({-1, 0})}), "f32[1,N,3,1]");
