@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <exception>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "command.h"
 #include "tessel/support/error.h"
@@ -26,6 +27,19 @@ int main(int argc, char** argv) {
   auto& registry = tessel::cli::commandRegistry();
   std::sort(registry.begin(), registry.end(), [](const auto& a, const auto& b) { return a.order < b.order; });
   for (const auto& cmd : registry) cmd.setup(app);
+  if (argc > 1 && argv[1][0] != '-') {
+    std::vector<std::string> names;
+    bool known = false;
+    for (const auto& cmd : registry) {
+      names.push_back(cmd.name);
+      known |= cmd.name == argv[1];
+    }
+    if (!known) {
+      std::fprintf(stderr, "tessel: error: unknown command '%s' (commands: %s)\nRun with --help for usage.\n", argv[1],
+                   fmt::format("{}", fmt::join(names, ", ")).c_str());
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
