@@ -3,6 +3,7 @@
 # and prints one line per stage and a closing "N passed, M failed" line. Exit status 1 if any stage failed.
 #   unit        GoogleTest unit tests (ctest)
 #   harness     self-tests of the Python test harnesses
+#   cli         bad input (corrupt model, cycle, unknown ops, wrong input, bad flag) exits 2 with a clear message
 #   example     the bundled digits CNN through `tessel run` (accuracy >= 95 %)
 #   conformance ONNX backend node suite through `tessel run` (listed tests must pass)
 #   models      torchvision ResNet-18/50, MobileNetV2, SqueezeNet 1.1 vs PyTorch; text IR round trip
@@ -13,7 +14,7 @@ set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${TESSEL_BUILD_DIR:-$repo/build}
 jobs=$(nproc)
-stages=${TESSEL_STAGES:-"unit harness example conformance models sanitize fuzz"}
+stages=${TESSEL_STAGES:-"unit harness cli example conformance models sanitize fuzz"}
 fuzz_seconds=${TESSEL_FUZZ_SECONDS:-30}
 py=/usr/bin/python3
 
@@ -47,6 +48,7 @@ stage_harness() {
   $py "$repo/tests/conformance/test_harness.py" && $py "$repo/tests/models/test_check_models.py" &&
     $py "$repo/bench/ort/test_ort_bench.py"
 }
+stage_cli() { $py "$repo/tests/cli/test_bad_inputs.py" --tessel "$build/tessel"; }
 stage_example() { bash "$repo/examples/digits/run.sh" "$build" "$build/digits-out"; }
 stage_conformance() {
   bash "$repo/scripts/gen-node-suite.sh" "$build/onnx-suite" &&
