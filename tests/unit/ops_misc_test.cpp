@@ -6,6 +6,8 @@
 #include <complex>
 #include <numbers>
 
+#include <fmt/format.h>
+
 #include "tessel/interp/interpreter.h"
 #include "tessel/ir/verifier.h"
 #include "tessel/ops/registry.h"
@@ -32,7 +34,7 @@ struct OneNode {
           const std::string& domain = "", const std::vector<bool>& constant = {}) {
     std::vector<Value*> ins;
     for (size_t i = 0; i < inputs.size(); ++i) {
-      std::string name = "x" + std::to_string(i);
+      std::string name = fmt::format("x{}", i);
       if (!inputs[i].defined()) {
         ins.push_back(nullptr);
       } else if (i < constant.size() && constant[i]) {
@@ -43,7 +45,7 @@ struct OneNode {
       }
     }
     std::vector<std::string> outs;
-    for (size_t i = 0; i < numOutputs; ++i) outs.push_back("y" + std::to_string(i));
+    for (size_t i = 0; i < numOutputs; ++i) outs.push_back(fmt::format("y{}", i));
     node = graph.addNode(op, ins, outs, "n1", domain);
     for (const auto& [k, v] : attrs) node->setAttr(k, v);
     for (Value* o : node->outputs()) graph.addOutput(o);
