@@ -3,7 +3,8 @@
 # and prints one line per stage and a closing "N passed, M failed" line. Exit status 1 if any stage failed.
 #   unit        GoogleTest unit tests (ctest)
 #   harness     self-tests of the Python test harnesses
-#   cli         bad input (corrupt model, cycle, unknown ops, wrong input, bad flag) exits 2 with a clear message
+#   cli         bad input (corrupt model, cycle, unknown ops, wrong input, bad flag) exits 2 with a clear
+#               message; import features (external data, --input-shape, old opsets, input defaults)
 #   example     the bundled digits CNN through `tessel run` (accuracy >= 95 %)
 #   conformance ONNX backend node suite through `tessel run` (listed tests must pass)
 #   models      torchvision ResNet-18/50, MobileNetV2, SqueezeNet 1.1 vs PyTorch; text IR round trip
@@ -48,7 +49,10 @@ stage_harness() {
   $py "$repo/tests/conformance/test_harness.py" && $py "$repo/tests/models/test_check_models.py" &&
     $py "$repo/bench/ort/test_ort_bench.py"
 }
-stage_cli() { $py "$repo/tests/cli/test_bad_inputs.py" --tessel "$build/tessel"; }
+stage_cli() {
+  $py "$repo/tests/cli/test_bad_inputs.py" --tessel "$build/tessel" &&
+    $py "$repo/tests/cli/test_import_features.py" --tessel "$build/tessel"
+}
 stage_example() { bash "$repo/examples/digits/run.sh" "$build" "$build/digits-out"; }
 stage_conformance() {
   bash "$repo/scripts/gen-node-suite.sh" "$build/onnx-suite" &&
