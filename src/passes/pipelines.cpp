@@ -10,6 +10,21 @@ const std::map<std::string, std::vector<std::string>>& pipelines() {
   static const std::map<std::string, std::vector<std::string>> table = {
       // Clean-up only: what every target runs first.
       {"cleanup", {"infer-shapes", "dce"}},
+      // The CPU target: single-node clean-ups, then fusions, then schedule decisions (layout, kernels).
+      {"cpu",
+       {"infer-shapes",
+        "specialize-shapes",
+        "fold-constants",
+        "eliminate-identity",
+        "cse",
+        "fold-batchnorm",
+        "fuse-conv-epilogue",
+        "fuse-gemm-epilogue",
+        "fuse-elementwise",
+        "dce",
+        "infer-shapes",
+        "select-layout",
+        "select-kernels"}},
   };
   return table;
 }

@@ -1,0 +1,196 @@
+// Tessel's own fused operators (domain "tessel"): convolution / GEMM with a bias + residual + activation
+// epilogue, and a chain of element-wise ops run as one loop. Their reference kernels reuse the standard
+// ops' kernels through the registry, so the interpreter runs optimised graphs and checks every fusion.
+#include <cmath>
+#include <limits>
+
+#include "tessel/ops/helpers.h"
+#include "tessel/ops/shape_inference.h"
+
+namespace tessel {
+namespace {
+
+/// y = act(y) for the epilogue activations (the same formulas as the standard ops, in float).
+float applyActivation(const std::string& act, const std::vector<float>& p, float x) {
+  if (act.empty()) return x;
+  if (act == "Relu") return x > 0.0f ? x : 0.0f;
+  if (act == "Clip") return std::min(std::max(x, p[0]), p[1]);
+  if (act == "LeakyRelu") return x >= 0.0f ? x : p[0] * x;
+  if (act == "Sigmoid") return 1.0f / (1.0f + std::exp(-x));
+  if (act == "HardSigmoid") return std::max(0.0f, std::min(1.0f, p[0] * x + p[1]));
+  if (act == "HardSwish") return x * std::max(0.0f, std::min(1.0f, x / 6.0f + 0.5f));
+  if (act == "SiLU") return x * (1.0f / (1.0f + std::exp(-x)));
+  if (act == "Gelu") return 0.5f * x * (1.0f + std::erf(x / std::sqrt(2.0f)));
+  if (act == "Tanh") return std::tanh(x);
+  TESSEL_ASSERT(false, "unknown fused activation '" + act + "'");
+  return x;
+}
+
+/// Number of parameters each activation takes in `activation_params`.
+int activationParamCount(const std::string& act) {
+  if (act == "Clip" || act == "HardSigmoid") return 2;
+  if (act == "LeakyRelu") return 1;
+  return 0;
+}
+
+bool isKnownActivation(const std::string& act) {
+  for (const char* a : {"", "Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "SiLU", "Gelu", "Tanh"})
+    if (act == a) return true;
+  return false;
+}
+
+/// Checks the activation attributes and the residual's type; shared by FusedConv and FusedGemm inference.
+void checkEpilogue(InferContext& ctx, size_t residualInput) {
+  const Node& node = ctx.node();
+  std::string act = node.attrString("activation");
+  if (!isKnownActivation(act)) ctx.fail("unknown activation '{}' (expected Relu, Clip, LeakyRelu, Sigmoid, HardSigmoid, HardSwish, SiLU, Gelu, Tanh or \"\")", act);
+  size_t params = node.attrFloats("activation_params").size();
+  if (static_cast<int>(params) != activationParamCount(act))
+    ctx.fail("activation '{}' takes {} activation_params, has {}", act, activationParamCount(act), params);
+  if (!ctx.hasInput(residualInput) || !node.output(0)) return;
+  const TensorType& r = ctx.inputType(residualInput);
+  const TensorType& y = node.output(0)->type;
+  if (r.isStatic() && y.isStatic() && r.staticShape() != y.staticShape())
+    ctx.fail("residual (input {}) has type {}, expected the output's shape {}", residualInput, r.toString(), y.toString());
+}
+
+/// Runs the standard op `opName`'s kernel on the first `count` inputs of ctx, then adds the residual
+/// (input `count`, same shape) and applies the activation.
+void runWithEpilogue(KernelContext& ctx, const char* opName, size_t count) {
+  const OpDef* base = OpRegistry::instance().find("", opName);
+  TESSEL_ASSERT(base && base->kernelFn, std::string("no reference kernel for ") + opName);
+  std::vector<const Tensor*> inputs;
+  for (size_t i = 0; i < count; ++i) inputs.push_back(ctx.hasInput(i) ? &ctx.input(i) : nullptr);
+  KernelContext inner(ctx.node(), inputs, nullptr, nullptr);
+  base->kernelFn(inner);
+  Tensor y = std::move(inner.outputs()[0]);
+  if (y.dtype() != DType::Float32) ctx.fail("fused kernels compute float32 only, output is {}", dtypeName(y.dtype()));
+  float* out = y.data<float>();
+  if (ctx.hasInput(count)) {
+    const Tensor& r = ctx.input(count);
+    if (r.shape() != y.shape() || r.dtype() != DType::Float32)
+      ctx.fail("residual has shape {}, expected float32 {}", shapeToString(r.shape()), shapeToString(y.shape()));
+    const float* add = r.data<float>();
+    for (int64_t i = 0; i < y.numel(); ++i) out[i] += add[i];
+  }
+  const std::string act = ctx.attrString("activation");
+  const std::vector<float> params = ctx.attrFloats("activation_params");
+  if (!act.empty())
+    for (int64_t i = 0; i < y.numel(); ++i) out[i] = applyActivation(act, params, out[i]);
+  ctx.setOutput(0, std::move(y));
+}
+
+/// A fused op with the epilogue attributes. The base op's attributes are declared here again (not copied
+/// from the registry) because static registration order across files is unspecified.
+OpDef fusedOp(const char* name) {
+  OpDef def(name, "tessel");
+  def.attr("activation", AttrKind::String, std::string(""))
+      .attr("activation_params", AttrKind::Floats, std::vector<float>{})
+      .since(1)
+      .outputs(1);
+  return def;
+}
+
+}  // namespace
+
+// The standard ops' definitions are looked up when a hook runs, never at registration time.
+namespace {
+
+OpDef makeFusedConv() {
+  OpDef def = fusedOp("FusedConv");
+  def.attr("auto_pad", AttrKind::String, std::string("NOTSET"))
+      .optionalAttr("dilations", AttrKind::Ints)
+      .attr("group", AttrKind::Int, int64_t{1})
+      .optionalAttr("kernel_shape", AttrKind::Ints)
+      .optionalAttr("pads", AttrKind::Ints)
+      .optionalAttr("strides", AttrKind::Ints)
+      .inputs(2, 4)
+      .describe("Y = act(Conv(X, W, B) + R): convolution with a bias, residual and activation epilogue")
+      .infer([](InferContext& ctx) {
+        OpRegistry::instance().find("", "Conv")->inferFn(ctx);
+        checkEpilogue(ctx, 3);
+      })
+      .kernel([](KernelContext& ctx) { runWithEpilogue(ctx, "Conv", 3); })
+      .cost([](const Node& node) {
+        Cost c = OpRegistry::instance().find("", "Conv")->costFn(node);
+        c.flops += 2.0 * staticBytes(node.output(0)) / 4.0;
+        return c;
+      });
+  return def;
+}
+
+OpDef makeFusedGemm() {
+  OpDef def = fusedOp("FusedGemm");
+  def.attr("alpha", AttrKind::Float, 1.0f)
+      .attr("beta", AttrKind::Float, 1.0f)
+      .attr("transA", AttrKind::Int, int64_t{0})
+      .attr("transB", AttrKind::Int, int64_t{0})
+      .inputs(2, 4)
+      .describe("Y = act(alpha A'B' + beta C + R): GEMM with a residual and activation epilogue")
+      .infer([](InferContext& ctx) {
+        OpRegistry::instance().find("", "Gemm")->inferFn(ctx);
+        checkEpilogue(ctx, 3);
+      })
+      .kernel([](KernelContext& ctx) { runWithEpilogue(ctx, "Gemm", 3); })
+      .cost([](const Node& node) {
+        Cost c = OpRegistry::instance().find("", "Gemm")->costFn(node);
+        c.flops += 2.0 * staticBytes(node.output(0)) / 4.0;
+        return c;
+      });
+  return def;
+}
+
+/// The body graph of a FusedElementwise node, for editing its types during inference.
+Graph& mutableBody(const Node& node) {
+  const AttrValue* attr = node.findAttr("body");
+  TESSEL_ASSERT(attr && attrKindOf(*attr) == AttrKind::Graph, node.describe() + ": body is not a graph");
+  return *std::get<std::shared_ptr<Graph>>(*attr);
+}
+
+void inferFusedElementwise(InferContext& ctx) {
+  Graph& body = mutableBody(ctx.node());
+  if (body.inputs().size() != ctx.numInputs())
+    ctx.fail("body takes {} inputs, the node has {}", body.inputs().size(), ctx.numInputs());
+  if (body.outputs().size() != 1) ctx.fail("body must have one output, has {}", body.outputs().size());
+  for (size_t i = 0; i < ctx.numInputs(); ++i) {
+    if (!ctx.hasInput(i)) ctx.fail("input {} is omitted; every body input needs a value", i);
+    body.inputs()[i]->type = ctx.inputType(i);
+  }
+  inferShapes(body);
+  ctx.setOutputType(0, body.outputs()[0]->type);
+}
+
+Cost fusedElementwiseCost(const Node& node) {
+  Cost c;
+  for (const Value* in : node.inputs()) c.bytesRead += staticBytes(in);
+  c.bytesWritten = staticBytes(node.output(0));
+  const Graph& body = node.attrGraph("body");
+  for (const auto& inner : body.nodes())
+    if (inner->def() && inner->def()->costFn) c.flops += inner->def()->costFn(*inner).flops;
+  return c;
+}
+
+OpDef makeFusedElementwise() {
+  return OpDef("FusedElementwise", "tessel")
+      .inputs(1, kVariadic)
+      .outputs(1)
+      .since(1)
+      .requiredAttr("body", AttrKind::Graph)
+      .describe("runs the element-wise chain in `body` (inputs in order) as one loop over the output")
+      .infer(inferFusedElementwise)
+      .kernel([](KernelContext& ctx) {
+        std::vector<Tensor> inputs;
+        for (size_t i = 0; i < ctx.numInputs(); ++i) inputs.push_back(ctx.input(i));
+        std::vector<Tensor> outs = ctx.runSubgraph(ctx.attrGraph("body"), inputs);
+        ctx.setOutput(0, std::move(outs.at(0)));
+      })
+      .cost(fusedElementwiseCost);
+}
+
+}  // namespace
+
+TESSEL_REGISTER_OP(tessel_FusedConv) { return makeFusedConv(); }
+TESSEL_REGISTER_OP(tessel_FusedGemm) { return makeFusedGemm(); }
+TESSEL_REGISTER_OP(tessel_FusedElementwise) { return makeFusedElementwise(); }
+
+}  // namespace tessel

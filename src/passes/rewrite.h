@@ -1,0 +1,67 @@
+// Graph-rewriting helpers shared by the passes: use queries, chain replacement that keeps value names,
+// and matching of activation functions for epilogue fusion.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessel/ir/graph.h"
+
+namespace tessel::passes {
+
+/// True when `v` is one of its graph's outputs.
+bool isGraphOutput(const Value* v);
+/// The only node reading `v`, or nullptr when v has several uses, none, or is a graph output.
+Node* soleUser(const Value* v);
+/// True when `v` has a static float32 type.
+bool isStaticF32(const Value* v);
+/// The constant data of `v`, or nullptr.
+const Tensor* constantData(const Value* v);
+
+/// Replaces `chain` (nodes computing one result: the last node's output 0; every other output of the chain
+/// must be read only inside the chain) by one new node. The new node takes the result's name (so graph
+/// outputs keep their names), sits where the last chain node was, and the removed nodes' names are free.
+Node* replaceChain(Graph& graph, const std::vector<Node*>& chain, const std::string& opType,
+                   const std::string& domain, const std::vector<Value*>& inputs, const std::string& nodeName);
+
+/// Replaces every use of `oldValue` by `replacement` and removes `oldValue`'s producer when it becomes
+/// dead; when `oldValue` is a graph output the replacement cannot take its name, so nothing is done and
+/// false is returned.
+bool replaceValue(Graph& graph, Value* oldValue, Value* replacement);
+
+/// An activation an epilogue can absorb, as the fused ops spell it.
+struct MatchedActivation {
+  std::string name;               ///< "Relu", "Clip", ... (the `activation` attribute)
+  std::vector<float> params;      ///< the `activation_params` attribute
+  std::vector<Node*> nodes;       ///< the nodes it replaces (Sigmoid+Mul for SiLU), last computes the result
+};
+
+/// Matches an activation reading `x` (its only reader(s)), or nothing.
+std::optional<MatchedActivation> matchActivation(const Value* x);
+
+/// Applies an epilogue's activation attributes to a fused node.
+void setActivation(Node& node, const MatchedActivation& act);
+
+}  // namespace tessel::passes
+
+namespace tessel::passes {
+
+/// What follows a Conv/Gemm that its epilogue can absorb: a constant per-channel bias Add, a residual Add
+/// (same shape as the output) and an activation, in that order.
+struct EpilogueMatch {
+  std::vector<Node*> chain;           ///< base node first, then the absorbed nodes
+  Value* bias = nullptr;              ///< the combined bias (a new constant when an Add was absorbed)
+  Value* residual = nullptr;
+  std::optional<MatchedActivation> activation;
+};
+
+/// Collects the epilogue of `base` whose output has `channels` channels on axis `channelAxis` (1 for
+/// Conv's NCHW output, the last axis for Gemm's [M, N]); `bias` is the base's current bias input.
+EpilogueMatch matchEpilogue(Graph& graph, Node* base, Value* bias, size_t channelAxis, bool allowBiasAdd = true);
+
+/// Replaces the epilogue chain by one fused node `tessel.<opType>(in0, in1, bias, residual)` with the
+/// base's attributes and the activation.
+Node* emitFused(Graph& graph, const EpilogueMatch& m, const std::string& opType);
+
+}  // namespace tessel::passes
