@@ -217,6 +217,14 @@ TEST(OpsNnConvTranspose, GroupedStridedMatchesNaiveScatter) {
   expectNear(y[0], want);
 }
 
+TEST(OpsNnConvTranspose, OutputShapeBeyondTheFullResultLeavesZerosAtTheEnd) {
+  // x 1x1x2, w 1x1x2, stride 1: full result has 3 values [x0*w0, x0*w1 + x1*w0, x1*w1]; output_shape 5.
+  Tensor x = Tensor::fromVector<float>({1, 1, 2}, {1, 2}), w = Tensor::fromVector<float>({1, 1, 2}, {3, 4});
+  expectNear(runOp("ConvTranspose", {x, w}, {{"output_shape", std::vector<int64_t>{5}}})[0], {3, 10, 8, 0, 0});
+  // output_shape 2 trims one value: total padding 1, the larger half (1) at the beginning.
+  expectNear(runOp("ConvTranspose", {x, w}, {{"output_shape", std::vector<int64_t>{2}}})[0], {10, 8});
+}
+
 // ------------------------------------------------------------------------------------- MatMul and Gemm
 
 std::vector<double> naiveMatMul(const std::vector<double>& a, const std::vector<double>& b, int64_t M, int64_t K, int64_t N) {
@@ -368,6 +376,33 @@ TEST(OpsNnPool, MaxUnpoolInvertsMaxPoolAndLpPoolMatchesDefinition) {
   for (int64_t i = 0; i < 16; ++i) s += std::pow(std::fabs(x.elementAsDouble(i)), 3);
   expectNear(lp[0], {std::cbrt(s)});
   EXPECT_NE(errorOf("MaxPool", {x}).find("'kernel_shape' is missing"), std::string::npos);
+}
+
+TEST(OpsNnPool, MaxUnpoolOutputShapePadsAtTheEndOfEachAxis) {
+  // Indices address the default 2x2 result; output_shape 3x3 keeps those coordinates and pads with zeros.
+  Tensor x = Tensor::fromVector<float>({1, 1, 1, 1}, {5});
+  Tensor idx = Tensor::fromVector<int64_t>({1, 1, 1, 1}, {3});  // (1, 1) of the 2x2 default
+  Attrs a{{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}};
+  expectNear(runOp("MaxUnpool", {x, idx}, a)[0], {0, 0, 0, 5});
+  auto y = runOp("MaxUnpool", {x, idx, Tensor::fromVector<int64_t>({4}, {1, 1, 3, 3})}, a);
+  expectNear(y[0], {0, 0, 0, 0, 5, 0, 0, 0, 0});
+  std::string msg = errorOf("MaxUnpool", {x, Tensor::fromVector<int64_t>({1, 1, 1, 1}, {4})}, a);
+  EXPECT_NE(msg.find("index 4 is outside the unpooled tensor"), std::string::npos) << msg;
+}
+
+TEST(OpsNnPool, GlobalPoolsKeepSymbolicBatchAndReduceSpatialAxes) {
+  Graph g;
+  Value* x = g.addInput("x", TensorType(DType::Float32, std::vector<Dim>{Dim::symbolic("N"), Dim::known(4), Dim::unknown(), Dim::unknown()}));
+  Node* avg = g.addNode("GlobalAveragePool", {x}, {"a"}, "gap");
+  Node* mx = g.addNode("GlobalMaxPool", {x}, {"m"}, "gmp");
+  g.addOutput(avg->output(0));
+  g.addOutput(mx->output(0));
+  inferShapes(g);
+  EXPECT_EQ(avg->output(0)->type.toString(), "f32[N,4,1,1]");
+  Tensor t = Tensor::fromVector<float>({1, 2, 1, 3}, {1, -2, 4, -1, -5, 0});
+  expectNear(runOp("GlobalAveragePool", {t})[0], {1, -2});
+  expectNear(runOp("GlobalMaxPool", {t})[0], {4, 0});
+  expectNear(runOp("GlobalLpPool", {t})[0], {std::sqrt(21.0), std::sqrt(26.0)});
 }
 
 // ----------------------------------------------------------------------------------------- Normalisation
