@@ -1,0 +1,153 @@
+// Text-IR tests of the single-node and fusion passes: input .tir -> pass -> hand-written expected .tir,
+// plus the interpreter's outputs before and after on random inputs.
+#include "passes_test_util.h"
+
+#include "tessel/ir/graph.h"
+#include "tessel/support/error.h"
+
+namespace tessel {
+namespace {
+
+using testing::expectPassCase;
+using testing::semanticDifference;
+
+std::unique_ptr<Model> parse(const std::string& text) { return parseModelText(text, "test.tir"); }
+
+TEST(PassesSingleNode, FoldConstantsEvaluatesConstantSubgraphs) { expectPassCase("fold_constants", "fold-constants"); }
+TEST(PassesSingleNode, EliminateIdentityRemovesNoOps) { expectPassCase("eliminate_identity", "eliminate-identity"); }
+TEST(PassesSingleNode, CseMergesEqualConstantsAndNodes) { expectPassCase("cse", "cse"); }
+
+TEST(PassesSingleNode, EliminateIdentityKeepsGraphOutputNames) {
+  auto m = parse(R"(tessel.model opset{"": 13}
+graph @main(%x: f32[2]) -> (%y: f32[2]) {
+  %y = Identity(%x) : f32[2]
+})");
+  PassPipeline({"eliminate-identity"}).run(*m, {});
+  ASSERT_EQ(m->graph->numNodes(), 1u);  // removing it would rename the output to %x
+  EXPECT_EQ(m->graph->outputs()[0]->name(), "y");
+}
+
+TEST(PassesSingleNode, SpecializeShapesMakesShapeConstant) {
+  auto m = parse(R"(tessel.model opset{"": 13}
+graph @main(%x: f32[N,3]) -> (%y: f32[N,3]) {
+  %s = Shape(%x) : i64[2]
+  %y = Reshape(%x, %s) : f32[N,3]
+})");
+  PassOptions options;
+  options.values["shape.x"] = "4x3";
+  PassPipeline({"specialize-shapes", "fold-constants"}).run(*m, options);
+  EXPECT_EQ(m->graph->inputs()[0]->type.toString(), "f32[4,3]");
+  const Node* reshape = m->graph->nodes().back().get();
+  ASSERT_TRUE(reshape->input(1)->isConstant());
+  EXPECT_EQ(reshape->input(1)->constant().toInt64Vector(), (std::vector<int64_t>{4, 3}));
+  options.values["shape.x"] = "4xz";
+  EXPECT_THROW(PassPipeline({"specialize-shapes"}).run(*m, options), UserError);
+}
+
+TEST(PassesFusion, ConvResidualClip) { expectPassCase("conv_epilogue", "fuse-conv-epilogue"); }
+TEST(PassesFusion, ConvBiasAddAndSilu) { expectPassCase("conv_bias_silu", "fuse-conv-epilogue"); }
+TEST(PassesFusion, GemmBiasLeakyRelu) { expectPassCase("gemm_epilogue", "fuse-gemm-epilogue"); }
+TEST(PassesFusion, BatchNormFoldsIntoConv) { expectPassCase("fold_batchnorm", "fold-batchnorm"); }
+TEST(PassesFusion, ElementwiseChainBecomesOneNode) { expectPassCase("fuse_elementwise", "fuse-elementwise"); }
+
+TEST(PassesFusion, ActivationWithSecondReaderIsNotAbsorbed) {
+  auto m = parse(R"(tessel.model opset{"": 13}
+graph @main(%x: f32[1,1,3,3]) -> (%y: f32[1,1,3,3], %z: f32[1,1,3,3]) {
+  const %w: f32[1,1,1,1] = [2.0]
+  %c = Conv(%x, %w) : f32[1,1,3,3]
+  %y = Relu(%c) : f32[1,1,3,3]
+  %z = Neg(%c) : f32[1,1,3,3]
+})");
+  auto original = m->clone();
+  PassPipeline({"fuse-conv-epilogue"}).run(*m, {});
+  const Node* conv = m->graph->findNode("c");
+  ASSERT_NE(conv, nullptr);
+  EXPECT_EQ(conv->opType(), "FusedConv");
+  EXPECT_EQ(conv->attrString("activation"), "");
+  EXPECT_NE(m->graph->findNode("y"), nullptr);
+  EXPECT_LE(semanticDifference(*original, *m), 1e-5);
+}
+
+TEST(PassesFusion, FusedConvRejectsBadActivation) {
+  auto m = parse(R"(tessel.model opset{"": 13, "tessel": 1}
+graph @main(%x: f32[1,1,3,3]) -> (%y: f32[1,1,3,3]) {
+  const %w: f32[1,1,1,1] = [2.0]
+  %y = tessel.FusedConv(%x, %w) {activation="Swish"} : f32[1,1,3,3]
+})");
+  try {
+    PassPipeline({"infer-shapes"}).run(*m, {});
+    FAIL() << "expected a UserError";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown activation 'Swish'"), std::string::npos) << e.what();
+  }
+}
+
+const char* kTwoConvs = R"(tessel.model opset{"": 13}
+graph @main(%x: f32[1,16,20,20]) -> (%y: f32[1,16]) {
+  const %w3: f32[16,16,3,3] = @side(offset=0, bytes=9216)
+  const %dw: f32[16,1,3,3] = @side(offset=9216, bytes=576)
+  %a = Conv(%x, %w3) {kernel_shape=[3, 3], pads=[1, 1, 1, 1]} : f32[1,16,20,20]
+  %b = Conv(%a, %dw) {group=16, kernel_shape=[3, 3], pads=[1, 1, 1, 1]} : f32[1,16,20,20]
+  %p = GlobalAveragePool(%b) : f32[1,16,1,1]
+  %y = Flatten(%p) : f32[1,16]
+})";
+
+std::unique_ptr<Model> twoConvs() {
+  std::string side(9216 + 576, '\0');
+  for (size_t i = 0; i < side.size() / 4; ++i) {
+    float v = static_cast<float>((i * 37) % 17) / 17.0f - 0.5f;
+    std::memcpy(&side[i * 4], &v, 4);
+  }
+  return parseModelText(kTwoConvs, "two_convs.tir", side);
+}
+
+std::string metaString(const Node* n, const std::string& key) {
+  auto it = n->meta.find(key);
+  return it == n->meta.end() ? "" : std::get<std::string>(it->second);
+}
+
+TEST(PassesSchedule, LayoutBlocksConvRegionsOnly) {
+  auto m = twoConvs();
+  PassPipeline({"select-layout"}).run(*m, {});
+  EXPECT_EQ(metaString(m->graph->findNode("a"), "layout"), "nchwc8");
+  EXPECT_EQ(metaString(m->graph->findNode("b"), "layout"), "nchwc8");
+  EXPECT_EQ(metaString(m->graph->findNode("p"), "layout"), "nchwc8");
+  EXPECT_EQ(metaString(m->graph->findNode("y"), "layout"), "");  // rank 2: stays NCHW
+  PassOptions nchw;
+  nchw.values["select-layout.mode"] = "nchw";
+  PassPipeline({"select-layout"}).run(*m, nchw);
+  EXPECT_EQ(metaString(m->graph->findNode("a"), "layout"), "");
+}
+
+TEST(PassesSchedule, KernelsFollowShapeAndLayout) {
+  auto m = twoConvs();
+  PassPipeline({"select-kernels"}).run(*m, {});
+  EXPECT_EQ(metaString(m->graph->findNode("a"), "kernel"), "conv2d_winograd_f43_avx2");  // 3x3 s1, 400 pixels
+  EXPECT_EQ(metaString(m->graph->findNode("b"), "kernel"), "conv2d_nchw_depthwise_avx2");
+  PassPipeline({"select-layout", "select-kernels"}).run(*m, {});
+  EXPECT_EQ(metaString(m->graph->findNode("a"), "kernel"), "conv2d_nchwc8_direct_avx2");
+  EXPECT_EQ(metaString(m->graph->findNode("b"), "kernel"), "conv2d_nchwc8_depthwise_avx2");
+}
+
+TEST(PassesSchedule, KernelOverrideIsCheckedAndApplied) {
+  auto m = twoConvs();
+  PassOptions options;
+  options.values["kernel.a"] = "conv2d_nchw_im2col_gemm_avx2";
+  PassPipeline({"select-kernels"}).run(*m, options);
+  EXPECT_EQ(metaString(m->graph->findNode("a"), "kernel"), "conv2d_nchw_im2col_gemm_avx2");
+  options.values["kernel.a"] = "conv2d_nchw_depthwise_avx2";  // a is not depthwise
+  EXPECT_THROW(PassPipeline({"select-kernels"}).run(*m, options), UserError);
+  options.values["kernel.a"] = "no_such_kernel";
+  EXPECT_THROW(PassPipeline({"select-kernels"}).run(*m, options), UserError);
+}
+
+TEST(PassesPipeline, CpuPipelineKeepsSemanticsOnSmallConvNet) {
+  auto m = twoConvs();
+  auto original = m->clone();
+  namedPipeline("cpu").run(*m, {}, PipelineDebugOptions{{}, false, true});
+  for (const auto& n : m->graph->nodes()) EXPECT_NE(n->opType(), "Conv");
+  EXPECT_LE(semanticDifference(*original, *m), 1e-5);
+}
+
+}  // namespace
+}  // namespace tessel
