@@ -536,8 +536,8 @@ void convTransposeKernel(KernelContext& ctx) {
   TransposeGeometry t = transposeGeometry(ctx.node(), kernelFromWeight(ctx.node(), ws), Shape(xs.begin() + 2, xs.end()));
   for (int64_t e : t.out)
     if (e < 0) ctx.fail("computed a negative output extent; check pads and output_shape");
+  // `in` holds x's extents and `out` the (larger) result's; col2im maps input positions to output ones.
   ConvProblem p = makeProblem(xs, ws[1] * groups, groups, t.window, t.out);
-  // makeProblem treats `in` as the conv input; for the transpose it is exactly the x extents too.
   dispatchFloat(x.dtype(), "ConvTranspose input", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using Acc = compute_t<T>;
