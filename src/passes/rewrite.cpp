@@ -21,7 +21,7 @@ bool isStaticF32(const Value* v) { return v && v->type.dtype == DType::Float32 &
 const Tensor* constantData(const Value* v) { return v && v->isConstant() ? &v->constant() : nullptr; }
 
 Node* replaceChain(Graph& graph, const std::vector<Node*>& chain, const std::string& opType,
-                   const std::string& domain, const std::vector<Value*>& inputs, const std::string& nodeName) {
+                   const std::string& domain, const std::vector<Value*>& inputs, std::string nodeName) {
   TESSEL_ASSERT(!chain.empty(), "replaceChain: empty chain");
   Value* result = chain.back()->output(0);
   const TensorType type = result->type;

@@ -23,7 +23,7 @@ const Tensor* constantData(const Value* v);
 /// must be read only inside the chain) by one new node. The new node takes the result's name (so graph
 /// outputs keep their names), sits where the last chain node was, and the removed nodes' names are free.
 Node* replaceChain(Graph& graph, const std::vector<Node*>& chain, const std::string& opType,
-                   const std::string& domain, const std::vector<Value*>& inputs, const std::string& nodeName);
+                   const std::string& domain, const std::vector<Value*>& inputs, std::string nodeName);
 
 /// Replaces every use of `oldValue` by `replacement` and removes `oldValue`'s producer when it becomes
 /// dead; when `oldValue` is a graph output the replacement cannot take its name, so nothing is done and
