@@ -1,6 +1,7 @@
 // Tests of the textual IR: round trips of hand-built graphs, golden valid/invalid files, side files, the node suite.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <cstring>
@@ -619,6 +620,7 @@ TEST(IrTextGolden, InvalidFilesFailWithTheMessageTheyDeclare) {
 struct RoundTripResult {
   bool imported = false;
   std::string problem;  ///< "" when the round trip is exact
+  size_t textBytes = 0, textLines = 0, sideBytes = 0;
 };
 
 RoundTripResult roundTripOnnxFile(const std::string& path) {
@@ -635,6 +637,9 @@ RoundTripResult roundTripOnnxFile(const std::string& path) {
   r.imported = true;
   std::string side;
   std::string text = printModelText(*m, {}, &side, "model.tir.bin");
+  r.textBytes = text.size();
+  r.textLines = static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+  r.sideBytes = side.size();
   try {
     auto back = parseModelText(text, path + ".tir", side);
     std::string side2;
@@ -673,6 +678,8 @@ TEST(IrTextSuite, TorchvisionModelsRoundTrip) {
     ++found;
     RoundTripResult r = roundTripOnnxFile(model.string());
     EXPECT_TRUE(r.imported && r.problem.empty()) << model << ": " << r.problem;
+    std::printf("[IrTextSuite] %s: %zu lines, %zu bytes of text, %zu bytes of side file\n", name, r.textLines,
+                r.textBytes, r.sideBytes);
   }
   if (found == 0) GTEST_SKIP() << "no exported models in /tmp/models (scripts/export-models.py makes them)";
 }
