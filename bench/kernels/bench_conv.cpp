@@ -66,4 +66,29 @@ CONV_BENCH(BM_dw3x3_144_56_nchw, "conv2d_nchw_depthwise_avx2", conv_shape(144, 5
 CONV_BENCH(BM_conv3x3_512_7_winograd_f43, "conv2d_winograd_f43_avx2", conv_shape(512, 7, 512, 3, 1, 1))
 CONV_BENCH(BM_conv3x3_512_7_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", conv_shape(512, 7, 512, 3, 1, 1))
 
+// MobileNetV2 depthwise 3x3: stride 2 (96ch 112->56, 144ch 56->28) and small maps (384ch 14x14, 960ch 7x7).
+CONV_BENCH(BM_dw3x3s2_96_112_nchwc8, "conv2d_nchwc8_depthwise_avx2", conv_shape(96, 112, 96, 3, 2, 96))
+CONV_BENCH(BM_dw3x3s2_96_112_nchw, "conv2d_nchw_depthwise_avx2", conv_shape(96, 112, 96, 3, 2, 96))
+CONV_BENCH(BM_dw3x3s2_144_56_nchwc8, "conv2d_nchwc8_depthwise_avx2", conv_shape(144, 56, 144, 3, 2, 144))
+CONV_BENCH(BM_dw3x3s2_144_56_nchw, "conv2d_nchw_depthwise_avx2", conv_shape(144, 56, 144, 3, 2, 144))
+CONV_BENCH(BM_dw3x3_384_14_nchwc8, "conv2d_nchwc8_depthwise_avx2", conv_shape(384, 14, 384, 3, 1, 384))
+CONV_BENCH(BM_dw3x3_384_14_nchw, "conv2d_nchw_depthwise_avx2", conv_shape(384, 14, 384, 3, 1, 384))
+CONV_BENCH(BM_dw3x3_960_7_nchwc8, "conv2d_nchwc8_depthwise_avx2", conv_shape(960, 7, 960, 3, 1, 960))
+CONV_BENCH(BM_dw3x3_960_7_nchw, "conv2d_nchw_depthwise_avx2", conv_shape(960, 7, 960, 3, 1, 960))
+// MobileNetV2 1x1 expand/project on small maps.
+CONV_BENCH(BM_conv1x1_160_960_7_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(160, 7, 960, 1, 1, 1))
+CONV_BENCH(BM_conv1x1_160_960_7_nchwc8_direct, "conv2d_nchwc8_direct_avx2", conv_shape(160, 7, 960, 1, 1, 1))
+CONV_BENCH(BM_conv1x1_960_160_7_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(960, 7, 160, 1, 1, 1))
+CONV_BENCH(BM_conv1x1_960_160_7_nchwc8_direct, "conv2d_nchwc8_direct_avx2", conv_shape(960, 7, 160, 1, 1, 1))
+CONV_BENCH(BM_conv1x1_384_64_14_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(384, 14, 64, 1, 1, 1))
+CONV_BENCH(BM_conv1x1_384_64_14_nchwc8_direct, "conv2d_nchwc8_direct_avx2", conv_shape(384, 14, 64, 1, 1, 1))
+// ResNet 3x3 on 28x28 and 14x14 maps (Winograd vs im2col vs direct).
+CONV_BENCH(BM_conv3x3_128_28_winograd_f43, "conv2d_winograd_f43_avx2", conv_shape(128, 28, 128, 3, 1, 1))
+CONV_BENCH(BM_conv3x3_128_28_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", conv_shape(128, 28, 128, 3, 1, 1))
+CONV_BENCH(BM_conv3x3_128_28_nchwc8_direct, "conv2d_nchwc8_direct_avx2", conv_shape(128, 28, 128, 3, 1, 1))
+CONV_BENCH(BM_conv3x3_256_14_winograd_f43, "conv2d_winograd_f43_avx2", conv_shape(256, 14, 256, 3, 1, 1))
+CONV_BENCH(BM_conv3x3_256_14_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", conv_shape(256, 14, 256, 3, 1, 1))
+CONV_BENCH(BM_conv3x3_256_14_nchwc8_direct, "conv2d_nchwc8_direct_avx2", conv_shape(256, 14, 256, 3, 1, 1))
+CONV_BENCH(BM_conv3x3_512_7_nchwc8_direct, "conv2d_nchwc8_direct_avx2", conv_shape(512, 7, 512, 3, 1, 1))
+
 }  // namespace

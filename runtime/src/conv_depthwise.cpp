@@ -1,13 +1,19 @@
-// Depthwise convolution (channel multiplier 1) in NCHW and NCHWc8, and the NCHW <-> NCHWc8 reorders.
+// Depthwise convolution (channel multiplier 1) in NCHWc8 (channels in lanes), and the NCHW <-> NCHWc8 reorders.
 #include <immintrin.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "tessel/rt/conv.h"
 #include "tessel/rt/epilogue_avx2.h"
 
 namespace tessel::rt {
 namespace {
+
+// A vector register value as a plain struct (std::vector<__m256> drops the alignment attribute).
+struct VectorSlot {
+  __m256 v;
+};
 
 // Range [lo, hi) of output columns whose taps are all inside the input row (no padding reads).
 void interior_columns(const Conv2dShape& s, int64_t ow_count, int64_t* lo, int64_t* hi) {
@@ -18,75 +24,69 @@ void interior_columns(const Conv2dShape& s, int64_t ow_count, int64_t* lo, int64
   *hi = std::max(*hi, *lo);
 }
 
-// One output row of one NCHW channel.
-void depthwise_row_nchw(const Conv2dShape& s, const float* plane, const float* w, int64_t oh, float* out,
-                        int64_t lo, int64_t hi) {
-  const int64_t OW = s.out_w(), W = s.in_w, sw = s.stride_w;
-  auto scalar_at = [&](int64_t ow) {
-    float acc = 0.0f;
-    for (int64_t ky = 0; ky < s.kernel_h; ++ky) {
-      int64_t ih = oh * s.stride_h - s.pad_top + ky * s.dilation_h;
-      if (ih < 0 || ih >= s.in_h) continue;
-      for (int64_t kx = 0; kx < s.kernel_w; ++kx) {
-        int64_t iw = ow * sw - s.pad_left + kx * s.dilation_w;
-        if (iw >= 0 && iw < W) acc += plane[ih * W + iw] * w[ky * s.kernel_w + kx];
+// Everything one NCHWc8 output row needs besides its pointers.
+struct DepthwiseC8Ctx {
+  const Conv2dShape& s;
+  const Epilogue& ep;
+  int64_t ow_count, lo, hi;  // [lo, hi): output columns whose taps are all inside the input row
+};
+
+// NW output pixels (ow0 + j) of one row of one channel block. TAPS > 0 fixes the tap count so the
+// weights stay in registers; CHECK zero-substitutes taps that fall into the left/right padding.
+template <int TAPS, int NW, bool CHECK>
+inline void depthwise_c8_pixels(const DepthwiseC8Ctx& c, const float* src, const __m256* w, int64_t ky0,
+                                int64_t ky1, int64_t ih0, int64_t ow0, float* dst, const float* res,
+                                __m256 bias) {
+  const Conv2dShape& s = c.s;
+  const int64_t KW = TAPS == 9 ? 3 : s.kernel_w, W = s.in_w;
+  alignas(32) static const float zeros[8] = {};
+  __m256 acc[NW];
+  for (int j = 0; j < NW; ++j) acc[j] = bias;
+  for (int64_t ky = ky0; ky < ky1; ++ky) {
+    const float* row = src + (ih0 + ky * s.dilation_h) * W * 8;
+    for (int64_t kx = 0; kx < KW; ++kx) {
+      const __m256 wv = w[ky * KW + kx];
+      const int64_t iw0 = ow0 * s.stride_w - s.pad_left + kx * s.dilation_w;
+      for (int j = 0; j < NW; ++j) {
+        const int64_t iw = iw0 + j * s.stride_w;
+        const float* p = row + iw * 8;
+        if (CHECK && (iw < 0 || iw >= W)) p = zeros;
+        acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(p), wv, acc[j]);
       }
-    }
-    return acc;
-  };
-  for (int64_t ow = 0; ow < lo; ++ow) out[ow] = scalar_at(ow);
-  int64_t ow = lo;
-  if (sw == 1 || sw == 2) {
-    for (; ow + 8 <= hi; ow += 8) {
-      __m256 acc = _mm256_setzero_ps();
-      for (int64_t ky = 0; ky < s.kernel_h; ++ky) {
-        int64_t ih = oh * s.stride_h - s.pad_top + ky * s.dilation_h;
-        if (ih < 0 || ih >= s.in_h) continue;
-        const float* src = plane + ih * W + ow * sw - s.pad_left;
-        for (int64_t kx = 0; kx < s.kernel_w; ++kx) {
-          const float* p = src + kx * s.dilation_w;
-          __m256 x;
-          if (sw == 1) {
-            x = _mm256_loadu_ps(p);
-          } else {  // even lanes of 16 consecutive values
-            __m256 a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8);
-            x = _mm256_castpd_ps(_mm256_permute4x64_pd(
-                _mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))), 0xD8));
-          }
-          acc = _mm256_fmadd_ps(x, _mm256_set1_ps(w[ky * s.kernel_w + kx]), acc);
-        }
-      }
-      _mm256_storeu_ps(out + ow, acc);
     }
   }
-  for (; ow < OW; ++ow) out[ow] = scalar_at(ow);
+  for (int j = 0; j < NW; ++j) {
+    __m256 v = acc[j];
+    if (res) v = _mm256_add_ps(v, _mm256_loadu_ps(res + (ow0 + j) * 8));
+    _mm256_storeu_ps(dst + (ow0 + j) * 8, activate(v, c.ep));
+  }
+}
+
+// One output row (all OW pixels) of one channel block.
+template <int TAPS>
+void depthwise_c8_row(const DepthwiseC8Ctx& c, const float* src, const float* packed_w, int64_t oh, float* dst,
+                      const float* res, __m256 bias) {
+  const Conv2dShape& s = c.s;
+  const int taps = static_cast<int>(s.kernel_h * s.kernel_w);
+  constexpr int kFixed = TAPS > 0 ? TAPS : 1;
+  __m256 w_fixed[kFixed];
+  std::vector<VectorSlot> w_any(TAPS > 0 ? 0 : taps);
+  __m256* w = TAPS > 0 ? w_fixed : &w_any.data()->v;
+  for (int t = 0; t < taps; ++t) w[t] = _mm256_load_ps(packed_w + t * 8);
+  // Kernel rows that land inside the input for this output row.
+  const int64_t ih0 = oh * s.stride_h - s.pad_top;
+  int64_t ky0 = 0, ky1 = s.kernel_h;
+  while (ky0 < ky1 && ih0 + ky0 * s.dilation_h < 0) ++ky0;
+  while (ky1 > ky0 && ih0 + (ky1 - 1) * s.dilation_h >= s.in_h) --ky1;
+  int64_t ow = 0;
+  for (; ow < c.lo; ++ow) depthwise_c8_pixels<TAPS, 1, true>(c, src, w, ky0, ky1, ih0, ow, dst, res, bias);
+  for (; ow + 6 <= c.hi; ow += 6) depthwise_c8_pixels<TAPS, 6, false>(c, src, w, ky0, ky1, ih0, ow, dst, res, bias);
+  for (; ow + 2 <= c.hi; ow += 2) depthwise_c8_pixels<TAPS, 2, false>(c, src, w, ky0, ky1, ih0, ow, dst, res, bias);
+  for (; ow < c.hi; ++ow) depthwise_c8_pixels<TAPS, 1, false>(c, src, w, ky0, ky1, ih0, ow, dst, res, bias);
+  for (; ow < c.ow_count; ++ow) depthwise_c8_pixels<TAPS, 1, true>(c, src, w, ky0, ky1, ih0, ow, dst, res, bias);
 }
 
 }  // namespace
-
-void conv2d_nchw_depthwise_avx2(const Conv2dShape& s, const float* in, const float* weights, float* out,
-                                const Epilogue& ep, ThreadPool* pool) {
-  const int64_t C = s.in_channels, OH = s.out_h(), OW = s.out_w();
-  int64_t lo, hi;
-  interior_columns(s, OW, &lo, &hi);
-  // Stride-2 vector loads read one input past the last tap: keep that one inside the row too.
-  if (s.stride_w == 2) {
-    const int64_t last_ok = s.in_w - 2 - s.dilation_w * (s.kernel_w - 1) + s.pad_left;
-    hi = last_ok < 0 ? lo : std::max(lo, std::min(hi, last_ok / 2 + 1));
-  }
-  parallel_for(pool, s.batch * C, [&](int64_t b, int64_t e) {
-    for (int64_t nc = b; nc < e; ++nc) {
-      const int64_t c = nc % C;
-      const float* plane = in + nc * s.in_h * s.in_w;
-      float* o = out + nc * OH * OW;
-      for (int64_t oh = 0; oh < OH; ++oh) depthwise_row_nchw(s, plane, weights + c * s.kernel_h * s.kernel_w, oh, o + oh * OW, lo, hi);
-      Epilogue e1 = ep;
-      if (e1.bias) e1.bias += c;
-      if (e1.residual) e1.residual += nc * OH * OW;
-      apply_epilogue_planar(o, 1, OH * OW, e1);
-    }
-  });
-}
 
 size_t conv2d_nchwc8_depthwise_packed_size(const Conv2dShape& s) {
   return static_cast<size_t>((s.in_channels + 7) / 8 * 8 * s.kernel_h * s.kernel_w);
@@ -104,65 +104,23 @@ void conv2d_nchwc8_depthwise_pack(const Conv2dShape& s, const float* weights, fl
 
 void conv2d_nchwc8_depthwise_avx2(const Conv2dShape& s, const float* in, const float* packed, float* out,
                                   const Epilogue& ep, ThreadPool* pool) {
-  const int64_t blocks = (s.in_channels + 7) / 8, OH = s.out_h(), OW = s.out_w(), H = s.in_h, W = s.in_w;
+  const int64_t blocks = (s.in_channels + 7) / 8, OH = s.out_h(), OW = s.out_w();
   const int64_t taps = s.kernel_h * s.kernel_w;
-  int64_t lo, hi;
-  interior_columns(s, OW, &lo, &hi);
-  parallel_for(pool, s.batch * blocks, [&](int64_t b, int64_t e) {
-    for (int64_t nb = b; nb < e; ++nb) {
-      const int64_t cb = nb % blocks;
-      const float* src = in + nb * H * W * 8;
-      const float* w = packed + cb * taps * 8;
-      float* dst = out + nb * OH * OW * 8;
-      const float* res = ep.residual ? ep.residual + nb * OH * OW * 8 : nullptr;
+  DepthwiseC8Ctx c{s, ep, OW, 0, 0};
+  interior_columns(s, OW, &c.lo, &c.hi);
+  parallel_for(pool, s.batch * blocks * OH, [&](int64_t b, int64_t e) {
+    for (int64_t task = b; task < e; ++task) {
+      const int64_t nb = task / OH, oh = task % OH, cb = nb % blocks;
       const int valid = static_cast<int>(std::min<int64_t>(8, s.in_channels - cb * 8));
       const __m256 bias = ep.bias ? _mm256_maskload_ps(ep.bias + cb * 8, vtail_mask(valid)) : _mm256_setzero_ps();
-      for (int64_t oh = 0; oh < OH; ++oh) {
-        auto finish = [&](int64_t ow, __m256 acc) {
-          acc = _mm256_add_ps(acc, bias);
-          if (res) acc = _mm256_add_ps(acc, _mm256_loadu_ps(res + (oh * OW + ow) * 8));
-          _mm256_storeu_ps(dst + (oh * OW + ow) * 8, activate(acc, ep));
-        };
-        auto one_pixel = [&](int64_t ow, bool check_w) {
-          __m256 acc = _mm256_setzero_ps();
-          for (int64_t ky = 0; ky < s.kernel_h; ++ky) {
-            int64_t ih = oh * s.stride_h - s.pad_top + ky * s.dilation_h;
-            if (ih < 0 || ih >= H) continue;
-            for (int64_t kx = 0; kx < s.kernel_w; ++kx) {
-              int64_t iw = ow * s.stride_w - s.pad_left + kx * s.dilation_w;
-              if (check_w && (iw < 0 || iw >= W)) continue;
-              acc = _mm256_fmadd_ps(_mm256_loadu_ps(src + (ih * W + iw) * 8),
-                                    _mm256_load_ps(w + (ky * s.kernel_w + kx) * 8), acc);
-            }
-          }
-          finish(ow, acc);
-        };
-        for (int64_t ow = 0; ow < lo; ++ow) one_pixel(ow, true);
-        int64_t ow = lo;
-        for (; ow + 4 <= hi; ow += 4) {  // 4 independent accumulators hide the FMA latency
-          __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-          const int64_t step = s.stride_w * 8;
-          for (int64_t ky = 0; ky < s.kernel_h; ++ky) {
-            int64_t ih = oh * s.stride_h - s.pad_top + ky * s.dilation_h;
-            if (ih < 0 || ih >= H) continue;
-            const float* row = src + (ih * W + ow * s.stride_w - s.pad_left) * 8;
-            for (int64_t kx = 0; kx < s.kernel_w; ++kx) {
-              const float* p = row + kx * s.dilation_w * 8;
-              const __m256 wv = _mm256_load_ps(w + (ky * s.kernel_w + kx) * 8);
-              a0 = _mm256_fmadd_ps(_mm256_loadu_ps(p), wv, a0);
-              a1 = _mm256_fmadd_ps(_mm256_loadu_ps(p + step), wv, a1);
-              a2 = _mm256_fmadd_ps(_mm256_loadu_ps(p + 2 * step), wv, a2);
-              a3 = _mm256_fmadd_ps(_mm256_loadu_ps(p + 3 * step), wv, a3);
-            }
-          }
-          finish(ow, a0);
-          finish(ow + 1, a1);
-          finish(ow + 2, a2);
-          finish(ow + 3, a3);
-        }
-        for (; ow < hi; ++ow) one_pixel(ow, false);
-        for (; ow < OW; ++ow) one_pixel(ow, true);
-      }
+      const float* src = in + nb * s.in_h * s.in_w * 8;
+      const float* w = packed + cb * taps * 8;
+      float* dst = out + (nb * OH + oh) * OW * 8;
+      const float* res = ep.residual ? ep.residual + (nb * OH + oh) * OW * 8 : nullptr;
+      if (taps == 9)
+        depthwise_c8_row<9>(c, src, w, oh, dst, res, bias);
+      else
+        depthwise_c8_row<0>(c, src, w, oh, dst, res, bias);
     }
   });
 }
