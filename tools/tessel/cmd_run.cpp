@@ -5,6 +5,7 @@
 
 #include "command.h"
 #include "common.h"
+#include "compiled_model_cli.h"
 #include "tessel/frontend/tensor_io.h"
 #include "tessel/interp/interpreter.h"
 
@@ -16,6 +17,7 @@ struct RunOptions {
   InputOptions inputs;
   std::string outputDir;
   bool quiet = false;
+  int threads = 0;  ///< compiled models (.so) only
 };
 
 void runCommand(const RunOptions& o) {
@@ -25,6 +27,7 @@ void runCommand(const RunOptions& o) {
     if (ec || !std::filesystem::is_directory(o.outputDir))
       throw UserError(fmt::format("cannot create output directory '{}': {}", o.outputDir, ec ? ec.message() : "not a directory"));
   }
+  if (isCompiledModelPath(o.model.path)) return runCompiledModel(o.model.path, o.inputs, o.outputDir, o.quiet, o.threads);
   auto model = o.model.load(InferenceMode::Lenient);
   const Graph& g = *model->graph;
   auto inputs = o.inputs.resolve(g, o.quiet);
@@ -58,6 +61,7 @@ TESSEL_REGISTER_COMMAND(run, 30, [](CLI::App& app) {
   opts->inputs.addTo(cmd);
   cmd->add_option("--output-dir,-o", opts->outputDir, "write each output as DIR/<output name>.npy");
   cmd->add_flag("--quiet,-q", opts->quiet, "print nothing on success");
+  cmd->add_option("--threads", opts->threads, "threads for a compiled model (.so; default: all cores)");
   cmd->callback([opts]() { runCommand(*opts); });
 });
 

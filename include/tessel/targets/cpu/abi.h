@@ -1,0 +1,52 @@
+/* The C ABI of a model compiled by `tessel compile` (a .so or an --emit-app project). Plain C so any
+ * language can load it; the generated source includes this file and a copy travels with --emit-app. */
+#ifndef TESSEL_CPU_ABI_H
+#define TESSEL_CPU_ABI_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Bumped whenever a signature below changes; the loader refuses other versions. */
+#define TESSEL_ABI_VERSION 1
+
+/** Element types (ONNX TensorProto codes). Compiled models currently take and return float32 only. */
+#define TESSEL_DTYPE_FLOAT 1
+
+/** Describes one model input or output. */
+typedef struct tessel_tensor_desc {
+  const char* name;
+  int32_t dtype;       /**< TESSEL_DTYPE_* */
+  int32_t rank;
+  const int64_t* dims; /**< rank entries, all known */
+} tessel_tensor_desc;
+
+/** Opaque model instance: packed weights, the activation arena and a thread pool. */
+typedef struct tessel_model tessel_model;
+
+/** ABI version the library was generated for (TESSEL_ABI_VERSION). */
+int32_t tessel_abi_version(void);
+/** Hex hash of the model graph, its weights and the target flags; `tessel run` shows and checks it. */
+const char* tessel_model_hash(void);
+int32_t tessel_model_num_inputs(void);
+int32_t tessel_model_num_outputs(void);
+const tessel_tensor_desc* tessel_model_input(int32_t index);
+const tessel_tensor_desc* tessel_model_output(int32_t index);
+/** Bytes of the activation arena and of the packed weights (the compile report prints them too). */
+int64_t tessel_model_arena_bytes(void);
+/** Floating-point operations of one inference (2 x multiply-adds of convolutions and GEMMs). */
+double tessel_model_flops(void);
+/** Creates an instance running on num_threads threads in total (<= 0: the default chosen at compile time with --threads, else all hardware threads); packs the
+ * weights. Returns NULL when the CPU lacks AVX2/FMA or memory runs out. */
+tessel_model* tessel_model_create(int32_t num_threads);
+/** Runs one inference: inputs/outputs are dense row-major buffers in descriptor order. Returns 0. */
+int32_t tessel_model_run(tessel_model* model, const void* const* inputs, void* const* outputs);
+void tessel_model_destroy(tessel_model* model);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TESSEL_CPU_ABI_H */

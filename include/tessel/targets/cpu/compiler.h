@@ -1,0 +1,59 @@
+// The cpu target's compile driver: model -> generated C++ (+ weights blob) -> shared library or app.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "tessel/ir/graph.h"
+
+namespace tessel::cpu {
+
+/// What `tessel compile` was asked for.
+struct CompileOptions {
+  std::string march = "native";  ///< passed to the C++ compiler as -march=
+  std::string cxx;               ///< C++ compiler; empty: $CXX, else g++
+  int defaultThreads = 0;        ///< threads a created instance uses when not told (0: all cores)
+  /// Called with a one-line description of each stage as it starts (the CLI prints it).
+  std::function<void(const std::string&)> progress;
+};
+
+/// Facts about a compiled model (the compile report).
+struct CompileReport {
+  size_t arenaBytes = 0;         ///< planned activation arena
+  size_t naiveArenaBytes = 0;    ///< sum of all intermediate tensors (what no reuse would need)
+  size_t weightBytes = 0;        ///< raw weights embedded in the library
+  size_t packedWeightBytes = 0;  ///< weights after packing at create time
+  int steps = 0;                 ///< kernel calls per inference
+  int fusedNodes = 0;            ///< graph nodes folded into another kernel's call
+  double flops = 0;              ///< multiply-adds x 2 of the convolutions and GEMMs
+  std::string hash;              ///< model + target hash embedded in the library
+  double generateSeconds = 0, cxxSeconds = 0;
+};
+
+/// Generated source of a model: the C++ file and the weights blob it embeds (by .incbin of weightsFile).
+struct GeneratedModel {
+  std::string source;
+  std::string weights;
+  CompileReport report;
+};
+
+/// Lowers a typed model (static shapes) to C++ against the runtime library. `weightsFileName` is the
+/// name the source's .incbin refers to (found through the assembler's include path).
+/// UserError naming the nodes when an operator or a data type has no code path.
+GeneratedModel generateModel(const Model& model, const CompileOptions& options,
+                             const std::string& weightsFileName = "model.weights.bin");
+
+/// Runs the "cleanup" pipeline (shape inference, dead code) the code generator expects.
+void prepareModel(Model& model);
+
+/// Compiles a model into a shared library at outPath (C ABI of tessel/targets/cpu/abi.h).
+CompileReport compileSharedLibrary(const Model& model, const std::string& outPath, const CompileOptions& options);
+
+/// Writes source + weights (outPath and outPath's stem + ".weights.bin") without compiling.
+CompileReport emitSource(const Model& model, const std::string& outPath, const CompileOptions& options);
+
+/// Writes a standalone CMake project into dir: the generated model, a copy of the runtime and a main.cpp
+/// reading .npy inputs and writing .npy outputs.
+CompileReport emitApp(const Model& model, const std::string& dir, const CompileOptions& options);
+
+}  // namespace tessel::cpu

@@ -1,0 +1,214 @@
+// The cpu compile driver: lowering + memory planning + C++ emission, then the host C++ compiler
+// (the runtime library is built once per compiler/--march and cached).
+#include "tessel/targets/cpu/compiler.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <future>
+#include <sstream>
+#include <thread>
+#include <unistd.h>
+
+#include "plan.h"
+#include "tessel/passes/pass.h"
+#include "tessel/support/error.h"
+
+namespace fs = std::filesystem;
+
+namespace tessel::cpu {
+namespace {
+
+uint64_t fnv1a(const std::string& data, uint64_t h = 0xcbf29ce484222325ull) {
+  for (unsigned char c : data) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+std::string readFile(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw UserError(fmt::format("cannot read '{}'", p.string()));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void writeFile(const fs::path& p, const std::string& data) {
+  std::ofstream out(p, std::ios::binary);
+  out.write(data.data(), static_cast<std::streamsize>(data.size()));
+  if (!out) throw UserError(fmt::format("cannot write '{}'", p.string()));
+}
+
+void progress(const CompileOptions& o, const std::string& msg) {
+  if (o.progress) o.progress(msg);
+}
+
+std::string shellQuote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string compilerOf(const CompileOptions& o) {
+  if (!o.cxx.empty()) return o.cxx;
+  const char* env = std::getenv("CXX");
+  return env && *env ? env : "g++";
+}
+
+/// Runs a shell command, capturing its output; shows elapsed seconds while it runs when asked.
+int runCommand(const std::string& cmd, std::string& output, const CompileOptions& o, const std::string& what) {
+  fs::path log = fs::temp_directory_path() / fmt::format("tessel-cxx-{}-{}.log", getpid(), fnv1a(cmd));
+  auto start = std::chrono::steady_clock::now();
+  auto fut = std::async(std::launch::async, [&] { return std::system((cmd + " > " + shellQuote(log.string()) + " 2>&1").c_str()); });
+  bool tty = isatty(STDERR_FILENO) && o.progress;
+  while (fut.wait_for(std::chrono::milliseconds(500)) != std::future_status::ready) {
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (tty) fmt::print(stderr, "\r  {} ... {:.0f} s", what, s);
+  }
+  if (tty) fmt::print(stderr, "\r\033[K");
+  int rc = fut.get();
+  std::error_code ec;
+  if (fs::exists(log, ec)) output = readFile(log);
+  fs::remove(log, ec);
+  return rc;
+}
+
+std::string tail(const std::string& s, size_t n = 3000) { return s.size() <= n ? s : "..." + s.substr(s.size() - n); }
+
+std::string cxxFlags(const CompileOptions& o) {
+  return fmt::format("-std=c++20 -O3 -march={} -mavx2 -mfma -mf16c -fPIC -fvisibility=hidden", o.march);
+}
+
+/// Checks the compiler exists and accepts --march (one clear error for each).
+void checkCompiler(const CompileOptions& o) {
+  std::string cxx = compilerOf(o), out;
+  CompileOptions quiet;
+  if (runCommand("command -v " + shellQuote(cxx), out, quiet, "") != 0)
+    throw UserError(fmt::format("C++ compiler '{}' not found (install g++ or set CXX / --cxx)", cxx));
+  if (runCommand(fmt::format("echo 'int main(){{}}' | {} -march={} -x c++ -c -o /dev/null -", shellQuote(cxx),
+                             shellQuote(o.march)), out, quiet, "") != 0)
+    throw UserError(fmt::format("--march={} is not supported by '{}': {}", o.march, cxx, tail(out, 300)));
+}
+
+fs::path cacheRoot() {
+  if (const char* d = std::getenv("TESSEL_CACHE_DIR"); d && *d) return d;
+  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return fs::path(d) / "tessel";
+  if (const char* d = std::getenv("HOME"); d && *d) return fs::path(d) / ".cache" / "tessel";
+  return fs::temp_directory_path() / "tessel-cache";
+}
+
+fs::path runtimeDir() { return fs::path(TESSEL_SOURCE_DIR) / "runtime"; }
+
+/// Builds (or finds cached) a PIC static library of the runtime for this compiler and flags.
+fs::path ensureRuntimeLibrary(const CompileOptions& o) {
+  std::string cxx = compilerOf(o), version;
+  runCommand(shellQuote(cxx) + " --version", version, {}, "");
+  std::vector<fs::path> sources;
+  uint64_t h = fnv1a(version + cxxFlags(o));
+  for (const auto& e : fs::recursive_directory_iterator(runtimeDir())) {
+    if (!e.is_regular_file()) continue;
+    h = fnv1a(e.path().string() + readFile(e.path()), h);
+    if (e.path().extension() == ".cpp") sources.push_back(e.path());
+  }
+  fs::path dir = cacheRoot() / fmt::format("runtime-{:016x}", h);
+  fs::path lib = dir / "libtessel_rt.a";
+  if (fs::exists(lib)) return lib;
+  progress(o, fmt::format("building the runtime library for -march={} (once; cached in {})", o.march, dir.string()));
+  fs::path tmp = dir.string() + fmt::format(".tmp{}", getpid());
+  fs::create_directories(tmp);
+  std::string list;
+  for (const fs::path& s : sources) list += shellQuote(s.string()) + " ";
+  std::string cmd = fmt::format(
+      "cd {} && printf '%s\\n' {} | xargs -P 2 -I SRC sh -c '{} {} -I{} -c SRC -o $(basename SRC .cpp).o' && ar rcs "
+      "libtessel_rt.a *.o",
+      shellQuote(tmp.string()), list, cxx, cxxFlags(o), (runtimeDir() / "include").string());
+  std::string out;
+  if (runCommand(cmd, out, o, "compiling the runtime") != 0)
+    throw UserError(fmt::format("building the runtime library failed:\n{}", tail(out)));
+  std::error_code ec;
+  fs::rename(tmp, dir, ec);  // another process may have won the race: use its copy
+  fs::remove_all(tmp, ec);
+  return lib;
+}
+
+/// Fails early (before the long compile) when outPath cannot be written.
+void checkWritable(const fs::path& outPath) {
+  fs::path parent = outPath.parent_path().empty() ? fs::path(".") : outPath.parent_path();
+  if (!fs::is_directory(parent))
+    throw UserError(fmt::format("cannot write '{}': directory '{}' does not exist", outPath.string(), parent.string()));
+  if (access(parent.c_str(), W_OK) != 0 || (fs::exists(outPath) && access(outPath.c_str(), W_OK) != 0))
+    throw UserError(fmt::format("cannot write '{}': permission denied", outPath.string()));
+}
+
+std::string abiHeader() { return readFile(fs::path(TESSEL_SOURCE_DIR) / "include/tessel/targets/cpu/abi.h"); }
+
+}  // namespace
+
+void prepareModel(Model& model) { namedPipeline("cleanup").run(model, PassOptions{}); }
+
+GeneratedModel generateModel(const Model& model, const CompileOptions& options, const std::string& weightsFileName) {
+  auto start = std::chrono::steady_clock::now();
+  Plan plan = lowerGraph(*model.graph);
+  planMemory(plan);
+  plan.defaultThreads = options.defaultThreads;
+  uint64_t h = fnv1a(plan.weights);
+  h = fnv1a(plan.globals + plan.initCode + options.march, h);
+  for (const PlanStep& s : plan.steps) h = fnv1a(s.code, h);
+  plan.report.hash = fmt::format("{:016x}", h);
+  GeneratedModel g;
+  g.source = emitSource(plan, weightsFileName, model.graph->name());
+  g.weights = std::move(plan.weights);
+  g.report = plan.report;
+  g.report.generateSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return g;
+}
+
+CompileReport emitSource(const Model& model, const std::string& outPath, const CompileOptions& options) {
+  checkWritable(outPath);
+  fs::path out(outPath);
+  std::string weightsName = out.stem().string() + ".weights.bin";
+  progress(options, "generating C++");
+  GeneratedModel g = generateModel(model, options, weightsName);
+  writeFile(out, g.source);
+  writeFile(out.parent_path() / weightsName, g.weights);
+  writeFile(out.parent_path() / "tessel_model_abi.h", abiHeader());
+  return g.report;
+}
+
+CompileReport compileSharedLibrary(const Model& model, const std::string& outPath, const CompileOptions& options) {
+  checkWritable(outPath);
+  checkCompiler(options);
+  progress(options, "generating C++");
+  GeneratedModel g = generateModel(model, options);
+  fs::path runtimeLib = ensureRuntimeLibrary(options);
+  fs::path work = fs::temp_directory_path() / fmt::format("tessel-compile-{}-{}", getpid(), g.report.hash);
+  fs::create_directories(work);
+  writeFile(work / "model.cpp", g.source);
+  writeFile(work / "model.weights.bin", g.weights);
+  writeFile(work / "tessel_model_abi.h", abiHeader());
+  fs::path tmpOut = fs::path(outPath).string() + fmt::format(".tmp{}", getpid());
+  std::string cmd = fmt::format("cd {} && {} {} -I{} -I. -Wa,-I{} -shared -o {} model.cpp {} -pthread "
+                                "-Wl,--exclude-libs,ALL",
+                                shellQuote(work.string()), shellQuote(compilerOf(options)), cxxFlags(options),
+                                shellQuote((runtimeDir() / "include").string()), shellQuote(work.string()),
+                                shellQuote(fs::absolute(tmpOut).string()), shellQuote(runtimeLib.string()));
+  progress(options, fmt::format("compiling {} kernel calls with {}", g.report.steps, compilerOf(options)));
+  auto start = std::chrono::steady_clock::now();
+  std::string out;
+  int rc = runCommand(cmd, out, options, "C++ compiler");
+  g.report.cxxSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::error_code ec;
+  if (rc != 0) {
+    fs::remove(tmpOut, ec);
+    throw UserError(fmt::format("the C++ compiler failed on the generated code (kept in {}):\n{}", work.string(),
+                                tail(out)));
+  }
+  fs::rename(tmpOut, outPath, ec);
+  if (ec) throw UserError(fmt::format("cannot write '{}': {}", outPath, ec.message()));
+  fs::remove_all(work, ec);
+  return g.report;
+}
+
+}  // namespace tessel::cpu

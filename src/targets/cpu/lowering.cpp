@@ -1,0 +1,644 @@
+// Lowers a typed graph to runtime kernel calls: fuses Conv/Gemm epilogues (BatchNorm, residual Add,
+// activation), chooses conv kernels, collects weights, and names every float tensor.
+#include <cmath>
+#include <cstring>
+#include <fmt/format.h>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "plan.h"
+#include "tessel/rt/conv.h"
+#include "tessel/rt/gemm.h"
+#include "tessel/support/error.h"
+
+namespace tessel::cpu {
+
+std::string floatLiteral(float v) {
+  if (std::isinf(v)) return v > 0 ? "INFINITY" : "-INFINITY";
+  if (std::isnan(v)) return "NAN";
+  std::string s = fmt::format("{:.9g}", v);
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return s + "f";
+}
+
+namespace {
+
+/// Activation fused into a kernel's epilogue.
+struct FusedAct {
+  std::string kind = "None";  ///< rt::Activation enumerator
+  float alpha = 0, beta = 0;
+};
+
+/// The constant behind v, looking through Identity chains (exporters share weights that way), or null.
+const Value* constSource(const Value* v) {
+  while (v && !v->isConstant() && v->producer() && v->producer()->opType() == "Identity" &&
+         v->producer()->domain().empty())
+    v = v->producer()->input(0);
+  return v && v->isConstant() ? v : nullptr;
+}
+bool isConst(const Value* v) { return constSource(v) != nullptr; }
+
+/// Ops that only reinterpret their first input's buffer.
+const std::set<std::string> kAliasOps = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"};
+
+class Lowerer {
+ public:
+  explicit Lowerer(const Graph& g) : graph_(g) {}
+  Plan run();
+
+ private:
+  // ---- tensors and weights
+  int tensorOf(const Value* v);
+  int weightTensor(const std::string& name, const std::vector<float>& data, const Shape& shape);
+  int64_t addWeightData(const std::vector<float>& data);
+  static std::vector<float> floatsOf(const Value* v);
+  void addStep(std::string comment, std::string code, std::vector<int> reads, std::vector<int> writes,
+               int inplace = -1);
+  static std::string ref(int id) { return fmt::format("@{}@", id); }
+
+  // ---- ops
+  bool lowerNode(const Node* n);
+  std::optional<FusedAct> activationOf(const Node* n) const;
+  void lowerConv(const Node* conv);
+  void lowerGemm(const Node* n);
+  bool lowerBinary(const Node* n);
+  void lowerPool(const Node* n);
+  void lowerConcat(const Node* n);
+  void lowerBatchNorm(const Node* n);
+  std::string epilogueExpr(int bias, int residual, const FusedAct& act, bool perColumn = false) const;
+  const Node* singleUser(const Value* v) const;
+
+  const Graph& graph_;
+  Plan plan_;
+  std::map<const Value*, int> ids_;
+  std::set<const Node*> absorbed_;
+  std::vector<std::string> unsupported_;
+  int shapeCounter_ = 0;
+  /// A fused chain is emitted where its last node was (its residual may be computed after the conv).
+  const Node* emitAt_ = nullptr;
+  std::map<const Node*, std::vector<PlanStep>> deferred_;
+};
+
+int Lowerer::tensorOf(const Value* v) {
+  auto it = ids_.find(v);
+  if (it != ids_.end()) return it->second;
+  TESSEL_ASSERT(v->type.isStatic(), "cpu lowering: value without a static shape");
+  PlanTensor t;
+  t.name = v->name();
+  t.shape = v->type.staticShape();
+  t.numel = shapeSize(t.shape);
+  if (v->isConstant()) {
+    t.kind = StorageKind::Weight;
+    t.offset = addWeightData(floatsOf(v));
+  }
+  plan_.tensors.push_back(std::move(t));
+  int id = static_cast<int>(plan_.tensors.size()) - 1;
+  ids_[v] = id;
+  return id;
+}
+
+int64_t Lowerer::addWeightData(const std::vector<float>& data) {
+  while (plan_.weights.size() % 64 != 0) plan_.weights.push_back('\0');
+  int64_t offset = static_cast<int64_t>(plan_.weights.size() / sizeof(float));
+  plan_.weights.append(reinterpret_cast<const char*>(data.data()), data.size() * sizeof(float));
+  return offset;
+}
+
+int Lowerer::weightTensor(const std::string& name, const std::vector<float>& data, const Shape& shape) {
+  PlanTensor t;
+  t.name = name;
+  t.shape = shape;
+  t.numel = static_cast<int64_t>(data.size());
+  t.kind = StorageKind::Weight;
+  t.offset = addWeightData(data);
+  plan_.tensors.push_back(std::move(t));
+  return static_cast<int>(plan_.tensors.size()) - 1;
+}
+
+std::vector<float> Lowerer::floatsOf(const Value* v) {
+  const Tensor& t = constSource(v)->constant();
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  if (t.dtype() == DType::Float32) {
+    std::memcpy(out.data(), t.data<float>(), out.size() * sizeof(float));
+  } else {
+    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(t.elementAsDouble(static_cast<int64_t>(i)));
+  }
+  return out;
+}
+
+void Lowerer::addStep(std::string comment, std::string code, std::vector<int> reads, std::vector<int> writes,
+                      int inplace) {
+  PlanStep step{std::move(comment), std::move(code), std::move(reads), std::move(writes), inplace};
+  if (emitAt_ != nullptr) {
+    deferred_[emitAt_].push_back(std::move(step));
+    emitAt_ = nullptr;
+    return;
+  }
+  plan_.steps.push_back(std::move(step));
+}
+
+const Node* Lowerer::singleUser(const Value* v) const {
+  if (v->uses().size() != 1) return nullptr;
+  for (const Value* o : graph_.outputs())
+    if (o == v) return nullptr;
+  return v->uses()[0].node;
+}
+
+/// The epilogue activation an elementwise node computes, if it is one the kernels fuse.
+std::optional<FusedAct> Lowerer::activationOf(const Node* n) const {
+  const std::string& op = n->opType();
+  if (!n->domain().empty()) return std::nullopt;
+  if (op == "Relu") return FusedAct{"Relu"};
+  if (op == "Sigmoid") return FusedAct{"Sigmoid"};
+  if (op == "Tanh") return FusedAct{"Tanh"};
+  if (op == "HardSwish") return FusedAct{"HardSwish"};
+  if (op == "LeakyRelu") return FusedAct{"LeakyRelu", n->attrFloat("alpha")};
+  if (op == "HardSigmoid") return FusedAct{"HardSigmoid", n->attrFloat("alpha"), n->attrFloat("beta")};
+  if (op == "Clip") {
+    FusedAct a{"Clip", -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::infinity()};
+    for (size_t i = 1; i <= 2; ++i) {
+      if (!n->hasInput(i)) continue;
+      const Value* bound = constSource(n->input(i));
+      if (!bound || bound->constant().numel() != 1) return std::nullopt;
+      float v = static_cast<float>(bound->constant().elementAsDouble(0));
+      (i == 1 ? a.alpha : a.beta) = v;
+    }
+    return a;
+  }
+  return std::nullopt;
+}
+
+std::string Lowerer::epilogueExpr(int bias, int residual, const FusedAct& act, bool perColumn) const {
+  return fmt::format("epi({}, {}, rt::Activation::{}, {}, {}, {})", bias < 0 ? "nullptr" : ref(bias),
+                     residual < 0 ? "nullptr" : ref(residual), act.kind, floatLiteral(act.alpha),
+                     floatLiteral(act.beta), perColumn ? "true" : "false");
+}
+
+/// Picks the NCHW kernel for a conv: the runtime's first applicable one, except Winograd on small
+/// maps where its transforms cost more than they save (measured by the kernel library: slower at 7x7).
+const rt::Conv2dKernel* chooseConvKernel(const rt::Conv2dShape& s) {
+  const rt::Conv2dKernel* k = rt::select_conv2d_kernel(s, rt::ConvLayout::NCHW);
+  if (k && std::strcmp(k->name, "conv2d_winograd_f43_avx2") == 0 && s.out_h() * s.out_w() < 14 * 14)
+    return rt::find_conv2d_kernel("conv2d_nchw_im2col_gemm_avx2");
+  return k;
+}
+
+/// Reads Conv attributes into a runtime shape (2-D only; auto_pad resolved).
+std::optional<rt::Conv2dShape> convShape(const Node* n, const Shape& x, const Shape& w) {
+  if (x.size() != 4 || w.size() != 4) return std::nullopt;
+  rt::Conv2dShape s;
+  s.batch = x[0];
+  s.in_channels = x[1];
+  s.in_h = x[2];
+  s.in_w = x[3];
+  s.out_channels = w[0];
+  s.kernel_h = w[2];
+  s.kernel_w = w[3];
+  s.groups = n->attrInt("group");
+  auto strides = n->attrInts("strides");
+  auto dil = n->attrInts("dilations");
+  auto pads = n->attrInts("pads");
+  if (strides.size() == 2) s.stride_h = strides[0], s.stride_w = strides[1];
+  if (dil.size() == 2) s.dilation_h = dil[0], s.dilation_w = dil[1];
+  if (pads.size() == 4) s.pad_top = pads[0], s.pad_left = pads[1], s.pad_bottom = pads[2], s.pad_right = pads[3];
+  std::string autoPad = n->hasAttr("auto_pad") ? n->attrString("auto_pad") : "NOTSET";
+  if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    auto same = [&](int64_t in, int64_t k, int64_t st, int64_t d, int64_t& lo, int64_t& hi) {
+      int64_t out = (in + st - 1) / st;
+      int64_t total = std::max<int64_t>(0, (out - 1) * st + d * (k - 1) + 1 - in);
+      lo = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      hi = total - lo;
+    };
+    same(s.in_h, s.kernel_h, s.stride_h, s.dilation_h, s.pad_top, s.pad_bottom);
+    same(s.in_w, s.kernel_w, s.stride_w, s.dilation_w, s.pad_left, s.pad_right);
+  } else if (autoPad == "VALID") {
+    s.pad_top = s.pad_left = s.pad_bottom = s.pad_right = 0;
+  }
+  return s;
+}
+
+void Lowerer::lowerConv(const Node* conv) {
+  const Value* x = conv->input(0);
+  const Value* wv = conv->input(1);
+  auto shape = convShape(conv, x->type.staticShape(), wv->type.staticShape());
+  if (!shape || !isConst(wv) || (conv->hasInput(2) && !isConst(conv->input(2)))) {
+    unsupported_.push_back(conv->describe() + " (needs 2-D conv with constant weights)");
+    return;
+  }
+  const rt::Conv2dShape& s = *shape;
+  std::vector<float> w = floatsOf(wv);
+  std::vector<float> bias(static_cast<size_t>(s.out_channels), 0.0f);
+  bool hasBias = conv->hasInput(2);
+  if (hasBias) bias = floatsOf(conv->input(2));
+  FusedAct act;
+  int residual = -1;
+  const Value* out = conv->output(0);
+  std::string what = "conv";
+  bool fused = conv->opType() == "FusedConv";
+  if (fused) {  // tessel.FusedConv from the cpu pass pipeline: everything is already in the node
+    if (conv->hasInput(3)) residual = tensorOf(conv->input(3));
+    std::string a = conv->attrString("activation");
+    auto params = conv->attrFloats("activation_params");
+    if (!a.empty()) act.kind = a == "SiLU" ? "Silu" : a;
+    if (params.size() > 0) act.alpha = params[0];
+    if (params.size() > 1) act.beta = params[1];
+    if (a == "LeakyRelu" && params.empty()) act.alpha = 0.01f;
+    if (a == "HardSigmoid" && params.empty()) act.alpha = 0.2f, act.beta = 0.5f;
+  }
+  // Absorb the single-use chain Conv -> [BatchNormalization] -> [Add residual] -> [activation].
+  const Node* last = conv;
+  for (const Node* u = singleUser(out); u != nullptr && !fused && !absorbed_.count(u); u = singleUser(out)) {
+    if (u->opType() == "BatchNormalization" && u->domain().empty() && what == "conv" && u->input(0) == out &&
+        u->numOutputs() == 1) {
+      bool allConst = true;
+      for (size_t i = 1; i < 5; ++i) allConst = allConst && u->hasInput(i) && isConst(u->input(i));
+      if (!allConst) break;
+      auto gamma = floatsOf(u->input(1)), beta = floatsOf(u->input(2)), mean = floatsOf(u->input(3)),
+           var = floatsOf(u->input(4));
+      float eps = u->attrFloat("epsilon");
+      int64_t per = static_cast<int64_t>(w.size()) / s.out_channels;
+      for (int64_t c = 0; c < s.out_channels; ++c) {
+        double scale = gamma[c] / std::sqrt(double(var[c]) + eps);
+        for (int64_t i = 0; i < per; ++i) w[c * per + i] = static_cast<float>(w[c * per + i] * scale);
+        bias[c] = static_cast<float>((bias[c] - mean[c]) * scale + beta[c]);
+      }
+      hasBias = true;
+      what += "+bn";
+    } else if (u->opType() == "Add" && u->domain().empty() && residual < 0 && act.kind == "None") {
+      const Value* other = u->input(0) == out ? u->input(1) : u->input(0);
+      if (other == out || isConst(other) || !other->type.isStatic() ||
+          other->type.staticShape() != out->type.staticShape())
+        break;
+      residual = tensorOf(other);
+      what += "+add";
+    } else if (auto a = activationOf(u); a && act.kind == "None") {
+      act = *a;
+      what += "+" + u->opType();
+    } else {
+      break;
+    }
+    absorbed_.insert(u);
+    plan_.report.fusedNodes++;
+    last = u;
+    out = u->output(0);
+    if (act.kind != "None") break;
+  }
+  if (last != conv) emitAt_ = last;
+  const rt::Conv2dKernel* kernel = chooseConvKernel(s);
+  int wid = weightTensor(wv->name(), w, wv->type.staticShape());
+  int bid = hasBias ? weightTensor(conv->name() + ".bias", bias, {s.out_channels}) : -1;
+  std::string shapeName = fmt::format("kShape{}", shapeCounter_++);
+  plan_.globals += fmt::format(
+      "static const rt::Conv2dShape {} = {{{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}}};\n",
+      shapeName, s.batch, s.in_channels, s.in_h, s.in_w, s.out_channels, s.kernel_h, s.kernel_w, s.stride_h,
+      s.stride_w, s.pad_top, s.pad_left, s.pad_bottom, s.pad_right, s.dilation_h, s.dilation_w, s.groups);
+  int64_t packedOffset = plan_.packedFloats;
+  plan_.packedFloats += (static_cast<int64_t>(kernel->packed_weight_size(s)) + 15) / 16 * 16;
+  plan_.initCode += fmt::format("  rt::find_conv2d_kernel(\"{}\")->pack_weights({}, W + {}, P + {});\n", kernel->name,
+                                shapeName, plan_.tensors[wid].offset, packedOffset);
+  plan_.report.flops += 2 * s.macs();
+  int x_id = tensorOf(x), y_id = tensorOf(out);
+  std::vector<int> reads = {x_id};
+  if (bid >= 0) reads.push_back(bid);
+  if (residual >= 0) reads.push_back(residual);
+  addStep(fmt::format("{} '{}' {}x{}/{} -> {}", what, conv->name(), s.kernel_h, s.kernel_w, s.stride_h,
+                      shapeToString(out->type.staticShape())),
+          fmt::format("rt::{}({}, {}, P + {}, {}, {}, pool);", kernel->name, shapeName, ref(x_id), packedOffset,
+                      ref(y_id), epilogueExpr(bid, residual, act)),
+          reads, {y_id});
+}
+
+void Lowerer::lowerGemm(const Node* n) {
+  const bool isGemm = n->opType() == "Gemm" || n->opType() == "FusedGemm";
+  const Value* a = n->input(0);
+  const Value* b = n->input(1);
+  Shape as = a->type.staticShape(), bs = b->type.staticShape();
+  if (!isConst(b) || bs.size() != 2 || as.size() < 2 || (isGemm && as.size() != 2)) {
+    unsupported_.push_back(n->describe() + " (needs a constant 2-D B)");
+    return;
+  }
+  bool transA = isGemm && n->attrInt("transA") != 0;
+  bool transB = isGemm && n->attrInt("transB") != 0;
+  float alpha = isGemm ? n->attrFloat("alpha") : 1.0f;
+  float beta = isGemm ? n->attrFloat("beta") : 1.0f;
+  int64_t K = transA ? as[0] : as.back();
+  int64_t M = transA ? as[1] : shapeSize(as) / K;
+  int64_t N = transB ? bs[0] : bs[1];
+  int bias = -1, residual = -1;
+  bool perColumn = true;
+  if (isGemm && n->hasInput(2)) {
+    const Value* c = n->input(2);
+    if (!isConst(c)) {
+      unsupported_.push_back(n->describe() + " (needs a constant C)");
+      return;
+    }
+    auto cv = floatsOf(c);
+    for (float& v : cv) v *= beta;
+    Shape cs = c->type.staticShape();
+    if (cv.size() == 1) cv.assign(static_cast<size_t>(N), cv[0]);
+    if (static_cast<int64_t>(cv.size()) == N && (cs.empty() || cs.back() == N)) {
+      bias = weightTensor(n->name() + ".bias", cv, {N});
+    } else if (static_cast<int64_t>(cv.size()) == M && cs.size() == 2 && cs[1] == 1) {
+      bias = weightTensor(n->name() + ".bias", cv, {M});
+      perColumn = false;
+    } else if (static_cast<int64_t>(cv.size()) == M * N) {
+      residual = weightTensor(n->name() + ".c", cv, {M, N});
+    } else {
+      unsupported_.push_back(n->describe() + " (C does not broadcast as a row, column or full matrix)");
+      return;
+    }
+  }
+  FusedAct act;
+  const Value* out = n->output(0);
+  std::string what = n->opType();
+  if (const Node* u = singleUser(out); u && !absorbed_.count(u)) {
+    if (auto fa = activationOf(u)) {
+      act = *fa;
+      absorbed_.insert(u);
+      plan_.report.fusedNodes++;
+      out = u->output(0);
+      what += "+" + u->opType();
+      emitAt_ = u;
+    }
+  }
+  int bw = tensorOf(b);
+  int64_t packedOffset = plan_.packedFloats;
+  plan_.packedFloats += (static_cast<int64_t>(rt::packed_b_size(N, K)) + 15) / 16 * 16;
+  plan_.initCode += fmt::format("  rt::pack_b({}, {}, {}, W + {}, {}, P + {});\n", transB, N, K,
+                                plan_.tensors[bw].offset, bs[1], packedOffset);
+  plan_.report.flops += 2.0 * M * N * K;
+  int x_id = tensorOf(a), y_id = tensorOf(out);
+  std::vector<int> reads = {x_id};
+  if (bias >= 0) reads.push_back(bias);
+  if (residual >= 0) reads.push_back(residual);
+  addStep(fmt::format("{} '{}' {}x{}x{}", what, n->name(), M, N, K),
+          fmt::format("rt::sgemm_packed_b({}, {}, {}, {}, {}, {}, {}, P + {}, 0.0f, {}, {}, {}, pool);", transA, M, N,
+                      K, floatLiteral(alpha), ref(x_id), transA ? M : K, packedOffset, ref(y_id), N,
+                      epilogueExpr(bias, residual, act, perColumn)),
+          reads, {y_id});
+}
+
+bool Lowerer::lowerBinary(const Node* n) {
+  static const std::map<std::string, std::string> ops = {{"Add", "Add"}, {"Sub", "Sub"}, {"Mul", "Mul"},
+                                                         {"Div", "Div"}, {"Max", "Max"}, {"Min", "Min"}};
+  auto it = ops.find(n->opType());
+  if (it == ops.end() || n->numInputs() != 2) return false;
+  const std::string op = "rt::BinaryOp::" + it->second;
+  bool commutative = it->second != "Sub" && it->second != "Div";
+  int a = tensorOf(n->input(0)), b = tensorOf(n->input(1)), y = tensorOf(n->output(0));
+  const Shape &as = plan_.tensors[a].shape, &bs = plan_.tensors[b].shape, &ys = plan_.tensors[y].shape;
+  int64_t count = shapeSize(ys);
+  std::string comment = fmt::format("{} '{}' {}", n->opType(), n->name(), shapeToString(ys));
+  if (as == ys && bs == ys) {
+    addStep(comment, fmt::format("rt::binary_same({}, {}, {}, {}, {}, pool);", op, ref(a), ref(b), ref(y), count),
+            {a, b}, {y}, a);
+    return true;
+  }
+  // One operand a scalar: broadcast it.
+  for (int side = 0; side < 2; ++side) {
+    int big = side == 0 ? a : b, small = side == 0 ? b : a;
+    if (plan_.tensors[big].shape != ys || plan_.tensors[small].numel != 1) continue;
+    addStep(comment, fmt::format("rt::binary_scalar({}, {}, {}[0], {}, {}, {}, pool);", op, ref(big), ref(small),
+                                 side == 1 ? "true" : "false", ref(y), count),
+            {a, b}, {y}, big);
+    return true;
+  }
+  // One operand varies along a single axis (per-channel bias/scale).
+  for (int side = 0; side < 2; ++side) {
+    int big = side == 0 ? a : b, small = side == 0 ? b : a;
+    if (side == 1 && !commutative) break;
+    const Shape& ss = plan_.tensors[small].shape;
+    if (plan_.tensors[big].shape != ys || ss.size() > ys.size()) continue;
+    int axis = -1;
+    bool ok = true;
+    for (size_t i = 0; i < ss.size(); ++i) {
+      size_t yi = ys.size() - ss.size() + i;
+      if (ss[i] == 1) continue;
+      if (ss[i] != ys[yi] || axis >= 0) ok = false;
+      axis = static_cast<int>(yi);
+    }
+    if (!ok || axis < 0) continue;
+    int64_t outer = 1, inner = 1;
+    for (int i = 0; i < axis; ++i) outer *= ys[i];
+    for (size_t i = axis + 1; i < ys.size(); ++i) inner *= ys[i];
+    addStep(comment, fmt::format("rt::binary_channel({}, {}, {}, {}, {}, {}, {}, pool);", op, ref(big), ref(small),
+                                 ref(y), outer, ys[axis], inner),
+            {a, b}, {y}, big);
+    return true;
+  }
+  if (ys.size() > 8) return false;
+  int id = shapeCounter_++;
+  plan_.globals += fmt::format("static const int64_t kBa{}[] = {{{}}}, kBb{}[] = {{{}}}, kBy{}[] = {{{}}};\n", id,
+                               fmt::join(as.empty() ? Shape{1} : as, ", "), id,
+                               fmt::join(bs.empty() ? Shape{1} : bs, ", "), id, fmt::join(ys, ", "));
+  addStep(comment,
+          fmt::format("rt::binary_broadcast({}, {}, kBa{}, {}, {}, kBb{}, {}, {}, kBy{}, {}, pool);", op, ref(a), id,
+                      std::max<size_t>(1, as.size()), ref(b), id, std::max<size_t>(1, bs.size()), ref(y), id,
+                      ys.size()),
+          {a, b}, {y});
+  return true;
+}
+
+void Lowerer::lowerPool(const Node* n) {
+  const std::string& op = n->opType();
+  int x = tensorOf(n->input(0)), y = tensorOf(n->output(0));
+  const Shape& xs = plan_.tensors[x].shape;
+  std::string comment = fmt::format("{} '{}' -> {}", op, n->name(), shapeToString(plan_.tensors[y].shape));
+  if (xs.size() != 4) {
+    unsupported_.push_back(n->describe() + " (2-D pooling only)");
+    return;
+  }
+  if (op == "GlobalAveragePool") {
+    addStep(comment, fmt::format("rt::global_avgpool_nchw({}, {}, {}, {}, {}, pool);", xs[0], xs[1], xs[2] * xs[3],
+                                 ref(x), ref(y)),
+            {x}, {y});
+    return;
+  }
+  auto k = n->attrInts("kernel_shape");
+  auto st = n->attrInts("strides");
+  auto pads = n->attrInts("pads");
+  auto dil = n->hasAttr("dilations") ? n->attrInts("dilations") : std::vector<int64_t>{};
+  std::string autoPad = n->hasAttr("auto_pad") ? n->attrString("auto_pad") : "NOTSET";
+  bool dilated = false;
+  for (int64_t d : dil) dilated = dilated || d != 1;
+  if (k.size() != 2 || dilated || (autoPad != "NOTSET" && autoPad != "VALID") || n->numOutputs() > 1 ||
+      (n->hasAttr("storage_order") && n->attrInt("storage_order") != 0)) {
+    unsupported_.push_back(n->describe() + " (dilation, auto_pad SAME, Indices output)");
+    return;
+  }
+  if (st.size() != 2) st = {1, 1};
+  if (pads.size() != 4 || autoPad == "VALID") pads = {0, 0, 0, 0};
+  bool ceil = n->hasAttr("ceil_mode") && n->attrInt("ceil_mode") != 0;
+  bool includePad = op == "AveragePool" && n->attrInt("count_include_pad") != 0;
+  int id = shapeCounter_++;
+  plan_.globals += fmt::format(
+      "static const rt::Pool2dShape kPool{} = {{{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}}};\n", id,
+      xs[0], xs[1], xs[2], xs[3], k[0], k[1], st[0], st[1], pads[0], pads[1], pads[2], pads[3], ceil, includePad);
+  addStep(comment,
+          fmt::format("rt::{}pool2d_nchw(kPool{}, {}, {}, pool);", op == "MaxPool" ? "max" : "avg", id, ref(x),
+                      ref(y)),
+          {x}, {y});
+}
+
+void Lowerer::lowerConcat(const Node* n) {
+  int y = tensorOf(n->output(0));
+  const Shape& ys = plan_.tensors[y].shape;
+  int64_t axis = n->attrInt("axis");
+  if (axis < 0) axis += static_cast<int64_t>(ys.size());
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < axis; ++i) outer *= ys[i];
+  for (size_t i = axis + 1; i < ys.size(); ++i) inner *= ys[i];
+  std::string code;
+  std::vector<int> reads;
+  int64_t offset = 0;
+  for (const Value* in : n->inputs()) {
+    int x = tensorOf(in);
+    int64_t chunk = plan_.tensors[x].shape[axis] * inner;
+    code += fmt::format("concat_part({}, {}, {}, {}, {}, {});\n  ", ref(x), ref(y), outer, chunk, ys[axis] * inner,
+                        offset);
+    offset += chunk;
+    reads.push_back(x);
+  }
+  code.resize(code.size() - 3);
+  addStep(fmt::format("Concat '{}' -> {}", n->name(), shapeToString(ys)), code, reads, {y});
+}
+
+void Lowerer::lowerBatchNorm(const Node* n) {
+  for (size_t i = 1; i < 5; ++i)
+    if (!isConst(n->input(i))) {
+      unsupported_.push_back(n->describe() + " (needs constant statistics)");
+      return;
+    }
+  auto gamma = floatsOf(n->input(1)), beta = floatsOf(n->input(2)), mean = floatsOf(n->input(3)),
+       var = floatsOf(n->input(4));
+  float eps = n->attrFloat("epsilon");
+  std::vector<float> scale(gamma.size()), shift(gamma.size());
+  for (size_t c = 0; c < gamma.size(); ++c) {
+    scale[c] = static_cast<float>(gamma[c] / std::sqrt(double(var[c]) + eps));
+    shift[c] = beta[c] - mean[c] * scale[c];
+  }
+  int x = tensorOf(n->input(0)), y = tensorOf(n->output(0));
+  const Shape& xs = plan_.tensors[x].shape;
+  int64_t C = static_cast<int64_t>(scale.size()), inner = 1;
+  for (size_t i = 2; i < xs.size(); ++i) inner *= xs[i];
+  int s = weightTensor(n->name() + ".scale", scale, {C}), t = weightTensor(n->name() + ".shift", shift, {C});
+  addStep(fmt::format("BatchNormalization '{}'", n->name()),
+          fmt::format("rt::binary_channel(rt::BinaryOp::Mul, {}, {}, {}, {}, {}, {}, pool);\n  "
+                      "rt::binary_channel(rt::BinaryOp::Add, {}, {}, {}, {}, {}, {}, pool);",
+                      ref(x), ref(s), ref(y), xs[0], C, inner, ref(y), ref(t), ref(y), xs[0], C, inner),
+          {x, s, t}, {y}, x);
+}
+
+bool Lowerer::lowerNode(const Node* n) {
+  const std::string& op = n->opType();
+  if (n->domain() == "tessel" && op == "FusedConv") return lowerConv(n), true;
+  if (!n->domain().empty()) return false;
+  if (op == "Conv") return lowerConv(n), true;
+  if (op == "Gemm" || op == "MatMul") return lowerGemm(n), true;
+  if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool") return lowerPool(n), true;
+  if (op == "Concat") return lowerConcat(n), true;
+  if (op == "BatchNormalization" && n->numOutputs() == 1) return lowerBatchNorm(n), true;
+  if (kAliasOps.count(op) && (op != "Dropout" || n->numOutputs() == 1)) {
+    int x = tensorOf(n->input(0)), y = tensorOf(n->output(0));
+    plan_.tensors[y].aliasOf = x;
+    return true;
+  }
+  if (op == "Softmax" || op == "LogSoftmax") {
+    int x = tensorOf(n->input(0)), y = tensorOf(n->output(0));
+    const Shape& xs = plan_.tensors[x].shape;
+    int64_t axis = n->attrInt("axis");
+    if (axis < 0) axis += static_cast<int64_t>(xs.size());
+    if (axis != static_cast<int64_t>(xs.size()) - 1) return false;
+    addStep(fmt::format("{} '{}'", op, n->name()),
+            fmt::format("rt::{}({}, {}, {}, {}, pool);", op == "Softmax" ? "softmax" : "log_softmax", ref(x), ref(y),
+                        shapeSize(xs) / xs.back(), xs.back()),
+            {x}, {y});
+    return true;
+  }
+  static const std::map<std::string, std::string> unary = {
+      {"Exp", "Exp"}, {"Log", "Log"}, {"Erf", "Erf"}, {"Neg", "Neg"}, {"Abs", "Abs"}, {"Sqrt", "Sqrt"},
+      {"Reciprocal", "Reciprocal"}};
+  if (auto it = unary.find(op); it != unary.end()) {
+    int x = tensorOf(n->input(0)), y = tensorOf(n->output(0));
+    addStep(fmt::format("{} '{}'", op, n->name()),
+            fmt::format("rt::unary(rt::UnaryOp::{}, {}, {}, {}, pool);", it->second, ref(x), ref(y),
+                        plan_.tensors[x].numel),
+            {x}, {y}, x);
+    return true;
+  }
+  if (auto act = activationOf(n)) {
+    int x = tensorOf(n->input(0)), y = tensorOf(n->output(0));
+    addStep(fmt::format("{} '{}'", op, n->name()),
+            fmt::format("activation({}, {}, {}, {});", ref(x), ref(y), plan_.tensors[x].numel,
+                        epilogueExpr(-1, -1, *act)),
+            {x}, {y}, x);
+    return true;
+  }
+  return lowerBinary(n);
+}
+
+Plan Lowerer::run() {
+  for (const Value* in : graph_.inputs()) {
+    if (in->type.dtype != DType::Float32 || !in->type.isStatic())
+      throw UserError(fmt::format("cpu target: input '{}' is {}; compiled models take float32 inputs with static "
+                                  "shapes (use --input-shape)",
+                                  in->name(), in->type.toString()));
+    int id = tensorOf(in);
+    plan_.tensors[id].kind = StorageKind::Input;
+    plan_.tensors[id].index = static_cast<int>(plan_.inputs.size());
+    plan_.inputs.push_back(id);
+  }
+  for (const auto& node : graph_.nodes()) {
+    const Node* n = node.get();
+    if (absorbed_.count(n)) {
+      for (PlanStep& s : deferred_[n]) plan_.steps.push_back(std::move(s));
+      continue;
+    }
+    bool floatsOnly = true;
+    for (const Value* o : n->outputs())
+      if (o && (o->type.dtype != DType::Float32 || !o->type.isStatic())) floatsOnly = false;
+    for (size_t i = 0; i < n->numInputs(); ++i) {
+      const Value* v = n->input(i);
+      bool shapeOperand = (n->opType() == "Reshape" || n->opType() == "Squeeze" || n->opType() == "Unsqueeze" ||
+                           n->opType() == "Clip") && i > 0;
+      if (v && !shapeOperand && (v->type.dtype != DType::Float32 || !v->type.isStatic())) floatsOnly = false;
+    }
+    if (!floatsOnly || !lowerNode(n)) unsupported_.push_back(n->describe());
+  }
+  if (!unsupported_.empty())
+    throw UserError(fmt::format("cpu target: no code path for {} node(s): {}", unsupported_.size(),
+                                fmt::join(unsupported_, "; ")));
+  for (const Value* out : graph_.outputs()) {
+    int id = tensorOf(out);
+    int outIndex = static_cast<int>(plan_.outputs.size());
+    PlanTensor& t = plan_.tensors[id];
+    bool producedHere = t.kind == StorageKind::Arena && t.aliasOf < 0;
+    if (producedHere) {
+      t.kind = StorageKind::Output;
+      t.index = outIndex;
+      plan_.outputs.push_back(id);
+      continue;
+    }
+    // An input, a weight, an alias or an output listed twice: copy into the caller's buffer.
+    PlanTensor copy = t;
+    copy.kind = StorageKind::Output;
+    copy.index = outIndex;
+    copy.aliasOf = -1;
+    plan_.tensors.push_back(copy);
+    int cid = static_cast<int>(plan_.tensors.size()) - 1;
+    addStep(fmt::format("output '{}'", out->name()),
+            fmt::format("std::memcpy({}, {}, {});", ref(cid), ref(id), t.numel * sizeof(float)), {id}, {cid});
+    plan_.outputs.push_back(cid);
+  }
+  plan_.report.steps = static_cast<int>(plan_.steps.size());
+  plan_.report.weightBytes = plan_.weights.size();
+  plan_.report.packedWeightBytes = static_cast<size_t>(plan_.packedFloats) * sizeof(float);
+  return std::move(plan_);
+}
+
+}  // namespace
+
+Plan lowerGraph(const Graph& graph) { return Lowerer(graph).run(); }
+
+}  // namespace tessel::cpu

@@ -1,0 +1,61 @@
+// The cpu target's lowered form: kernel calls in order over tensors with planned storage (internal).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessel/ir/graph.h"
+#include "tessel/targets/cpu/compiler.h"
+
+namespace tessel::cpu {
+
+/// Where a tensor's floats live at run time.
+enum class StorageKind { Arena, Input, Output, Weight };
+
+/// One float tensor of the lowered model.
+struct PlanTensor {
+  std::string name;
+  Shape shape;
+  int64_t numel = 0;
+  StorageKind kind = StorageKind::Arena;
+  int index = -1;       ///< input/output position for Input/Output
+  int64_t offset = 0;   ///< floats into the arena or the weights blob
+  int aliasOf = -1;     ///< shares the storage of this tensor (reshapes, in-place ops)
+  int firstStep = -1, lastStep = -1;  ///< liveness (of the root, after alias resolution)
+};
+
+/// One statement group of the generated run function. `code` names tensors as @ID@; the emitter
+/// replaces them with pointer expressions once storage is planned.
+struct PlanStep {
+  std::string comment;
+  std::string code;
+  std::vector<int> reads, writes;
+  int inplaceCandidate = -1;  ///< a read whose storage the (single) write may take over if it dies here
+};
+
+/// A lowered model.
+struct Plan {
+  std::vector<PlanTensor> tensors;
+  std::vector<PlanStep> steps;
+  std::vector<int> inputs, outputs;  ///< tensor ids in graph order
+  std::string weights;               ///< raw weight bytes (float32, 64-byte aligned entries)
+  std::string globals;               ///< namespace-scope declarations (shapes)
+  std::string initCode;              ///< packing statements run at create time
+  int64_t packedFloats = 0;
+  int64_t arenaFloats = 0;
+  int defaultThreads = 0;  ///< create(0) uses this (0: all hardware threads)
+  CompileReport report;
+};
+
+/// Lowers a typed, cleaned-up graph (UserError listing the unsupported nodes).
+Plan lowerGraph(const Graph& graph);
+/// Assigns arena offsets from liveness, reusing dead blocks and honouring in-place candidates.
+void planMemory(Plan& plan);
+/// Renders the C++ source of a planned model.
+std::string emitSource(const Plan& plan, const std::string& weightsFileName, const std::string& modelName);
+
+/// C++ literal for a float that round-trips (handles infinities).
+std::string floatLiteral(float v);
+
+}  // namespace tessel::cpu

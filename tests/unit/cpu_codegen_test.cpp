@@ -1,0 +1,181 @@
+// cpu target: compiled (.so) models against the reference interpreter on small graphs with odd shapes,
+// memory planning, and the errors of the compile driver.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+#include <unistd.h>
+
+#include "tessel/interp/interpreter.h"
+#include "tessel/support/error.h"
+#include "tessel/targets/cpu/compiler.h"
+#include "tessel/targets/cpu/loader.h"
+
+namespace tessel {
+namespace {
+
+namespace fs = std::filesystem;
+
+Tensor randomTensor(const Shape& shape, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  Tensor t(DType::Float32, shape);
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  float* d = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) d[i] = dist(gen);
+  return t;
+}
+
+/// A model under construction, built through the Graph API.
+struct Builder {
+  std::unique_ptr<Model> model = std::make_unique<Model>();
+  Graph& g;
+  uint32_t seed = 1;
+  Builder() : g(*(model->graph = std::make_unique<Graph>("test"))) { model->opsetImports[""] = 13; }
+  Value* input(const std::string& name, const Shape& s) { return g.addInput(name, TensorType::fromShape(DType::Float32, s)); }
+  Value* weight(const std::string& name, const Shape& s, float lo = -1.0f, float hi = 1.0f) {
+    return g.addConstant(name, randomTensor(s, seed++, lo, hi));
+  }
+  Value* node(const std::string& op, const std::vector<Value*>& ins, std::map<std::string, AttrValue> attrs = {}) {
+    Node* n = g.addNode(op, ins, {g.uniqueName(op + "_out")}, g.uniqueName(op));
+    for (auto& [k, v] : attrs) n->setAttr(k, v);
+    return n->output(0);
+  }
+  Value* conv(Value* x, int64_t cin, int64_t cout, int64_t k, int64_t stride, std::vector<int64_t> pads,
+              int64_t group = 1) {
+    Value* w = weight(g.uniqueName("w"), {cout, cin / group, k, k});
+    Value* b = weight(g.uniqueName("b"), {cout});
+    return node("Conv", {x, w, b},
+                {{"kernel_shape", std::vector<int64_t>{k, k}}, {"strides", std::vector<int64_t>{stride, stride}},
+                 {"pads", pads}, {"group", group}});
+  }
+  Value* batchNorm(Value* x, int64_t c) {
+    return node("BatchNormalization", {x, weight(g.uniqueName("gamma"), {c}), weight(g.uniqueName("beta"), {c}),
+                                       weight(g.uniqueName("mean"), {c}), weight(g.uniqueName("var"), {c}, 0.5f, 2.0f)});
+  }
+};
+
+fs::path tempDir() {
+  fs::path d = fs::temp_directory_path() / ("tessel-cpu-test-" + std::to_string(getpid()));
+  fs::create_directories(d);
+  return d;
+}
+
+/// Compiles the model, runs it and the interpreter on seeded random inputs, and compares every output
+/// within 1e-4 of the reference output's largest magnitude.
+void expectCompiledMatchesInterpreter(Builder& b, const std::string& name, int threads = 1) {
+  cpu::prepareModel(*b.model);
+  std::map<std::string, Tensor> inputs;
+  uint32_t seed = 100;
+  for (const Value* in : b.g.inputs()) inputs[in->name()] = randomTensor(in->type.staticShape(), seed++);
+  std::vector<Tensor> expected = Interpreter(b.g).run(inputs);
+  fs::path so = tempDir() / (name + ".so");
+  cpu::CompileReport report = cpu::compileSharedLibrary(*b.model, so.string(), {});
+  EXPECT_GT(report.steps, 0);
+  cpu::CompiledModel compiled(so.string(), threads);
+  std::vector<Tensor> actual = compiled.run(inputs);
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t o = 0; o < actual.size(); ++o) {
+    ASSERT_EQ(actual[o].shape(), expected[o].shape()) << name << " output " << o;
+    const float* a = actual[o].data<float>();
+    const float* e = expected[o].data<float>();
+    double maxMag = 0;
+    for (int64_t i = 0; i < expected[o].numel(); ++i) maxMag = std::max(maxMag, std::fabs(double(e[i])));
+    ASSERT_GT(maxMag, 0.0) << name << ": degenerate reference output";
+    double worst = 0;
+    for (int64_t i = 0; i < expected[o].numel(); ++i) worst = std::max(worst, std::fabs(double(a[i]) - e[i]));
+    EXPECT_LE(worst, 1e-4 * maxMag) << name << " output " << o << " max |diff| " << worst << " of max " << maxMag;
+  }
+}
+
+TEST(CpuCodegen, ConvBatchNormResidualReluOddShapes) {
+  Builder b;
+  Value* x = b.input("x", {1, 5, 13, 11});
+  Value* c1 = b.conv(x, 5, 12, 3, 1, {1, 0, 2, 1});          // asymmetric pads: 14x11 output
+  Value* r1 = b.node("Relu", {b.batchNorm(c1, 12)});
+  Value* c2 = b.conv(r1, 12, 12, 3, 1, {1, 1, 1, 1});
+  Value* side = b.conv(x, 5, 12, 1, 1, {0, 0, 1, 0});        // 1x1 with padding: 14x11
+  Value* sum = b.node("Add", {b.batchNorm(c2, 12), side});   // residual computed after c2 in node order
+  Value* y = b.node("Relu", {sum});
+  Value* c3 = b.conv(y, 12, 9, 3, 2, {1, 1, 1, 1});          // strided im2col
+  b.g.addOutput(b.node("Clip", {c3, b.g.addConstant("lo", Tensor::scalar(0.0f)), b.g.addConstant("hi", Tensor::scalar(0.5f))}));
+  expectCompiledMatchesInterpreter(b, "conv_bn_residual");
+}
+
+TEST(CpuCodegen, WinogradDepthwisePoolingConcatHeadTwoThreads) {
+  Builder b;
+  Value* x = b.input("x", {1, 16, 30, 30});
+  Value* w = b.conv(x, 16, 16, 3, 1, {1, 1, 1, 1});                // Winograd-sized map
+  Value* dw = b.node("Relu", {b.conv(w, 16, 16, 3, 2, {1, 1, 1, 1}, 16)});  // depthwise stride 2
+  Value* mp = b.node("MaxPool", {dw}, {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                                      {"strides", std::vector<int64_t>{2, 2}}, {"ceil_mode", int64_t{1}}});
+  Value* ap = b.node("AveragePool", {dw}, {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                                          {"strides", std::vector<int64_t>{2, 2}}, {"ceil_mode", int64_t{1}},
+                                          {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  Value* cat = b.node("Concat", {mp, ap}, {{"axis", int64_t{1}}});
+  Value* gap = b.node("GlobalAveragePool", {cat});
+  Value* flat = b.node("Flatten", {gap}, {{"axis", int64_t{1}}});
+  Value* fc = b.node("Gemm", {flat, b.weight("fcw", {7, 32}), b.weight("fcb", {7})}, {{"transB", int64_t{1}}});
+  b.g.addOutput(b.node("Softmax", {fc}, {{"axis", int64_t{-1}}}));
+  b.g.addOutput(mp);  // an intermediate that is also an output
+  expectCompiledMatchesInterpreter(b, "winograd_dw_pool", 2);
+}
+
+TEST(CpuCodegen, BroadcastingElementwiseAndMatMul) {
+  Builder b;
+  Value* x = b.input("x", {2, 3, 5, 7});
+  Value* s = b.node("Mul", {x, b.weight("scale", {3, 1, 1})});        // per channel
+  Value* t = b.node("Sub", {b.weight("row", {7}), s});                  // general broadcast, constant first
+  Value* u = b.node("Div", {t, b.g.addConstant("two", Tensor::scalar(2.0f))});
+  Value* v = b.node("Sigmoid", {u});
+  Value* m = b.node("MatMul", {v, b.weight("mm", {7, 4})});
+  b.g.addOutput(b.node("Max", {m, b.node("Neg", {m})}));
+  expectCompiledMatchesInterpreter(b, "broadcast_matmul");
+}
+
+TEST(CpuCodegen, MemoryPlanReusesTheArena) {
+  Builder b;
+  Value* x = b.input("x", {1, 8, 16, 16});
+  Value* h = x;
+  for (int i = 0; i < 6; ++i) h = b.node("Relu", {b.conv(h, 8, 8, 3, 1, {1, 1, 1, 1})});
+  b.g.addOutput(h);
+  cpu::prepareModel(*b.model);
+  cpu::GeneratedModel gen = cpu::generateModel(*b.model, {});
+  // Six 8x16x16 intermediates, one the output: a chain needs at most two live buffers at a time.
+  EXPECT_EQ(gen.report.naiveArenaBytes, 5u * 8 * 16 * 16 * 4);
+  EXPECT_LE(gen.report.arenaBytes, 2u * 8 * 16 * 16 * 4);
+  EXPECT_EQ(gen.report.fusedNodes, 6);
+  EXPECT_NE(gen.source.find("Generated by tessel compile"), std::string::npos);
+}
+
+TEST(CpuCodegen, UnsupportedOperatorIsOneErrorNamingTheNode) {
+  Builder b;
+  Value* x = b.input("x", {2, 3});
+  Node* n = b.g.addNode("Transpose", {x}, {"t"}, "my_transpose");
+  n->setAttr("perm", std::vector<int64_t>{1, 0});
+  b.g.addOutput(n->output(0));
+  cpu::prepareModel(*b.model);
+  try {
+    cpu::generateModel(*b.model, {});
+    FAIL() << "expected UserError";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("my_transpose"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CpuCodegen, DriverErrorsAreUserErrors) {
+  Builder b;
+  b.g.addOutput(b.node("Relu", {b.input("x", {4})}));
+  cpu::prepareModel(*b.model);
+  cpu::CompileOptions badMarch;
+  badMarch.march = "no-such-cpu";
+  EXPECT_THROW(cpu::compileSharedLibrary(*b.model, (tempDir() / "m.so").string(), badMarch), UserError);
+  cpu::CompileOptions badCxx;
+  badCxx.cxx = "/nonexistent/c++";
+  EXPECT_THROW(cpu::compileSharedLibrary(*b.model, (tempDir() / "m.so").string(), badCxx), UserError);
+  EXPECT_THROW(cpu::compileSharedLibrary(*b.model, "/nonexistent-dir/m.so", {}), UserError);
+  EXPECT_THROW(cpu::CompiledModel("/nonexistent.so", 1), UserError);
+}
+
+}  // namespace
+}  // namespace tessel
