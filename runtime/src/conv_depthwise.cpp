@@ -31,47 +31,48 @@ struct DepthwiseC8Ctx {
   int64_t ow_count, lo, hi;  // [lo, hi): output columns whose taps are all inside the input row
 };
 
-// NW output pixels (ow0 + j) of one row of one channel block. TAPS > 0 fixes the tap count so the
-// weights stay in registers; CHECK zero-substitutes taps that fall into the left/right padding.
-template <int TAPS, int NW, bool CHECK>
+// NW output pixels (ow0 + j) of one row of one channel block, stored as conv + bias (the row's
+// residual and activation are applied afterwards in one pass). K > 0 fixes a KxK kernel with dilation 1
+// and stride SW, so every load is a constant offset from one row pointer and the weights stay in
+// registers; K == 0 is the general case. CHECK substitutes zeros for taps in the left/right padding.
+template <int K, int SW, int NW, bool CHECK>
 inline void depthwise_c8_pixels(const DepthwiseC8Ctx& c, const float* src, const __m256* w, int64_t ky0,
-                                int64_t ky1, int64_t ih0, int64_t ow0, float* dst, const float* res,
-                                __m256 bias) {
+                                int64_t ky1, int64_t ih0, int64_t ow0, float* dst, __m256 bias) {
   const Conv2dShape& s = c.s;
-  const int64_t KW = TAPS == 9 ? 3 : s.kernel_w, W = s.in_w;
+  const int64_t KH = K > 0 ? K : s.kernel_h, KW = K > 0 ? K : s.kernel_w, W = s.in_w;
+  const int64_t sw = K > 0 ? SW : s.stride_w, dh = K > 0 ? 1 : s.dilation_h, dw = K > 0 ? 1 : s.dilation_w;
   alignas(32) static const float zeros[8] = {};
   __m256 acc[NW];
   for (int j = 0; j < NW; ++j) acc[j] = bias;
-  for (int64_t ky = ky0; ky < ky1; ++ky) {
-    const float* row = src + (ih0 + ky * s.dilation_h) * W * 8;
+#pragma GCC unroll 8
+  for (int64_t ky = 0; ky < KH; ++ky) {
+    if (ky < ky0 || ky >= ky1) continue;
+    const int64_t iw0 = ow0 * sw - s.pad_left;
+    const float* row = src + (ih0 + ky * dh) * W * 8;
+#pragma GCC unroll 8
     for (int64_t kx = 0; kx < KW; ++kx) {
       const __m256 wv = w[ky * KW + kx];
-      const int64_t iw0 = ow0 * s.stride_w - s.pad_left + kx * s.dilation_w;
       for (int j = 0; j < NW; ++j) {
-        const int64_t iw = iw0 + j * s.stride_w;
+        const int64_t iw = iw0 + kx * dw + j * sw;
         const float* p = row + iw * 8;
         if (CHECK && (iw < 0 || iw >= W)) p = zeros;
         acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(p), wv, acc[j]);
       }
     }
   }
-  for (int j = 0; j < NW; ++j) {
-    __m256 v = acc[j];
-    if (res) v = _mm256_add_ps(v, _mm256_loadu_ps(res + (ow0 + j) * 8));
-    _mm256_storeu_ps(dst + (ow0 + j) * 8, activate(v, c.ep));
-  }
+  for (int j = 0; j < NW; ++j) _mm256_storeu_ps(dst + (ow0 + j) * 8, acc[j]);
 }
 
-// One output row (all OW pixels) of one channel block.
-template <int TAPS>
+// One output row (all OW pixels) of one channel block: conv + bias, then residual and activation.
+template <int K, int SW>
 void depthwise_c8_row(const DepthwiseC8Ctx& c, const float* src, const float* packed_w, int64_t oh, float* dst,
                       const float* res, __m256 bias) {
   const Conv2dShape& s = c.s;
   const int taps = static_cast<int>(s.kernel_h * s.kernel_w);
-  constexpr int kFixed = TAPS > 0 ? TAPS : 1;
+  constexpr int kFixed = K > 0 ? K * K : 1;
   __m256 w_fixed[kFixed];
-  std::vector<VectorSlot> w_any(TAPS > 0 ? 0 : taps);
-  __m256* w = TAPS > 0 ? w_fixed : &w_any.data()->v;
+  std::vector<VectorSlot> w_any(K > 0 ? 0 : taps);
+  __m256* w = K > 0 ? w_fixed : &w_any.data()->v;
   for (int t = 0; t < taps; ++t) w[t] = _mm256_load_ps(packed_w + t * 8);
   // Kernel rows that land inside the input for this output row.
   const int64_t ih0 = oh * s.stride_h - s.pad_top;
@@ -79,11 +80,12 @@ void depthwise_c8_row(const DepthwiseC8Ctx& c, const float* src, const float* pa
   while (ky0 < ky1 && ih0 + ky0 * s.dilation_h < 0) ++ky0;
   while (ky1 > ky0 && ih0 + (ky1 - 1) * s.dilation_h >= s.in_h) --ky1;
   int64_t ow = 0;
-  for (; ow < c.lo; ++ow) depthwise_c8_pixels<TAPS, 1, true>(c, src, w, ky0, ky1, ih0, ow, dst, res, bias);
-  for (; ow + 6 <= c.hi; ow += 6) depthwise_c8_pixels<TAPS, 6, false>(c, src, w, ky0, ky1, ih0, ow, dst, res, bias);
-  for (; ow + 2 <= c.hi; ow += 2) depthwise_c8_pixels<TAPS, 2, false>(c, src, w, ky0, ky1, ih0, ow, dst, res, bias);
-  for (; ow < c.hi; ++ow) depthwise_c8_pixels<TAPS, 1, false>(c, src, w, ky0, ky1, ih0, ow, dst, res, bias);
-  for (; ow < c.ow_count; ++ow) depthwise_c8_pixels<TAPS, 1, true>(c, src, w, ky0, ky1, ih0, ow, dst, res, bias);
+  for (; ow < c.lo; ++ow) depthwise_c8_pixels<K, SW, 1, true>(c, src, w, ky0, ky1, ih0, ow, dst, bias);
+  for (; ow + 6 <= c.hi; ow += 6) depthwise_c8_pixels<K, SW, 6, false>(c, src, w, ky0, ky1, ih0, ow, dst, bias);
+  for (; ow + 2 <= c.hi; ow += 2) depthwise_c8_pixels<K, SW, 2, false>(c, src, w, ky0, ky1, ih0, ow, dst, bias);
+  for (; ow < c.hi; ++ow) depthwise_c8_pixels<K, SW, 1, false>(c, src, w, ky0, ky1, ih0, ow, dst, bias);
+  for (; ow < c.ow_count; ++ow) depthwise_c8_pixels<K, SW, 1, true>(c, src, w, ky0, ky1, ih0, ow, dst, bias);
+  apply_residual_activation(dst, res, c.ow_count * 8, c.ep);
 }
 
 }  // namespace
@@ -107,6 +109,7 @@ void conv2d_nchwc8_depthwise_avx2(const Conv2dShape& s, const float* in, const f
   const int64_t blocks = (s.in_channels + 7) / 8, OH = s.out_h(), OW = s.out_w();
   const int64_t taps = s.kernel_h * s.kernel_w;
   DepthwiseC8Ctx c{s, ep, OW, 0, 0};
+  const bool fast3x3 = s.kernel_h == 3 && s.kernel_w == 3 && s.dilation_h == 1 && s.dilation_w == 1;
   interior_columns(s, OW, &c.lo, &c.hi);
   parallel_for(pool, s.batch * blocks * OH, [&](int64_t b, int64_t e) {
     for (int64_t task = b; task < e; ++task) {
@@ -117,10 +120,12 @@ void conv2d_nchwc8_depthwise_avx2(const Conv2dShape& s, const float* in, const f
       const float* w = packed + cb * taps * 8;
       float* dst = out + (nb * OH + oh) * OW * 8;
       const float* res = ep.residual ? ep.residual + (nb * OH + oh) * OW * 8 : nullptr;
-      if (taps == 9)
-        depthwise_c8_row<9>(c, src, w, oh, dst, res, bias);
+      if (fast3x3 && s.stride_w == 1)
+        depthwise_c8_row<3, 1>(c, src, w, oh, dst, res, bias);
+      else if (fast3x3 && s.stride_w == 2)
+        depthwise_c8_row<3, 2>(c, src, w, oh, dst, res, bias);
       else
-        depthwise_c8_row<0>(c, src, w, oh, dst, res, bias);
+        depthwise_c8_row<0, 0>(c, src, w, oh, dst, res, bias);
     }
   });
 }

@@ -72,35 +72,25 @@ void fill_phased_row(const Conv2dShape& s, const PhasedPlane& g, const float* sr
   }
 }
 
-// Stores one output vector (tail-masked when `valid` < 8) after bias, residual and activation.
-inline void store_output(float* out, const float* res, __m256 acc, __m256 bias, int valid, const Epilogue& ep) {
-  acc = _mm256_add_ps(acc, bias);
-  if (valid == 8) {
-    if (res) acc = _mm256_add_ps(acc, _mm256_loadu_ps(res));
-    _mm256_storeu_ps(out, activate(acc, ep));
-  } else {
-    const __m256i m = vtail_mask(valid);
-    if (res) acc = _mm256_add_ps(acc, _mm256_maskload_ps(res, m));
-    _mm256_maskstore_ps(out, m, activate(acc, ep));
-  }
-}
-
-// NV output vectors of one output row; TAPS > 0 fixes the tap count (weights live in registers).
+// NV output vectors of one output row, stored as conv + bias (tail-masked past OW); TAPS > 0 fixes
+// the tap count so the weights live in registers.
 template <int TAPS, int NV>
 inline void depthwise_vectors(const float* row_base, const int64_t* offs, const __m256* w, int taps,
-                              float* out, const float* res, int64_t ow, int64_t OW, __m256 bias,
-                              const Epilogue& ep) {
+                              float* out, int64_t ow, int64_t OW, __m256 bias) {
   __m256 acc[NV];
-  for (int v = 0; v < NV; ++v) acc[v] = _mm256_setzero_ps();
+  for (int v = 0; v < NV; ++v) acc[v] = bias;
   const int n = TAPS > 0 ? TAPS : taps;
+#pragma GCC unroll 9
   for (int t = 0; t < n; ++t) {
     const float* p = row_base + offs[t] + ow;
     for (int v = 0; v < NV; ++v) acc[v] = _mm256_fmadd_ps(_mm256_loadu_ps(p + 8 * v), w[t], acc[v]);
   }
   for (int v = 0; v < NV; ++v) {
     const int64_t o = ow + 8 * v;
-    const int valid = static_cast<int>(std::min<int64_t>(8, OW - o));
-    store_output(out + o, res ? res + o : nullptr, acc[v], bias, valid, ep);
+    if (o + 8 <= OW)
+      _mm256_storeu_ps(out + o, acc[v]);
+    else
+      _mm256_maskstore_ps(out + o, vtail_mask(static_cast<int>(OW - o)), acc[v]);
   }
 }
 
@@ -129,11 +119,12 @@ void depthwise_plane(const Conv2dShape& s, const PhasedPlane& g, const float* sc
   for (int64_t oh = 0; oh < OH; ++oh) {
     const float* row_base = scratch + oh * s.stride_h * g.row_stride;
     float* o = out + oh * OW;
-    const float* r = res ? res + oh * OW : nullptr;
     int64_t ow = 0;
-    for (; ow + 32 <= OW; ow += 32) depthwise_vectors<TAPS, 4>(row_base, offs, w, taps, o, r, ow, OW, bias, ep);
-    for (; ow < OW; ow += 8) depthwise_vectors<TAPS, 1>(row_base, offs, w, taps, o, r, ow, OW, bias, ep);
+    for (; ow + 32 <= OW; ow += 32) depthwise_vectors<TAPS, 4>(row_base, offs, w, taps, o, ow, OW, bias);
+    for (; ow + 16 <= OW; ow += 16) depthwise_vectors<TAPS, 2>(row_base, offs, w, taps, o, ow, OW, bias);
+    for (; ow < OW; ow += 8) depthwise_vectors<TAPS, 1>(row_base, offs, w, taps, o, ow, OW, bias);
   }
+  apply_residual_activation(out, res, OH * OW, ep);  // the plane is still in L1/L2
 }
 
 }  // namespace

@@ -31,6 +31,46 @@ void apply_activation(float* data, int64_t n, const Epilogue& ep) {
   }
 }
 
+namespace {
+
+// data[i] = act(data[i] + residual[i]) with the activation as a compile-time functor.
+template <typename Act>
+void residual_activation_loop(float* data, const float* residual, int64_t n, Act act) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_loadu_ps(data + i);
+    if (residual) v = _mm256_add_ps(v, _mm256_loadu_ps(residual + i));
+    _mm256_storeu_ps(data + i, act(v));
+  }
+  if (i < n) {
+    const __m256i m = vtail_mask(static_cast<int>(n - i));
+    __m256 v = _mm256_maskload_ps(data + i, m);
+    if (residual) v = _mm256_add_ps(v, _mm256_maskload_ps(residual + i, m));
+    _mm256_maskstore_ps(data + i, m, act(v));
+  }
+}
+
+}  // namespace
+
+void apply_residual_activation(float* data, const float* residual, int64_t n, const Epilogue& ep) {
+  switch (ep.act) {
+    case Activation::None:
+      if (residual) residual_activation_loop(data, residual, n, [](__m256 v) { return v; });
+      return;
+    case Activation::Relu:
+      residual_activation_loop(data, residual, n, [](__m256 v) { return _mm256_max_ps(v, _mm256_setzero_ps()); });
+      return;
+    case Activation::Clip: {
+      const __m256 lo = _mm256_set1_ps(ep.alpha), hi = _mm256_set1_ps(ep.beta);
+      residual_activation_loop(data, residual, n, [=](__m256 v) { return _mm256_min_ps(_mm256_max_ps(v, lo), hi); });
+      return;
+    }
+    default:
+      residual_activation_loop(data, residual, n, [&](__m256 v) { return activate(v, ep); });
+      return;
+  }
+}
+
 void apply_epilogue_planar(float* data, int64_t channels, int64_t plane, const Epilogue& ep) {
   if (ep.is_identity()) return;
   for (int64_t c = 0; c < channels; ++c) {

@@ -53,6 +53,10 @@ const char* activation_name(Activation a);
 /// Applies an activation to n contiguous floats in place (vectorised).
 void apply_activation(float* data, int64_t n, const Epilogue& ep);
 
+/// Adds `residual` (null: nothing) to n contiguous floats in place, then applies ep's activation
+/// (ep.bias is ignored: kernels add it in registers). The activation switch is hoisted out of the loop.
+void apply_residual_activation(float* data, const float* residual, int64_t n, const Epilogue& ep);
+
 /// Applies a whole epilogue to an NCHW-like buffer: `channels` rows of `plane` contiguous values each.
 void apply_epilogue_planar(float* data, int64_t channels, int64_t plane, const Epilogue& ep);
 
