@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "tessel/frontend/onnx_importer.h"
+#include "tessel/interp/interpreter.h"
 #include "tessel/ir/text.h"
 
 namespace tessel {
@@ -399,6 +400,32 @@ TEST(IrTextParse, NumbersOfEveryKindParseToTheExactValues) {
   EXPECT_EQ(x.attrFloats("fl"), (std::vector<float>{1.f, 2.5f})) << "a list with one float is a floats list";
   EXPECT_TRUE(std::isinf(x.attrFloat("g")));
   EXPECT_EQ(m->irVersion, 8) << "defaults when the header omits clauses";
+}
+
+TEST(IrTextParse, ParsedGoldenMlpComputesWhatItsTextSays) {
+  // The weights below are copied from tests/unit/data/tir/valid/mlp.tir; the expected output is a naive loop.
+  auto m = readModelTextFile(std::string(TESSEL_SOURCE_DIR) + "/tests/unit/data/tir/valid/mlp.tir");
+  const float w1[4][2] = {{0.5f, -0.5f}, {0.25f, 0.125f}, {1, 2}, {-1, 0}};
+  const float b1[2] = {0, 0.5f};
+  const float w2[2][3] = {{1, 0, -1}, {0.5f, 0.5f, 0.5f}};
+  std::vector<float> x = {1, 2, 3, 4, -1, 0.5f, 0, 2};
+  Interpreter interp(*m->graph);
+  auto out = interp.run({{"x", Tensor::fromVector<float>({2, 4}, x)}});
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(out[0].shape(), (Shape{2, 3}));
+  for (int n = 0; n < 2; ++n) {
+    float h[2], logits[3], sum = 0;
+    for (int j = 0; j < 2; ++j) {
+      h[j] = b1[j];
+      for (int k = 0; k < 4; ++k) h[j] += x[n * 4 + k] * w1[k][j];
+      h[j] = std::max(h[j], 0.f);
+    }
+    for (int j = 0; j < 3; ++j) {
+      logits[j] = h[0] * w2[0][j] + h[1] * w2[1][j];
+      sum += std::exp(logits[j]);
+    }
+    for (int j = 0; j < 3; ++j) EXPECT_NEAR(out[0].data<float>()[n * 3 + j], std::exp(logits[j]) / sum, 1e-6f);
+  }
 }
 
 // ---------------------------------------------------------------- errors
