@@ -30,14 +30,19 @@ struct FusedAct {
   float alpha = 0, beta = 0;
 };
 
-/// The constant behind v, looking through Identity chains (exporters share weights that way), or null.
-const Value* constSource(const Value* v) {
+/// The constant data behind v, looking through Identity chains (exporters share weights that way) and
+/// Constant nodes, or null.
+const Tensor* constTensor(const Value* v) {
   while (v && !v->isConstant() && v->producer() && v->producer()->opType() == "Identity" &&
          v->producer()->domain().empty())
     v = v->producer()->input(0);
-  return v && v->isConstant() ? v : nullptr;
+  if (v == nullptr) return nullptr;
+  if (v->isConstant()) return &v->constant();
+  const Node* p = v->producer();
+  if (p && p->opType() == "Constant" && p->domain().empty() && p->hasAttr("value")) return &p->attrTensor("value");
+  return nullptr;
 }
-bool isConst(const Value* v) { return constSource(v) != nullptr; }
+bool isConst(const Value* v) { return constTensor(v) != nullptr; }
 
 /// Ops that only reinterpret their first input's buffer.
 const std::set<std::string> kAliasOps = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"};
@@ -88,7 +93,7 @@ int Lowerer::tensorOf(const Value* v) {
   t.name = v->name();
   t.shape = v->type.staticShape();
   t.numel = shapeSize(t.shape);
-  if (v->isConstant()) {
+  if (isConst(v)) {
     t.kind = StorageKind::Weight;
     t.offset = addWeightData(floatsOf(v));
   }
@@ -117,7 +122,7 @@ int Lowerer::weightTensor(const std::string& name, const std::vector<float>& dat
 }
 
 std::vector<float> Lowerer::floatsOf(const Value* v) {
-  const Tensor& t = constSource(v)->constant();
+  const Tensor& t = *constTensor(v);
   std::vector<float> out(static_cast<size_t>(t.numel()));
   if (t.dtype() == DType::Float32) {
     std::memcpy(out.data(), t.data<float>(), out.size() * sizeof(float));
@@ -159,9 +164,9 @@ std::optional<FusedAct> Lowerer::activationOf(const Node* n) const {
     FusedAct a{"Clip", -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::infinity()};
     for (size_t i = 1; i <= 2; ++i) {
       if (!n->hasInput(i)) continue;
-      const Value* bound = constSource(n->input(i));
-      if (!bound || bound->constant().numel() != 1) return std::nullopt;
-      float v = static_cast<float>(bound->constant().elementAsDouble(0));
+      const Tensor* bound = constTensor(n->input(i));
+      if (!bound || bound->numel() != 1) return std::nullopt;
+      float v = static_cast<float>(bound->elementAsDouble(0));
       (i == 1 ? a.alpha : a.beta) = v;
     }
     return a;
@@ -591,6 +596,7 @@ Plan Lowerer::run() {
   }
   for (const auto& node : graph_.nodes()) {
     const Node* n = node.get();
+    if (n->opType() == "Constant" && n->domain().empty() && n->hasAttr("value")) continue;  // a weight on use
     if (absorbed_.count(n)) {
       for (PlanStep& s : deferred_[n]) plan_.steps.push_back(std::move(s));
       continue;
