@@ -1,0 +1,75 @@
+// Graphviz rendering of a partitioned graph: one cluster per tessel.Subgraph node, one colour per device.
+#include <fmt/format.h>
+#include <map>
+
+#include "tessel/partition/partitioner.h"
+
+namespace tessel::partition {
+namespace {
+
+std::string dotQuoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+const char* colourFor(const std::string& device, std::map<std::string, int>& seen) {
+  static const char* palette[] = {"lightblue", "palegreen", "khaki", "plum", "lightsalmon"};
+  if (device.empty() || device == "cpu") return "lightgrey";
+  auto it = seen.emplace(device, static_cast<int>(seen.size())).first;
+  return palette[it->second % 5];
+}
+
+}  // namespace
+
+std::string partitionDot(const Graph& graph) {
+  std::string out = fmt::format("digraph {} {{\n  rankdir=TB;\n  node [shape=box, style=filled];\n", dotQuoted(graph.name()));
+  std::map<std::string, int> colours;
+  std::map<std::string, std::string> producerId;  // value name -> dot node id
+  for (const Value* in : graph.inputs()) {
+    std::string id = "in_" + in->name();
+    out += fmt::format("  {} [shape=ellipse, style=solid, label={}];\n", dotQuoted(id), dotQuoted(in->name()));
+    producerId[in->name()] = id;
+  }
+  std::vector<std::pair<std::string, std::string>> edges;  // value name, consumer id
+  int clusterIndex = 0;
+  for (const auto& n : graph.nodes()) {
+    if (isSubgraphNode(*n)) {
+      const Graph& body = n->attrGraph("body");
+      out += fmt::format("  subgraph cluster_{} {{\n    label={};\n    style=rounded; color=blue;\n", clusterIndex++,
+                         dotQuoted(fmt::format("{} on {}", n->name(), n->device)));
+      for (const auto& b : body.nodes()) {
+        std::string id = n->name() + "/" + b->name();
+        out += fmt::format("    {} [label={}, fillcolor={}];\n", dotQuoted(id), dotQuoted(b->name() + "\\n" + b->opType()),
+                           colourFor(n->device, colours));
+        for (const Value* o : b->outputs())
+          if (o) producerId[o->name()] = id;  // body outputs keep the outer names
+        for (const Value* in : b->inputs())
+          if (in && !in->isConstant()) edges.push_back({in->name(), id});
+      }
+      out += "  }\n";
+      continue;
+    }
+    std::string id = n->name();
+    out += fmt::format("  {} [label={}, fillcolor={}];\n", dotQuoted(id), dotQuoted(n->name() + "\\n" + n->opType()),
+                       colourFor(n->device, colours));
+    for (const Value* o : n->outputs())
+      if (o) producerId[o->name()] = id;
+    for (const Value* in : n->inputs())
+      if (in && !in->isConstant()) edges.push_back({in->name(), id});
+  }
+  for (const Value* o : graph.outputs()) {
+    std::string id = "out_" + o->name();
+    out += fmt::format("  {} [shape=ellipse, style=solid, label={}];\n", dotQuoted(id), dotQuoted(o->name()));
+    edges.push_back({o->name(), id});
+  }
+  for (const auto& [value, consumer] : edges)
+    if (auto it = producerId.find(value); it != producerId.end() && it->second != consumer)
+      out += fmt::format("  {} -> {} [label={}];\n", dotQuoted(it->second), dotQuoted(consumer), dotQuoted(value));
+  return out + "}\n";
+}
+
+}  // namespace tessel::partition
