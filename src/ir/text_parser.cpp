@@ -199,13 +199,14 @@ class TextParser {
                             textir::nameOrQuoted(name)));
   }
 
-  void define(Scope& scope, const Token& nameTok) {
-    auto it = scope.definedAt.find(nameTok.text);
+  void define(Scope& scope, const std::string& name, Loc loc) {
+    auto it = scope.definedAt.find(name);
     if (it != scope.definedAt.end())
-      failAt(locOf(nameTok), fmt::format("duplicate definition of {} (first defined at {}:{})", nameTok.display(),
-                                         it->second.line, it->second.col));
-    scope.definedAt[nameTok.text] = locOf(nameTok);
+      failAt(loc, fmt::format("duplicate definition of '%{}' (first defined at {}:{})", textir::nameOrQuoted(name),
+                              it->second.line, it->second.col));
+    scope.definedAt[name] = loc;
   }
+  void define(Scope& scope, const Token& nameTok) { define(scope, nameTok.text, locOf(nameTok)); }
 
   void parseGraphInput(Scope& scope) {
     Token name = expect(Tok::ValueName, "an input name like %x");
@@ -319,12 +320,7 @@ class TextParser {
       outputNames.push_back(o.name);
       if (o.name.empty()) continue;
       ++present;
-      Token fake;
-      fake.kind = Tok::ValueName;
-      fake.text = o.name;
-      fake.line = o.loc.line;
-      fake.col = o.loc.col;
-      define(scope, fake);
+      define(scope, o.name, o.loc);
     }
     if (!types.empty() && types.size() != present)
       failAt(typesLoc, fmt::format("expected {} output type(s), one per output that is not '_', found {}", present,
