@@ -1,5 +1,5 @@
 // Tessel's own fused operators (domain "tessel"): convolution / GEMM with a bias + residual + activation
-// epilogue, and a chain of element-wise ops run as one loop. Their reference kernels reuse the standard
+// epilogue, a chain of element-wise ops run as one loop, and scaled dot-product attention. Their reference kernels reuse the standard
 // ops' kernels through the registry, so the interpreter runs optimised graphs and checks every fusion.
 #include <cmath>
 #include <limits>
@@ -187,10 +187,89 @@ OpDef makeFusedElementwise() {
       .cost(fusedElementwiseCost);
 }
 
+/// Runs the standard op `opType`'s reference kernel on `inputs` through a scratch node carrying `attrs`,
+/// so a fused kernel composes standard kernels without copying them.
+Tensor runStandardKernel(const std::string& opType, const std::vector<const Tensor*>& inputs,
+                         const std::vector<std::pair<std::string, AttrValue>>& attrs = {}) {
+  Graph scratch("scratch");
+  std::vector<Value*> values;
+  for (size_t i = 0; i < inputs.size(); ++i) values.push_back(scratch.addValue("in" + std::to_string(i)));
+  Node* node = scratch.addNode(opType, values, {"out"});
+  for (const auto& [k, v] : attrs) node->setAttr(k, v);
+  TESSEL_ASSERT(node->def() && node->def()->kernelFn, "no reference kernel for " + opType);
+  KernelContext inner(*node, inputs, nullptr, nullptr);
+  node->def()->kernelFn(inner);
+  return std::move(inner.outputs()[0]);
+}
+
+/// The MatMul result shape of two static shapes (numpy rules), for Attention's inference.
+Shape matmulShape(InferContext& ctx, Shape a, Shape b) {
+  if (a.size() < 2 || b.size() < 2) ctx.fail("attention operands need rank >= 2, have ranks {} and {}", a.size(), b.size());
+  if (a.back() != b[b.size() - 2]) ctx.fail("attention operands do not chain: {} x {}", shapeToString(a), shapeToString(b));
+  const int64_t rows = a[a.size() - 2], cols = b.back();
+  a.resize(a.size() - 2);
+  b.resize(b.size() - 2);
+  Shape out = broadcastShapes(a, b, ctx.node());
+  out.push_back(rows);
+  out.push_back(cols);
+  return out;
+}
+
+void inferAttention(InferContext& ctx) {
+  for (size_t i = 0; i < 3; ++i)
+    if (ctx.inputType(i).dtype != DType::Float32) ctx.fail("input {} must be float32, is {}", i, ctx.inputType(i).toString());
+  if (!ctx.inputType(0).isStatic() || !ctx.inputType(1).isStatic() || !ctx.inputType(2).isStatic()) {
+    ctx.setOutputType(0, TensorType(DType::Float32, std::nullopt));
+    return;
+  }
+  Shape scores = matmulShape(ctx, ctx.inputType(0).staticShape(), ctx.inputType(1).staticShape());
+  Shape out = matmulShape(ctx, scores, ctx.inputType(2).staticShape());
+  ctx.setOutputType(0, TensorType::fromShape(DType::Float32, out));
+}
+
+/// Y = Softmax(scale * Q Kt, last axis) V with the MatMul and Softmax reference kernels.
+void attentionKernel(KernelContext& ctx) {
+  Tensor scores = runStandardKernel("MatMul", {&ctx.input(0), &ctx.input(1)});
+  if (scores.dtype() != DType::Float32) ctx.fail("attention computes float32 only, scores are {}", dtypeName(scores.dtype()));
+  const float scale = ctx.attrFloat("scale");
+  float* s = scores.data<float>();
+  for (int64_t i = 0; i < scores.numel(); ++i) s[i] *= scale;
+  Tensor probabilities = runStandardKernel("Softmax", {&scores}, {{"axis", int64_t{-1}}});
+  ctx.setOutput(0, runStandardKernel("MatMul", {&probabilities, &ctx.input(2)}));
+}
+
+OpDef makeAttention() {
+  return OpDef("Attention", "tessel")
+      .inputs(3)
+      .outputs(1)
+      .since(1)
+      .attr("scale", AttrKind::Float, 1.0f)
+      .describe("Y = Softmax(scale * Q Kt, last axis) V; Kt is K already transposed ([..., d, T])")
+      .infer(inferAttention)
+      .kernel(attentionKernel)
+      .cost([](const Node& node) {
+        Cost c;
+        for (const Value* in : node.inputs()) c.bytesRead += staticBytes(in);
+        c.bytesWritten = staticBytes(node.output(0));
+        const TensorType& q = node.input(0)->type;
+        const TensorType& v = node.input(2)->type;
+        if (q.isStatic() && v.isStatic() && node.output(0)->type.isStatic()) {
+          // Two GEMMs: scores (rows x T x d) and output (rows x dv x T), plus ~5 flops per score.
+          const double outElems = static_cast<double>(node.output(0)->type.staticSize());
+          const double d = static_cast<double>(q.staticShape().back()), dv = static_cast<double>(v.staticShape().back());
+          const double t = static_cast<double>(v.staticShape()[v.rank() - 2]);
+          const double scoreElems = outElems / dv * t;
+          c.flops = 2.0 * scoreElems * d + 2.0 * outElems * t + 5.0 * scoreElems;
+        }
+        return c;
+      });
+}
+
 }  // namespace
 
 TESSEL_REGISTER_OP(tessel_FusedConv) { return makeFusedConv(); }
 TESSEL_REGISTER_OP(tessel_FusedGemm) { return makeFusedGemm(); }
 TESSEL_REGISTER_OP(tessel_FusedElementwise) { return makeFusedElementwise(); }
+TESSEL_REGISTER_OP(tessel_Attention) { return makeAttention(); }
 
 }  // namespace tessel

@@ -18,6 +18,7 @@ const std::map<std::string, std::vector<std::string>>& pipelines() {
         "eliminate-identity",
         "cse",
         "fold-batchnorm",
+        "fuse-transformer-patterns",  // before the epilogues (Gelu) and fuse-elementwise (it would take the chains)
         "fuse-conv-epilogue",
         "fuse-gemm-epilogue",
         "fuse-elementwise",

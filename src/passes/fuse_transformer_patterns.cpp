@@ -1,0 +1,228 @@
+// Pass fuse-transformer-patterns: the decomposed forms exporters emit for transformer blocks become one
+// node each: LayerNorm (ReduceMean, Sub, Pow, ReduceMean, Add eps, Sqrt, Div [, Mul gamma] [, Add beta])
+// -> LayerNormalization; Erf GELU (x * 0.5 * (1 + Erf(x / sqrt 2))) -> Gelu; Softmax(Q Kt * c) V ->
+// tessel.Attention. Every intermediate must be read only inside its pattern.
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "rewrite.h"
+#include "tessel/passes/pass.h"
+
+namespace tessel {
+namespace {
+
+bool isStd(const Node* n, const char* op) { return n && n->domain().empty() && n->opType() == op; }
+
+/// The producer of `v` when it is the standard op `op` and `v` is read only by `reader`.
+Node* producerReadOnlyBy(const Value* v, const char* op, const Node* reader) {
+  Node* p = v ? v->producer() : nullptr;
+  return isStd(p, op) && passes::soleUser(v) == reader ? p : nullptr;
+}
+
+/// The value of a one-element float constant.
+std::optional<float> scalarConstant(const Value* v) {
+  const Tensor* t = passes::constantData(v);
+  if (!t || t->numel() != 1 || t->dtype() != DType::Float32) return std::nullopt;
+  return t->data<float>()[0];
+}
+
+bool near(std::optional<float> v, double expected) {
+  return v && std::abs(*v - expected) <= 1e-4 * std::abs(expected);
+}
+
+/// For a binary node with `x` as one operand: the other operand.
+Value* otherOperand(const Node* n, const Value* x) {
+  if (n->numInputs() != 2) return nullptr;
+  if (n->input(0) == x) return n->input(1);
+  return n->input(1) == x ? n->input(0) : nullptr;
+}
+
+// ---- LayerNorm
+
+/// The first normalised axis when `mean` is ReduceMean(keepdims) over trailing axes [a, rank) of a static
+/// float input; nullopt otherwise.
+std::optional<int64_t> trailingReduceAxis(const Node* mean) {
+  if (!isStd(mean, "ReduceMean") || mean->attrInt("keepdims") != 1 || !passes::isStaticF32(mean->input(0))) return std::nullopt;
+  std::vector<int64_t> axes;
+  if (mean->hasInput(1)) {
+    const Tensor* t = passes::constantData(mean->input(1));
+    if (!t) return std::nullopt;
+    axes = t->toInt64Vector();
+  } else if (mean->hasAttr("axes")) {
+    axes = mean->attrInts("axes");
+  }
+  const int64_t rank = static_cast<int64_t>(mean->input(0)->type.rank());
+  if (axes.empty()) return std::nullopt;
+  for (int64_t& a : axes) a = a < 0 ? a + rank : a;
+  std::sort(axes.begin(), axes.end());
+  for (size_t i = 0; i < axes.size(); ++i)
+    if (axes[i] != rank - static_cast<int64_t>(axes.size() - i)) return std::nullopt;
+  return axes.front();
+}
+
+/// A constant that broadcasts into x's normalised dims only (leading 1s), reshaped to those dims.
+std::optional<Tensor> normalisedParameter(const Value* v, const Shape& normalised) {
+  const Tensor* t = passes::constantData(v);
+  if (!t || t->dtype() != DType::Float32) return std::nullopt;
+  int64_t count = 1;
+  for (int64_t d : normalised) count *= d;
+  const Shape& s = t->shape();
+  if (t->numel() != count || s.size() < normalised.size()) return std::nullopt;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const size_t fromEnd = s.size() - i;
+    if (fromEnd > normalised.size() ? s[i] != 1 : s[i] != normalised[normalised.size() - fromEnd]) return std::nullopt;
+  }
+  Tensor out(DType::Float32, normalised);
+  std::copy(t->data<float>(), t->data<float>() + count, out.data<float>());
+  return out;
+}
+
+/// Matches and replaces the LayerNorm whose first node is `mean`; false when it does not match.
+bool fuseLayerNorm(Graph& graph, Node* mean) {
+  auto axis = trailingReduceAxis(mean);
+  if (!axis) return false;
+  Value* x = mean->input(0);
+  Node* sub = passes::soleUser(mean->output(0));
+  if (!isStd(sub, "Sub") || sub->input(0) != x || sub->input(1) != mean->output(0)) return false;
+  Value* centred = sub->output(0);
+  if (passes::isGraphOutput(centred)) return false;
+  Node* square = nullptr;
+  Node* div = nullptr;
+  // Read by exactly the square (Pow, or Mul reading it twice) and the Div.
+  for (const Use& u : centred->uses()) {
+    if (u.node == square || u.node == div) continue;
+    const bool pow = isStd(u.node, "Pow") && u.node->input(0) == centred && near(scalarConstant(u.node->input(1)), 2.0);
+    const bool mul = isStd(u.node, "Mul") && u.node->input(0) == centred && u.node->input(1) == centred;
+    const bool isDiv = isStd(u.node, "Div") && u.node->input(0) == centred;
+    if ((pow || mul) && !square) square = u.node;
+    else if (isDiv && !div) div = u.node;
+    else return false;  // a third reader
+  }
+  if (!square || !div) return false;
+  Node* variance = passes::soleUser(square->output(0));
+  if (trailingReduceAxis(variance) != axis || variance->input(0) != square->output(0)) return false;
+  Node* addEps = passes::soleUser(variance->output(0));
+  if (!isStd(addEps, "Add")) return false;
+  auto eps = scalarConstant(otherOperand(addEps, variance->output(0)));
+  Node* sqrt = passes::soleUser(addEps->output(0));
+  if (!eps || !isStd(sqrt, "Sqrt") || passes::soleUser(sqrt->output(0)) != div || div->input(1) != sqrt->output(0))
+    return false;
+  std::vector<Node*> chain = {mean, sub, square, variance, addEps, sqrt, div};
+  const Shape xShape = x->type.staticShape();
+  const Shape normalised(xShape.begin() + *axis, xShape.end());
+  Tensor gamma(DType::Float32, normalised), beta(DType::Float32, normalised);
+  std::fill(gamma.data<float>(), gamma.data<float>() + gamma.numel(), 1.0f);  // beta stays zero
+  bool hasBeta = false;
+  Node* mul = passes::soleUser(div->output(0));
+  if (isStd(mul, "Mul") && mul->output(0)->type == x->type)
+    if (auto g = normalisedParameter(otherOperand(mul, div->output(0)), normalised)) {
+      gamma = *g;
+      chain.push_back(mul);
+    }
+  Node* add = passes::soleUser(chain.back()->output(0));
+  if (isStd(add, "Add") && add->output(0)->type == x->type)
+    if (auto b = normalisedParameter(otherOperand(add, chain.back()->output(0)), normalised)) {
+      beta = *b;
+      hasBeta = true;
+      chain.push_back(add);
+    }
+  const std::string name = graph.uniqueName(mean->name().empty() ? "layer_norm" : mean->name() + ".layer_norm");
+  std::vector<Value*> inputs = {x, graph.addConstant(graph.uniqueName(name + ".scale"), gamma)};
+  if (hasBeta) inputs.push_back(graph.addConstant(graph.uniqueName(name + ".bias"), beta));
+  Node* ln = passes::replaceChain(graph, chain, "LayerNormalization", "", inputs, name);
+  ln->setAttr("axis", *axis);
+  ln->setAttr("epsilon", *eps);
+  return true;
+}
+
+// ---- GELU
+
+/// Matches x * 0.5 * (1 + Erf(x / sqrt 2)) around `erf` (any association of the two Muls) -> Gelu(x).
+bool fuseGelu(Graph& graph, Node* erf) {
+  Node* scaleDown = erf->input(0)->producer();
+  if (!scaleDown || passes::soleUser(erf->input(0)) != erf || !passes::isStaticF32(erf->output(0))) return false;
+  Value* x = scaleDown->input(0);
+  const bool scaled = (isStd(scaleDown, "Div") && near(scalarConstant(scaleDown->input(1)), std::sqrt(2.0))) ||
+                      (isStd(scaleDown, "Mul") && near(scalarConstant(scaleDown->input(1)), std::sqrt(0.5)));
+  if (!scaled || x->type != erf->output(0)->type) return false;
+  Node* plusOne = passes::soleUser(erf->output(0));
+  if (!isStd(plusOne, "Add") || !near(scalarConstant(otherOperand(plusOne, erf->output(0))), 1.0)) return false;
+  Node* mul = passes::soleUser(plusOne->output(0));
+  if (!isStd(mul, "Mul")) return false;
+  Value* factor = otherOperand(mul, plusOne->output(0));
+  std::vector<Node*> chain;
+  if (factor == x) {  // (x * (1 + erf)) * 0.5
+    Node* half = passes::soleUser(mul->output(0));
+    if (!isStd(half, "Mul") || !near(scalarConstant(otherOperand(half, mul->output(0))), 0.5)) return false;
+    chain = {scaleDown, erf, plusOne, mul, half};
+  } else {  // (x * 0.5) * (1 + erf)
+    Node* half = factor ? producerReadOnlyBy(factor, "Mul", mul) : nullptr;
+    if (!half || otherOperand(half, x) == nullptr || !near(scalarConstant(otherOperand(half, x)), 0.5)) return false;
+    chain = {half, scaleDown, erf, plusOne, mul};
+  }
+  if (chain.back()->output(0)->type != x->type) return false;
+  Node* gelu = passes::replaceChain(graph, chain, "Gelu", "", {x}, graph.uniqueName(erf->name() + ".gelu"));
+  gelu->setAttr("approximate", std::string("none"));
+  return true;
+}
+
+// ---- attention
+
+/// Matches MatMul(Softmax(MatMul(Q, Kt) [* c | / c], last axis), V) ending at `softmax`.
+bool fuseAttention(Graph& graph, Node* softmax) {
+  Value* scores = softmax->input(0);
+  if (!passes::isStaticF32(scores) || scores->type.rank() < 2) return false;
+  const int64_t rank = static_cast<int64_t>(scores->type.rank());
+  const int64_t axis = softmax->attrInt("axis");
+  if (axis != -1 && axis != rank - 1) return false;
+  Node* outMatMul = passes::soleUser(softmax->output(0));
+  if (!isStd(outMatMul, "MatMul") || outMatMul->input(0) != softmax->output(0)) return false;
+  std::vector<Node*> chain;
+  float scale = 1.0f;
+  Node* scaling = scores->producer();
+  if (isStd(scaling, "Mul") || isStd(scaling, "Div")) {
+    auto c = scalarConstant(scaling->input(1));
+    if (!c || passes::soleUser(scores) != softmax || *c == 0.0f) return false;
+    scale = scaling->opType() == "Mul" ? *c : 1.0f / *c;
+    scores = scaling->input(0);
+    chain.push_back(scaling);
+  }
+  Node* qk = producerReadOnlyBy(scores, "MatMul", chain.empty() ? softmax : chain.front());
+  if (!qk || qk->input(0)->type.rank() < 2 || qk->input(1)->type.rank() < 2) return false;
+  chain.insert(chain.begin(), qk);
+  chain.push_back(softmax);
+  chain.push_back(outMatMul);
+  std::vector<Value*> inputs = {qk->input(0), qk->input(1), outMatMul->input(1)};
+  Node* fused = passes::replaceChain(graph, chain, "Attention", "tessel", inputs, graph.uniqueName(softmax->name() + ".attention"));
+  fused->setAttr("scale", scale);
+  return true;
+}
+
+class FuseTransformerPatternsPass : public Pass {
+ public:
+  bool run(Model& model, const PassOptions&) override {
+    Graph& graph = *model.graph;
+    bool changed = false;
+    // Each rewrite removes nodes, so candidates are collected per pattern and re-checked when reached.
+    for (auto [op, fuse] : {std::pair{"ReduceMean", &fuseLayerNorm}, {"Erf", &fuseGelu}, {"Softmax", &fuseAttention}}) {
+      std::vector<std::string> names;
+      for (const auto& n : graph.nodes())
+        if (isStd(n.get(), op)) names.push_back(n->output(0)->name());
+      for (const std::string& valueName : names) {
+        Value* v = graph.findValue(valueName);
+        Node* n = v ? v->producer() : nullptr;
+        if (isStd(n, op)) changed |= fuse(graph, n);
+      }
+    }
+    return changed;
+  }
+};
+
+}  // namespace
+
+TESSEL_REGISTER_PASS(fuse_transformer_patterns, "fuse-transformer-patterns",
+                     "decomposed LayerNorm -> LayerNormalization, Erf GELU -> Gelu, Softmax(Q Kt c) V -> tessel.Attention",
+                     [] { return std::make_unique<FuseTransformerPatternsPass>(); });
+
+}  // namespace tessel
