@@ -4,7 +4,11 @@ folded BatchNorm, ...) run by the reference interpreter must compute what the or
 
 For each model: `tessel opt M.onnx --pipeline cpu --verify-each -o M.cpu.tir`, then `tessel run` on the
 .tir and on the .onnx with the same input; max |optimised - original| <= 1e-4 * max |original|. Prints the
-number of top-level nodes before and after the pipeline. Exit status 1 when any model fails."""
+number of top-level nodes before and after the pipeline. Exit status 1 when any model fails.
+
+With --transformer the script also exports a small pre-norm transformer block (LayerNorm, 2-head attention,
+Erf GELU MLP; opset 13, random weights, as torch.onnx.export writes it) and checks the same way, plus that
+fuse-transformer-patterns recognised its 2 LayerNorms, its attention and its GELU."""
 import argparse
 import os
 import re
@@ -58,6 +62,56 @@ def run_model(tessel, model, input_path, output_dir):
     return np.load(produced), seconds, ""
 
 
+def export_transformer_block(out_dir):
+    """Writes transformer_block.onnx and .input.npy to out_dir (imports torch only when asked for)."""
+    import torch
+
+    class Block(torch.nn.Module):
+        def __init__(self, width=16, heads=2):
+            super().__init__()
+            self.heads, self.width = heads, width
+            self.qkv, self.proj = torch.nn.Linear(width, 3 * width), torch.nn.Linear(width, width)
+            self.ln1, self.ln2 = torch.nn.LayerNorm(width), torch.nn.LayerNorm(width)
+            self.fc1, self.fc2 = torch.nn.Linear(width, 4 * width), torch.nn.Linear(4 * width, width)
+            with torch.no_grad():  # non-trivial affine parameters, so eliminate-identity cannot remove them
+                for ln in (self.ln1, self.ln2):
+                    ln.weight.uniform_(0.5, 1.5)
+                    ln.bias.uniform_(-0.5, 0.5)
+
+        def forward(self, x):
+            batch, tokens, width = x.shape
+            head = width // self.heads
+
+            def split(t):
+                return t.reshape(batch, tokens, self.heads, head).transpose(1, 2)
+
+            q, k, v = (split(t) for t in self.qkv(self.ln1(x)).split(width, dim=-1))
+            attention = torch.softmax(q @ k.transpose(-2, -1) / head ** 0.5, dim=-1) @ v
+            x = x + self.proj(attention.transpose(1, 2).reshape(batch, tokens, width))
+            return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.ln2(x))))
+
+    torch.manual_seed(0)
+    example = torch.randn(1, 8, 16, generator=torch.Generator().manual_seed(1))
+    torch.onnx.export(Block().eval(), example, os.path.join(out_dir, "transformer_block.onnx"), opset_version=13,
+                      input_names=["input"], output_names=["output"], do_constant_folding=True)
+    np.save(os.path.join(out_dir, "transformer_block.input.npy"), example.numpy())
+
+
+# What fuse-transformer-patterns must find in the block: op name in the .tir -> least count.
+TRANSFORMER_FUSIONS = {"LayerNormalization": 2, "tessel.Attention": 1, "Gelu": 1}
+
+
+def check_transformer_fusions(cpu_tir):
+    """Error message when the optimised block lacks an expected fused op (fused bodies count too)."""
+    with open(cpu_tir, encoding="utf-8") as f:
+        text = f.read()
+    for op, least in TRANSFORMER_FUSIONS.items():
+        found = len(re.findall(r"= " + re.escape(op) + r"\(", text))
+        if found < least:
+            return f"expected >= {least} {op} after the cpu pipeline, found {found}"
+    return None
+
+
 def check_model(name, models_dir, tessel, work):
     """Optimises and runs one model; returns an error message or None."""
     onnx_path = os.path.join(models_dir, f"{name}.onnx")
@@ -91,6 +145,8 @@ def check_model(name, models_dir, tessel, work):
         return f"max error {error:.3g} exceeds {RELATIVE_TOLERANCE:g} * max|original| = {limit:.3g}"
     if after >= before:
         return f"the cpu pipeline did not reduce the node count ({before} -> {after})"
+    if name == "transformer_block":
+        return check_transformer_fusions(cpu_tir)
     return None
 
 
@@ -100,6 +156,8 @@ def main():
     parser.add_argument("--models", required=True, help="OUTDIR of scripts/export-models.py")
     parser.add_argument("--only", nargs="+", choices=MODELS, default=list(MODELS))
     parser.add_argument("--keep", help="keep the .tir files and outputs in this directory")
+    parser.add_argument("--transformer", action="store_true",
+                        help="also export and check a small transformer block (needs torch)")
     args = parser.parse_args()
     if not os.access(args.tessel, os.X_OK):
         print(f"error: --tessel '{args.tessel}' is not executable", file=sys.stderr)
@@ -113,12 +171,16 @@ def main():
     with tempfile.TemporaryDirectory(prefix="tessel-pipeline-") as scratch:
         work = args.keep or scratch
         os.makedirs(work, exist_ok=True)
-        for name in args.only:
-            error = check_model(name, args.models, os.path.abspath(args.tessel), work)
+        checks = [(name, args.models) for name in args.only]
+        if args.transformer:
+            export_transformer_block(work)
+            checks.append(("transformer_block", work))
+        for name, directory in checks:
+            error = check_model(name, directory, os.path.abspath(args.tessel), work)
             if error:
                 print(f"FAIL {name}: {error}", flush=True)
                 failures.append(name)
-    print(f"{len(args.only) - len(failures)} of {len(args.only)} models ok through the cpu pipeline")
+    print(f"{len(checks) - len(failures)} of {len(checks)} models ok through the cpu pipeline")
     return 1 if failures else 0
 
 
