@@ -79,12 +79,25 @@ void depthwise_c8_row(const DepthwiseC8Ctx& c, const float* src, const float* pa
   int64_t ky0 = 0, ky1 = s.kernel_h;
   while (ky0 < ky1 && ih0 + ky0 * s.dilation_h < 0) ++ky0;
   while (ky1 > ky0 && ih0 + (ky1 - 1) * s.dilation_h >= s.in_h) --ky1;
-  int64_t ow = 0;
-  for (; ow < c.lo; ++ow) depthwise_c8_pixels<K, SW, 1, true>(c, src, w, ky0, ky1, ih0, ow, dst, bias);
-  for (; ow + 6 <= c.hi; ow += 6) depthwise_c8_pixels<K, SW, 6, false>(c, src, w, ky0, ky1, ih0, ow, dst, bias);
-  for (; ow + 2 <= c.hi; ow += 2) depthwise_c8_pixels<K, SW, 2, false>(c, src, w, ky0, ky1, ih0, ow, dst, bias);
-  for (; ow < c.hi; ++ow) depthwise_c8_pixels<K, SW, 1, false>(c, src, w, ky0, ky1, ih0, ow, dst, bias);
-  for (; ow < c.ow_count; ++ow) depthwise_c8_pixels<K, SW, 1, true>(c, src, w, ky0, ky1, ih0, ow, dst, bias);
+  // 6-pixel tiles over the whole row; tiles touching the left/right padding take the checked loads
+  // (at full width: a 1-pixel border loop would be FMA-latency bound, as slow as 6 pixels).
+  for (int64_t ow = 0; ow < c.ow_count; ow += 6) {
+    const int64_t nw = std::min<int64_t>(6, c.ow_count - ow);
+    const bool inside = ow >= c.lo && ow + nw <= c.hi;
+    switch (nw) {
+      case 6:
+        if (inside)
+          depthwise_c8_pixels<K, SW, 6, false>(c, src, w, ky0, ky1, ih0, ow, dst, bias);
+        else
+          depthwise_c8_pixels<K, SW, 6, true>(c, src, w, ky0, ky1, ih0, ow, dst, bias);
+        break;
+      case 5: depthwise_c8_pixels<K, SW, 5, true>(c, src, w, ky0, ky1, ih0, ow, dst, bias); break;
+      case 4: depthwise_c8_pixels<K, SW, 4, true>(c, src, w, ky0, ky1, ih0, ow, dst, bias); break;
+      case 3: depthwise_c8_pixels<K, SW, 3, true>(c, src, w, ky0, ky1, ih0, ow, dst, bias); break;
+      case 2: depthwise_c8_pixels<K, SW, 2, true>(c, src, w, ky0, ky1, ih0, ow, dst, bias); break;
+      default: depthwise_c8_pixels<K, SW, 1, true>(c, src, w, ky0, ky1, ih0, ow, dst, bias); break;
+    }
+  }
   apply_residual_activation(dst, res, c.ow_count * 8, c.ep);
 }
 

@@ -34,95 +34,105 @@ PhasedPlane phased_plane_geometry(const Conv2dShape& s) {
   return g;
 }
 
-// One input row (or nullptr for a padding row) -> one padded, phase-split scratch row.
+// Lanes whose column index (first + lane * step) lies in [0, W).
+inline __m256i valid_columns(int64_t first, int step, int64_t W) {
+  const __m256i col = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(first)),
+                                       _mm256_mullo_epi32(_mm256_set1_epi32(step), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+  const __m256i ge0 = _mm256_cmpgt_epi32(col, _mm256_set1_epi32(-1));
+  const __m256i ltw = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(W)), col);
+  return _mm256_and_si256(ge0, ltw);
+}
+
+// One input row (or nullptr for a padding row) -> one padded, phase-split scratch row, 8 columns at
+// a time with masked loads at the borders (no libc calls: rows of 7x7 maps are only a few vectors).
 void fill_phased_row(const Conv2dShape& s, const PhasedPlane& g, const float* src, float* dst) {
   const int64_t sw = s.stride_w, pl = s.pad_left, W = s.in_w;
   if (src == nullptr) {
-    std::memset(dst, 0, g.row_stride * sizeof(float));
+    for (int64_t j = 0; j < g.row_stride; j += 8) _mm256_store_ps(dst + j, _mm256_setzero_ps());
     return;
   }
-  if (sw == 1) {  // [zeros | row | zeros], only the columns the taps can reach
-    const int64_t lead = std::min(pl, g.phase_w);
-    const int64_t first = std::max<int64_t>(0, -pl);  // negative pads drop input columns
-    const int64_t count = std::max<int64_t>(0, std::min(W - first, g.phase_w - lead));
-    std::memset(dst, 0, lead * sizeof(float));
-    std::memcpy(dst + lead, src + first, count * sizeof(float));
-    std::memset(dst + lead + count, 0, (g.phase_w - lead - count) * sizeof(float));
-    return;
-  }
-  std::memset(dst, 0, g.row_stride * sizeof(float));
-  int64_t c = std::max<int64_t>(0, -pl);
-  if (sw == 2 && pl >= 0) {  // 16 inputs -> 8 to each phase; input column c is padded column c + pl
-    float* even = dst + (pl % 2) * g.phase_w;       // phase of the even-offset columns c, c + 2, ...
-    float* odd = dst + ((pl + 1) % 2) * g.phase_w;  // phase of c + 1, c + 3, ...
-    for (; c + 16 <= W && (c + 1 + pl) / 2 + 8 <= g.phase_w; c += 16) {
-      const __m256 a = _mm256_loadu_ps(src + c), b = _mm256_loadu_ps(src + c + 8);
-      const __m256 ev = _mm256_castpd_ps(
-          _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))), 0xD8));
-      const __m256 od = _mm256_castpd_ps(
-          _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))), 0xD8));
-      _mm256_storeu_ps(even + (c + pl) / 2, ev);
-      _mm256_storeu_ps(odd + (c + 1 + pl) / 2, od);
+  for (int64_t p = 0; p < sw; ++p) {
+    float* d = dst + p * g.phase_w;
+    for (int64_t j0 = 0; j0 < g.phase_w; j0 += 8) {
+      const int64_t first = j0 * sw + p - pl;  // input column of lane 0
+      if (sw == 1) {
+        // Masked-off lanes are never read (maskload does not touch them), so src + first may point
+        // outside the row there.
+        const __m256i m = first >= 0 && first + 8 <= W ? _mm256_set1_epi32(-1) : valid_columns(first, 1, W);
+        _mm256_store_ps(d + j0, _mm256_maskload_ps(src + first, m));
+      } else if (sw == 2) {
+        const bool inside = first >= 0 && first + 16 <= W;
+        const __m256 a = inside ? _mm256_loadu_ps(src + first) : _mm256_maskload_ps(src + first, valid_columns(first, 1, W));
+        const __m256 b = inside ? _mm256_loadu_ps(src + first + 8)
+                                : _mm256_maskload_ps(src + first + 8, valid_columns(first + 8, 1, W));
+        _mm256_store_ps(d + j0, _mm256_castpd_ps(_mm256_permute4x64_pd(
+                                    _mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))), 0xD8)));
+      } else {
+        for (int64_t l = 0; l < 8; ++l) {
+          const int64_t col = first + l * sw;
+          d[j0 + l] = col >= 0 && col < W ? src[col] : 0.0f;
+        }
+      }
     }
-  }
-  for (; c < W; ++c) {
-    const int64_t j = (c + pl) / sw;
-    if (j >= g.phase_w) break;
-    dst[((c + pl) % sw) * g.phase_w + j] = src[c];
   }
 }
 
-// NV output vectors of one output row, stored as conv + bias (tail-masked past OW); TAPS > 0 fixes
-// the tap count so the weights live in registers.
-template <int TAPS, int NV>
-inline void depthwise_vectors(const float* row_base, const int64_t* offs, const __m256* w, int taps,
-                              float* out, int64_t ow, int64_t OW, __m256 bias) {
-  __m256 acc[NV];
-  for (int v = 0; v < NV; ++v) acc[v] = bias;
+// NV output vectors of R consecutive output rows, stored as conv + bias (tail-masked past OW); TAPS > 0
+// fixes the tap count so the weights live in registers. R > 1 gives narrow maps (7x7, 14x14) enough
+// independent accumulators to hide the FMA latency.
+template <int TAPS, int NV, int R>
+inline void depthwise_vectors(const float* row_base, int64_t row_step, const int64_t* offs, const __m256* w,
+                              int taps, float* out, int64_t ow, int64_t OW, __m256 bias) {
+  __m256 acc[R][NV];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v] = bias;
   const int n = TAPS > 0 ? TAPS : taps;
 #pragma GCC unroll 9
   for (int t = 0; t < n; ++t) {
     const float* p = row_base + offs[t] + ow;
-    for (int v = 0; v < NV; ++v) acc[v] = _mm256_fmadd_ps(_mm256_loadu_ps(p + 8 * v), w[t], acc[v]);
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < NV; ++v)
+        acc[r][v] = _mm256_fmadd_ps(_mm256_loadu_ps(p + r * row_step + 8 * v), w[t], acc[r][v]);
   }
-  for (int v = 0; v < NV; ++v) {
-    const int64_t o = ow + 8 * v;
-    if (o + 8 <= OW)
-      _mm256_storeu_ps(out + o, acc[v]);
-    else
-      _mm256_maskstore_ps(out + o, vtail_mask(static_cast<int>(OW - o)), acc[v]);
-  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) {
+      const int64_t o = ow + 8 * v;
+      if (o + 8 <= OW)
+        _mm256_storeu_ps(out + r * OW + o, acc[r][v]);
+      else
+        _mm256_maskstore_ps(out + r * OW + o, vtail_mask(static_cast<int>(OW - o)), acc[r][v]);
+    }
 }
 
 // Whole output plane of one channel from its phased scratch plane.
 template <int TAPS>
 void depthwise_plane(const Conv2dShape& s, const PhasedPlane& g, const float* scratch, const float* weights,
-                     float* out, const float* res, float bias_value, const Epilogue& ep) {
+                     const int64_t* offs, float* out, const float* res, float bias_value, const Epilogue& ep) {
   const int64_t OH = s.out_h(), OW = s.out_w();
   const int taps = static_cast<int>(s.kernel_h * s.kernel_w);
-  // Tap offsets into the scratch plane and broadcast weights: fixed-size locals (registers after
-  // unrolling) when TAPS is known, heap arrays otherwise.
+  // Broadcast weights: fixed-size locals (registers after unrolling) when TAPS is known.
   constexpr int kFixed = TAPS > 0 ? TAPS : 1;
-  int64_t offs_fixed[kFixed];
   __m256 w_fixed[kFixed];
-  std::vector<int64_t> offs_any(TAPS > 0 ? 0 : taps);
   std::vector<VectorSlot> w_any(TAPS > 0 ? 0 : taps);
-  int64_t* offs = TAPS > 0 ? offs_fixed : offs_any.data();
   __m256* w = TAPS > 0 ? w_fixed : &w_any.data()->v;
-  for (int64_t ky = 0, t = 0; ky < s.kernel_h; ++ky)
-    for (int64_t kx = 0; kx < s.kernel_w; ++kx, ++t) {
-      const int64_t dx = kx * s.dilation_w;
-      offs[t] = ky * s.dilation_h * g.row_stride + (dx % s.stride_w) * g.phase_w + dx / s.stride_w;
-      w[t] = _mm256_set1_ps(weights[t]);
-    }
+  for (int t = 0; t < taps; ++t) w[t] = _mm256_set1_ps(weights[t]);
   const __m256 bias = _mm256_set1_ps(bias_value);
-  for (int64_t oh = 0; oh < OH; ++oh) {
-    const float* row_base = scratch + oh * s.stride_h * g.row_stride;
+  const int64_t row_step = s.stride_h * g.row_stride;
+  int64_t oh = 0;
+  if (OW <= 8) {  // 4 rows x 1 vector
+    for (; oh + 4 <= OH; oh += 4)
+      depthwise_vectors<TAPS, 1, 4>(scratch + oh * row_step, row_step, offs, w, taps, out + oh * OW, 0, OW, bias);
+  } else if (OW <= 16) {  // 2 rows x 2 vectors
+    for (; oh + 2 <= OH; oh += 2)
+      depthwise_vectors<TAPS, 2, 2>(scratch + oh * row_step, row_step, offs, w, taps, out + oh * OW, 0, OW, bias);
+  }
+  for (; oh < OH; ++oh) {
+    const float* row_base = scratch + oh * row_step;
     float* o = out + oh * OW;
     int64_t ow = 0;
-    for (; ow + 32 <= OW; ow += 32) depthwise_vectors<TAPS, 4>(row_base, offs, w, taps, o, ow, OW, bias);
-    for (; ow + 16 <= OW; ow += 16) depthwise_vectors<TAPS, 2>(row_base, offs, w, taps, o, ow, OW, bias);
-    for (; ow < OW; ow += 8) depthwise_vectors<TAPS, 1>(row_base, offs, w, taps, o, ow, OW, bias);
+    for (; ow + 32 <= OW; ow += 32) depthwise_vectors<TAPS, 4, 1>(row_base, row_step, offs, w, taps, o, ow, OW, bias);
+    for (; ow + 16 <= OW; ow += 16) depthwise_vectors<TAPS, 2, 1>(row_base, row_step, offs, w, taps, o, ow, OW, bias);
+    for (; ow < OW; ow += 8) depthwise_vectors<TAPS, 1, 1>(row_base, row_step, offs, w, taps, o, ow, OW, bias);
   }
   apply_residual_activation(out, res, OH * OW, ep);  // the plane is still in L1/L2
 }
@@ -133,6 +143,13 @@ void conv2d_nchw_depthwise_avx2(const Conv2dShape& s, const float* in, const flo
                                 const Epilogue& ep, ThreadPool* pool) {
   const int64_t C = s.in_channels, OH = s.out_h(), OW = s.out_w(), taps = s.kernel_h * s.kernel_w;
   const PhasedPlane g = phased_plane_geometry(s);
+  // Tap offsets into the scratch plane (the same for every channel).
+  std::vector<int64_t> offs(taps);
+  for (int64_t ky = 0, t = 0; ky < s.kernel_h; ++ky)
+    for (int64_t kx = 0; kx < s.kernel_w; ++kx, ++t) {
+      const int64_t dx = kx * s.dilation_w;
+      offs[t] = ky * s.dilation_h * g.row_stride + (dx % s.stride_w) * g.phase_w + dx / s.stride_w;
+    }
   parallel_for(pool, s.batch * C, [&](int64_t b, int64_t e) {
     static thread_local AlignedBuffer scratch_buffer;
     float* scratch = scratch_buffer.ensure(static_cast<size_t>(g.rows * g.row_stride + 8));
@@ -148,9 +165,9 @@ void conv2d_nchw_depthwise_avx2(const Conv2dShape& s, const float* in, const flo
       const float bias = ep.bias ? ep.bias[c] : 0.0f;
       const float* w = weights + c * taps;
       if (taps == 9)
-        depthwise_plane<9>(s, g, scratch, w, o, res, bias, ep);
+        depthwise_plane<9>(s, g, scratch, w, offs.data(), o, res, bias, ep);
       else
-        depthwise_plane<0>(s, g, scratch, w, o, res, bias, ep);
+        depthwise_plane<0>(s, g, scratch, w, offs.data(), o, res, bias, ep);
     }
   });
 }
