@@ -10,6 +10,7 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <unistd.h>
 
 #include "tessel/frontend/onnx_importer.h"
 #include "tessel/interp/interpreter.h"
