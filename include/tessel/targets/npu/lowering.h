@@ -1,0 +1,72 @@
+// Lowering of NPU subgraphs to instruction streams (S4.3, S2.1): one operator interpreter per op family
+// (Conv incl. grouped/depthwise, Gemm/MatMul, element-wise and activations, pools) with tiles sized to the
+// configured buffers, a DRAM layout for the subgraph's tensors, and running a lowered subgraph on the simulator.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessel/hw/hardware_config.h"
+#include "tessel/ir/graph.h"
+#include "tessel/targets/npu/isa.h"
+#include "tessel/targets/npu/simulator.h"
+
+namespace tessel::npu {
+
+/// Runs the clean-up passes the NPU flow expects before partitioning (shape inference, constant folding,
+/// identity removal, BatchNorm folding, dead code).
+void prepareModelForNpu(Model& model);
+
+/// Whether the lowering can express this node (asked by the partitioner after the configuration said
+/// yes): static float32 shapes, constant weights, pads the load instruction can produce, ... When not,
+/// the reason names what ruled it out.
+hw::SupportResult loweringSupport(const Node& node, const hw::Device& device);
+
+/// A tensor of the subgraph's interface in DRAM. Rank-4 tensors are stored channels-last (NHWC); the
+/// logical shape stays ONNX's (NCHW). Everything on the NPU is float32.
+struct DramTensor {
+  std::string name;
+  Shape shape;               ///< logical (ONNX) shape
+  bool channelsLast = false; ///< rank 4: stored as N, H, W, C
+  uint64_t addr = 0;         ///< first word
+  uint64_t words = 0;
+};
+
+/// Instructions emitted for one graph node (for reports and the disassembly).
+struct LoweredOp {
+  std::string node;
+  std::string opType;
+  size_t firstInstruction = 0;
+  size_t instructions = 0;
+  std::string tiling;  ///< e.g. "tile 4x56 rows x cols, 16 out ch, 2 in-ch blocks"
+};
+
+/// One subgraph lowered to a program plus everything needed to run it.
+struct LoweredSubgraph {
+  std::string name;    ///< the subgraph node's name
+  std::string device;  ///< device name in the configuration
+  Program program;
+  std::vector<DramTensor> inputs, outputs;  ///< in the body's input / output order
+  std::vector<float> constants;             ///< initial contents of DRAM words [0, constants.size())
+  uint64_t dramWords = 0;                   ///< total DRAM image size
+  uint64_t compulsoryDramBytes = 0;         ///< each input, output and constant moved once
+  std::vector<LoweredOp> ops;
+};
+
+/// Lowers a subgraph body (nodes all accepted by loweringSupport) for the NPU `device`. Throws UserError
+/// naming the node when a node cannot be lowered.
+LoweredSubgraph lowerSubgraph(const Graph& body, const hw::Device& device, const std::string& name);
+
+/// Result of running a lowered subgraph.
+struct NpuRun {
+  std::vector<Tensor> outputs;  ///< in the body's output order, ONNX layout
+  SimReport report;
+};
+
+/// Writes the inputs (ONNX layout, converted to the DRAM layout) and the constants into a fresh DRAM image,
+/// simulates the program and reads the outputs back. Throws UserError for inputs of the wrong shape.
+NpuRun runLowered(const LoweredSubgraph& lowered, const hw::NpuConfig& config, const std::vector<Tensor>& inputs,
+                  const SimOptions& options = {});
+
+}  // namespace tessel::npu

@@ -1,0 +1,193 @@
+// NPU operator interpreters of the element-wise family: binary arithmetic (same shape, per-channel or scalar
+// broadcast), activations (vun) and inference BatchNormalization (vaffine), tiled over pixels x channels.
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+
+#include "lower_context.h"
+#include "tessel/support/error.h"
+
+namespace tessel::npu::lower {
+namespace {
+
+/// How an operand relates to the output of an element-wise node.
+enum class Operand { Full, PerChannel, ScalarConstant, Unsupported };
+
+Operand classify(const Value* v, const Shape& out) {
+  Shape s = v->type.staticShape();
+  if (s == out) return Operand::Full;
+  if (shapeSize(s) == 1 && v->isConstant()) return Operand::ScalarConstant;
+  if (s.size() > out.size() || out.empty()) return Operand::Unsupported;
+  const size_t r = out.size(), channelAxis = r == 4 ? 1 : r - 1;
+  Shape aligned(r - s.size(), 1);
+  aligned.insert(aligned.end(), s.begin(), s.end());
+  for (size_t i = 0; i < r; ++i)
+    if (aligned[i] != (i == channelAxis ? out[i] : 1)) return Operand::Unsupported;
+  return Operand::PerChannel;
+}
+
+/// A per-channel vector operand: DRAM address of its Cc words and the buffer it is staged in.
+struct ChannelVector {
+  uint64_t dramAddr;
+  Buffer buffer;
+};
+
+/// The instruction for one tile: dst and the first operand share the tile in `inp`; `b` is the second
+/// full operand (in `wgt`) or the per-channel vectors (stride 0), in the order given.
+using TileOp = std::function<Instruction(SramOperand tile, std::optional<SramOperand> b,
+                                         const std::vector<SramOperand>& vectors, uint32_t pixels, uint32_t channels)>;
+
+/// Streams the output in tiles of pixels x channels: load a (and b), one vector instruction, store.
+void lowerTiled(LowerContext& ctx, const Value* a, const Value* bFull, const std::vector<ChannelVector>& vectors,
+                const Value* out, const TileOp& op) {
+  const TensorLoc& y = ctx.loc(out);
+  const TensorLoc& la = ctx.loc(a);
+  const TensorLoc* lb = bFull ? &ctx.loc(bFull) : nullptr;
+  const int64_t P = y.pixels(), Cc = y.channels();
+  const int64_t slot = static_cast<int64_t>(std::min({ctx.slotWords(Buffer::Input), ctx.slotWords(Buffer::Weight),
+                                                      ctx.slotWords(Buffer::Output)}));
+  const int64_t nc = std::min<int64_t>({Cc, slot, 65535});
+  const int64_t np = std::max<int64_t>(1, std::min<int64_t>({P, slot / nc, 65535}));
+  uint64_t tileCount = 0, vectorCount = 0;
+  for (int64_t c0 = 0; c0 < Cc; c0 += nc) {
+    const int64_t ck = std::min(nc, Cc - c0);
+    std::vector<SramOperand> staged;
+    for (const ChannelVector& v : vectors) {
+      uint32_t addr = ctx.slot(v.buffer, vectorCount);
+      loadContiguous(ctx.emitter, v.buffer, addr, v.dramAddr + c0, static_cast<uint64_t>(ck));
+      staged.push_back(operand(v.buffer, addr, 0, 0));
+    }
+    ++vectorCount;
+    for (int64_t p0 = 0; p0 < P; p0 += np) {
+      const auto pk = static_cast<uint32_t>(std::min(np, P - p0));
+      const uint64_t offset = static_cast<uint64_t>(p0 * Cc + c0);
+      auto box = [&](Buffer buf, uint32_t addr) { return operand(buf, addr, pk * ck, ck); };
+      SramOperand tile = box(Buffer::Input, ctx.slot(Buffer::Input, tileCount));
+      // outer = 1, inner = pixels: one DRAM burst when whole rows of channels are moved.
+      ctx.emitter.emit(makeLoad(tile, la.addr + offset, 0, Cc, 1, pk, static_cast<uint32_t>(ck)));
+      std::optional<SramOperand> b;
+      if (lb) {
+        b = box(Buffer::Weight, ctx.slot(Buffer::Weight, tileCount));
+        ctx.emitter.emit(makeLoad(*b, lb->addr + offset, 0, Cc, 1, pk, static_cast<uint32_t>(ck)));
+      }
+      ++tileCount;
+      Instruction inst = op(tile, b, staged, pk, static_cast<uint32_t>(ck));
+      ctx.emitter.emit(inst);
+      ctx.emitter.emit(makeStore(tile, y.addr + offset, 0, Cc, 1, pk, static_cast<uint32_t>(ck)));
+    }
+  }
+}
+
+VecOp binaryOp(const std::string& op) {
+  if (op == "Add") return VecOp::Add;
+  if (op == "Sub") return VecOp::Sub;
+  if (op == "Mul") return VecOp::Mul;
+  if (op == "Div") return VecOp::Div;
+  if (op == "Max") return VecOp::Max;
+  return VecOp::Min;
+}
+
+bool commutative(const std::string& op) { return op != "Sub" && op != "Div"; }
+
+hw::SupportResult checkBinary(const Node& n) {
+  if (n.numInputs() != 2) return refuse(fmt::format("{} with {} inputs is not lowered (2 expected)", n.opType(), n.numInputs()));
+  const Shape y = n.output(0)->type.staticShape();
+  Operand a = classify(n.input(0), y), b = classify(n.input(1), y);
+  if (a == Operand::Full && b != Operand::Unsupported) return ok();
+  if (b == Operand::Full && a == Operand::PerChannel && commutative(n.opType())) return ok();
+  if (b == Operand::Full && a == Operand::ScalarConstant && n.opType() != "Div") return ok();
+  return refuse(fmt::format("broadcast of {} and {} to {} is not lowered (same shape, per-channel or scalar constant only)",
+                            n.input(0)->type.toString(), n.input(1)->type.toString(), shapeToString(y)));
+}
+
+/// x op c for a scalar constant c, as one unary instruction; `scalarFirst` means c op x.
+Instruction scalarOp(const std::string& op, float c, bool scalarFirst, SramOperand tile, uint32_t p, uint32_t ch) {
+  const float inf = std::numeric_limits<float>::infinity();
+  if (op == "Add") return makeVecUnary(VecOp::Scale, tile, tile, 1, p, ch, 1.0f, c);
+  if (op == "Sub") return makeVecUnary(VecOp::Scale, tile, tile, 1, p, ch, scalarFirst ? -1.0f : 1.0f, scalarFirst ? c : -c);
+  if (op == "Mul") return makeVecUnary(VecOp::Scale, tile, tile, 1, p, ch, c, 0.0f);
+  if (op == "Div") return makeVecUnary(VecOp::Scale, tile, tile, 1, p, ch, 1.0f / c, 0.0f);
+  if (op == "Max") return makeVecUnary(VecOp::Clip, tile, tile, 1, p, ch, c, inf);
+  return makeVecUnary(VecOp::Clip, tile, tile, 1, p, ch, -inf, c);
+}
+
+void lowerBinary(const Node& n, LowerContext& ctx) {
+  const Shape y = n.output(0)->type.staticShape();
+  const Value *a = n.input(0), *b = n.input(1);
+  const std::string op = n.opType();
+  Operand ka = classify(a, y), kb = classify(b, y);
+  bool scalarFirst = false;
+  if (ka != Operand::Full) {
+    scalarFirst = ka == Operand::ScalarConstant;
+    std::swap(a, b);
+    std::swap(ka, kb);
+  }
+  if (kb == Operand::ScalarConstant) {
+    float c = static_cast<float>(b->constant().elementAsDouble(0));
+    lowerTiled(ctx, a, nullptr, {}, n.output(0), [&](SramOperand t, auto, const auto&, uint32_t p, uint32_t ch) {
+      return scalarOp(op, c, scalarFirst, t, p, ch);
+    });
+    return;
+  }
+  std::vector<ChannelVector> vectors;
+  if (kb == Operand::PerChannel) vectors.push_back({ctx.loc(b).addr, Buffer::Output});
+  const Value* bFull = kb == Operand::Full ? b : nullptr;
+  VecOp vop = binaryOp(op);
+  lowerTiled(ctx, a, bFull, vectors, n.output(0),
+             [&](SramOperand t, std::optional<SramOperand> full, const std::vector<SramOperand>& v, uint32_t p, uint32_t ch) {
+               return makeVecBinary(vop, t, t, full ? *full : v.at(0), 1, p, ch);
+             });
+}
+
+hw::SupportResult checkActivation(const Node& n) {
+  if (!activationOf(n)) return refuse("Clip bounds are not constants");
+  return ok();
+}
+
+void lowerActivation(const Node& n, LowerContext& ctx) {
+  Activation act = *activationOf(n);
+  lowerTiled(ctx, n.input(0), nullptr, {}, n.output(0), [&](SramOperand t, auto, const auto&, uint32_t p, uint32_t ch) {
+    return makeVecUnary(act.op, t, t, 1, p, ch, act.imm0, act.imm1);
+  });
+}
+
+hw::SupportResult checkBatchNorm(const Node& n) {
+  if (n.numOutputs() > 1 && (n.output(1) || n.output(2))) return refuse("training-mode outputs are not lowered");
+  for (size_t i = 1; i < 5; ++i)
+    if (!n.input(i) || !n.input(i)->isConstant()) return refuse("scale, bias, mean and variance must be constants");
+  if (n.input(0)->type.dims->size() < 2) return refuse("input must have rank >= 2");
+  return ok();
+}
+
+void lowerBatchNorm(const Node& n, LowerContext& ctx) {
+  std::vector<float> g = constantFloats(n.input(1)->constant()), b = constantFloats(n.input(2)->constant());
+  std::vector<float> mean = constantFloats(n.input(3)->constant()), var = constantFloats(n.input(4)->constant());
+  const float eps = n.attrFloat("epsilon");
+  std::vector<float> scale(g.size()), bias(g.size());
+  for (size_t c = 0; c < g.size(); ++c) {
+    scale[c] = g[c] / std::sqrt(var[c] + eps);
+    bias[c] = b[c] - mean[c] * scale[c];
+  }
+  // BatchNorm's channel axis is 1; the DRAM view's channels are axis 1 only for rank 4 (channels-last).
+  const Shape x = n.input(0)->type.staticShape();
+  if (x.size() != 4 && x.size() != 2)
+    throw UserError(fmt::format("{}: BatchNormalization of rank {} is not lowered", n.describe(), x.size()));
+  std::vector<ChannelVector> vectors{{ctx.addConstant(scale), Buffer::Weight}, {ctx.addConstant(bias), Buffer::Output}};
+  lowerTiled(ctx, n.input(0), nullptr, vectors, n.output(0),
+             [&](SramOperand t, auto, const std::vector<SramOperand>& v, uint32_t p, uint32_t ch) {
+               Instruction i;
+               i.opcode = Opcode::VecAffine;
+               i.vecOp = VecOp::Affine;
+               i.dst = t, i.srcA = t, i.srcB = v.at(0), i.srcC = v.at(1);
+               i.outer = 1, i.inner = p, i.vecLen = ch;
+               return i;
+             });
+}
+
+const RegisterOpLowering kBinary({"Add", "Sub", "Mul", "Div", "Max", "Min"}, {checkBinary, lowerBinary});
+const RegisterOpLowering kActivations({"Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "Exp", "HardSigmoid", "HardSwish"},
+                                      {checkActivation, lowerActivation});
+const RegisterOpLowering kBatchNorm({"BatchNormalization"}, {checkBatchNorm, lowerBatchNorm});
+
+}  // namespace
+}  // namespace tessel::npu::lower

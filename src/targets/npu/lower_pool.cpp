@@ -1,0 +1,144 @@
+// NPU operator interpreters of the pooling family: MaxPool / AveragePool (windows as strided vector ops over
+// a padded input tile) and GlobalAveragePool / GlobalMaxPool (vred over pixel chunks, accumulated).
+#include <algorithm>
+#include <fmt/format.h>
+#include <limits>
+
+#include "lower_context.h"
+#include "tessel/support/error.h"
+
+namespace tessel::npu::lower {
+namespace {
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+struct PoolProblem {
+  int64_t N, C, H, W, KH, KW, sH, sW, pT, pL, OH, OW;
+  bool isMax;
+  float scale = 1;  ///< average: 1 / window size
+};
+
+PoolProblem poolProblem(const Node& n) {
+  const Shape x = n.input(0)->type.staticShape(), y = n.output(0)->type.staticShape();
+  auto k = n.attrInts("kernel_shape");
+  auto s = n.hasAttr("strides") ? n.attrInts("strides") : std::vector<int64_t>{1, 1};
+  auto p = n.hasAttr("pads") ? n.attrInts("pads") : std::vector<int64_t>{0, 0, 0, 0};
+  PoolProblem q{x[0], x[1], x[2], x[3], k[0], k[1], s[0], s[1], p[0], p[1], y[2], y[3], n.opType() == "MaxPool"};
+  q.scale = 1.0f / static_cast<float>(k[0] * k[1]);
+  return q;
+}
+
+/// Whether any window of the output reaches outside the image (explicit pads or ceil_mode overhang).
+bool windowsLeaveImage(const PoolProblem& q) {
+  return q.pT > 0 || q.pL > 0 || (q.OH - 1) * q.sH - q.pT + q.KH > q.H || (q.OW - 1) * q.sW - q.pL + q.KW > q.W;
+}
+
+hw::SupportResult checkPool(const Node& n) {
+  if (n.input(0)->type.dims->size() != 4) return refuse("only 2-D pooling (rank-4 input) is lowered");
+  if (n.numOutputs() > 1 && n.output(1)) return refuse("the Indices output is not lowered");
+  std::string autoPad = n.hasAttr("auto_pad") ? n.attrString("auto_pad") : "NOTSET";
+  if (autoPad != "NOTSET" && autoPad != "VALID") return refuse(fmt::format("auto_pad {} is not lowered", autoPad));
+  if (n.hasAttr("dilations"))
+    for (int64_t d : n.attrInts("dilations"))
+      if (d != 1) return refuse("dilated pooling is not lowered");
+  if (n.attrInts("kernel_shape").size() != 2) return refuse("kernel_shape must have 2 values");
+  if (n.opType() == "AveragePool" && n.attrInt("count_include_pad") == 0 && windowsLeaveImage(poolProblem(n)))
+    return refuse("count_include_pad=0 with windows outside the image is not lowered");
+  return ok();
+}
+
+void lowerPool(const Node& n, LowerContext& ctx) {
+  const PoolProblem q = poolProblem(n);
+  const TensorLoc& x = ctx.loc(n.input(0));
+  const TensorLoc& y = ctx.loc(n.output(0));
+  const uint64_t inpSlot = ctx.slotWords(Buffer::Input), accSlot = ctx.slotWords(Buffer::Accumulator);
+  int64_t cb = std::min<int64_t>(q.C, 4 * ctx.cfg.dim);
+  auto inRows = [&](int64_t th) { return (th - 1) * q.sH + q.KH; };
+  auto inCols = [&](int64_t tw) { return (tw - 1) * q.sW + q.KW; };
+  while (cb > 1 && static_cast<uint64_t>(q.KH * q.KW * cb) > inpSlot) cb = ceilDiv(cb, 2);
+  int64_t th = 0, tw = 0;
+  for (int64_t parts = 1; parts <= q.OW && th == 0; ++parts) {
+    tw = ceilDiv(q.OW, parts);
+    if (static_cast<uint64_t>(inCols(tw) * cb) > inpSlot) continue;
+    th = std::min<int64_t>(q.OH, static_cast<int64_t>(accSlot / static_cast<uint64_t>(tw * cb)));
+    while (th >= 1 && static_cast<uint64_t>(inRows(th) * inCols(tw) * cb) > inpSlot) --th;
+  }
+  if (th < 1) throw UserError(fmt::format("{}: pooling window does not fit the input buffer", n.describe()));
+  const float fill = q.isMax ? -std::numeric_limits<float>::infinity() : 0.0f;
+  uint64_t count = 0;
+  for (int64_t n0 = 0; n0 < q.N; ++n0)
+    for (int64_t c0 = 0; c0 < q.C; c0 += cb)
+      for (int64_t oy0 = 0; oy0 < q.OH; oy0 += th)
+        for (int64_t ox0 = 0; ox0 < q.OW; ox0 += tw, ++count) {
+          const int64_t ck = std::min(cb, q.C - c0), rows = std::min(th, q.OH - oy0), cols = std::min(tw, q.OW - ox0);
+          const int64_t ht = inRows(rows), wt = inCols(cols);
+          const int64_t y0 = oy0 * q.sH - q.pT, x0 = ox0 * q.sW - q.pL;
+          const int64_t iy0 = std::max<int64_t>(0, y0), iy1 = std::min(q.H - 1, y0 + ht - 1);
+          const int64_t ix0 = std::max<int64_t>(0, x0), ix1 = std::min(q.W - 1, x0 + wt - 1);
+          const uint32_t inAddr = ctx.slot(Buffer::Input, count);
+          auto c = static_cast<uint32_t>(ck);
+          if (iy0 != y0 || ix0 != x0 || iy1 != y0 + ht - 1 || ix1 != x0 + wt - 1)
+            ctx.emitter.emit(makeVecUnary(VecOp::Fill, operand(Buffer::Input, inAddr, wt * ck, ck),
+                                          operand(Buffer::Input, inAddr, wt * ck, ck), static_cast<uint32_t>(ht),
+                                          static_cast<uint32_t>(wt), c, fill));
+          const uint64_t interior = inAddr + static_cast<uint64_t>(((iy0 - y0) * wt + (ix0 - x0)) * ck);
+          ctx.emitter.emit(makeLoad(operand(Buffer::Input, interior, wt * ck, ck),
+                                    x.addr + ((n0 * q.H + iy0) * q.W + ix0) * q.C + c0, q.W * q.C, q.C,
+                                    static_cast<uint32_t>(iy1 - iy0 + 1), static_cast<uint32_t>(ix1 - ix0 + 1), c));
+          SramOperand acc = operand(Buffer::Accumulator, ctx.slot(Buffer::Accumulator, count), cols * ck, ck);
+          auto r = static_cast<uint32_t>(rows), cl = static_cast<uint32_t>(cols);
+          for (int64_t kh = 0; kh < q.KH; ++kh)
+            for (int64_t kw = 0; kw < q.KW; ++kw) {
+              SramOperand window = operand(Buffer::Input, inAddr + (kh * wt + kw) * ck, q.sH * wt * ck, q.sW * ck);
+              if (kh == 0 && kw == 0)
+                ctx.emitter.emit(makeVecUnary(VecOp::Copy, acc, window, r, cl, c));
+              else
+                ctx.emitter.emit(makeVecBinary(q.isMax ? VecOp::Max : VecOp::Add, acc, acc, window, r, cl, c));
+            }
+          if (!q.isMax) ctx.emitter.emit(makeVecUnary(VecOp::Scale, acc, acc, r, cl, c, q.scale, 0.0f));
+          ctx.emitter.emit(makeStore(acc, y.addr + ((n0 * q.OH + oy0) * q.OW + ox0) * q.C + c0, q.OW * q.C, q.C, r, cl, c));
+        }
+}
+
+hw::SupportResult checkGlobalPool(const Node& n) {
+  if (n.input(0)->type.dims->size() != 4) return refuse("only rank-4 inputs are lowered");
+  return ok();
+}
+
+void lowerGlobalPool(const Node& n, LowerContext& ctx) {
+  const Shape xs = n.input(0)->type.staticShape();
+  const int64_t N = xs[0], C = xs[1], HW = xs[2] * xs[3];
+  const bool isMax = n.opType() == "GlobalMaxPool";
+  const TensorLoc& x = ctx.loc(n.input(0));
+  const TensorLoc& y = ctx.loc(n.output(0));
+  const int64_t cb = std::min<int64_t>({C, 4 * ctx.cfg.dim, static_cast<int64_t>(ctx.slotWords(Buffer::Accumulator))});
+  const int64_t np = std::max<int64_t>(1, std::min<int64_t>(HW, static_cast<int64_t>(ctx.slotWords(Buffer::Input)) / cb));
+  uint64_t chunkCount = 0, blockCount = 0;
+  for (int64_t n0 = 0; n0 < N; ++n0)
+    for (int64_t c0 = 0; c0 < C; c0 += cb, ++blockCount) {
+      const auto c = static_cast<uint32_t>(std::min(cb, C - c0));
+      const uint32_t dst = ctx.slot(Buffer::Accumulator, blockCount);
+      for (int64_t p0 = 0; p0 < HW; p0 += np, ++chunkCount) {
+        const auto pk = static_cast<uint32_t>(std::min(np, HW - p0));
+        SramOperand chunk = operand(Buffer::Input, ctx.slot(Buffer::Input, chunkCount), pk * c, c);
+        ctx.emitter.emit(makeLoad(chunk, x.addr + (n0 * HW + p0) * C + c0, 0, C, 1, pk, c));
+        Instruction red;
+        red.opcode = Opcode::VecReduce;
+        red.vecOp = isMax ? VecOp::ReduceMax : VecOp::ReduceSum;
+        red.dst = operand(Buffer::Accumulator, dst);
+        red.srcA = chunk;
+        red.outer = 1, red.inner = pk, red.vecLen = c;
+        red.accumulate = p0 > 0;
+        ctx.emitter.emit(red);
+      }
+      SramOperand vec = operand(Buffer::Accumulator, dst, c, c);
+      if (!isMax) ctx.emitter.emit(makeVecUnary(VecOp::Scale, vec, vec, 1, 1, c, 1.0f / static_cast<float>(HW), 0.0f));
+      ctx.emitter.emit(makeStore(vec, y.addr + n0 * C + c0, C, C, 1, 1, c));
+    }
+}
+
+const RegisterOpLowering kPools({"MaxPool", "AveragePool"}, {checkPool, lowerPool});
+const RegisterOpLowering kGlobalPools({"GlobalAveragePool", "GlobalMaxPool"}, {checkGlobalPool, lowerGlobalPool});
+
+}  // namespace
+}  // namespace tessel::npu::lower

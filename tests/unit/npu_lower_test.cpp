@@ -1,0 +1,245 @@
+// Tests of the NPU lowering: small graphs of every op family lowered, run on the simulator and compared
+// with the reference interpreter, with the default and the tiny configuration (forced tiling); hazards,
+// capacity and the hazard checker catching a removed dependency.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <algorithm>
+#include <functional>
+#include <random>
+
+#include "tessel/hw/hardware_config.h"
+#include "tessel/interp/interpreter.h"
+#include "tessel/ops/shape_inference.h"
+#include "tessel/support/error.h"
+#include "tessel/targets/npu/lowering.h"
+
+namespace {
+
+using namespace tessel;
+
+hw::HardwareConfig config(const std::string& name) {
+  return hw::HardwareConfig::load(std::string(TESSEL_SOURCE_DIR) + "/configs/" + name);
+}
+
+Tensor randomTensor(const Shape& s, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<float> v(static_cast<size_t>(shapeSize(s)));
+  for (float& x : v) x = d(rng);
+  return Tensor::fromVector(s, v);
+}
+
+float maxAbsDiff(const Tensor& a, const Tensor& b, float* scale) {
+  const float *pa = a.data<float>(), *pb = b.data<float>();
+  float d = 0;
+  *scale = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    d = std::max(d, std::fabs(pa[i] - pb[i]));
+    *scale = std::max(*scale, std::fabs(pb[i]));
+  }
+  return d;
+}
+
+/// Lowers `g` (every node on the NPU) for the config, runs it and checks it against the interpreter.
+npu::SimReport checkAgainstInterpreter(const Graph& g, const std::string& cfgName) {
+  hw::HardwareConfig cfg = config(cfgName);
+  const hw::Device& npu = *cfg.firstNpu();
+  for (const auto& n : g.nodes()) {
+    hw::SupportResult r = npu::loweringSupport(*n, npu);
+    EXPECT_TRUE(r.supported) << n->describe() << ": " << r.reason;
+  }
+  npu::LoweredSubgraph lowered = npu::lowerSubgraph(g, npu, "test");
+  std::vector<Tensor> inputs;
+  std::map<std::string, Tensor> named;
+  uint32_t seed = 11;
+  for (const Value* in : g.inputs()) {
+    inputs.push_back(randomTensor(in->type.staticShape(), seed++));
+    named[in->name()] = inputs.back();
+  }
+  npu::NpuRun run = npu::runLowered(lowered, npu.npu, inputs);
+  std::vector<Tensor> want = Interpreter(g).run(named);
+  EXPECT_EQ(run.outputs.size(), want.size());
+  for (size_t i = 0; i < want.size() && i < run.outputs.size(); ++i) {
+    EXPECT_EQ(run.outputs[i].shape(), want[i].shape());
+    float scale = 0, diff = maxAbsDiff(run.outputs[i], want[i], &scale);
+    EXPECT_LE(diff, 1e-4f * std::max(scale, 1e-6f)) << cfgName << " output " << i << " differs by " << diff;
+  }
+  EXPECT_TRUE(run.report.hazards.empty()) << cfgName << ": " << run.report.hazards.front().describe();
+  for (size_t b = 0; b < npu::kNumBuffers; ++b) EXPECT_LE(run.report.peakSramBytes[b], run.report.capacityBytes[b]);
+  // The resource bounds hold for any schedule. (The critical-path bounds count an accumulating Gemm's
+  // read of the accumulator as a full-latency dependency, which the pipelined array does not wait for.)
+  const npu::LowerBounds& lb = run.report.bounds;
+  uint64_t resource = std::max({lb.dramCycles, lb.computeCycles, *std::max_element(lb.unitOccupancy.begin(), lb.unitOccupancy.end())});
+  EXPECT_GE(run.report.totalCycles, resource) << run.report.toJson()["lower_bounds"].dump();
+  return run.report;
+}
+
+using GraphBuilder = std::function<void(Graph&)>;
+
+void checkBoth(const GraphBuilder& build) {
+  for (const char* cfg : {"default.json", "tiny.json"}) {
+    Graph g;
+    build(g);
+    inferShapes(g);
+    checkAgainstInterpreter(g, cfg);
+  }
+}
+
+Value* conv(Graph& g, Value* x, int64_t cin, int64_t cout, int64_t k, int64_t stride, int64_t pad, int64_t group,
+            bool bias, uint32_t seed) {
+  Value* w = g.addConstant(g.uniqueName("w"), randomTensor({cout, cin / group, k, k}, seed));
+  std::vector<Value*> ins{x, w};
+  if (bias) ins.push_back(g.addConstant(g.uniqueName("b"), randomTensor({cout}, seed + 1)));
+  Node* n = g.addNode("Conv", ins, {g.uniqueName("y")});
+  n->setAttr("group", group);
+  n->setAttr("strides", std::vector<int64_t>{stride, stride});
+  n->setAttr("pads", std::vector<int64_t>{pad, pad, pad, pad});
+  n->setAttr("kernel_shape", std::vector<int64_t>{k, k});
+  return n->output(0);
+}
+
+TEST(NpuLower, ConvPlainStridedPaddedWithBiasAndFusedRelu) {
+  checkBoth([](Graph& g) {
+    Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 20, 23, 19}));
+    Value* y = conv(g, x, 20, 37, 3, 2, 1, 1, true, 1);
+    y = g.addNode("Relu", {y}, {"r"})->output(0);
+    g.addOutput(y);
+  });
+}
+
+TEST(NpuLower, Conv7x7Stride2And1x1) {
+  checkBoth([](Graph& g) {
+    Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {2, 3, 30, 30}));
+    Value* y = conv(g, x, 3, 8, 7, 2, 3, 1, true, 2);
+    y = conv(g, y, 8, 40, 1, 1, 0, 1, false, 3);
+    g.addOutput(y);
+  });
+}
+
+TEST(NpuLower, GroupedAndDepthwiseConv) {
+  checkBoth([](Graph& g) {
+    Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 24, 14, 14}));
+    Value* y = conv(g, x, 24, 24, 3, 1, 1, 24, true, 4);  // depthwise
+    Node* clip = g.addNode("Clip", {y, g.addConstant("lo", Tensor::scalar(0.0f)), g.addConstant("hi", Tensor::scalar(0.5f))}, {"c"});
+    y = conv(g, clip->output(0), 24, 36, 3, 2, 1, 3, true, 5);  // grouped, 8 in / 12 out per group
+    y = conv(g, y, 36, 36, 5, 1, 2, 36, false, 6);              // depthwise 5x5 without bias
+    g.addOutput(y);
+  });
+}
+
+TEST(NpuLower, GemmMatMulWithBiasAndTransB) {
+  checkBoth([](Graph& g) {
+    Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {3, 70}));
+    Node* gemm = g.addNode("Gemm", {x, g.addConstant("B", randomTensor({45, 70}, 7)), g.addConstant("C", randomTensor({45}, 8))}, {"g"});
+    gemm->setAttr("transB", int64_t{1});
+    gemm->setAttr("alpha", 0.5f);
+    Node* mm = g.addNode("MatMul", {gemm->output(0), g.addConstant("M", randomTensor({45, 20}, 9))}, {"m"});
+    Node* s = g.addNode("Sigmoid", {mm->output(0)}, {"s"});
+    g.addOutput(s->output(0));
+  });
+}
+
+TEST(NpuLower, ElementwiseSameShapePerChannelAndScalar) {
+  checkBoth([](Graph& g) {
+    Shape s{1, 40, 9, 7};
+    Value* a = g.addInput("a", TensorType::fromShape(DType::Float32, s));
+    Value* b = g.addInput("b", TensorType::fromShape(DType::Float32, s));
+    Value* sum = g.addNode("Add", {a, b}, {"sum"})->output(0);
+    Value* scaled = g.addNode("Mul", {g.addConstant("ch", randomTensor({40, 1, 1}, 3)), sum}, {"ch_mul"})->output(0);
+    Value* sub = g.addNode("Sub", {g.addConstant("two", Tensor::scalar(2.0f)), scaled}, {"sub"})->output(0);
+    Value* mx = g.addNode("Max", {sub, a}, {"mx"})->output(0);
+    Value* dv = g.addNode("Div", {mx, g.addConstant("four", Tensor::scalar(4.0f))}, {"dv"})->output(0);
+    Node* hs = g.addNode("HardSwish", {dv}, {"hs"});
+    Node* lr = g.addNode("LeakyRelu", {hs->output(0)}, {"lr"});
+    lr->setAttr("alpha", 0.3f);
+    Node* th = g.addNode("Tanh", {lr->output(0)}, {"th"});
+    g.addOutput(th->output(0));
+    g.addOutput(mx);
+  });
+}
+
+TEST(NpuLower, PoolsMaxAverageGlobalAndCeilMode) {
+  checkBoth([](Graph& g) {
+    Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 35, 15, 13}));
+    Node* mp = g.addNode("MaxPool", {x}, {"mp"});
+    mp->setAttr("kernel_shape", std::vector<int64_t>{3, 3});
+    mp->setAttr("strides", std::vector<int64_t>{2, 2});
+    mp->setAttr("pads", std::vector<int64_t>{1, 1, 1, 1});
+    Node* ceil = g.addNode("MaxPool", {mp->output(0)}, {"mpc"});
+    ceil->setAttr("kernel_shape", std::vector<int64_t>{3, 3});
+    ceil->setAttr("strides", std::vector<int64_t>{2, 2});
+    ceil->setAttr("ceil_mode", int64_t{1});
+    Node* ap = g.addNode("AveragePool", {mp->output(0)}, {"ap"});
+    ap->setAttr("kernel_shape", std::vector<int64_t>{2, 2});
+    Node* gap = g.addNode("GlobalAveragePool", {ap->output(0)}, {"gap"});
+    Node* gmp = g.addNode("GlobalMaxPool", {ceil->output(0)}, {"gmp"});
+    g.addOutput(gap->output(0));
+    g.addOutput(gmp->output(0));
+  });
+}
+
+TEST(NpuLower, BatchNormalization) {
+  checkBoth([](Graph& g) {
+    Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {2, 20, 5, 5}));
+    Tensor var = randomTensor({20}, 4);
+    for (int64_t i = 0; i < 20; ++i) var.data<float>()[i] = std::fabs(var.data<float>()[i]) + 0.1f;
+    Node* bn = g.addNode("BatchNormalization", {x, g.addConstant("g", randomTensor({20}, 1)), g.addConstant("b", randomTensor({20}, 2)),
+                                                g.addConstant("m", randomTensor({20}, 3)), g.addConstant("v", var)}, {"y"});
+    g.addOutput(bn->output(0));
+  });
+}
+
+TEST(NpuLower, TilesAreForcedByTheTinyConfiguration) {
+  Graph g;
+  Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 32, 28, 28}));
+  g.addOutput(conv(g, x, 32, 32, 3, 1, 1, 1, true, 9));
+  inferShapes(g);
+  npu::SimReport big = checkAgainstInterpreter(g, "default.json");
+  npu::SimReport tiny = checkAgainstInterpreter(g, "tiny.json");
+  // The tiny buffers need more, smaller transfers: more instructions and more DRAM traffic.
+  EXPECT_GT(tiny.units[0].instructions, big.units[0].instructions);
+  EXPECT_GT(tiny.dramBytesRead, big.dramBytesRead);
+}
+
+TEST(NpuLower, HazardCheckerCatchesARemovedDependency) {
+  Graph g;
+  Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 16, 8, 8}));
+  g.addOutput(g.addNode("Relu", {conv(g, x, 16, 16, 3, 1, 1, 1, true, 3)}, {"r"})->output(0));
+  inferShapes(g);
+  hw::HardwareConfig cfg = config("default.json");
+  npu::LoweredSubgraph lowered = npu::lowerSubgraph(g, *cfg.firstNpu(), "t");
+  // Drop the first wait of the matrix unit on a load: the Gemm may now read its input before it arrives.
+  bool removed = false;
+  for (auto& inst : lowered.program.instructions)
+    if (inst.opcode == npu::Opcode::Gemm && (inst.waitMask & 1u)) {
+      inst.waitMask &= static_cast<uint8_t>(~1u);
+      removed = true;
+      break;
+    }
+  ASSERT_TRUE(removed);
+  // The producer still signals, so the token count is unbalanced but no unit deadlocks.
+  npu::NpuRun run = npu::runLowered(lowered, cfg.firstNpu()->npu, {randomTensor({1, 16, 8, 8}, 1)});
+  ASSERT_FALSE(run.report.hazards.empty());
+  EXPECT_EQ(run.report.hazards.front().kind, npu::HazardKind::ReadAfterWrite);
+}
+
+TEST(NpuLower, RefusalsNameTheReason) {
+  Graph g;
+  Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {2, 3}));
+  Value* y = g.addInput("y", TensorType::fromShape(DType::Float32, {3, 4}));
+  Node* mm = g.addNode("MatMul", {x, y}, {"m"});
+  Node* add = g.addNode("Add", {x, g.addConstant("row", randomTensor({2, 1}, 1))}, {"a"});
+  g.addOutput(mm->output(0));
+  g.addOutput(add->output(0));
+  inferShapes(g);
+  hw::HardwareConfig cfg = config("default.json");
+  hw::SupportResult r = npu::loweringSupport(*mm, *cfg.firstNpu());
+  EXPECT_FALSE(r.supported);
+  EXPECT_NE(r.reason.find("constant"), std::string::npos) << r.reason;
+  r = npu::loweringSupport(*add, *cfg.firstNpu());
+  EXPECT_FALSE(r.supported);
+  EXPECT_NE(r.reason.find("broadcast"), std::string::npos) << r.reason;
+}
+
+}  // namespace
