@@ -51,20 +51,29 @@ void fill_phased_row(const Conv2dShape& s, const PhasedPlane& g, const float* sr
     for (int64_t j = 0; j < g.row_stride; j += 8) _mm256_store_ps(dst + j, _mm256_setzero_ps());
     return;
   }
+  for (int64_t j0 = 0; j0 < g.phase_w && sw == 2; j0 += 8) {
+    // Interior chunks of stride 2: 16 inputs give both phases with one pair of loads.
+    const int64_t first = j0 * 2 - pl;
+    if (first < 0 || first + 16 > W) continue;
+    const __m256 a = _mm256_loadu_ps(src + first), b = _mm256_loadu_ps(src + first + 8);
+    _mm256_store_ps(dst + j0, _mm256_castpd_ps(_mm256_permute4x64_pd(
+                                  _mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))), 0xD8)));
+    _mm256_store_ps(dst + g.phase_w + j0, _mm256_castpd_ps(_mm256_permute4x64_pd(
+                                              _mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))), 0xD8)));
+  }
   for (int64_t p = 0; p < sw; ++p) {
     float* d = dst + p * g.phase_w;
     for (int64_t j0 = 0; j0 < g.phase_w; j0 += 8) {
+      if (sw == 2 && j0 * 2 - pl >= 0 && j0 * 2 - pl + 16 <= W) continue;  // done above
       const int64_t first = j0 * sw + p - pl;  // input column of lane 0
       if (sw == 1) {
         // Masked-off lanes are never read (maskload does not touch them), so src + first may point
         // outside the row there.
         const __m256i m = first >= 0 && first + 8 <= W ? _mm256_set1_epi32(-1) : valid_columns(first, 1, W);
         _mm256_store_ps(d + j0, _mm256_maskload_ps(src + first, m));
-      } else if (sw == 2) {
-        const bool inside = first >= 0 && first + 16 <= W;
-        const __m256 a = inside ? _mm256_loadu_ps(src + first) : _mm256_maskload_ps(src + first, valid_columns(first, 1, W));
-        const __m256 b = inside ? _mm256_loadu_ps(src + first + 8)
-                                : _mm256_maskload_ps(src + first + 8, valid_columns(first + 8, 1, W));
+      } else if (sw == 2) {  // border chunk: masked loads, lanes outside the row are zero
+        const __m256 a = _mm256_maskload_ps(src + first, valid_columns(first, 1, W));
+        const __m256 b = _mm256_maskload_ps(src + first + 8, valid_columns(first + 8, 1, W));
         _mm256_store_ps(d + j0, _mm256_castpd_ps(_mm256_permute4x64_pd(
                                     _mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))), 0xD8)));
       } else {
