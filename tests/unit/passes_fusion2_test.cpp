@@ -15,6 +15,9 @@ std::unique_ptr<Model> parse(const std::string& text) { return parseModelText(te
 
 TEST(PassesFusion2, BatchNormFoldsIntoGemmAndMatMul) { expectPassCase("fold_batchnorm_gemm", "fold-batchnorm"); }
 TEST(PassesFusion2, MatMulBiasResidualReluBecomesFusedGemm) { expectPassCase("matmul_bias_relu", "fuse-gemm-epilogue"); }
+TEST(PassesFusion2, BatchedMatMulEpilogueBecomesReshapedFusedGemm) {
+  expectPassCase("batched_matmul_epilogue", "fuse-gemm-epilogue");
+}
 TEST(PassesTransformer, DecomposedLayerNormBecomesLayerNormalization) {
   expectPassCase("layer_norm", "fuse-transformer-patterns");
 }
@@ -56,7 +59,7 @@ graph @main(%x: f32[2,4], %u: f32[2,3], %q: f32[2,2], %k: f32[2,2]) -> (%y: f32[
 })");
   auto original = m->clone();
   const size_t before = m->graph->numNodes();
-  PassPipeline({"fuse-transformer-patterns"}).run(*m, {}, PipelineDebugOptions{{}, false, true});
+  PassPipeline({"fuse-transformer-patterns"}).run(*m, {}, testing::verifyEachPass());
   EXPECT_EQ(m->graph->numNodes(), before);
   EXPECT_EQ(countOps(*m, "LayerNormalization") + countOps(*m, "Gelu") + countOps(*m, "Attention"), 0u);
   EXPECT_LE(semanticDifference(*original, *m), 1e-5);
@@ -78,7 +81,7 @@ graph @main(%a: f32[3,4]) -> (%y: f32[3,2]) {
   %y = Mul(%m, %half) : f32[3,2]
 })");
   auto original = m->clone();
-  namedPipeline("cpu").run(*m, {}, PipelineDebugOptions{{}, false, true});
+  namedPipeline("cpu").run(*m, {}, testing::verifyEachPass());
   ASSERT_EQ(m->graph->numNodes(), 1u);
   const Node* fused = m->graph->nodes().front().get();
   EXPECT_EQ(fused->opType(), "FusedGemm");

@@ -57,13 +57,20 @@ inline double semanticDifference(const Model& original, const Model& transformed
   return maxRelativeDifference(after.run(inputs), before.run(inputs));
 }
 
+/// Debug options that only turn on the verifier after every pass.
+inline PipelineDebugOptions verifyEachPass() {
+  PipelineDebugOptions debug;
+  debug.verifyEach = true;
+  return debug;
+}
+
 /// data/passes/<stem>.in.tir -> passes -> printed graph equals data/passes/<stem>.expected.tir, and the
 /// outputs agree with the input graph's within 1e-5 (relative).
 inline void expectPassCase(const std::string& stem, const std::string& passes, const PassOptions& options = {}) {
   SCOPED_TRACE(stem);
   auto model = readModelTextFile(passesDataPath(stem + ".in.tir"));
   auto original = model->clone();
-  PassPipeline::parse(passes).run(*model, options, PipelineDebugOptions{{}, false, true});
+  PassPipeline::parse(passes).run(*model, options, verifyEachPass());
   auto expected = readModelTextFile(passesDataPath(stem + ".expected.tir"));
   EXPECT_EQ(printGraphText(*model->graph), printGraphText(*expected->graph));
   EXPECT_LE(semanticDifference(*original, *model), 1e-5);
