@@ -195,6 +195,52 @@ TEST(RtConv, NoEpilogueAndSelection) {
   EXPECT_EQ(find_conv2d_kernel("no_such_kernel"), nullptr);
 }
 
+TEST(RtConv, WinogradSelectedOnlyForMapsWithEnoughTiles) {
+  // 7x7 (4 tiles) and 8x8 (4 tiles) go to im2col, 12x12 (9 tiles) and 14x14 (16 tiles) to Winograd.
+  EXPECT_STREQ(select_conv2d_kernel(shape(1, 512, 7, 7, 512, 3, 1, 1, 1, 1, 1), ConvLayout::NCHW)->name,
+               "conv2d_nchw_im2col_gemm_avx2");
+  EXPECT_STREQ(select_conv2d_kernel(shape(1, 64, 8, 8, 64, 3, 1, 1, 1, 1, 1), ConvLayout::NCHW)->name,
+               "conv2d_nchw_im2col_gemm_avx2");
+  EXPECT_STREQ(select_conv2d_kernel(shape(1, 64, 12, 12, 64, 3, 1, 1, 1, 1, 1), ConvLayout::NCHW)->name,
+               "conv2d_winograd_f43_avx2");
+  EXPECT_STREQ(select_conv2d_kernel(shape(1, 256, 14, 14, 256, 3, 1, 1, 1, 1, 1), ConvLayout::NCHW)->name,
+               "conv2d_winograd_f43_avx2");
+  // Stride 2 never takes Winograd; dense NCHWc8 takes the direct kernel.
+  EXPECT_STREQ(select_conv2d_kernel(shape(1, 64, 56, 56, 128, 3, 2, 1, 1, 1, 1), ConvLayout::NCHW)->name,
+               "conv2d_nchw_im2col_gemm_avx2");
+  EXPECT_STREQ(select_conv2d_kernel(shape(1, 64, 7, 7, 64, 3, 1, 1, 1, 1, 1), ConvLayout::NCHWc8)->name,
+               "conv2d_nchwc8_direct_avx2");
+}
+
+// The layer shapes the networks actually have, where the kernels take their fast paths: depthwise on
+// 7x7/14x14/odd maps (row blocking, full-width border tiles), stride 2 with odd sizes, 1x1 flattened
+// maps whose pixel count is not a multiple of the 6-pixel tile, 3x3 direct with several tiles per row.
+TEST(RtConv, NetworkShapesOnEveryApplicableKernel) {
+  const std::vector<Conv2dShape> shapes = {
+      shape(1, 24, 7, 7, 24, 3, 1, 1, 1, 1, 1, 1, 24),      // MobileNet 7x7 depthwise (4-row blocking)
+      shape(1, 16, 14, 14, 16, 3, 1, 1, 1, 1, 1, 1, 16),    // 14x14 depthwise (2x2 blocking)
+      shape(1, 9, 5, 3, 9, 3, 1, 1, 1, 1, 1, 1, 9),         // map narrower than a tile
+      shape(1, 16, 28, 28, 16, 3, 2, 0, 0, 1, 1, 1, 16),    // stride 2, TF-style bottom/right pad
+      shape(2, 12, 57, 45, 12, 3, 2, 1, 1, 1, 1, 1, 12),    // stride 2, odd sizes, batch 2
+      shape(1, 40, 7, 7, 72, 1, 1, 0, 0, 0, 0),             // 1x1 on 7x7 (49 pixels)
+      shape(1, 24, 14, 14, 20, 1, 1, 0, 0, 0, 0),           // 1x1, 196 pixels, 2.5 output blocks
+      shape(1, 16, 56, 9, 24, 1, 1, 0, 0, 0, 0),            // 1x1, 504 pixels: several flat chunks
+      shape(1, 24, 20, 23, 16, 3, 1, 1, 1, 1, 1),           // 3x3, rows with 6-tiles and a 3-remainder
+      shape(1, 16, 7, 7, 24, 3, 1, 1, 1, 1, 1),             // 3x3 on 7x7 (im2col by selection)
+  };
+  float dummy = 0;
+  int runs = 0;
+  for (const auto& k : conv2d_kernels())
+    for (const auto& s : shapes)
+      for (int threads : {1, 2}) {
+        Epilogue ep = threads == 1 ? Epilogue::relu6() : Epilogue::with_act(Activation::Relu);
+        ep.bias = &dummy;
+        ep.residual = &dummy;
+        runs += check_kernel(k, s, ep, threads, tolerance_for(k));
+      }
+  EXPECT_GE(runs, 40);
+}
+
 TEST(RtConv, ReorderRoundTripAndPadding) {
   for (int64_t C : {1, 8, 13, 24}) {
     auto x = random_vector(2 * C * 15, 21);

@@ -149,5 +149,22 @@ TEST(RtEltwise, SoftmaxLogSoftmaxLayerNorm) {
   }
 }
 
+// apply_residual_activation: data = act(data + residual) for every activation, with and without a
+// residual, on lengths with and without a vector tail; bias is ignored by contract.
+TEST(RtEltwise, ResidualActivationMatchesReference) {
+  float ignored_bias = 100.0f;
+  for (Epilogue ep : test::all_activations()) {
+    ep.bias = &ignored_bias;
+    for (int64_t n : {1, 8, 13, 64, 67})
+      for (bool with_res : {false, true}) {
+        auto x = random_vector(n, 31, -4.0f, 4.0f), r = random_vector(n, 32, -2.0f, 2.0f);
+        std::vector<double> want(n);
+        for (int64_t i = 0; i < n; ++i) want[i] = test::ref_activation(double(x[i]) + (with_res ? r[i] : 0.0), ep);
+        apply_residual_activation(x.data(), with_res ? r.data() : nullptr, n, ep);
+        expect_close(x, want, 2e-6, std::string(activation_name(ep.act)) + " n=" + std::to_string(n));
+      }
+  }
+}
+
 }  // namespace
 }  // namespace tessel::rt
