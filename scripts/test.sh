@@ -7,7 +7,8 @@
 #               message; import features (external data, --input-shape, old opsets, input defaults)
 #   example     the bundled digits CNN through `tessel run` (accuracy >= 95 %)
 #   conformance ONNX backend node suite through `tessel run` (listed tests must pass)
-#   models      torchvision ResNet-18/50, MobileNetV2, SqueezeNet 1.1 vs PyTorch; text IR round trip
+#   models      torchvision ResNet-18/50, MobileNetV2, SqueezeNet 1.1 vs PyTorch; text IR round trip; the cpu
+#               pass pipeline keeps outputs (also on an exported transformer block)
 #   sanitize    unit tests built with AddressSanitizer + UndefinedBehaviorSanitizer
 #   fuzz        libFuzzer targets (ONNX importer, text IR parser), bounded time each
 # Select stages with TESSEL_STAGES="unit conformance" (default: all).
@@ -61,7 +62,8 @@ stage_conformance() {
 }
 stage_models() {
   $py "$repo/scripts/export-models.py" "$build/models" &&
-    $py "$repo/tests/models/check_models.py" --tessel "$build/tessel" --models "$build/models"
+    $py "$repo/tests/models/check_models.py" --tessel "$build/tessel" --models "$build/models" &&
+    $py "$repo/tests/models/check_pipeline.py" --tessel "$build/tessel" --models "$build/models" --transformer
 }
 # One clang build serves both stages: AddressSanitizer + UndefinedBehaviorSanitizer everywhere, plus libFuzzer
 # instrumentation (harmless for the unit tests), so CI compiles the library once more, not twice.
