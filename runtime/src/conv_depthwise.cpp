@@ -2,8 +2,10 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
+#include "tessel/rt/aligned_buffer.h"
 #include "tessel/rt/conv.h"
 #include "tessel/rt/epilogue_avx2.h"
 
@@ -91,11 +93,36 @@ void depthwise_c8_row(const DepthwiseC8Ctx& c, const float* src, const float* pa
         else
           depthwise_c8_pixels<K, SW, 6, true>(c, src, w, ky0, ky1, ih0, ow, dst, bias);
         break;
-      case 5: depthwise_c8_pixels<K, SW, 5, true>(c, src, w, ky0, ky1, ih0, ow, dst, bias); break;
-      case 4: depthwise_c8_pixels<K, SW, 4, true>(c, src, w, ky0, ky1, ih0, ow, dst, bias); break;
-      case 3: depthwise_c8_pixels<K, SW, 3, true>(c, src, w, ky0, ky1, ih0, ow, dst, bias); break;
-      case 2: depthwise_c8_pixels<K, SW, 2, true>(c, src, w, ky0, ky1, ih0, ow, dst, bias); break;
-      default: depthwise_c8_pixels<K, SW, 1, true>(c, src, w, ky0, ky1, ih0, ow, dst, bias); break;
+      case 5:
+        if (inside)
+          depthwise_c8_pixels<K, SW, 5, false>(c, src, w, ky0, ky1, ih0, ow, dst, bias);
+        else
+          depthwise_c8_pixels<K, SW, 5, true>(c, src, w, ky0, ky1, ih0, ow, dst, bias);
+        break;
+      case 4:
+        if (inside)
+          depthwise_c8_pixels<K, SW, 4, false>(c, src, w, ky0, ky1, ih0, ow, dst, bias);
+        else
+          depthwise_c8_pixels<K, SW, 4, true>(c, src, w, ky0, ky1, ih0, ow, dst, bias);
+        break;
+      case 3:
+        if (inside)
+          depthwise_c8_pixels<K, SW, 3, false>(c, src, w, ky0, ky1, ih0, ow, dst, bias);
+        else
+          depthwise_c8_pixels<K, SW, 3, true>(c, src, w, ky0, ky1, ih0, ow, dst, bias);
+        break;
+      case 2:
+        if (inside)
+          depthwise_c8_pixels<K, SW, 2, false>(c, src, w, ky0, ky1, ih0, ow, dst, bias);
+        else
+          depthwise_c8_pixels<K, SW, 2, true>(c, src, w, ky0, ky1, ih0, ow, dst, bias);
+        break;
+      default:
+        if (inside)
+          depthwise_c8_pixels<K, SW, 1, false>(c, src, w, ky0, ky1, ih0, ow, dst, bias);
+        else
+          depthwise_c8_pixels<K, SW, 1, true>(c, src, w, ky0, ky1, ih0, ow, dst, bias);
+        break;
     }
   }
   apply_residual_activation(dst, res, c.ow_count * 8, c.ep);
@@ -117,28 +144,81 @@ void conv2d_nchwc8_depthwise_pack(const Conv2dShape& s, const float* weights, fl
       }
 }
 
+namespace {
+
+// Kernel row dispatch: 3x3 dilation-1 stride-1/2 rows have compile-time taps.
+void depthwise_c8_row_any(const DepthwiseC8Ctx& c, const float* src, const float* w, int64_t oh, float* dst,
+                          const float* res, __m256 bias) {
+  const Conv2dShape& s = c.s;
+  const bool fast3x3 = s.kernel_h == 3 && s.kernel_w == 3 && s.dilation_h == 1 && s.dilation_w == 1;
+  if (fast3x3 && s.stride_w == 1)
+    depthwise_c8_row<3, 1>(c, src, w, oh, dst, res, bias);
+  else if (fast3x3 && s.stride_w == 2)
+    depthwise_c8_row<3, 2>(c, src, w, oh, dst, res, bias);
+  else
+    depthwise_c8_row<0, 0>(c, src, w, oh, dst, res, bias);
+}
+
+inline __m256 block_bias(const Conv2dShape& s, const Epilogue& ep, int64_t cb) {
+  const int valid = static_cast<int>(std::min<int64_t>(8, s.in_channels - cb * 8));
+  return ep.bias ? _mm256_maskload_ps(ep.bias + cb * 8, vtail_mask(valid)) : _mm256_setzero_ps();
+}
+
+// Narrow maps (7x7, 14x14): most 6-pixel tiles would touch the padding, so each channel block is first
+// copied into a zero-padded scratch plane and then convolved with padding 0 (no checked loads).
+void depthwise_c8_padded_planes(const Conv2dShape& s, const float* in, const float* packed, float* out,
+                                const Epilogue& ep, ThreadPool* pool) {
+  const int64_t blocks = (s.in_channels + 7) / 8, OH = s.out_h(), OW = s.out_w(), taps = s.kernel_h * s.kernel_w;
+  Conv2dShape ps = s;  // the padded plane's geometry: same output size
+  ps.in_h = s.in_h + s.pad_top + s.pad_bottom;
+  ps.in_w = s.in_w + s.pad_left + s.pad_right;
+  ps.pad_top = ps.pad_left = ps.pad_bottom = ps.pad_right = 0;
+  DepthwiseC8Ctx c{ps, ep, OW, 0, 0};
+  interior_columns(ps, OW, &c.lo, &c.hi);
+  parallel_for(pool, s.batch * blocks, [&](int64_t b, int64_t e) {
+    static thread_local AlignedBuffer scratch_buffer;
+    float* padded = scratch_buffer.ensure(static_cast<size_t>(ps.in_h * ps.in_w * 8));
+    std::memset(padded, 0, ps.in_h * ps.in_w * 8 * sizeof(float));  // borders stay zero across blocks
+    for (int64_t nb = b; nb < e; ++nb) {
+      const float* src = in + nb * s.in_h * s.in_w * 8;
+      for (int64_t ih = 0; ih < s.in_h; ++ih)
+        std::memcpy(padded + ((ih + s.pad_top) * ps.in_w + s.pad_left) * 8, src + ih * s.in_w * 8,
+                    s.in_w * 8 * sizeof(float));
+      const int64_t cb = nb % blocks;
+      const __m256 bias = block_bias(s, ep, cb);
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        const int64_t off = (nb * OH + oh) * OW * 8;
+        depthwise_c8_row_any(c, padded, packed + cb * taps * 8, oh, out + off, ep.residual ? ep.residual + off : nullptr,
+                             bias);
+      }
+    }
+  });
+}
+
+}  // namespace
+
 void conv2d_nchwc8_depthwise_avx2(const Conv2dShape& s, const float* in, const float* packed, float* out,
                                   const Epilogue& ep, ThreadPool* pool) {
   const int64_t blocks = (s.in_channels + 7) / 8, OH = s.out_h(), OW = s.out_w();
   const int64_t taps = s.kernel_h * s.kernel_w;
+  if (OW <= 16) {
+    depthwise_c8_padded_planes(s, in, packed, out, ep, pool);
+    return;
+  }
   DepthwiseC8Ctx c{s, ep, OW, 0, 0};
-  const bool fast3x3 = s.kernel_h == 3 && s.kernel_w == 3 && s.dilation_h == 1 && s.dilation_w == 1;
   interior_columns(s, OW, &c.lo, &c.hi);
   parallel_for(pool, s.batch * blocks * OH, [&](int64_t b, int64_t e) {
+    int64_t nb = b / OH, oh = b % OH;  // advanced incrementally: no divisions per row
     for (int64_t task = b; task < e; ++task) {
-      const int64_t nb = task / OH, oh = task % OH, cb = nb % blocks;
-      const int valid = static_cast<int>(std::min<int64_t>(8, s.in_channels - cb * 8));
-      const __m256 bias = ep.bias ? _mm256_maskload_ps(ep.bias + cb * 8, vtail_mask(valid)) : _mm256_setzero_ps();
+      const int64_t cb = nb % blocks;
       const float* src = in + nb * s.in_h * s.in_w * 8;
-      const float* w = packed + cb * taps * 8;
-      float* dst = out + (nb * OH + oh) * OW * 8;
-      const float* res = ep.residual ? ep.residual + (nb * OH + oh) * OW * 8 : nullptr;
-      if (fast3x3 && s.stride_w == 1)
-        depthwise_c8_row<3, 1>(c, src, w, oh, dst, res, bias);
-      else if (fast3x3 && s.stride_w == 2)
-        depthwise_c8_row<3, 2>(c, src, w, oh, dst, res, bias);
-      else
-        depthwise_c8_row<0, 0>(c, src, w, oh, dst, res, bias);
+      const int64_t off = (nb * OH + oh) * OW * 8;
+      depthwise_c8_row_any(c, src, packed + cb * taps * 8, oh, out + off, ep.residual ? ep.residual + off : nullptr,
+                           block_bias(s, ep, cb));
+      if (++oh == OH) {
+        oh = 0;
+        ++nb;
+      }
     }
   });
 }
