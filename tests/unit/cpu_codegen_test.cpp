@@ -47,7 +47,7 @@ struct Builder {
     Value* b = weight(g.uniqueName("b"), {cout});
     return node("Conv", {x, w, b},
                 {{"kernel_shape", std::vector<int64_t>{k, k}}, {"strides", std::vector<int64_t>{stride, stride}},
-                 {"pads", pads}, {"group", group}});
+                 {"pads", pads}, {"group", group}, {"dilations", std::vector<int64_t>{1, 1}}});
   }
   Value* batchNorm(Value* x, int64_t c) {
     return node("BatchNormalization", {x, weight(g.uniqueName("gamma"), {c}), weight(g.uniqueName("beta"), {c}),
@@ -91,7 +91,7 @@ void expectCompiledMatchesInterpreter(Builder& b, const std::string& name, int t
 TEST(CpuCodegen, ConvBatchNormResidualReluOddShapes) {
   Builder b;
   Value* x = b.input("x", {1, 5, 13, 11});
-  Value* c1 = b.conv(x, 5, 12, 3, 1, {1, 0, 2, 1});          // asymmetric pads: 14x11 output
+  Value* c1 = b.conv(x, 5, 12, 3, 1, {1, 1, 2, 1});          // asymmetric pads: 14x11 output
   Value* r1 = b.node("Relu", {b.batchNorm(c1, 12)});
   Value* c2 = b.conv(r1, 12, 12, 3, 1, {1, 1, 1, 1});
   Value* side = b.conv(x, 5, 12, 1, 1, {0, 0, 1, 0});        // 1x1 with padding: 14x11
@@ -108,7 +108,8 @@ TEST(CpuCodegen, WinogradDepthwisePoolingConcatHeadTwoThreads) {
   Value* w = b.conv(x, 16, 16, 3, 1, {1, 1, 1, 1});                // Winograd-sized map
   Value* dw = b.node("Relu", {b.conv(w, 16, 16, 3, 2, {1, 1, 1, 1}, 16)});  // depthwise stride 2
   Value* mp = b.node("MaxPool", {dw}, {{"kernel_shape", std::vector<int64_t>{3, 3}},
-                                      {"strides", std::vector<int64_t>{2, 2}}, {"ceil_mode", int64_t{1}}});
+                                      {"strides", std::vector<int64_t>{2, 2}}, {"ceil_mode", int64_t{1}},
+                                      {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
   Value* ap = b.node("AveragePool", {dw}, {{"kernel_shape", std::vector<int64_t>{3, 3}},
                                           {"strides", std::vector<int64_t>{2, 2}}, {"ceil_mode", int64_t{1}},
                                           {"pads", std::vector<int64_t>{1, 1, 1, 1}}});

@@ -2,6 +2,7 @@
 // (the runtime library is built once per compiler/--march and cached).
 #include "tessel/targets/cpu/compiler.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -101,35 +102,51 @@ fs::path cacheRoot() {
 
 fs::path runtimeDir() { return fs::path(TESSEL_SOURCE_DIR) / "runtime"; }
 
-/// Builds (or finds cached) a PIC static library of the runtime for this compiler and flags.
+/// Builds (or finds cached) a PIC static library of the runtime for this compiler and flags. Objects
+/// are cached one per source (keyed by the source, every header and the flags), so an edit to one
+/// kernel file recompiles only that file.
 fs::path ensureRuntimeLibrary(const CompileOptions& o) {
   std::string cxx = compilerOf(o), version;
   runCommand(shellQuote(cxx) + " --version", version, {}, "");
   std::vector<fs::path> sources;
-  uint64_t h = fnv1a(version + cxxFlags(o));
+  uint64_t headers = fnv1a(version + cxxFlags(o));
   for (const auto& e : fs::recursive_directory_iterator(runtimeDir())) {
     if (!e.is_regular_file()) continue;
-    h = fnv1a(e.path().string() + readFile(e.path()), h);
     if (e.path().extension() == ".cpp") sources.push_back(e.path());
+    else headers = fnv1a(e.path().string() + readFile(e.path()), headers);
   }
-  fs::path dir = cacheRoot() / fmt::format("runtime-{:016x}", h);
-  fs::path lib = dir / "libtessel_rt.a";
+  std::sort(sources.begin(), sources.end());
+  fs::path objDir = cacheRoot() / "runtime-objects";
+  fs::create_directories(objDir);
+  uint64_t libKey = headers;
+  std::vector<fs::path> objects;
+  std::string missing;
+  for (const fs::path& src : sources) {
+    uint64_t key = fnv1a(src.filename().string() + readFile(src), headers);
+    libKey = fnv1a(std::to_string(key), libKey);
+    fs::path obj = objDir / fmt::format("{}-{:016x}.o", src.stem().string(), key);
+    objects.push_back(obj);
+    if (!fs::exists(obj)) missing += shellQuote(src.string()) + ":" + shellQuote(obj.string()) + " ";
+  }
+  fs::path lib = cacheRoot() / fmt::format("libtessel_rt-{:016x}.a", libKey);
   if (fs::exists(lib)) return lib;
-  progress(o, fmt::format("building the runtime library for -march={} (once; cached in {})", o.march, dir.string()));
-  fs::path tmp = dir.string() + fmt::format(".tmp{}", getpid());
-  fs::create_directories(tmp);
-  std::string list;
-  for (const fs::path& s : sources) list += shellQuote(s.string()) + " ";
-  std::string cmd = fmt::format(
-      "cd {} && printf '%s\\n' {} | xargs -P 2 -I SRC sh -c '{} {} -I{} -c SRC -o $(basename SRC .cpp).o' && ar rcs "
-      "libtessel_rt.a *.o",
-      shellQuote(tmp.string()), list, cxx, cxxFlags(o), (runtimeDir() / "include").string());
   std::string out;
-  if (runCommand(cmd, out, o, "compiling the runtime") != 0)
-    throw UserError(fmt::format("building the runtime library failed:\n{}", tail(out)));
-  std::error_code ec;
-  fs::rename(tmp, dir, ec);  // another process may have won the race: use its copy
-  fs::remove_all(tmp, ec);
+  if (!missing.empty()) {
+    progress(o, fmt::format("compiling the runtime library for -march={} (cached in {})", o.march, objDir.string()));
+    // Each object is written under a temporary name and renamed, so concurrent compiles never see half files.
+    std::string cmd = fmt::format(
+        "printf '%s\\n' {} | xargs -P 2 -I PAIR sh -c 'src=${{1%%:*}}; obj=${{1#*:}}; {} {} -I{} -c \"$src\" -o "
+        "\"$obj.$$\" && mv \"$obj.$$\" \"$obj\"' _ PAIR",
+        missing, shellQuote(cxx), cxxFlags(o), shellQuote((runtimeDir() / "include").string()));
+    if (runCommand(cmd, out, o, "compiling the runtime") != 0)
+      throw UserError(fmt::format("building the runtime library failed:\n{}", tail(out)));
+  }
+  std::string objs;
+  for (const fs::path& obj : objects) objs += shellQuote(obj.string()) + " ";
+  fs::path tmp = lib.string() + fmt::format(".tmp{}", getpid());
+  if (runCommand(fmt::format("ar rcs {} {}", shellQuote(tmp.string()), objs), out, {}, "") != 0)
+    throw UserError(fmt::format("archiving the runtime library failed:\n{}", tail(out)));
+  fs::rename(tmp, lib);
   return lib;
 }
 
