@@ -3,11 +3,9 @@
 
 #include <filesystem>
 #include <fmt/format.h>
-#include <iostream>
 
 #include "tessel/ir/text.h"
 #include "tessel/ir/verifier.h"
-#include "tessel/ops/shape_inference.h"
 
 namespace tessel {
 
@@ -18,14 +16,7 @@ std::unique_ptr<Model> loadModel(const std::string& path, const ImportOptions& o
     auto model = readModelTextFile(path);
     verifyOrThrow(*model->graph);
     applyInputShapes(*model->graph, options.inputShapes);
-    if (options.inference != InferenceMode::Off) {
-      try {
-        inferShapes(*model->graph);
-      } catch (const UserError& e) {
-        if (options.inference == InferenceMode::Strict) throw;
-        std::cerr << "tessel: warning: shape inference stopped: " << e.what() << "\n";
-      }
-    }
+    inferShapesWithMode(*model->graph, options.inference);
     return model;
   }
   throw UserError(fmt::format("'{}': unknown model format '{}' (expected .onnx or .tir)", path, ext));

@@ -45,14 +45,7 @@ class OnnxImporter {
     upgradeGraph(*model->graph);
     verifyOrThrow(*model->graph);
     applyInputShapes(*model->graph, options.inputShapes);
-    if (options.inference != InferenceMode::Off) {
-      try {
-        inferShapes(*model->graph);
-      } catch (const UserError& e) {
-        if (options.inference == InferenceMode::Strict) throw;
-        std::cerr << "tessel: warning: shape inference stopped: " << e.what() << "\n";
-      }
-    }
+    inferShapesWithMode(*model->graph, options.inference);
     return model;
   }
 
@@ -279,6 +272,16 @@ class OnnxImporter {
 };
 
 }  // namespace
+
+void inferShapesWithMode(Graph& graph, InferenceMode mode) {
+  if (mode == InferenceMode::Off) return;
+  try {
+    inferShapes(graph);
+  } catch (const UserError& e) {
+    if (mode == InferenceMode::Strict) throw;
+    std::cerr << "tessel: warning: shape inference stopped: " << e.what() << "\n";
+  }
+}
 
 std::pair<std::string, Shape> parseInputShapeSpec(const std::string& spec) {
   auto colon = spec.rfind(':');

@@ -36,6 +36,8 @@ std::unique_ptr<Model> importOnnxBytes(const std::string& bytes, const std::stri
 
 /// Applies `--input-shape` overrides to a graph's inputs (UserError for unknown names or bad ranks).
 void applyInputShapes(Graph& graph, const std::map<std::string, Shape>& shapes);
+/// Runs shape inference per `mode` (Lenient: print a warning and keep going on a UserError).
+void inferShapesWithMode(Graph& graph, InferenceMode mode);
 /// Parses "name:1x3x224x224" (UserError with the expected form otherwise).
 std::pair<std::string, Shape> parseInputShapeSpec(const std::string& spec);
 
