@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "tessel/ops/helpers.h"
+#include "tessel/ops/shape_inference.h"
 
 namespace tessel {
 namespace {
@@ -80,6 +81,60 @@ TensorType insertDim(const TensorType& t, size_t axis, Dim d) {
   return TensorType(t.dtype, dims);
 }
 
+// ---------------------------------------------------------------- body type refinement
+
+/// `declared` completed with what `actual` knows: a missing element type, a missing rank, unknown dims.
+TensorType completeType(const TensorType& declared, const TensorType& actual) {
+  TensorType t = declared;
+  if (t.dtype == DType::Undefined) t.dtype = actual.dtype;
+  if (!t.hasRank()) return TensorType(t.dtype, actual.dims);
+  if (actual.hasRank() && actual.rank() == t.rank())
+    for (size_t i = 0; i < t.rank(); ++i)
+      if (!(*t.dims)[i].isKnown() && (*t.dims)[i].symbol.empty()) (*t.dims)[i] = (*actual.dims)[i];
+  return t;
+}
+
+/// The graph held by a node's graph attribute, for editing its value types.
+Graph& bodyOf(Node& node, const std::string& attr) {
+  const AttrValue* v = node.findAttr(attr);
+  TESSEL_ASSERT(v && std::holds_alternative<std::shared_ptr<Graph>>(*v), "graph attribute expected");
+  return *std::get<std::shared_ptr<Graph>>(*v);
+}
+
+/// Bodies often declare their inputs without shapes, and captured values carry no type at all. Completes
+/// them from what the calling node knows (`inputTypes`, the enclosing scopes) and re-infers the body so
+/// that its output types become as precise as the outer graph allows.
+void refineBody(Graph& body, const std::vector<TensorType>& inputTypes) {
+  bool changed = false;
+  for (size_t i = 0; i < inputTypes.size() && i < body.inputs().size(); ++i) {
+    Value* in = body.inputs()[i];
+    TensorType t = completeType(in->type, inputTypes[i]);
+    if (!(t == in->type)) {
+      in->type = t;
+      changed = true;
+    }
+  }
+  for (Value* v : body.values()) {
+    if (!v->isCaptured() || !body.parent()) continue;
+    Value* outer = body.parent()->lookup(v->name());
+    if (!outer || outer == v) continue;
+    TensorType t = completeType(v->type, outer->type);
+    if (!(t == v->type)) {
+      v->type = t;
+      changed = true;
+    }
+  }
+  if (changed) inferShapes(body);
+}
+
+/// `t` without axis `axis` (a slice taken by Scan); unknown rank stays unknown.
+TensorType removeDim(const TensorType& t, size_t axis) {
+  if (!t.hasRank() || axis >= t.rank()) return TensorType(t.dtype, std::nullopt);
+  std::vector<Dim> dims = *t.dims;
+  dims.erase(dims.begin() + static_cast<std::ptrdiff_t>(axis));
+  return TensorType(t.dtype, dims);
+}
+
 bool scalarTruth(const Tensor& t, const KernelContext& ctx, const char* what) {
   if (t.numel() != 1) ctx.fail("{} must hold exactly one element, it has shape [{}]", what, fmt::join(t.shape(), ","));
   if (t.dtype() != DType::Bool) ctx.fail("{} must be bool, found {}", what, dtypeName(t.dtype()));
@@ -89,6 +144,8 @@ bool scalarTruth(const Tensor& t, const KernelContext& ctx, const char* what) {
 // ---------------------------------------------------------------- If
 
 void inferIf(InferContext& ctx) {
+  refineBody(bodyOf(ctx.node(), "then_branch"), {});
+  refineBody(bodyOf(ctx.node(), "else_branch"), {});
   const Graph& thenG = ctx.node().attrGraph("then_branch");
   const Graph& elseG = ctx.node().attrGraph("else_branch");
   if (thenG.outputs().size() != ctx.numOutputs() || elseG.outputs().size() != ctx.numOutputs())
@@ -117,6 +174,28 @@ void ifKernel(KernelContext& ctx) {
 /// Number of loop-carried values of a Loop node (inputs after M and cond).
 size_t loopCarriedCount(size_t numInputs) { return numInputs < 2 ? 0 : numInputs - 2; }
 
+/// Types the body's inputs from the node's: the iteration number, the condition and the loop-carried
+/// values. A carried value whose type changes across iterations is widened and the body re-inferred.
+void refineLoopBody(InferContext& ctx, size_t carried) {
+  Graph& body = bodyOf(ctx.node(), "body");
+  std::vector<TensorType> types{TensorType::fromShape(DType::Int64, {}), TensorType::fromShape(DType::Bool, {})};
+  for (size_t i = 0; i < carried; ++i) types.push_back(ctx.inputType(2 + i));
+  for (int round = 0; round < 3; ++round) {
+    refineBody(body, types);
+    bool widened = false;
+    for (size_t i = 0; i < carried && 1 + i < body.outputs().size(); ++i) {
+      TensorType merged = mergeTypes(body.inputs()[2 + i]->type, body.outputs()[1 + i]->type);
+      if (!(merged == body.inputs()[2 + i]->type)) {
+        body.inputs()[2 + i]->type = merged;
+        types[2 + i] = merged;
+        widened = true;
+      }
+    }
+    if (!widened) return;
+    inferShapes(body);
+  }
+}
+
 void inferLoop(InferContext& ctx) {
   const Graph& body = ctx.node().attrGraph("body");
   size_t carried = loopCarriedCount(ctx.numInputs());
@@ -124,6 +203,7 @@ void inferLoop(InferContext& ctx) {
     ctx.fail("the body has {} input(s); expected 2 + {} loop-carried value(s)", body.inputs().size(), carried);
   if (body.outputs().size() < carried + 1)
     ctx.fail("the body has {} output(s); expected at least 1 + {} loop-carried value(s)", body.outputs().size(), carried);
+  refineLoopBody(ctx, carried);
   size_t scans = body.outputs().size() - 1 - carried;
   if (ctx.numOutputs() > carried + scans)
     ctx.fail("the node has {} outputs but the body yields only {} loop-carried and {} scan output(s)", ctx.numOutputs(), carried, scans);
@@ -242,6 +322,21 @@ ScanLayout scanLayout(const Node& node, const std::vector<size_t>& inputRanks) {
   return s;
 }
 
+/// Types the body's inputs: state values as given (opset 8: without the batch axis), scan inputs without
+/// their scan axis.
+void refineScanBody(InferContext& ctx, const ScanLayout& s, size_t first) {
+  std::vector<TensorType> types;
+  for (size_t i = 0; i < s.numState; ++i) {
+    const TensorType& t = ctx.inputType(first + i);
+    types.push_back(s.legacyBatched ? removeDim(t, 0) : t);
+  }
+  for (size_t j = 0; j < s.numScanIn; ++j) {
+    const TensorType& t = ctx.inputType(first + s.numState + j);
+    types.push_back(s.legacyBatched ? removeDim(removeDim(t, 0), 0) : removeDim(t, static_cast<size_t>(s.inAxes[j])));
+  }
+  refineBody(bodyOf(ctx.node(), "body"), types);
+}
+
 void inferScan(InferContext& ctx) {
   const Node& node = ctx.node();
   const Graph& body = node.attrGraph("body");
@@ -251,6 +346,7 @@ void inferScan(InferContext& ctx) {
   for (size_t i = ctx.numInputs() - std::min(numScanIn, ctx.numInputs()); i < ctx.numInputs(); ++i)
     scanRanks.push_back(ctx.inputType(i).hasRank() ? ctx.inputType(i).rank() : SIZE_MAX);
   ScanLayout s = scanLayout(node, scanRanks);
+  refineScanBody(ctx, s, first);
   Dim seqLen = Dim::unknown();
   if (s.numScanIn > 0) {
     const TensorType& t = ctx.inputType(first + s.numState);

@@ -263,6 +263,50 @@ TEST(OpsMiscControlFlow, LoopConditionStopsEarlyAndZeroTripsGiveEmptyScans) {
   EXPECT_EQ(none[1].shape(), (Shape{0, 2}));
 }
 
+/// Loop over M=4 iterations whose body declares no input types and captures x without a type:
+/// acc_out = op(acc, x) (Add keeps the shape, Concat grows it), scan = float(i) * x.
+struct UntypedLoop {
+  Graph g;
+  Node* loop = nullptr;
+  explicit UntypedLoop(bool growing) {
+    g.addInput("x", TensorType::fromShape(DType::Float32, {3}));
+    auto body = makeBody(g, "body");
+    Value* i = body->addInput("i", TensorType());
+    Value* cond = body->addInput("cond", TensorType());
+    Value* acc = body->addInput("acc", TensorType());
+    Value* x = body->addValue("x");
+    Node* step = growing ? body->addNode("Concat", {acc, x}, {"acc_out"}) : body->addNode("Add", {acc, x}, {"acc_out"});
+    if (growing) step->setAttr("axis", int64_t{0});
+    Node* cast = body->addNode("Cast", {i}, {"fi"});
+    cast->setAttr("to", int64_t{1});
+    Node* mul = body->addNode("Mul", {cast->output(0), x}, {"scan"});
+    Node* keep = body->addNode("Identity", {cond}, {"cond_out"});
+    body->addOutput(keep->output(0));
+    body->addOutput(step->output(0));
+    body->addOutput(mul->output(0));
+    loop = g.addNode("Loop", {g.addConstant("m", Tensor::scalar<int64_t>(4)), nullptr, g.addConstant("a0", f32({3}, {0, 0, 0}))},
+                     {"a", "s"}, "n1");
+    loop->setAttr("body", body);
+    g.addOutput(loop->output(0));
+    g.addOutput(loop->output(1));
+  }
+};
+
+TEST(OpsMiscControlFlow, BodyTypesAreCompletedFromTheCallingNode) {
+  UntypedLoop same(false);
+  inferShapes(same.g);
+  EXPECT_EQ(same.loop->output(0)->type.toString(), "f32[3]");
+  EXPECT_EQ(same.loop->output(1)->type.toString(), "f32[4,3]");
+  auto out = Interpreter(same.g).run({{"x", f32({3}, {1, 2, 3})}});
+  expectNear(out[0], {4, 8, 12});
+  expectNear(out[1], {0, 0, 0, 1, 2, 3, 2, 4, 6, 3, 6, 9});
+  // A carried value that grows each iteration is widened to an unknown extent, not fixed to the first.
+  UntypedLoop grow(true);
+  inferShapes(grow.g);
+  EXPECT_EQ(grow.loop->output(0)->type.toString(), "f32[?]");
+  EXPECT_EQ(Interpreter(grow.g).run({{"x", f32({3}, {1, 2, 3})}})[0].shape(), (Shape{15}));
+}
+
 TEST(OpsMiscControlFlow, IfPicksBranchAndMergesTypes) {
   Graph g;
   g.addInput("c", TensorType::fromShape(DType::Bool, {}));
