@@ -6,6 +6,7 @@
 #include "command.h"
 #include "common.h"
 #include "compiled_model_cli.h"
+#include "npu_cli.h"
 #include "tessel/frontend/tensor_io.h"
 #include "tessel/targets/cpu/compiler.h"
 
@@ -45,6 +46,7 @@ struct CompileCmdOptions {
   ModelOptions model;
   std::string output;
   std::string target = "cpu";
+  std::string hw;  ///< --target npu: hardware configuration
   std::string emit = "so";
   std::string emitApp;
   int threads = 0;
@@ -61,7 +63,8 @@ void printReport(const cpu::CompileReport& r, double seconds, const std::string&
 }
 
 void compileCommand(CompileCmdOptions& o) {
-  if (o.target != "cpu") throw UserError(fmt::format("tessel compile: unknown --target '{}' (known: cpu)", o.target));
+  if (o.target == "npu") return compileNpuModel(o.model, o.hw, o.output);  // cmd_compile_npu.cpp
+  if (o.target != "cpu") throw UserError(fmt::format("tessel compile: unknown --target '{}' (known: cpu, npu)", o.target));
   if (o.emit != "so" && o.emit != "cpp") throw UserError(fmt::format("--emit={}: expected 'so' or 'cpp'", o.emit));
   auto start = std::chrono::steady_clock::now();
   int stage = 0;
@@ -106,12 +109,14 @@ TESSEL_REGISTER_COMMAND(compile, 40, [](CLI::App& app) {
       "Exit status: 0 success, 2 bad input or unsupported model, 1 internal error.");
   o->model.addTo(cmd);
   cmd->add_option("-o,--output", o->output, "output file (default: MODEL's name with .so / .cpp)");
-  cmd->add_option("--target", o->target, "target (cpu)");
+  cmd->add_option("--target", o->target, "target: cpu, or npu (writes a .tnpu; needs --hw)");
+  cmd->add_option("--hw", o->hw, "hardware configuration for --target npu (e.g. configs/default.json)");
   cmd->add_option("--threads", o->threads, "default thread count of the compiled model (0: all cores)");
   cmd->add_option("--emit", o->emit, "so (shared library, default) or cpp (generated source only)");
   cmd->add_option("--emit-app", o->emitApp, "write a standalone CMake project into DIR");
   cmd->add_option("--march", o->compile.march, "-march for the C++ compiler (default native)");
   cmd->add_option("--cxx", o->compile.cxx, "C++ compiler (default $CXX, else g++)");
+  cmd->add_flag("--tune", o->compile.tune, "choose each convolution's kernel by timing the candidates here");
   cmd->callback([o]() { compileCommand(*o); });
 });
 

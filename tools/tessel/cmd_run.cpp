@@ -6,6 +6,7 @@
 #include "command.h"
 #include "common.h"
 #include "compiled_model_cli.h"
+#include "npu_cli.h"
 #include "tessel/frontend/tensor_io.h"
 #include "tessel/interp/interpreter.h"
 
@@ -27,6 +28,7 @@ void runCommand(const RunOptions& o) {
     if (ec || !std::filesystem::is_directory(o.outputDir))
       throw UserError(fmt::format("cannot create output directory '{}': {}", o.outputDir, ec ? ec.message() : "not a directory"));
   }
+  if (isNpuModelPath(o.model.path)) return runNpuModelCli(o.model.path, o.inputs, o.outputDir, o.quiet);  // cmd_compile_npu.cpp
   if (isCompiledModelPath(o.model.path)) return runCompiledModel(o.model.path, o.inputs, o.outputDir, o.quiet, o.threads);
   auto model = o.model.load(InferenceMode::Lenient);
   const Graph& g = *model->graph;

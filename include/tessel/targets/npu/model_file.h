@@ -1,0 +1,70 @@
+// The compiled NPU model file (.tnpu, S1.5): header (magic, version, configuration hash), the configuration,
+// the I/O description, the CPU part as text IR, and per NPU subgraph its instruction stream, DRAM layout
+// and weights; compiling a model into it, loading (strictly validated) and running it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessel/hw/hardware_config.h"
+#include "tessel/ir/graph.h"
+#include "tessel/targets/npu/lowering.h"
+#include "tessel/targets/npu/simulator.h"
+
+namespace tessel::npu {
+
+inline constexpr char kModelFileMagic[8] = {'T', 'E', 'S', 'S', 'N', 'P', 'U', '\0'};
+inline constexpr uint32_t kModelFileVersion = 1;
+
+/// A model input or output as the file describes it.
+struct IoTensor {
+  std::string name;
+  DType dtype = DType::Float32;
+  Shape shape;
+};
+
+/// Everything a .tnpu file holds.
+struct CompiledNpuModel {
+  hw::HardwareConfig config;
+  std::unique_ptr<Model> cpuPart;  ///< top-level graph; NPU subgraphs appear as tessel.NpuCall nodes
+  std::vector<LoweredSubgraph> subgraphs;
+  std::vector<IoTensor> inputs, outputs;
+};
+
+/// Prepares, partitions and lowers a model for `config` (which must have an npu device).
+CompiledNpuModel compileForNpu(Model& model, const hw::HardwareConfig& config);
+
+/// Serialises to bytes / writes a file (UserError when not writable).
+std::vector<uint8_t> serializeNpuModel(const CompiledNpuModel& model);
+void writeNpuModel(const CompiledNpuModel& model, const std::string& path);
+
+/// Parses and validates bytes; every malformed input is a UserError naming `origin` and what was wrong.
+CompiledNpuModel parseNpuModel(const std::vector<uint8_t>& bytes, const std::string& origin);
+/// Reads a file; when `expected` is given, refuses a file compiled for another configuration (hash).
+CompiledNpuModel readNpuModel(const std::string& path, const hw::HardwareConfig* expected = nullptr);
+
+/// One NPU subgraph execution of a run.
+struct SubgraphRun {
+  std::string name;
+  SimReport report;
+};
+
+/// Result of running a whole compiled model.
+struct NpuModelRun {
+  std::vector<Tensor> outputs;        ///< in model-output order
+  std::vector<SubgraphRun> subgraphs; ///< in execution order
+  uint64_t transferBytes = 0;         ///< bytes moved between the host and the NPU's DRAM (inputs + outputs of calls)
+};
+
+/// Runs the CPU part with the reference kernels and each NPU subgraph on the simulator.
+NpuModelRun runNpuModel(const CompiledNpuModel& model, const std::map<std::string, Tensor>& inputs,
+                        const SimOptions& options = {});
+
+/// Totals over a run for reports: one JSON object with cycles, dram_bytes, peak_sram_bytes,
+/// sram_capacity_bytes, mm_utilization, lower bounds, hazards and per-subgraph details.
+nlohmann::json runSummaryJson(const CompiledNpuModel& model, const NpuModelRun& run);
+
+}  // namespace tessel::npu

@@ -1,0 +1,177 @@
+// Compiling a model into a CompiledNpuModel (partition + lowering, NPU subgraphs become tessel.NpuCall
+// nodes of the CPU part) and running one: the interpreter runs the CPU part, NpuCall runs the simulator.
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "tessel/interp/interpreter.h"
+#include "tessel/ops/registry.h"
+#include "tessel/partition/partitioner.h"
+#include "tessel/support/error.h"
+#include "tessel/targets/npu/model_file.h"
+
+namespace tessel::npu {
+namespace {
+
+/// Runs one NPU subgraph by name; installed by runNpuModel for the duration of a run.
+using NpuCallHandler = std::function<std::vector<Tensor>(const std::string&, const std::vector<Tensor>&)>;
+thread_local const NpuCallHandler* currentHandler = nullptr;
+
+void inferNpuCall(InferContext& ctx) {
+  // The types were fixed when the subgraph was lowered and are kept in the IR.
+  for (size_t i = 0; i < ctx.numOutputs(); ++i)
+    if (ctx.hasOutput(i)) ctx.setOutputType(i, ctx.node().output(i)->type);
+}
+
+void npuCallKernel(KernelContext& ctx) {
+  if (!currentHandler) ctx.fail("tessel.NpuCall runs only inside a compiled NPU model (tessel run MODEL.tnpu)");
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < ctx.numInputs(); ++i) inputs.push_back(ctx.input(i));
+  std::vector<Tensor> outputs = (*currentHandler)(ctx.attrString("subgraph"), inputs);
+  if (outputs.size() != ctx.numOutputs()) ctx.fail("subgraph returned {} outputs, expected {}", outputs.size(), ctx.numOutputs());
+  for (size_t i = 0; i < outputs.size(); ++i) ctx.setOutput(i, std::move(outputs[i]));
+}
+
+/// Replaces `old` by a node of another op with the same inputs and output names (two steps: the names
+/// are only free once the old node is gone).
+Node* replaceNode(Graph& g, Node* old, const std::string& op, const std::string& domain, const std::string& attr,
+                  const std::string& value) {
+  std::vector<std::string> temp, names;
+  std::vector<TensorType> types;
+  for (Value* v : old->outputs()) {
+    temp.push_back(g.uniqueName(v->name() + "__call"));
+    names.push_back(v->name());
+    types.push_back(v->type);
+  }
+  std::string name = old->name(), device = old->device;
+  Node* a = g.insertNodeBefore(old, op, old->inputs(), temp, g.uniqueName(name + "__call"), domain);
+  for (size_t i = 0; i < types.size(); ++i) {
+    a->output(i)->type = types[i];
+    g.replaceAllUsesWith(old->output(i), a->output(i));
+  }
+  g.removeNode(old);
+  Node* b = g.insertNodeBefore(a, op, a->inputs(), names, name, domain);
+  for (size_t i = 0; i < types.size(); ++i) {
+    b->output(i)->type = types[i];
+    g.replaceAllUsesWith(a->output(i), b->output(i));
+  }
+  g.removeNode(a);
+  b->setAttr(attr, value);
+  b->device = device;
+  return b;
+}
+
+std::vector<IoTensor> ioOf(const std::vector<Value*>& values) {
+  std::vector<IoTensor> out;
+  for (const Value* v : values)
+    out.push_back({v->name(), v->type.dtype, v->type.isStatic() ? v->type.staticShape() : Shape{}});
+  return out;
+}
+
+}  // namespace
+
+CompiledNpuModel compileForNpu(Model& model, const hw::HardwareConfig& config) {
+  if (!config.firstNpu()) throw UserError(fmt::format("configuration '{}' has no npu device", config.name()));
+  prepareModelForNpu(model);
+  partition::PartitionOptions popts;
+  popts.canLower = loweringSupport;
+  partition::partitionGraph(*model.graph, config, popts);
+  CompiledNpuModel out;
+  out.config = config;
+  Graph& g = *model.graph;
+  std::vector<Node*> calls;
+  for (const auto& n : g.nodes())
+    if (partition::isSubgraphNode(*n) && config.device(n->device).kind == hw::DeviceKind::Npu) calls.push_back(n.get());
+  for (Node* n : calls) {
+    out.subgraphs.push_back(lowerSubgraph(n->attrGraph("body"), config.device(n->device), n->name()));
+    replaceNode(g, n, "NpuCall", "tessel", "subgraph", out.subgraphs.back().name);
+  }
+  g.removeUnusedValues();
+  out.inputs = ioOf(g.inputs());
+  out.outputs = ioOf(g.outputs());
+  out.cpuPart = model.clone();
+  return out;
+}
+
+NpuModelRun runNpuModel(const CompiledNpuModel& model, const std::map<std::string, Tensor>& inputs,
+                        const SimOptions& options) {
+  NpuModelRun run;
+  std::map<std::string, const LoweredSubgraph*> byName;
+  for (const LoweredSubgraph& s : model.subgraphs) byName[s.name] = &s;
+  NpuCallHandler handler = [&](const std::string& name, const std::vector<Tensor>& in) {
+    auto it = byName.find(name);
+    if (it == byName.end()) throw UserError(fmt::format("tessel.NpuCall names subgraph '{}', which the model does not have", name));
+    const hw::Device& dev = model.config.device(it->second->device);
+    NpuRun r = runLowered(*it->second, dev.npu, in, options);
+    for (const Tensor& t : in) run.transferBytes += t.nbytes();
+    for (const Tensor& t : r.outputs) run.transferBytes += t.nbytes();
+    run.subgraphs.push_back({name, std::move(r.report)});
+    return r.outputs;
+  };
+  struct Install {
+    explicit Install(const NpuCallHandler* h) { currentHandler = h; }
+    ~Install() { currentHandler = nullptr; }
+  } install(&handler);
+  run.outputs = Interpreter(*model.cpuPart->graph).run(inputs);
+  return run;
+}
+
+nlohmann::json runSummaryJson(const CompiledNpuModel& model, const NpuModelRun& run) {
+  using json = nlohmann::json;
+  uint64_t cycles = 0, read = 0, written = 0, macs = 0, bound = 0, hazards = 0, compulsory = 0;
+  std::array<uint64_t, kNumBuffers> peak{}, capacity{};
+  std::array<uint64_t, kNumUnits> busy{}, stall{};
+  double mmCapacity = 0;
+  json subgraphs = json::array();
+  for (const SubgraphRun& s : run.subgraphs) {
+    const SimReport& r = s.report;
+    cycles += r.totalCycles, read += r.dramBytesRead, written += r.dramBytesWritten, macs += r.macs;
+    // Resource bounds only: the critical-path bounds over-count accumulating Gemm chains (docs/partition.md).
+    bound += std::max({r.bounds.dramCycles, r.bounds.computeCycles,
+                       *std::max_element(r.bounds.unitOccupancy.begin(), r.bounds.unitOccupancy.end())});
+    hazards += r.hazards.size();
+    mmCapacity += static_cast<double>(r.totalCycles) * r.dim * r.dim;
+    for (size_t b = 0; b < kNumBuffers; ++b) peak[b] = std::max(peak[b], r.peakSramBytes[b]), capacity[b] = r.capacityBytes[b];
+    for (size_t u = 0; u < kNumUnits; ++u) busy[u] += r.units[u].busyCycles, stall[u] += r.units[u].stallCycles;
+    for (const LoweredSubgraph& l : model.subgraphs)
+      if (l.name == s.name) compulsory += l.compulsoryDramBytes;
+    json j = r.toJson();
+    j.erase("hazards");
+    j["name"] = s.name;
+    j["hazard_count"] = r.hazards.size();
+    subgraphs.push_back(j);
+  }
+  json bufs = json::object(), caps = json::object(), units = json::object();
+  for (size_t b = 0; b < kNumBuffers; ++b) {
+    std::string n(bufferName(static_cast<Buffer>(b)));
+    bufs[n] = peak[b];
+    caps[n] = capacity[b];
+  }
+  for (size_t u = 0; u < kNumUnits; ++u)
+    units[std::string(unitName(static_cast<Unit>(u)))] = {{"busy", busy[u]}, {"stall", stall[u]}};
+  return json{{"cycles", cycles},
+              {"lower_bound_cycles", bound},
+              {"dram_bytes", {{"read", read}, {"written", written}, {"total", read + written}, {"compulsory", compulsory}}},
+              {"peak_sram_bytes", bufs},
+              {"sram_capacity_bytes", caps},
+              {"mm_utilization", mmCapacity > 0 ? static_cast<double>(macs) / mmCapacity : 0.0},
+              {"macs", macs},
+              {"units", units},
+              {"hazards", hazards},
+              {"host_npu_transfer_bytes", run.transferBytes},
+              {"npu_calls", run.subgraphs.size()},
+              {"subgraphs", subgraphs}};
+}
+
+}  // namespace tessel::npu
+
+namespace tessel {
+TESSEL_REGISTER_OP(tessel_NpuCall) {
+  return OpDef("NpuCall", "tessel")
+      .inputs(0, kVariadic)
+      .outputs(1, kVariadic)
+      .requiredAttr("subgraph", AttrKind::String)
+      .describe("runs a lowered NPU subgraph of a compiled model (.tnpu) on the simulator")
+      .infer(npu::inferNpuCall)
+      .kernel(npu::npuCallKernel);
+}
+}  // namespace tessel
