@@ -167,7 +167,7 @@ void prepareModel(Model& model) { namedPipeline("cleanup").run(model, PassOption
 
 GeneratedModel generateModel(const Model& model, const CompileOptions& options, const std::string& weightsFileName) {
   auto start = std::chrono::steady_clock::now();
-  Plan plan = lowerGraph(*model.graph);
+  Plan plan = lowerGraph(*model.graph, options.tune);
   planMemory(plan);
   plan.defaultThreads = options.defaultThreads;
   uint64_t h = fnv1a(plan.weights);

@@ -1,5 +1,6 @@
 // Lowers a typed graph to runtime kernel calls: fuses Conv/Gemm epilogues (BatchNorm, residual Add,
 // activation), chooses conv kernels, collects weights, and names every float tensor.
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fmt/format.h>
@@ -8,6 +9,7 @@
 #include <set>
 
 #include "plan.h"
+#include "tessel/rt/aligned_buffer.h"
 #include "tessel/rt/conv.h"
 #include "tessel/rt/gemm.h"
 #include "tessel/support/error.h"
@@ -49,7 +51,7 @@ const std::set<std::string> kAliasOps = {"Reshape", "Flatten", "Squeeze", "Unsqu
 
 class Lowerer {
  public:
-  explicit Lowerer(const Graph& g) : graph_(g) {}
+  Lowerer(const Graph& g, bool tune) : graph_(g), tune_(tune) {}
   Plan run();
 
  private:
@@ -75,6 +77,8 @@ class Lowerer {
   const Node* singleUser(const Value* v) const;
 
   const Graph& graph_;
+  bool tune_;
+  std::map<std::string, const rt::Conv2dKernel*> tuned_;  ///< by conv geometry
   Plan plan_;
   std::map<const Value*, int> ids_;
   std::set<const Node*> absorbed_;
@@ -180,9 +184,38 @@ std::string Lowerer::epilogueExpr(int bias, int residual, const FusedAct& act, b
                      floatLiteral(act.beta), perColumn ? "true" : "false");
 }
 
-/// Picks the NCHW kernel for a conv: the runtime's first applicable one, except Winograd on small
-/// maps where its transforms cost more than they save (measured by the kernel library: slower at 7x7).
-const rt::Conv2dKernel* chooseConvKernel(const rt::Conv2dShape& s) {
+/// Best of a few timed runs of one kernel on zero data (single thread), in milliseconds.
+double timeConvKernel(const rt::Conv2dKernel& k, const rt::Conv2dShape& s) {
+  rt::AlignedBuffer in(static_cast<size_t>(s.batch * s.in_channels * s.in_h * s.in_w));
+  rt::AlignedBuffer out(static_cast<size_t>(s.batch * s.out_channels * s.out_h() * s.out_w()));
+  std::vector<float> w(static_cast<size_t>(s.out_channels * s.in_per_group() * s.kernel_h * s.kernel_w), 0.01f);
+  rt::AlignedBuffer packed(k.packed_weight_size(s));
+  in.zero();
+  k.pack_weights(s, w.data(), packed.data());
+  double best = 1e30;
+  for (int r = 0; r < 4; ++r) {  // the first run warms caches and scratch buffers
+    auto start = std::chrono::steady_clock::now();
+    k.run(s, in.data(), packed.data(), out.data(), rt::Epilogue{}, nullptr);
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (r > 0) best = std::min(best, ms);
+  }
+  return best;
+}
+
+/// Picks the NCHW kernel for a conv. Without tuning: the runtime's first applicable one, except Winograd
+/// on small maps where its transforms cost more than they save (slower at 7x7 in the kernel library's
+/// measurements). With tuning: the fastest applicable NCHW kernel measured on this machine.
+const rt::Conv2dKernel* chooseConvKernel(const rt::Conv2dShape& s, bool tune) {
+  if (tune) {
+    const rt::Conv2dKernel* best = nullptr;
+    double bestMs = 1e30;
+    for (const rt::Conv2dKernel& k : rt::conv2d_kernels()) {
+      if (k.layout != rt::ConvLayout::NCHW || !k.applicable(s)) continue;
+      double ms = timeConvKernel(k, s);
+      if (ms < bestMs) bestMs = ms, best = &k;
+    }
+    if (best) return best;
+  }
   const rt::Conv2dKernel* k = rt::select_conv2d_kernel(s, rt::ConvLayout::NCHW);
   if (k && std::strcmp(k->name, "conv2d_winograd_f43_avx2") == 0 && s.out_h() * s.out_w() < 14 * 14)
     return rt::find_conv2d_kernel("conv2d_nchw_im2col_gemm_avx2");
@@ -290,7 +323,11 @@ void Lowerer::lowerConv(const Node* conv) {
     if (act.kind != "None") break;
   }
   if (last != conv) emitAt_ = last;
-  const rt::Conv2dKernel* kernel = chooseConvKernel(s);
+  std::string key = fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}", s.batch, s.in_channels, s.in_h,
+                                s.in_w, s.out_channels, s.kernel_h, s.kernel_w, s.stride_h, s.stride_w, s.pad_top,
+                                s.pad_left, s.pad_bottom, s.pad_right, s.dilation_h, s.dilation_w, s.groups);
+  const rt::Conv2dKernel*& kernel = tuned_[key];
+  if (kernel == nullptr) kernel = chooseConvKernel(s, tune_);
   int wid = weightTensor(wv->name(), w, wv->type.staticShape());
   int bid = hasBias ? weightTensor(conv->name() + ".bias", bias, {s.out_channels}) : -1;
   std::string shapeName = fmt::format("kShape{}", shapeCounter_++);
@@ -645,6 +682,6 @@ Plan Lowerer::run() {
 
 }  // namespace
 
-Plan lowerGraph(const Graph& graph) { return Lowerer(graph).run(); }
+Plan lowerGraph(const Graph& graph, bool tune) { return Lowerer(graph, tune).run(); }
 
 }  // namespace tessel::cpu

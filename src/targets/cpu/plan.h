@@ -48,8 +48,9 @@ struct Plan {
   CompileReport report;
 };
 
-/// Lowers a typed, cleaned-up graph (UserError listing the unsupported nodes).
-Plan lowerGraph(const Graph& graph);
+/// Lowers a typed, cleaned-up graph (UserError listing the unsupported nodes). With `tune`, every conv
+/// kernel is chosen by timing the applicable ones on this machine.
+Plan lowerGraph(const Graph& graph, bool tune);
 /// Assigns arena offsets from liveness, reusing dead blocks and honouring in-place candidates.
 void planMemory(Plan& plan);
 /// Renders the C++ source of a planned model.

@@ -12,6 +12,7 @@ namespace tessel::cpu {
 struct CompileOptions {
   std::string march = "native";  ///< passed to the C++ compiler as -march=
   std::string cxx;               ///< C++ compiler; empty: $CXX, else g++
+  bool tune = false;             ///< choose conv kernels by timing them on this machine
   int defaultThreads = 0;        ///< threads a created instance uses when not told (0: all cores)
   /// Called with a one-line description of each stage as it starts (the CLI prints it).
   std::function<void(const std::string&)> progress;

@@ -1,0 +1,151 @@
+#!/usr/bin/python3
+"""Times Tessel-compiled models against ONNX Runtime side by side, alternating runs, at 1 and 2 threads.
+
+Installs onnxruntime-node into bench/ort (npm --ignore-scripts) when missing, exports the torchvision models
+(scripts/export-models.py), compiles each with `tessel compile`, measures the machine's AVX2 FMA peak, and
+prints a table: median ms of each, the ratio Tessel/ORT, and Tessel's GFLOP/s as a share of the peak.
+
+usage: bench/compare.py [--tessel build/tessel] [--models-dir DIR] [--threads 1 2] [--rounds 3]
+                        [--iterations 20] [--warmup 3] [--models resnet18 ...] [--markdown FILE]
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODELS = ("resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1")
+
+PEAK_SOURCE = r"""
+// Measures AVX2 FMA throughput: 10 independent accumulator chains hide the FMA latency.
+#include <immintrin.h>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+#include <vector>
+static double run(long iters) {
+  __m256 acc[10];
+  for (int i = 0; i < 10; ++i) acc[i] = _mm256_set1_ps(1.0f + i * 1e-3f);
+  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+  for (long n = 0; n < iters; ++n)
+    for (int i = 0; i < 10; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
+  float s = 0, out[8];
+  for (int i = 0; i < 10; ++i) { _mm256_storeu_ps(out, acc[i]); s += out[0]; }
+  return s;
+}
+int main(int argc, char** argv) {
+  int threads = argc > 1 ? atoi(argv[1]) : 1;
+  const long iters = 200000000;
+  run(iters / 10);  // warm up the clock
+  auto t = std::chrono::steady_clock::now();
+  std::vector<std::thread> pool;
+  std::vector<double> sink(threads);
+  for (int k = 0; k < threads; ++k) pool.emplace_back([&, k] { sink[k] = run(iters); });
+  for (auto& th : pool) th.join();
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  std::printf("%.3f %g\n", threads * iters * 10.0 * 16.0 / s / 1e9, sink[0]);
+}
+"""
+
+
+def measure_peak(threads):
+    """GFLOP/s of a pure FMA loop on `threads` threads (best of 3)."""
+    with tempfile.TemporaryDirectory() as d:
+        src, exe = os.path.join(d, "peak.cpp"), os.path.join(d, "peak")
+        with open(src, "w") as f:
+            f.write(PEAK_SOURCE)
+        subprocess.run(["g++", "-O2", "-mavx2", "-mfma", "-pthread", src, "-o", exe], check=True)
+        return max(float(subprocess.run([exe, str(threads)], check=True, capture_output=True,
+                                        text=True).stdout.split()[0]) for _ in range(3))
+
+
+def ensure_ort():
+    if not os.path.isdir(os.path.join(ROOT, "bench/ort/node_modules/onnxruntime-node")):
+        print("installing onnxruntime-node (npm --ignore-scripts) into bench/ort", file=sys.stderr)
+        subprocess.run(["npm", "install", "--ignore-scripts", "--no-audit", "--no-fund"],
+                       cwd=os.path.join(ROOT, "bench/ort"), check=True)
+
+
+def run_json(cmd):
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tessel", default=os.path.join(ROOT, "build/tessel"))
+    ap.add_argument("--models-dir", default=os.path.join(ROOT, "bench/models"))
+    ap.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
+    ap.add_argument("--threads", nargs="+", type=int, default=[1, 2])
+    ap.add_argument("--rounds", type=int, default=3, help="alternations of Tessel and ORT per model/threads")
+    ap.add_argument("--iterations", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--markdown", help="also write the table (markdown) to this file")
+    a = ap.parse_args()
+
+    ensure_ort()
+    subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts/export-models.py"), a.models_dir, "--models",
+                    *a.models], check=True)
+    compile_s = {}
+    for m in a.models:
+        onnx = os.path.join(a.models_dir, f"{m}.onnx")
+        start = time.monotonic()
+        subprocess.run([a.tessel, "compile", onnx, "-o", os.path.join(a.models_dir, f"{m}.so")], check=True,
+                       capture_output=True)
+        compile_s[m] = time.monotonic() - start
+        print(f"compiled {m} in {compile_s[m]:.1f} s", file=sys.stderr)
+    peaks = {t: measure_peak(t) for t in a.threads}
+    print("measured AVX2 FMA peak: " + ", ".join(f"{t} thread(s) {p:.1f} GFLOP/s" for t, p in peaks.items()),
+          file=sys.stderr)
+
+    rows = []
+    for t in a.threads:
+        for m in a.models:
+            inp = os.path.join(a.models_dir, f"{m}.input.npy")
+            common = ["--threads", str(t), "--warmup", str(a.warmup), "--iterations", str(a.iterations), "--json"]
+            tessel_ms, ort_ms, gflop = [], [], 0.0
+            for _ in range(a.rounds):  # alternate so both see the same machine conditions
+                r = run_json([a.tessel, "bench", os.path.join(a.models_dir, f"{m}.so"), "--input",
+                              f"input={inp}", *common])
+                tessel_ms.append(r["median_ms"])
+                gflop = r["gflops"]
+                o = run_json(["node", os.path.join(ROOT, "bench/ort/ort_bench.js"),
+                              os.path.join(a.models_dir, f"{m}.onnx"), "--input", f"input={inp}", *common])
+                ort_ms.append(o["median_ms"])
+            tm, om = statistics.median(tessel_ms), statistics.median(ort_ms)
+            rate = gflop / (tm / 1e3)
+            rows.append(dict(model=m, threads=t, tessel_ms=tm, ort_ms=om, ratio=tm / om, gflop_s=rate,
+                             peak_share=rate / peaks[t], compile_s=compile_s[m]))
+            print(f"{m} @{t}: tessel {tm:.2f} ms, ort {om:.2f} ms", file=sys.stderr)
+
+    lines = [f"Date: {datetime.date.today()}; machine: {platform.processor() or platform.machine()}, "
+             f"{os.cpu_count()} hardware threads; load average at the end {os.getloadavg()[0]:.1f}; "
+             f"{a.rounds} alternating rounds x {a.iterations} iterations (median of medians).",
+             "Peak (measured FMA loop): " + ", ".join(f"{t} thread(s) {p:.1f} GFLOP/s" for t, p in peaks.items()),
+             "",
+             "| model | threads | Tessel ms | ORT ms | Tessel/ORT | Tessel GFLOP/s | % of peak | compile s |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['threads']} | {r['tessel_ms']:.2f} | {r['ort_ms']:.2f} | "
+                     f"{r['ratio']:.2f} | {r['gflop_s']:.1f} | {100 * r['peak_share']:.0f}% | {r['compile_s']:.1f} |")
+    for t in a.threads:
+        ratios = [r["ratio"] for r in rows if r["threads"] == t]
+        lines.append(f"\nGeometric mean Tessel/ORT at {t} thread(s): "
+                     f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.2f}")
+    text = "\n".join(lines)
+    print(text)
+    if a.markdown:
+        with open(a.markdown, "w") as f:
+            f.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+#!/bin/bash
+# cpu target end to end: the four torchvision models compiled to .so match the reference interpreter
+# (1e-4 of the output's largest magnitude); an --emit-app build reproduces `tessel run x.so` bit for bit;
+# bad input gives one clear error (exit status 2).
+# usage: tests/cpu/check_models.sh [TESSEL] [MODELS_DIR]   (defaults: build/tessel, bench/models)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+tessel=$(realpath "${1:-$root/build/tessel}")
+models=${2:-$root/bench/models}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+py=/usr/bin/python3
+"$py" "$root/scripts/export-models.py" "$models" >/dev/null
+
+compare() {  # compare ACTUAL.npy EXPECTED.npy TOL (TOL 0: bit for bit)
+  "$py" - "$@" <<'PY'
+import sys, numpy as np
+a, e, tol = np.load(sys.argv[1]), np.load(sys.argv[2]), float(sys.argv[3])
+rel = float(np.abs(a - e).max() / np.abs(e).max())
+ok = a.tobytes() == e.tobytes() if tol == 0 else rel <= tol
+print(f"  {sys.argv[1].split('/')[-2]}: max|diff|/max|ref| = {rel:.3g} {'(bit for bit)' if tol == 0 else ''} {'ok' if ok else 'FAIL'}")
+sys.exit(0 if ok else 1)
+PY
+}
+
+fail=0
+for m in resnet18 resnet50 mobilenet_v2 squeezenet1_1; do
+  start=$(date +%s.%N)
+  "$tessel" compile "$models/$m.onnx" -o "$work/$m.so" >/dev/null 2>&1 || { echo "  $m: compile FAILED"; fail=1; continue; }
+  echo "  $m: compiled in $(echo "$(date +%s.%N) - $start" | bc) s"
+  "$tessel" run "$work/$m.so" --input "input=$models/$m.input.npy" -o "$work/$m.so.out" -q --threads 2
+  "$tessel" run "$models/$m.onnx" --input "input=$models/$m.input.npy" -o "$work/$m.ref" -q
+  mkdir -p "$work/$m"; cp "$work/$m.so.out/output.npy" "$work/$m/output.npy"
+  compare "$work/$m/output.npy" "$work/$m.ref/output.npy" 1e-4 || fail=1
+done
+
+echo "emit-app (squeezenet1_1): build with CMake, compare with tessel run at 1 thread"
+"$tessel" compile "$models/squeezenet1_1.onnx" --emit-app "$work/app" >/dev/null 2>&1
+cmake -S "$work/app" -B "$work/app/build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$work/app/build" -j2 >/dev/null
+mkdir -p "$work/app-out" "$work/app-ref"
+"$work/app/build/model_app" --threads 1 -o "$work/app-out" "$models/squeezenet1_1.input.npy" >/dev/null
+"$tessel" compile "$models/squeezenet1_1.onnx" -o "$work/sq.so" >/dev/null 2>&1
+"$tessel" run "$work/sq.so" --threads 1 --input "input=$models/squeezenet1_1.input.npy" -o "$work/app-ref" -q
+compare "$work/app-out/output.npy" "$work/app-ref/output.npy" 0 || fail=1
+
+echo "bad input: one error line, exit status 2"
+expect_error() {  # expect_error WHAT COMMAND...
+  local what=$1; shift
+  set +e; out=$("$@" 2>&1 >/dev/null); rc=$?; set -e
+  if [[ $rc -eq 2 && $(grep -c "error" <<<"$out") -eq 1 ]]; then echo "  $what: ok ($out)"; else echo "  $what: FAIL (rc $rc: $out)"; fail=1; fi
+}
+expect_error "unsupported --march" "$tessel" compile "$models/squeezenet1_1.onnx" -o "$work/x.so" --march no-such-cpu
+expect_error "missing C++ compiler" env CXX=/nonexistent/g++ "$tessel" compile "$models/squeezenet1_1.onnx" -o "$work/x.so"
+expect_error "unwritable output" "$tessel" compile "$models/squeezenet1_1.onnx" -o /nonexistent-dir/x.so
+expect_error "not a compiled model" "$tessel" run "$models/squeezenet1_1.input.npy.so"
+exit $fail
