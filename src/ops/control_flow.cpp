@@ -409,6 +409,23 @@ int64_t scanLength(KernelContext& ctx, const ScanLayout& s, const std::vector<Te
   return std::max<int64_t>(len, 0);
 }
 
+/// Zero-pads scan outputs of different lengths (axis 0) to the longest, when their other extents agree.
+void padSequences(std::vector<Tensor>& parts) {
+  const Tensor* longest = &parts[0];
+  for (const Tensor& t : parts)
+    if (t.rank() > 0 && t.dim(0) > longest->dim(0)) longest = &t;
+  for (Tensor& t : parts) {
+    if (t.rank() == 0 || t.dim(0) == longest->dim(0) || t.rank() != longest->rank()) continue;
+    if (!std::equal(t.shape().begin() + 1, t.shape().end(), longest->shape().begin() + 1)) continue;
+    Tensor padded(t.dtype(), longest->shape());
+    forElementType(t.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      std::copy_n(t.data<T>(), t.numel(), padded.data<T>());
+    });
+    t = padded;
+  }
+}
+
 void scanKernel(KernelContext& ctx) {
   std::vector<size_t> ranks;
   size_t numScanIn = static_cast<size_t>(ctx.attrInt("num_scan_inputs"));
@@ -443,8 +460,9 @@ void scanKernel(KernelContext& ctx) {
   }
   for (size_t i = 0; i < perBatch.size() && i < ctx.numOutputs(); ++i) {
     if (perBatch[i].empty()) continue;
+    if (i >= s.numState) padSequences(perBatch[i]);  // shorter sequence_lens leave zero-filled tails
     for (const Tensor& t : perBatch[i])
-      if (t.shape() != perBatch[i][0].shape()) ctx.fail("output {} differs in shape between batch entries (unequal sequence_lens)", i);
+      if (t.shape() != perBatch[i][0].shape()) ctx.fail("output {} differs in shape between batch entries", i);
     ctx.setOutput(i, stackAlong(perBatch[i], 0, perBatch[i][0].dtype(), perBatch[i][0].shape()));
   }
 }

@@ -366,6 +366,32 @@ TEST(OpsMiscControlFlow, ScanReverseInputAndOutputAxis) {
   expectNear(rev[1], {9, 12, 4, 6, 1, 2});
 }
 
+TEST(OpsMiscControlFlow, Opset8ScanHasBatchAxisAndSequenceLens) {
+  // Opset 8 form: (sequence_lens, state [B, 2], x [B, 3, 2]); batch 1 stops after one step.
+  Graph g;
+  Value* lens = g.addConstant("lens", Tensor::fromVector<int32_t>({2}, {3, 1}));
+  Value* s0 = g.addInput("s0", TensorType::fromShape(DType::Float32, {2, 2}));
+  Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {2, 3, 2}));
+  auto body = makeBody(g, "body");
+  Value* s = body->addInput("s", TensorType::fromShape(DType::Float32, {2}));
+  Value* row = body->addInput("row", TensorType::fromShape(DType::Float32, {2}));
+  Node* add = body->addNode("Add", {s, row}, {"s_out"});
+  Node* id = body->addNode("Identity", {add->output(0)}, {"y"});
+  body->addOutput(add->output(0));
+  body->addOutput(id->output(0));
+  Node* scan = g.addNode("Scan", {lens, s0, x}, {"final", "ys"}, "n1");
+  scan->setAttr("body", body);
+  scan->setAttr("num_scan_inputs", int64_t{1});
+  g.addOutput(scan->output(0));
+  g.addOutput(scan->output(1));
+  ASSERT_TRUE(verifyGraph(g).empty());
+  inferShapes(g);
+  EXPECT_EQ(scan->output(1)->type.toString(), "f32[2,3,2]");
+  auto out = Interpreter(g).run({{"s0", f32({2, 2}, {0, 0, 10, 10})}, {"x", f32({2, 3, 2}, {1, 2, 3, 4, 5, 6, 1, 1, 2, 2, 3, 3})}});
+  expectNear(out[0], {9, 12, 11, 11});
+  expectNear(out[1], {1, 2, 4, 6, 9, 12, 11, 11, 0, 0, 0, 0});
+}
+
 TEST(OpsMiscControlFlow, ScanInfersSymbolicSequenceLengthAndChecksAttributes) {
   RowSumScan s({}, TensorType(DType::Float32, std::vector<Dim>{Dim::symbolic("T"), Dim::known(2)}));
   inferShapes(s.g);
