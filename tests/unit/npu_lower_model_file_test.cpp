@@ -1,0 +1,146 @@
+// Tests of the .tnpu compiled model file: compile a model with an NPU part and a CPU part, write, read back,
+// run (simulator + interpreter) against the reference; refuse another configuration and corrupt files.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "tessel/hw/hardware_config.h"
+#include "tessel/interp/interpreter.h"
+#include "tessel/ops/shape_inference.h"
+#include "tessel/support/error.h"
+#include "tessel/targets/npu/model_file.h"
+
+namespace {
+
+using namespace tessel;
+
+hw::HardwareConfig config(const std::string& name) {
+  return hw::HardwareConfig::load(std::string(TESSEL_SOURCE_DIR) + "/configs/" + name);
+}
+
+Tensor randomTensor(const Shape& s, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<float> v(static_cast<size_t>(shapeSize(s)));
+  for (float& x : v) x = d(rng);
+  return Tensor::fromVector(s, v);
+}
+
+/// conv -> relu -> Neg (CPU only) -> conv (depthwise) -> add(residual) -> GAP -> Flatten (CPU) -> Gemm.
+std::unique_ptr<Model> mixedModel() {
+  auto m = std::make_unique<Model>();
+  m->opsetImports[""] = 17;
+  m->graph = std::make_unique<Graph>();
+  Graph& g = *m->graph;
+  Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 8, 10, 10}));
+  auto conv = [&](Value* in, int64_t group, uint32_t seed) {
+    Value* w = g.addConstant(g.uniqueName("w"), randomTensor({8, 8 / group, 3, 3}, seed));
+    Value* b = g.addConstant(g.uniqueName("b"), randomTensor({8}, seed + 1));
+    Node* n = g.addNode("Conv", {in, w, b}, {g.uniqueName("conv")}, g.uniqueName("conv"));
+    n->setAttr("group", group);
+    n->setAttr("pads", std::vector<int64_t>{1, 1, 1, 1});
+    return n->output(0);
+  };
+  Value* y = g.addNode("Relu", {conv(x, 1, 1)}, {"r"}, "relu")->output(0);
+  y = g.addNode("Neg", {y}, {"neg"}, "neg")->output(0);
+  Value* dw = conv(y, 8, 3);
+  y = g.addNode("Add", {dw, x}, {"sum"}, "add")->output(0);
+  y = g.addNode("GlobalAveragePool", {y}, {"gap"}, "gap")->output(0);
+  y = g.addNode("Flatten", {y}, {"flat"}, "flatten")->output(0);
+  Node* fc = g.addNode("Gemm", {y, g.addConstant("fcw", randomTensor({8, 5}, 9)), g.addConstant("fcb", randomTensor({5}, 10))},
+                       {"logits"}, "fc");
+  g.addOutput(fc->output(0));
+  inferShapes(g);
+  return m;
+}
+
+std::string tempPath(const std::string& name) { return ::testing::TempDir() + name; }
+
+TEST(NpuLowerModelFile, CompileWriteReadRunMatchesInterpreter) {
+  auto model = mixedModel();
+  auto reference = model->clone();
+  hw::HardwareConfig cfg = config("default.json");
+  npu::CompiledNpuModel compiled = npu::compileForNpu(*model, cfg);
+  EXPECT_EQ(compiled.subgraphs.size(), 3u);  // split by Neg and by Flatten
+  const std::string path = tempPath("mixed.tnpu");
+  npu::writeNpuModel(compiled, path);
+  npu::CompiledNpuModel loaded = npu::readNpuModel(path, &cfg);
+  ASSERT_EQ(loaded.subgraphs.size(), compiled.subgraphs.size());
+  for (size_t i = 0; i < loaded.subgraphs.size(); ++i) {
+    EXPECT_EQ(loaded.subgraphs[i].program.instructions, compiled.subgraphs[i].program.instructions);
+    EXPECT_EQ(loaded.subgraphs[i].constants, compiled.subgraphs[i].constants);
+  }
+  size_t calls = 0;
+  for (const auto& n : loaded.cpuPart->graph->nodes()) calls += n->opType() == "NpuCall";
+  EXPECT_EQ(calls, 3u);
+  ASSERT_EQ(loaded.inputs.size(), 1u);
+  EXPECT_EQ(loaded.inputs[0].shape, (Shape{1, 8, 10, 10}));
+
+  Tensor x = randomTensor({1, 8, 10, 10}, 42);
+  npu::NpuModelRun run = npu::runNpuModel(loaded, {{"x", x}});
+  Tensor want = Interpreter(*reference->graph).run({{"x", x}})[0];
+  ASSERT_EQ(run.outputs.size(), 1u);
+  float diff = 0, scale = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    diff = std::max(diff, std::fabs(run.outputs[0].data<float>()[i] - want.data<float>()[i]));
+    scale = std::max(scale, std::fabs(want.data<float>()[i]));
+  }
+  EXPECT_LE(diff, 1e-4f * scale);
+  EXPECT_EQ(run.subgraphs.size(), 3u);
+  EXPECT_GT(run.transferBytes, 0u);
+  nlohmann::json summary = npu::runSummaryJson(loaded, run);
+  EXPECT_EQ(summary["hazards"].get<uint64_t>(), 0u);
+  for (const char* key : {"cycles", "dram_bytes", "peak_sram_bytes", "sram_capacity_bytes", "mm_utilization"})
+    EXPECT_TRUE(summary.contains(key)) << key;
+  EXPECT_GT(summary["cycles"].get<uint64_t>(), 0u);
+  std::remove(path.c_str());
+}
+
+TEST(NpuLowerModelFile, RefusesAnotherConfiguration) {
+  auto model = mixedModel();
+  hw::HardwareConfig cfg = config("default.json"), tiny = config("tiny.json");
+  const std::string path = tempPath("other.tnpu");
+  npu::writeNpuModel(npu::compileForNpu(*model, cfg), path);
+  try {
+    npu::readNpuModel(path, &tiny);
+    FAIL() << "expected a UserError";
+  } catch (const UserError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("compiled for configuration 'default'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(tiny.hashHex()), std::string::npos) << msg;
+  }
+  std::remove(path.c_str());
+}
+
+std::string loadError(const std::vector<uint8_t>& bytes) {
+  try {
+    npu::parseNpuModel(bytes, "bad.tnpu");
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(NpuLowerModelFile, RefusesCorruptFiles) {
+  auto model = mixedModel();
+  std::vector<uint8_t> bytes = npu::serializeNpuModel(npu::compileForNpu(*model, config("default.json")));
+  EXPECT_EQ(loadError(bytes), "");
+  std::vector<uint8_t> flipped = bytes;
+  flipped[flipped.size() / 2] ^= 0x40;
+  EXPECT_NE(loadError(flipped).find("checksum"), std::string::npos) << loadError(flipped);
+  std::vector<uint8_t> truncated(bytes.begin(), bytes.begin() + static_cast<long>(bytes.size() / 3));
+  EXPECT_NE(loadError(truncated).find("corrupt"), std::string::npos) << loadError(truncated);
+  std::vector<uint8_t> magic = bytes;
+  magic[0] = 'X';
+  EXPECT_NE(loadError(magic).find("bad magic"), std::string::npos);
+  std::vector<uint8_t> version = bytes;
+  version[8] = 99;
+  EXPECT_NE(loadError(version).find("version 99"), std::string::npos);
+  std::vector<uint8_t> hash = bytes;
+  hash[12] ^= 1;  // header hash no longer matches the embedded configuration
+  EXPECT_NE(loadError(hash).find("hash"), std::string::npos) << loadError(hash);
+}
+
+}  // namespace
