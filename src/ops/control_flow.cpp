@@ -32,7 +32,9 @@ Tensor takeIndex(const Tensor& x, size_t axis, int64_t index) {
   int64_t extent = outShape[axis];
   outShape.erase(outShape.begin() + static_cast<std::ptrdiff_t>(axis));
   Tensor out(x.dtype(), outShape);
-  auto [outer, inner] = outerInner(x.shape(), axis);
+  // Plain variables, not a structured binding: clang 14 cannot capture bindings in lambdas.
+  const auto split = outerInner(x.shape(), axis);
+  const int64_t outer = split.first, inner = split.second;
   forElementType(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* src = x.data<T>();
@@ -48,7 +50,8 @@ Tensor stackAlong(const std::vector<Tensor>& parts, size_t axis, DType dtype, co
   Shape outShape = partShape;
   outShape.insert(outShape.begin() + static_cast<std::ptrdiff_t>(axis), static_cast<int64_t>(parts.size()));
   Tensor out(dtype, outShape);
-  auto [outer, inner] = outerInner(outShape, axis);
+  const auto split = outerInner(outShape, axis);
+  const int64_t outer = split.first, inner = split.second;
   int64_t count = static_cast<int64_t>(parts.size());
   forElementType(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
