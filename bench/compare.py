@@ -66,6 +66,13 @@ def measure_peak(threads):
                                         text=True).stdout.split()[0]) for _ in range(3))
 
 
+def nominal_peak(threads):
+    """2 FMA units x 8 lanes x 2 FLOP per cycle per core at the clock /proc/cpuinfo reports (GFLOP/s)."""
+    with open("/proc/cpuinfo") as f:
+        mhz = max(float(line.split(":")[1]) for line in f if line.startswith("cpu MHz"))
+    return threads * 32 * mhz / 1e3
+
+
 def ensure_ort():
     if not os.path.isdir(os.path.join(ROOT, "bench/ort/node_modules/onnxruntime-node")):
         print("installing onnxruntime-node (npm --ignore-scripts) into bench/ort", file=sys.stderr)
@@ -101,9 +108,10 @@ def main():
                        capture_output=True)
         compile_s[m] = time.monotonic() - start
         print(f"compiled {m} in {compile_s[m]:.1f} s", file=sys.stderr)
-    peaks = {t: measure_peak(t) for t in a.threads}
-    print("measured AVX2 FMA peak: " + ", ".join(f"{t} thread(s) {p:.1f} GFLOP/s" for t, p in peaks.items()),
-          file=sys.stderr)
+    # The share of peak uses the nominal peak (clock x 32 FLOP/cycle/core): on a loaded machine the FMA loop
+    # measures what this process gets, not what the cores can do; both are printed.
+    measured = {t: measure_peak(t) for t in a.threads}
+    peaks = {t: max(nominal_peak(t), measured[t]) for t in a.threads}
 
     rows = []
     for t in a.threads:
@@ -128,7 +136,9 @@ def main():
     lines = [f"Date: {datetime.date.today()}; machine: {platform.processor() or platform.machine()}, "
              f"{os.cpu_count()} hardware threads; load average at the end {os.getloadavg()[0]:.1f}; "
              f"{a.rounds} alternating rounds x {a.iterations} iterations (median of medians).",
-             "Peak (measured FMA loop): " + ", ".join(f"{t} thread(s) {p:.1f} GFLOP/s" for t, p in peaks.items()),
+             "Peak used for the share: " + ", ".join(f"{t} thread(s) {p:.1f} GFLOP/s" for t, p in peaks.items()) +
+             " (clock from /proc/cpuinfo x 32 FLOP/cycle/core); FMA loop measured during the run: " +
+             ", ".join(f"{t} thread(s) {p:.1f} GFLOP/s" for t, p in measured.items()),
              "",
              "| model | threads | Tessel ms | ORT ms | Tessel/ORT | Tessel GFLOP/s | % of peak | compile s |",
              "|---|---|---|---|---|---|---|---|"]

@@ -90,7 +90,8 @@ void checkCompiler(const CompileOptions& o) {
     throw UserError(fmt::format("C++ compiler '{}' not found (install g++ or set CXX / --cxx)", cxx));
   if (runCommand(fmt::format("echo 'int main(){{}}' | {} -march={} -x c++ -c -o /dev/null -", shellQuote(cxx),
                              shellQuote(o.march)), out, quiet, "") != 0)
-    throw UserError(fmt::format("--march={} is not supported by '{}': {}", o.march, cxx, tail(out, 300)));
+    throw UserError(fmt::format("--march={} is not supported by '{}' (valid values: {} --help=target)", o.march,
+                                cxx, cxx));
 }
 
 fs::path cacheRoot() {
