@@ -1,17 +1,19 @@
 // `tessel sim`: runs a compiled NPU model (.tnpu) and reports cycles, unit busy/stall, matrix utilisation,
 // DRAM traffic and peak SRAM per buffer against capacity (text or --json), with an optional Chrome trace.
+#include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
 #include <sstream>
 
 #include "command.h"
 #include "npu_cli.h"
+#include "tessel/frontend/tensor_io.h"
 
 namespace tessel::cli {
 namespace {
 
 struct SimCmdOptions {
-  std::string path, hw, trace;
+  std::string path, hw, trace, outputDir;
   InputOptions inputs;
   bool json = false;
 };
@@ -63,6 +65,11 @@ void simCommand(const SimCmdOptions& o) {
   auto tensors = npuModelInputs(model, o.inputs, true);
   npu::NpuModelRun run = npu::runNpuModel(model, tensors);
   nlohmann::json summary = npu::runSummaryJson(model, run);
+  if (!o.outputDir.empty()) {
+    std::filesystem::create_directories(o.outputDir);
+    for (size_t i = 0; i < run.outputs.size(); ++i)
+      writeNpy((std::filesystem::path(o.outputDir) / (fileNameFor(model.outputs[i].name) + ".npy")).string(), run.outputs[i]);
+  }
   if (o.json)
     fmt::print("{}\n", summary.dump());
   else
@@ -83,6 +90,7 @@ TESSEL_REGISTER_COMMAND(sim, 45, [](CLI::App& app) {
   cmd->add_option("model", o->path, "compiled NPU model (.tnpu)")->required();
   cmd->add_option("--hw", o->hw, "refuse the file unless it was compiled for this configuration");
   o->inputs.addTo(cmd);
+  cmd->add_option("--output-dir,-o", o->outputDir, "also write each output as DIR/<output name>.npy");
   cmd->add_flag("--json", o->json, "print one JSON object instead of text");
   cmd->add_option("--trace", o->trace, "write a Chrome/Perfetto trace (one track per unit, SRAM counters)");
   cmd->callback([o]() { simCommand(*o); });
