@@ -4,6 +4,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "tessel/ops/upgrade.h"
 #include "elementwise_engine.h"
 
 namespace tessel {
@@ -278,17 +279,8 @@ void upgradeClip(UpgradeContext& ctx) {
   Node& node = ctx.node;
   DType dtype = node.input(0) && node.input(0)->type.dtype != DType::Undefined ? node.input(0)->type.dtype
                                                                                  : DType::Float32;
-  auto boundInput = [&](const char* name) -> Value* {
-    if (!node.hasAttr(name)) return nullptr;
-    Tensor bound = Tensor::scalar<float>(node.attrFloat(name)).castTo(dtype);
-    node.removeAttr(name);
-    return ctx.addConstant(node.name() + "_" + name, bound);
-  };
-  Value* lo = boundInput("min");
-  Value* hi = boundInput("max");
-  while (node.numInputs() < 3) node.addInput(nullptr);
-  node.setInput(1, lo);
-  node.setInput(2, hi);
+  for (auto [name, index] : {std::pair<const char*, size_t>{"min", 1}, {"max", 2}})
+    if (node.hasAttr(name)) moveAttrToInput(ctx, name, index, Tensor::scalar<float>(node.attrFloat(name)).castTo(dtype));
   node.trimInputs();
 }
 

@@ -3,6 +3,7 @@
 #include <limits>
 #include <set>
 
+#include "tessel/ops/upgrade.h"
 #include "tessel/ops/helpers.h"
 
 namespace tessel {
@@ -197,14 +198,7 @@ void reduceKernel(KernelContext& ctx, ReduceKind kind) {
 
 /// Legacy forms carry `axes` as an attribute; the canonical form (ReduceSum-13, all Reduce*-18) is an input.
 void upgradeReduce(UpgradeContext& ctx) {
-  Node& node = ctx.node;
-  if (!node.hasAttr("axes") || node.hasInput(1)) return;
-  auto axes = node.attrInts("axes");
-  Value* c = ctx.addConstant(node.name() + "_axes",
-                             Tensor::fromVector<int64_t>({static_cast<int64_t>(axes.size())}, axes));
-  node.removeAttr("axes");
-  if (node.numInputs() < 2) node.addInput(c);
-  else node.setInput(1, c);
+  moveIntsAttrToInput(ctx, "axes", 1);
 }
 
 Cost reduceCost(const Node& node, double flopsPerElement) {

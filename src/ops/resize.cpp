@@ -7,6 +7,7 @@
 // scale * input extent when scales are given.
 #include <cmath>
 
+#include "tessel/ops/upgrade.h"
 #include "tessel/ops/helpers.h"
 
 namespace tessel {
@@ -386,9 +387,7 @@ void inferUpsample(InferContext& ctx) {
 void upgradeUpsample(UpgradeContext& ctx) {
   if (!ctx.node.hasAttr("scales")) return;
   std::vector<float> sc = ctx.node.attrFloats("scales");
-  ctx.node.removeAttr("scales");
-  ctx.node.addInput(ctx.addConstant(ctx.node.name() + "_scales",
-                                    Tensor::fromVector<float>({static_cast<int64_t>(sc.size())}, sc)));
+  moveAttrToInput(ctx, "scales", 1, Tensor::fromVector<float>({static_cast<int64_t>(sc.size())}, sc));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <set>
 
+#include "tessel/ops/upgrade.h"
 #include "tessel/ops/helpers.h"
 
 namespace tessel {
@@ -9,19 +10,6 @@ namespace {
 
 // ---------------------------------------------------------------- shared
 
-/// Replaces a legacy list attribute (e.g. Squeeze-1 `axes`) by an int64 constant input at `inputIndex`.
-void moveIntsAttrToInput(UpgradeContext& ctx, const std::string& attr, size_t inputIndex) {
-  if (!ctx.node.hasAttr(attr)) return;
-  std::vector<int64_t> values = ctx.node.attrInts(attr);
-  ctx.node.removeAttr(attr);
-  Value* c = ctx.addConstant(ctx.node.name() + "_" + attr,
-                             Tensor::fromVector<int64_t>({static_cast<int64_t>(values.size())}, values));
-  while (ctx.node.numInputs() < inputIndex) ctx.node.addInput(nullptr);
-  if (ctx.node.numInputs() == inputIndex)
-    ctx.node.addInput(c);
-  else
-    ctx.node.setInput(inputIndex, c);
-}
 
 /// The product of dims, or unknown when any is not known (a single dim keeps its symbol).
 Dim productDim(const std::vector<Dim>& dims, size_t begin, size_t end) {

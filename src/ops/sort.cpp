@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "tessel/ops/upgrade.h"
 #include "tessel/ops/helpers.h"
 
 namespace tessel {
@@ -159,12 +160,7 @@ void topKKernel(KernelContext& ctx) {
 
 /// TopK-1 carried K as the attribute `k`; later versions take it as an input.
 void upgradeTopK(UpgradeContext& ctx) {
-  Node& node = ctx.node;
-  if (!node.hasAttr("k") || node.hasInput(1)) return;
-  Value* k = ctx.addConstant(node.name() + "_k", Tensor::fromVector<int64_t>({1}, {node.attrInt("k")}));
-  node.removeAttr("k");
-  if (node.numInputs() < 2) node.addInput(k);
-  else node.setInput(1, k);
+  if (ctx.node.hasAttr("k")) moveAttrToInput(ctx, "k", 1, Tensor::fromVector<int64_t>({1}, {ctx.node.attrInt("k")}));
 }
 
 }  // namespace

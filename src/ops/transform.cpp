@@ -4,6 +4,7 @@
 #include <numeric>
 #include <set>
 
+#include "tessel/ops/upgrade.h"
 #include "tessel/ops/helpers.h"
 
 namespace tessel {
@@ -71,19 +72,6 @@ Tensor transposeTensor(const Tensor& x, const std::vector<int64_t>& perm) {
   return y;
 }
 
-/// Replaces a legacy list attribute by an int64 constant input at `inputIndex` (opset upgrades).
-void moveIntsAttrToInput(UpgradeContext& ctx, const std::string& attr, size_t inputIndex) {
-  if (!ctx.node.hasAttr(attr)) return;
-  std::vector<int64_t> values = ctx.node.attrInts(attr);
-  ctx.node.removeAttr(attr);
-  Value* c = ctx.addConstant(ctx.node.name() + "_" + attr,
-                             Tensor::fromVector<int64_t>({static_cast<int64_t>(values.size())}, values));
-  while (ctx.node.numInputs() < inputIndex) ctx.node.addInput(nullptr);
-  if (ctx.node.numInputs() == inputIndex)
-    ctx.node.addInput(c);
-  else
-    ctx.node.setInput(inputIndex, c);
-}
 
 std::optional<std::vector<int64_t>> knownInts(InferContext& ctx, size_t i) {
   if (!ctx.hasInput(i)) return std::nullopt;
