@@ -180,3 +180,32 @@ TEST(CpuCodegen, DriverErrorsAreUserErrors) {
 
 }  // namespace
 }  // namespace tessel
+
+namespace tessel {
+namespace {
+
+TEST(CpuCodegen, TuningFileReplaysChoicesAndRejectsOtherModels) {
+  auto build = [](int64_t channels) {
+    auto b = std::make_unique<Builder>();
+    Value* x = b->input("x", {1, channels, 12, 12});
+    b->g.addOutput(b->node("Relu", {b->conv(x, channels, 8, 3, 1, {1, 1, 1, 1})}));
+    cpu::prepareModel(*b->model);
+    return b;
+  };
+  auto model = build(8);
+  fs::path file = tempDir() / "tune.json";
+  cpu::CompileOptions tune;
+  tune.tune = true;
+  tune.tuningFile = file.string();
+  cpu::GeneratedModel tuned = cpu::generateModel(*model->model, tune);
+  ASSERT_TRUE(fs::exists(file));
+  cpu::CompileOptions replay;
+  replay.tuningFile = file.string();
+  // Replaying gives the tuned program (kernel names are part of the hashed code).
+  EXPECT_EQ(cpu::generateModel(*model->model, replay).report.hash, tuned.report.hash);
+  auto other = build(16);
+  EXPECT_THROW(cpu::generateModel(*other->model, replay), UserError);
+}
+
+}  // namespace
+}  // namespace tessel

@@ -117,6 +117,8 @@ TESSEL_REGISTER_COMMAND(compile, 40, [](CLI::App& app) {
   cmd->add_option("--march", o->compile.march, "-march for the C++ compiler (default native)");
   cmd->add_option("--cxx", o->compile.cxx, "C++ compiler (default $CXX, else g++)");
   cmd->add_flag("--tune", o->compile.tune, "choose each convolution's kernel by timing the candidates here");
+  cmd->add_option("--tuning-file", o->compile.tuningFile,
+                  "with --tune: save the kernel choices here; without: reuse the choices saved here");
   cmd->callback([o]() { compileCommand(*o); });
 });
 

@@ -12,9 +12,11 @@
 #include <future>
 #include <sstream>
 #include <thread>
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include "plan.h"
+#include "tessel/ir/text.h"
 #include "tessel/passes/pass.h"
 #include "tessel/support/error.h"
 
@@ -168,7 +170,24 @@ void prepareModel(Model& model) { namedPipeline("cleanup").run(model, PassOption
 
 GeneratedModel generateModel(const Model& model, const CompileOptions& options, const std::string& weightsFileName) {
   auto start = std::chrono::steady_clock::now();
-  Plan plan = lowerGraph(*model.graph, options.tune);
+  std::map<std::string, std::string> choices;
+  // The tuning file is tied to the model by a hash of its printed graph (structure, shapes, attributes).
+  std::string modelKey = fmt::format("{:016x}", fnv1a(printGraphText(*model.graph)));
+  if (!options.tuningFile.empty() && !options.tune) {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(readFile(options.tuningFile));
+    } catch (const nlohmann::json::exception& e) {
+      throw UserError(fmt::format("tuning file '{}' is not valid JSON: {}", options.tuningFile, e.what()));
+    }
+    if (j.value("model", "") != modelKey)
+      throw UserError(fmt::format("tuning file '{}' was written for another model (model key {}, this model {})",
+                                  options.tuningFile, j.value("model", "?"), modelKey));
+    choices = j.at("conv_kernels").get<std::map<std::string, std::string>>();
+  }
+  Plan plan = lowerGraph(*model.graph, options.tune, choices);
+  if (!options.tuningFile.empty() && options.tune)
+    writeFile(options.tuningFile, nlohmann::json{{"model", modelKey}, {"conv_kernels", choices}}.dump(2) + "\n");
   planMemory(plan);
   plan.defaultThreads = options.defaultThreads;
   uint64_t h = fnv1a(plan.weights);

@@ -51,7 +51,8 @@ const std::set<std::string> kAliasOps = {"Reshape", "Flatten", "Squeeze", "Unsqu
 
 class Lowerer {
  public:
-  Lowerer(const Graph& g, bool tune) : graph_(g), tune_(tune) {}
+  Lowerer(const Graph& g, bool tune, std::map<std::string, std::string>& choices)
+      : graph_(g), tune_(tune), choices_(choices) {}
   Plan run();
 
  private:
@@ -78,6 +79,7 @@ class Lowerer {
 
   const Graph& graph_;
   bool tune_;
+  std::map<std::string, std::string>& choices_;  ///< conv geometry -> kernel (tuning file)
   std::map<std::string, const rt::Conv2dKernel*> tuned_;  ///< by conv geometry
   Plan plan_;
   std::map<const Value*, int> ids_;
@@ -327,7 +329,14 @@ void Lowerer::lowerConv(const Node* conv) {
                                 s.in_w, s.out_channels, s.kernel_h, s.kernel_w, s.stride_h, s.stride_w, s.pad_top,
                                 s.pad_left, s.pad_bottom, s.pad_right, s.dilation_h, s.dilation_w, s.groups);
   const rt::Conv2dKernel*& kernel = tuned_[key];
-  if (kernel == nullptr) kernel = chooseConvKernel(s, tune_);
+  if (kernel == nullptr) {
+    auto known = choices_.find(key);
+    if (known != choices_.end()) kernel = rt::find_conv2d_kernel(known->second.c_str());
+    if (kernel && (kernel->layout != rt::ConvLayout::NCHW || !kernel->applicable(s)))
+      throw UserError(fmt::format("tuning file: kernel '{}' does not apply to {}", known->second, conv->describe()));
+    if (kernel == nullptr) kernel = chooseConvKernel(s, tune_);
+    choices_[key] = kernel->name;
+  }
   int wid = weightTensor(wv->name(), w, wv->type.staticShape());
   int bid = hasBias ? weightTensor(conv->name() + ".bias", bias, {s.out_channels}) : -1;
   std::string shapeName = fmt::format("kShape{}", shapeCounter_++);
@@ -682,6 +691,8 @@ Plan Lowerer::run() {
 
 }  // namespace
 
-Plan lowerGraph(const Graph& graph, bool tune) { return Lowerer(graph, tune).run(); }
+Plan lowerGraph(const Graph& graph, bool tune, std::map<std::string, std::string>& kernelChoices) {
+  return Lowerer(graph, tune, kernelChoices).run();
+}
 
 }  // namespace tessel::cpu

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -50,7 +51,8 @@ struct Plan {
 
 /// Lowers a typed, cleaned-up graph (UserError listing the unsupported nodes). With `tune`, every conv
 /// kernel is chosen by timing the applicable ones on this machine.
-Plan lowerGraph(const Graph& graph, bool tune);
+/// `kernelChoices` (conv geometry -> kernel name) is read for shapes it lists and filled with every choice made.
+Plan lowerGraph(const Graph& graph, bool tune, std::map<std::string, std::string>& kernelChoices);
 /// Assigns arena offsets from liveness, reusing dead blocks and honouring in-place candidates.
 void planMemory(Plan& plan);
 /// Renders the C++ source of a planned model.

@@ -13,6 +13,9 @@ struct CompileOptions {
   std::string march = "native";  ///< passed to the C++ compiler as -march=
   std::string cxx;               ///< C++ compiler; empty: $CXX, else g++
   bool tune = false;             ///< choose conv kernels by timing them on this machine
+  /// With tune: where the choices are saved. Without: choices read from it (UserError when it was
+  /// written for another model).
+  std::string tuningFile;
   int defaultThreads = 0;        ///< threads a created instance uses when not told (0: all cores)
   /// Called with a one-line description of each stage as it starts (the CLI prints it).
   std::function<void(const std::string&)> progress;
