@@ -164,6 +164,10 @@ CompileReport emitApp(const Model& model, const std::string& dir, const CompileO
   if (ec || !fs::is_directory(dir))
     throw UserError(fmt::format("cannot create app directory '{}': {}", dir, ec ? ec.message() : "not a directory"));
   CompileReport report = emitSource(model, (fs::path(dir) / "model.cpp").string(), options);
+  if (!report.fallbackNodes.empty())
+    throw UserError(fmt::format("--emit-app: {} node(s) have no compiled kernel and would need Tessel's reference "
+                                "interpreter, which a standalone app does not carry: {}",
+                                report.fallbackNodes.size(), fmt::join(report.fallbackNodes, "; ")));
   writeText(fs::path(dir) / "main.cpp", kMain);
   writeText(fs::path(dir) / "CMakeLists.txt", cmakeLists(options));
   fs::path runtime = fs::path(TESSEL_SOURCE_DIR) / "runtime";

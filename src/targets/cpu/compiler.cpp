@@ -194,6 +194,7 @@ GeneratedModel generateModel(const Model& model, const CompileOptions& options, 
   h = fnv1a(plan.globals + plan.initCode + options.march, h);
   for (const PlanStep& s : plan.steps) h = fnv1a(s.code, h);
   plan.report.hash = fmt::format("{:016x}", h);
+  for (const PlanFallback& f : plan.fallbacks) plan.report.fallbackNodes.push_back(f.description);
   GeneratedModel g;
   g.source = emitSource(plan, weightsFileName, model.graph->name());
   g.weights = std::move(plan.weights);

@@ -62,6 +62,7 @@ std::string descriptors(const Plan& plan, const std::vector<int>& ids, const std
 
 const char* kPrologue = R"(#include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <new>
 
 #include "tessel/rt/aligned_buffer.h"
@@ -85,6 +86,8 @@ struct tessel_model {
   rt::ThreadPool* pool = nullptr;  // null on one thread: kernels then run inline with no pool cost
   rt::AlignedBuffer arena;         // every intermediate tensor, at planned offsets
   rt::AlignedBuffer packed;        // weights in the layouts the kernels want, packed at create time
+  tessel_host_fn host = nullptr;   // runs nodes without a compiled kernel (see tessel_model_set_host)
+  void* host_ctx = nullptr;
 };
 
 namespace {
@@ -105,6 +108,13 @@ rt::Epilogue epi(const float* bias, const float* residual, rt::Activation act, f
 void activation(const float* x, float* y, int64_t n, const rt::Epilogue& e) {
   if (x != y) std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float));
   rt::apply_activation(y, n, e);
+}
+
+// Runs fallback node k through the host (the reference interpreter when loaded by tessel).
+[[maybe_unused]] int fallback(tessel_model* m, int k, std::initializer_list<const float*> ins,
+                              std::initializer_list<float*> outs) {
+  if (m->host == nullptr) return 1;
+  return m->host(m->host_ctx, k, ins.begin(), outs.begin());
 }
 
 // Copies one input of a Concat: outer slices of `chunk` floats into rows of `stride` at `offset`.
@@ -129,7 +139,14 @@ std::string emitSource(const Plan& plan, const std::string& weightsFileName, con
   src += "// Kernel geometry.\n" + plan.globals + "\n";
   src += descriptors(plan, plan.inputs, "Inputs") + descriptors(plan, plan.outputs, "Outputs") + "\n";
   src += "void pack_weights(float* P) {\n  const float* W = tessel_weights_blob;\n" + plan.initCode + "  (void)W;\n  (void)P;\n}\n\n";
-  src += "void run(tessel_model* m, const void* const* inputs, void* const* outputs) {\n"
+  std::string fallbacks;
+  for (const PlanFallback& f : plan.fallbacks)
+    fallbacks += fmt::format("    {{{}, {}, {}, {}}},  // {}\n", f.textOffset, f.textBytes, f.sideOffset, f.sideBytes,
+                             f.description);
+  if (fallbacks.empty()) fallbacks = "    {0, 0, 0, 0},\n";
+  src += "// Nodes run by the host: byte offsets/sizes of their text IR and side data in the blob.\n"
+         "const int64_t kFallbacks[][4] = {\n" + fallbacks + "};\n\n";
+  src += "int run(tessel_model* m, const void* const* inputs, void* const* outputs) {\n"
          "  rt::ThreadPool* pool = m->pool;\n  float* A = m->arena.data();\n  const float* P = m->packed.data();\n"
          "  const float* W = tessel_weights_blob;\n";
   for (size_t i = 0; i < plan.inputs.size(); ++i)
@@ -138,7 +155,7 @@ std::string emitSource(const Plan& plan, const std::string& weightsFileName, con
     src += fmt::format("  float* out{} = static_cast<float*>(outputs[{}]);\n", i, i);
   src += "  (void)pool;\n  (void)A;\n  (void)P;\n  (void)W;\n";
   for (const PlanStep& s : plan.steps) src += fmt::format("  // {}\n  {}\n", s.comment, resolve(plan, s.code));
-  src += "}\n\n}  // namespace\n\n";
+  src += "  return 0;\n}\n\n}  // namespace\n\n";
   src += fmt::format(R"(#define TESSEL_EXPORT extern "C" __attribute__((visibility("default")))
 TESSEL_EXPORT int32_t tessel_abi_version(void) {{ return TESSEL_ABI_VERSION; }}
 TESSEL_EXPORT const char* tessel_model_hash(void) {{ return "{}"; }}
@@ -147,6 +164,19 @@ TESSEL_EXPORT int32_t tessel_model_num_outputs(void) {{ return {}; }}
 TESSEL_EXPORT const tessel_tensor_desc* tessel_model_input(int32_t i) {{ return i >= 0 && i < {} ? &kInputs[i] : nullptr; }}
 TESSEL_EXPORT const tessel_tensor_desc* tessel_model_output(int32_t i) {{ return i >= 0 && i < {} ? &kOutputs[i] : nullptr; }}
 TESSEL_EXPORT int64_t tessel_model_arena_bytes(void) {{ return {}; }}
+TESSEL_EXPORT int32_t tessel_model_num_fallbacks(void) {{ return {}; }}
+TESSEL_EXPORT void tessel_model_fallback(int32_t i, const char** text, int64_t* text_bytes, const char** side,
+                                         int64_t* side_bytes) {{
+  const char* blob = reinterpret_cast<const char*>(tessel_weights_blob);
+  *text = blob + kFallbacks[i][0];
+  *text_bytes = kFallbacks[i][1];
+  *side = blob + kFallbacks[i][2];
+  *side_bytes = kFallbacks[i][3];
+}}
+TESSEL_EXPORT void tessel_model_set_host(tessel_model* m, tessel_host_fn fn, void* ctx) {{
+  m->host = fn;
+  m->host_ctx = ctx;
+}}
 TESSEL_EXPORT double tessel_model_flops(void) {{ return {:.17g}; }}
 
 TESSEL_EXPORT tessel_model* tessel_model_create(int32_t num_threads) {{
@@ -169,8 +199,7 @@ TESSEL_EXPORT tessel_model* tessel_model_create(int32_t num_threads) {{
 }}
 
 TESSEL_EXPORT int32_t tessel_model_run(tessel_model* m, const void* const* inputs, void* const* outputs) {{
-  run(m, inputs, outputs);
-  return 0;
+  return run(m, inputs, outputs);
 }}
 
 TESSEL_EXPORT void tessel_model_destroy(tessel_model* m) {{
@@ -180,7 +209,7 @@ TESSEL_EXPORT void tessel_model_destroy(tessel_model* m) {{
 }}
 )",
                      plan.report.hash, plan.inputs.size(), plan.outputs.size(), plan.inputs.size(),
-                     plan.outputs.size(), plan.arenaFloats * 4, plan.report.flops, plan.defaultThreads,
+                     plan.outputs.size(), plan.arenaFloats * 4, plan.fallbacks.size(), plan.report.flops, plan.defaultThreads,
                      plan.arenaFloats, plan.packedFloats);
   return src;
 }

@@ -1,9 +1,13 @@
 // Loads a compiled model (.so) with dlopen and runs it on Tensors through the C ABI.
 #include "tessel/targets/cpu/loader.h"
 
+#include <cstdio>
+#include <cstring>
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include "tessel/interp/interpreter.h"
+#include "tessel/ir/text.h"
 #include "tessel/support/error.h"
 #include "tessel/targets/cpu/abi.h"
 
@@ -20,6 +24,34 @@ struct CompiledModel::Api {
   int32_t (*run)(tessel_model*, const void* const*, void* const*);
   void (*destroy)(tessel_model*);
   double (*flops)();
+  int32_t (*numFallbacks)();
+  void (*fallback)(int32_t, const char**, int64_t*, const char**, int64_t*);
+  void (*setHost)(tessel_model*, tessel_host_fn, void*);
+};
+
+/// The reference interpreter serving the nodes the model runs through its host.
+struct CompiledModel::Fallbacks {
+  std::vector<std::unique_ptr<Model>> models;
+  std::vector<std::unique_ptr<Interpreter>> interpreters;
+
+  static int32_t run(void* ctx, int32_t index, const float* const* inputs, float* const* outputs) {
+    auto* self = static_cast<Fallbacks*>(ctx);
+    try {
+      const Graph& g = *self->models.at(static_cast<size_t>(index))->graph;
+      std::map<std::string, Tensor> feed;
+      for (size_t i = 0; i < g.inputs().size(); ++i) {
+        Tensor t(DType::Float32, g.inputs()[i]->type.staticShape());
+        std::memcpy(t.rawData(), inputs[i], t.nbytes());
+        feed[g.inputs()[i]->name()] = t;
+      }
+      std::vector<Tensor> outs = self->interpreters[static_cast<size_t>(index)]->run(feed);
+      for (size_t i = 0; i < outs.size(); ++i) std::memcpy(outputs[i], outs[i].rawData(), outs[i].nbytes());
+      return 0;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tessel: fallback node %d failed: %s\n", index, e.what());
+      return 1;
+    }
+  }
 };
 
 namespace {
@@ -58,6 +90,9 @@ CompiledModel::CompiledModel(const std::string& path, int numThreads) : path_(pa
     bind(handle_, "tessel_model_run", api_->run, path);
     bind(handle_, "tessel_model_destroy", api_->destroy, path);
     bind(handle_, "tessel_model_flops", api_->flops, path);
+    bind(handle_, "tessel_model_num_fallbacks", api_->numFallbacks, path);
+    bind(handle_, "tessel_model_fallback", api_->fallback, path);
+    bind(handle_, "tessel_model_set_host", api_->setHost, path);
     hash_ = api_->hash();
     flops_ = api_->flops();
     for (int32_t i = 0; i < api_->numInputs(); ++i) inputs_.push_back(infoOf(api_->input(i)));
@@ -65,6 +100,19 @@ CompiledModel::CompiledModel(const std::string& path, int numThreads) : path_(pa
     instance_ = api_->create(numThreads);
     if (instance_ == nullptr)
       throw UserError(fmt::format("cannot run '{}': the CPU lacks AVX2/FMA or memory ran out", path));
+    if (api_->numFallbacks() > 0) {
+      fallbacks_ = std::make_unique<Fallbacks>();
+      for (int32_t i = 0; i < api_->numFallbacks(); ++i) {
+        const char *text, *side;
+        int64_t textBytes, sideBytes;
+        api_->fallback(i, &text, &textBytes, &side, &sideBytes);
+        fallbacks_->models.push_back(parseModelText(std::string_view(text, static_cast<size_t>(textBytes)),
+                                                    path + fmt::format(":fallback{}", i),
+                                                    std::string_view(side, static_cast<size_t>(sideBytes))));
+        fallbacks_->interpreters.push_back(std::make_unique<Interpreter>(*fallbacks_->models.back()->graph));
+      }
+      api_->setHost(static_cast<tessel_model*>(instance_), &Fallbacks::run, fallbacks_.get());
+    }
   } catch (...) {
     dlclose(handle_);
     throw;
@@ -97,7 +145,8 @@ std::vector<Tensor> CompiledModel::run(const std::map<std::string, Tensor>& inpu
 }
 
 void CompiledModel::runRaw(const void* const* inputs, void* const* outputs) {
-  api_->run(static_cast<tessel_model*>(instance_), inputs, outputs);
+  if (api_->run(static_cast<tessel_model*>(instance_), inputs, outputs) != 0)
+    throw UserError(fmt::format("running '{}' failed in a node run by the reference interpreter", path_));
 }
 
 }  // namespace tessel::cpu

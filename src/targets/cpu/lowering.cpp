@@ -9,6 +9,7 @@
 #include <set>
 
 #include "plan.h"
+#include "tessel/ir/text.h"
 #include "tessel/rt/aligned_buffer.h"
 #include "tessel/rt/conv.h"
 #include "tessel/rt/gemm.h"
@@ -60,6 +61,7 @@ class Lowerer {
   int tensorOf(const Value* v);
   int weightTensor(const std::string& name, const std::vector<float>& data, const Shape& shape);
   int64_t addWeightData(const std::vector<float>& data);
+  int64_t addWeightBytes(const std::string& bytes);
   static std::vector<float> floatsOf(const Value* v);
   void addStep(std::string comment, std::string code, std::vector<int> reads, std::vector<int> writes,
                int inplace = -1);
@@ -67,6 +69,7 @@ class Lowerer {
 
   // ---- ops
   bool lowerNode(const Node* n);
+  bool lowerFallback(const Node* n);
   std::optional<FusedAct> activationOf(const Node* n) const;
   void lowerConv(const Node* conv);
   void lowerGemm(const Node* n);
@@ -581,6 +584,64 @@ void Lowerer::lowerBatchNorm(const Node* n) {
           {x, s, t}, {y}, x);
 }
 
+/// Runs a node without a kernel through the host's reference interpreter: the node, as a one-node model
+/// in text IR (constants included), goes into the weights blob; the step calls the host back.
+bool Lowerer::lowerFallback(const Node* n) {
+  if (!n->subgraphs().empty()) return false;  // bodies may capture outer values
+  Model one;
+  one.graph = std::make_unique<Graph>("fallback");
+  one.opsetImports = {{"", 17}};
+  std::vector<Value*> ins;
+  std::vector<int> reads, writes;
+  std::string inList, outList;
+  for (const Value* v : n->inputs()) {
+    if (v == nullptr) {
+      ins.push_back(nullptr);
+      continue;
+    }
+    if (const Tensor* c = constTensor(v)) {
+      ins.push_back(one.graph->findValue(v->name()) ? one.graph->findValue(v->name())
+                                                    : one.graph->addConstant(v->name(), *c));
+      continue;
+    }
+    Value* existing = one.graph->findValue(v->name());
+    ins.push_back(existing ? existing : one.graph->addInput(v->name(), v->type));
+    if (!existing) {
+      int id = tensorOf(v);
+      reads.push_back(id);
+      inList += (inList.empty() ? "" : ", ") + ref(id);
+    }
+  }
+  std::vector<std::string> outNames;
+  for (const Value* o : n->outputs()) outNames.push_back(o ? o->name() : "");
+  Node* copy = one.graph->addNode(n->opType(), ins, outNames, n->name(), n->domain());
+  for (const auto& [k, v] : n->attrs()) copy->setAttr(k, v);
+  for (size_t i = 0; i < n->numOutputs(); ++i) {
+    if (!n->output(i)) continue;
+    copy->output(i)->type = n->output(i)->type;
+    one.graph->addOutput(copy->output(i));
+    int id = tensorOf(n->output(i));
+    writes.push_back(id);
+    outList += (outList.empty() ? "" : ", ") + ref(id);
+  }
+  std::string side;
+  std::string text = printModelText(one, {}, &side, "fallback.bin");
+  int64_t textOffset = addWeightBytes(text), sideOffset = addWeightBytes(side);
+  int index = static_cast<int>(plan_.fallbacks.size());
+  plan_.fallbacks.push_back({n->describe(), textOffset, static_cast<int64_t>(text.size()), sideOffset,
+                             static_cast<int64_t>(side.size())});
+  addStep(fmt::format("{} through the host's reference interpreter", n->describe()),
+          fmt::format("if (fallback(m, {}, {{{}}}, {{{}}}) != 0) return 1;", index, inList, outList), reads, writes);
+  return true;
+}
+
+int64_t Lowerer::addWeightBytes(const std::string& bytes) {
+  while (plan_.weights.size() % 64 != 0) plan_.weights.push_back('\0');
+  int64_t offset = static_cast<int64_t>(plan_.weights.size());
+  plan_.weights += bytes;
+  return offset;
+}
+
 bool Lowerer::lowerNode(const Node* n) {
   const std::string& op = n->opType();
   if (n->domain() == "tessel" && op == "FusedConv") return lowerConv(n), true;
@@ -652,11 +713,11 @@ Plan Lowerer::run() {
       if (o && (o->type.dtype != DType::Float32 || !o->type.isStatic())) floatsOnly = false;
     for (size_t i = 0; i < n->numInputs(); ++i) {
       const Value* v = n->input(i);
-      bool shapeOperand = (n->opType() == "Reshape" || n->opType() == "Squeeze" || n->opType() == "Unsqueeze" ||
-                           n->opType() == "Clip") && i > 0;
-      if (v && !shapeOperand && (v->type.dtype != DType::Float32 || !v->type.isStatic())) floatsOnly = false;
+      // Constant operands of any type are fine: shapes/axes are read at compile time or embedded.
+      if (v && !isConst(v) && (v->type.dtype != DType::Float32 || !v->type.isStatic())) floatsOnly = false;
     }
-    if (!floatsOnly || !lowerNode(n)) unsupported_.push_back(n->describe());
+    if (floatsOnly && lowerNode(n)) continue;
+    if (!floatsOnly || !lowerFallback(n)) unsupported_.push_back(n->describe());
   }
   if (!unsupported_.empty())
     throw UserError(fmt::format("cpu target: no code path for {} node(s): {}", unsupported_.size(),

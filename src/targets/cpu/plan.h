@@ -35,12 +35,19 @@ struct PlanStep {
   int inplaceCandidate = -1;  ///< a read whose storage the (single) write may take over if it dies here
 };
 
+/// A node run by the host's reference interpreter: its one-node model in text IR inside the weights blob.
+struct PlanFallback {
+  std::string description;
+  int64_t textOffset, textBytes, sideOffset, sideBytes;  ///< bytes into the weights blob
+};
+
 /// A lowered model.
 struct Plan {
   std::vector<PlanTensor> tensors;
   std::vector<PlanStep> steps;
   std::vector<int> inputs, outputs;  ///< tensor ids in graph order
   std::string weights;               ///< raw weight bytes (float32, 64-byte aligned entries)
+  std::vector<PlanFallback> fallbacks;
   std::string globals;               ///< namespace-scope declarations (shapes)
   std::string initCode;              ///< packing statements run at create time
   int64_t packedFloats = 0;

@@ -38,10 +38,21 @@ const tessel_tensor_desc* tessel_model_output(int32_t index);
 int64_t tessel_model_arena_bytes(void);
 /** Floating-point operations of one inference (2 x multiply-adds of convolutions and GEMMs). */
 double tessel_model_flops(void);
+/** Runs node `index` of the model's fallback list (operators without a compiled kernel) on dense float
+ * buffers; returns 0 on success. Provided by the host (`tessel run` passes the reference interpreter). */
+typedef int32_t (*tessel_host_fn)(void* ctx, int32_t index, const float* const* inputs, float* const* outputs);
+/** Number of nodes the model runs through the host, and each one as a one-node model in text IR with
+ * its side data (large constants). */
+int32_t tessel_model_num_fallbacks(void);
+void tessel_model_fallback(int32_t index, const char** text, int64_t* text_bytes, const char** side,
+                           int64_t* side_bytes);
+/** Installs the host callback; tessel_model_run returns 1 when a fallback node runs without one. */
+void tessel_model_set_host(tessel_model* model, tessel_host_fn fn, void* ctx);
 /** Creates an instance running on num_threads threads in total (<= 0: the default chosen at compile time with --threads, else all hardware threads); packs the
  * weights. Returns NULL when the CPU lacks AVX2/FMA or memory runs out. */
 tessel_model* tessel_model_create(int32_t num_threads);
-/** Runs one inference: inputs/outputs are dense row-major buffers in descriptor order. Returns 0. */
+/** Runs one inference: inputs/outputs are dense row-major buffers in descriptor order. Returns 0, or
+ * non-zero when a fallback node failed or had no host. */
 int32_t tessel_model_run(tessel_model* model, const void* const* inputs, void* const* outputs);
 void tessel_model_destroy(tessel_model* model);
 

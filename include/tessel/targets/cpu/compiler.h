@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "tessel/ir/graph.h"
 
@@ -31,6 +32,7 @@ struct CompileReport {
   int fusedNodes = 0;            ///< graph nodes folded into another kernel's call
   double flops = 0;              ///< multiply-adds x 2 of the convolutions and GEMMs
   std::string hash;              ///< model + target hash embedded in the library
+  std::vector<std::string> fallbackNodes;  ///< nodes run by the host's reference interpreter
   double generateSeconds = 0, cxxSeconds = 0;
 };
 

@@ -39,10 +39,12 @@ class CompiledModel {
 
  private:
   struct Api;
+  struct Fallbacks;
   std::string path_;
   void* handle_ = nullptr;
   std::unique_ptr<Api> api_;
   void* instance_ = nullptr;
+  std::unique_ptr<Fallbacks> fallbacks_;
   std::vector<CompiledTensorInfo> inputs_, outputs_;
   std::string hash_;
   double flops_ = 0;
