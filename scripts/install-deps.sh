@@ -4,6 +4,7 @@ set -euo pipefail
 
 # One Debian package per line; append new dependencies here.
 PACKAGES=(
+  bc
   build-essential
   cmake
   ninja-build

@@ -9,6 +9,8 @@
 #   conformance ONNX backend node suite through `tessel run` (listed tests must pass)
 #   models      torchvision ResNet-18/50, MobileNetV2, SqueezeNet 1.1 vs PyTorch; text IR round trip; the cpu
 #               pass pipeline keeps outputs (also on an exported transformer block)
+#   cpu         the four torchvision models compiled to .so (generated C++) vs the interpreter; --emit-app
+#               build reproduces `tessel run` bit for bit; compile-time bad input
 #   npu         SqueezeNet 1.1 and MobileNetV2 compiled for the NPU (default, tiny, no-grouped-conv configs):
 #               .tnpu results vs the interpreter, no hazards, peak SRAM <= capacity
 #   sanitize    unit tests built with AddressSanitizer + UndefinedBehaviorSanitizer
@@ -18,7 +20,7 @@ set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${TESSEL_BUILD_DIR:-$repo/build}
 jobs=$(nproc)
-stages=${TESSEL_STAGES:-"unit harness cli example conformance models npu sanitize fuzz"}
+stages=${TESSEL_STAGES:-"unit harness cli example conformance models cpu npu sanitize fuzz"}
 fuzz_seconds=${TESSEL_FUZZ_SECONDS:-30}
 py=/usr/bin/python3
 
@@ -76,6 +78,7 @@ sanitizer_build() {
     cmake --build "$asan" -j"$jobs" --target "$@"
 }
 fuzz_targets() { for src in "$repo"/tests/fuzz/*.cpp; do basename "$src" .cpp; done; }
+stage_cpu() { bash "$repo/tests/cpu/check_models.sh" "$build/tessel" "$build/models"; }
 stage_npu() {
   # ResNet-18/50 are left out: the simulator's hazard replay needs ~10 GB for ResNet-18 (see docs/npu.md).
   $py "$repo/scripts/export-models.py" "$build/models" &&
