@@ -30,6 +30,13 @@ echo "== build ($build)"
 cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null || exit 1
 cmake --build "$build" -j"$jobs" || { echo "build failed"; exit 1; }
 
+# Test data shared by several stages (both steps are idempotent): the ONNX backend node suite and the
+# torchvision models. The unit tests read them through these variables.
+echo "== test data"
+bash "$repo/scripts/gen-node-suite.sh" "$build/onnx-suite" || { echo "node suite generation failed"; exit 1; }
+$py "$repo/scripts/export-models.py" "$build/models" || { echo "model export failed"; exit 1; }
+export TESSEL_NODE_SUITE_DIR="$build/onnx-suite/node" TESSEL_MODELS_DIR="$build/models"
+
 passed=0
 failed=0
 failed_names=()

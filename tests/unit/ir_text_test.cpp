@@ -1,4 +1,5 @@
 // Tests of the textual IR: round trips of hand-built graphs, golden valid/invalid files, side files, the node suite.
+#include <cstdlib>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -679,8 +680,14 @@ RoundTripResult roundTripOnnxFile(const std::string& path) {
   return r;
 }
 
+/// A test-data folder: the environment variable when set (scripts/test.sh sets it), else under build/.
+fs::path testDataDir(const char* envVar, const char* fallbackUnderSource) {
+  if (const char* v = std::getenv(envVar); v && *v) return v;
+  return fs::path(TESSEL_SOURCE_DIR) / fallbackUnderSource;
+}
+
 TEST(IrTextSuite, OnnxNodeSuiteRoundTrips) {
-  fs::path root = "/tmp/suite/out/node";
+  fs::path root = testDataDir("TESSEL_NODE_SUITE_DIR", "build/onnx-suite/node");
   if (!fs::is_directory(root)) GTEST_SKIP() << root << " missing (scripts/gen-node-suite.sh makes it)";
   int models = 0, imported = 0, failures = 0;
   for (const auto& entry : fs::directory_iterator(root)) {
@@ -701,7 +708,7 @@ TEST(IrTextSuite, OnnxNodeSuiteRoundTrips) {
 TEST(IrTextSuite, TorchvisionModelsRoundTrip) {
   int found = 0;
   for (const char* name : {"resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1"}) {
-    fs::path model = fs::path("/tmp/models") / (std::string(name) + ".onnx");
+    fs::path model = testDataDir("TESSEL_MODELS_DIR", "build/models") / (std::string(name) + ".onnx");
     if (!fs::exists(model)) continue;
     ++found;
     RoundTripResult r = roundTripOnnxFile(model.string());
@@ -709,7 +716,7 @@ TEST(IrTextSuite, TorchvisionModelsRoundTrip) {
     std::printf("[IrTextSuite] %s: %zu lines, %zu bytes of text, %zu bytes of side file\n", name, r.textLines,
                 r.textBytes, r.sideBytes);
   }
-  if (found == 0) GTEST_SKIP() << "no exported models in /tmp/models (scripts/export-models.py makes them)";
+  if (found == 0) GTEST_SKIP() << "no exported models (scripts/export-models.py makes them; set TESSEL_MODELS_DIR)";
 }
 
 }  // namespace
