@@ -112,8 +112,11 @@ Tensor readNpy(const std::string& path) {
     if (descr == n.descr) dtype = n.dtype;
   if (descr == "<f4" || descr == "=f4") dtype = DType::Float32;
   if (dtype == DType::Undefined) throw bad(fmt::format("unsupported dtype '{}'", descr));
+  double need = static_cast<double>(dtypeSize(dtype));
+  for (int64_t d : shape) need *= static_cast<double>(d);
+  if (static_cast<double>(bodySize) < need)  // checked before allocating: the header may claim any shape
+    throw bad(fmt::format("truncated data: {} bytes, expected {} for {}[{}]", bodySize, need, dtypeName(dtype), shapeToString(shape)));
   Tensor t(dtype, shape);
-  if (bodySize < t.nbytes()) throw bad(fmt::format("truncated data: {} bytes, expected {} for {}[{}]", bodySize, t.nbytes(), dtypeName(dtype), shapeToString(shape)));
   std::memcpy(t.rawData(), body, t.nbytes());
   return t;
 }
@@ -159,18 +162,50 @@ void writeNpy(const std::string& path, const Tensor& tensorIn) {
   if (!out) throw UserError(fmt::format("error writing '{}'", path));
 }
 
+/// Elements a TensorProto carries inline for its data type (-1 when raw_data is not a whole number of them).
+int64_t inlineElements(const onnx::TensorProto& p, DType dtype) {
+  if (dtype == DType::String) return p.string_data_size();
+  if (p.has_raw_data()) {
+    size_t size = dtypeSize(dtype);
+    return p.raw_data().size() % size == 0 ? static_cast<int64_t>(p.raw_data().size() / size) : -1;
+  }
+  switch (dtype) {
+    case DType::Float32: return p.float_data_size();
+    case DType::Complex64: return p.float_data_size() / 2;
+    case DType::Float64: return p.double_data_size();
+    case DType::Complex128: return p.double_data_size() / 2;
+    case DType::Int64: return p.int64_data_size();
+    case DType::UInt32:
+    case DType::UInt64: return p.uint64_data_size();
+    default: return p.int32_data_size();
+  }
+}
+
 Tensor tensorFromProto(const onnx::TensorProto& p, const std::string& baseDir, const std::string& what) {
   auto dtype = static_cast<DType>(p.data_type());
   if (p.data_type() <= 0 || p.data_type() > 16)
     throw UserError(fmt::format("{}: unsupported tensor data type {}", what, p.data_type()));
   Shape shape(p.dims().begin(), p.dims().end());
-  for (int64_t d : shape)
+  int64_t n = 1;
+  for (int64_t d : shape) {
     if (d < 0) throw UserError(fmt::format("{}: negative dimension {} in shape", what, d));
-  Tensor t(dtype, shape);
-  const int64_t n = t.numel();
-  auto countMismatch = [&](int64_t have) {
-    return UserError(fmt::format("{}: has {} value(s) but its shape [{}] needs {}", what, have, fmt::join(shape, ","), n));
-  };
+    if (d != 0 && n > (int64_t{1} << 50) / d)
+      throw UserError(fmt::format("{}: shape [{}] has more elements than can be stored", what, fmt::join(shape, ",")));
+    n *= d;
+  }
+  // Check the data against the shape before allocating: a corrupt header must not ask for terabytes.
+  if (p.data_location() != onnx::TensorProto::EXTERNAL) {
+    int64_t have = inlineElements(p, dtype);
+    if (have != n) {
+      if (p.has_raw_data() && dtype != DType::String)
+        throw UserError(fmt::format("{}: raw data has {} bytes but its shape [{}] of {} needs {}", what,
+                                    p.raw_data().size(), fmt::join(shape, ","), dtypeName(dtype),
+                                    n * static_cast<int64_t>(dtypeSize(dtype))));
+      throw UserError(fmt::format("{}: has {} value(s) but its shape [{}] needs {}", what, have, fmt::join(shape, ","), n));
+    }
+  } else if (dtype == DType::String) {
+    throw UserError(fmt::format("{}: string tensors cannot use external data", what));
+  }
   if (p.data_location() == onnx::TensorProto::EXTERNAL) {
     std::string location;
     int64_t offset = 0, length = -1;
@@ -181,54 +216,46 @@ Tensor tensorFromProto(const onnx::TensorProto& p, const std::string& baseDir, c
     }
     if (location.empty()) throw UserError(fmt::format("{}: external data without a location", what));
     std::filesystem::path file = std::filesystem::path(baseDir) / location;
+    const int64_t need = n * static_cast<int64_t>(dtypeSize(dtype));
     std::ifstream in(file, std::ios::binary);
     if (!in) throw UserError(fmt::format("{}: cannot open external data file '{}'", what, file.string()));
     in.seekg(0, std::ios::end);
     auto fileSize = static_cast<int64_t>(in.tellg());
-    int64_t need = static_cast<int64_t>(t.nbytes());
     if (length >= 0 && length != need) throw UserError(fmt::format("{}: external data length {} != {} bytes needed", what, length, need));
     if (offset < 0 || offset + need > fileSize)
       throw UserError(fmt::format("{}: external data range [{}, {}) is outside '{}' ({} bytes)", what, offset, offset + need, file.string(), fileSize));
+    Tensor t(dtype, shape);
     in.seekg(offset);
     in.read(static_cast<char*>(t.rawData()), need);
     return t;
   }
+  Tensor t(dtype, shape);
   if (dtype == DType::String) {
-    if (p.string_data_size() != n) throw countMismatch(p.string_data_size());
     for (int64_t i = 0; i < n; ++i) t.data<std::string>()[i] = p.string_data(static_cast<int>(i));
     return t;
   }
   if (p.has_raw_data()) {
-    if (p.raw_data().size() != t.nbytes())
-      throw UserError(fmt::format("{}: raw data has {} bytes but its shape [{}] of {} needs {}", what, p.raw_data().size(),
-                                  fmt::join(shape, ","), dtypeName(dtype), t.nbytes()));
     std::memcpy(t.rawData(), p.raw_data().data(), t.nbytes());
     return t;
   }
   switch (dtype) {
     case DType::Float32:
-      if (p.float_data_size() != n) throw countMismatch(p.float_data_size());
       std::copy(p.float_data().begin(), p.float_data().end(), t.data<float>());
       break;
     case DType::Complex64:
-      if (p.float_data_size() != 2 * n) throw countMismatch(p.float_data_size() / 2);
       std::copy(p.float_data().begin(), p.float_data().end(), reinterpret_cast<float*>(t.rawData()));
       break;
     case DType::Float64:
-      if (p.double_data_size() != n) throw countMismatch(p.double_data_size());
       std::copy(p.double_data().begin(), p.double_data().end(), t.data<double>());
       break;
     case DType::Complex128:
-      if (p.double_data_size() != 2 * n) throw countMismatch(p.double_data_size() / 2);
       std::copy(p.double_data().begin(), p.double_data().end(), reinterpret_cast<double*>(t.rawData()));
       break;
     case DType::Int64:
-      if (p.int64_data_size() != n) throw countMismatch(p.int64_data_size());
       std::copy(p.int64_data().begin(), p.int64_data().end(), t.data<int64_t>());
       break;
     case DType::UInt32:
     case DType::UInt64:
-      if (p.uint64_data_size() != n) throw countMismatch(p.uint64_data_size());
       for (int64_t i = 0; i < n; ++i) {
         uint64_t v = p.uint64_data(static_cast<int>(i));
         if (dtype == DType::UInt32) t.data<uint32_t>()[i] = static_cast<uint32_t>(v);
@@ -236,7 +263,6 @@ Tensor tensorFromProto(const onnx::TensorProto& p, const std::string& baseDir, c
       }
       break;
     default:  // int32_data carries int8/16/32, uint8/16, bool, float16 and bfloat16 bits
-      if (p.int32_data_size() != n) throw countMismatch(p.int32_data_size());
       dispatchNumeric(dtype, what, [&](auto tag) {
         using T = typename decltype(tag)::type;
         T* d = t.data<T>();

@@ -29,7 +29,14 @@ std::string shapeToString(const Shape& shape) {
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
   for (int64_t d : shape_)
     if (d < 0) throw UserError(fmt::format("tensor shape {} has a negative extent", fmt::join(shape_, "x")));
-  numel_ = shapeSize(shape_);
+  // Refuse absurd sizes (corrupt shapes, shape arithmetic gone wrong) before the element count can overflow.
+  constexpr int64_t kMaxElements = int64_t{1} << 36;
+  numel_ = 1;
+  for (int64_t d : shape_) {
+    if (d != 0 && numel_ > kMaxElements / d)
+      throw UserError(fmt::format("a tensor of shape {} is too large (more than 2^36 elements)", fmt::join(shape_, "x")));
+    numel_ *= d;
+  }
   TESSEL_ASSERT(dtype != DType::Undefined, "tensor of undefined dtype");
   if (dtype == DType::String) {
     auto* strings = new std::string[static_cast<size_t>(std::max<int64_t>(numel_, 1))];

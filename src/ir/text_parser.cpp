@@ -640,7 +640,8 @@ AttrValue TextParser::parseAttrValue(Graph* owner) {
 
 AttrValue TextParser::parseAttrList(Graph* owner) {
   expect(Tok::LBracket, "'['");
-  const Token& first = peek();
+  const Token& first = peek();  // only valid until the next token is consumed
+  const Loc firstLoc = locOf(first);
   if (first.kind == Tok::RBracket)
     expected("a list element (write an empty list with its kind: ints[], floats[], strings[], tensors[], graphs[])");
   if (first.kind == Tok::String) {
@@ -667,7 +668,7 @@ AttrValue TextParser::parseAttrList(Graph* owner) {
   do {
     AttrValue v = parseAttrValue(owner);
     if (attrKindOf(v) != AttrKind::Int && attrKindOf(v) != AttrKind::Float)
-      failAt(locOf(first), "expected a list of numbers, strings, tensors or graphs, found mixed kinds");
+      failAt(firstLoc, "expected a list of numbers, strings, tensors or graphs, found mixed kinds");
     allInts = allInts && attrKindOf(v) == AttrKind::Int;
     items.push_back(std::move(v));
   } while (commaOr(Tok::RBracket, "]"));

@@ -49,8 +49,10 @@ class ShapeInference {
       if (!t || t->numel() > kMaxEvaluatedElements) return;
       inputs.push_back(t);
     }
-    for (Value* out : node.outputs())
+    for (Value* out : node.outputs()) {
       if (out && values_.count(out)) return;  // the rule already gave the value
+      if (out && out->type.staticSize() > kMaxEvaluatedElements) return;  // e.g. ConstantOfShape of a large shape
+    }
     KernelContext kctx(node, inputs, nullptr, nullptr);
     try {
       def->kernelFn(kctx);
