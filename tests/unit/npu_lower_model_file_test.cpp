@@ -12,21 +12,15 @@
 #include "tessel/support/error.h"
 #include "tessel/targets/npu/model_file.h"
 
+#include "npu_test_util.h"
+
 namespace {
 
 using namespace tessel;
 
-hw::HardwareConfig config(const std::string& name) {
-  return hw::HardwareConfig::load(std::string(TESSEL_SOURCE_DIR) + "/configs/" + name);
-}
+hw::HardwareConfig config(const std::string& name) { return test::shippedConfig(name); }
+using test::randomTensor;
 
-Tensor randomTensor(const Shape& s, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1, 1);
-  std::vector<float> v(static_cast<size_t>(shapeSize(s)));
-  for (float& x : v) x = d(rng);
-  return Tensor::fromVector(s, v);
-}
 
 /// conv -> relu -> Neg (CPU only) -> conv (depthwise) -> add(residual) -> GAP -> Flatten (CPU) -> Gemm.
 std::unique_ptr<Model> mixedModel() {

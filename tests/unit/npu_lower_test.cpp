@@ -14,21 +14,15 @@
 #include "tessel/support/error.h"
 #include "tessel/targets/npu/lowering.h"
 
+#include "npu_test_util.h"
+
 namespace {
 
 using namespace tessel;
 
-hw::HardwareConfig config(const std::string& name) {
-  return hw::HardwareConfig::load(std::string(TESSEL_SOURCE_DIR) + "/configs/" + name);
-}
+hw::HardwareConfig config(const std::string& name) { return test::shippedConfig(name); }
+using test::randomTensor;
 
-Tensor randomTensor(const Shape& s, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1, 1);
-  std::vector<float> v(static_cast<size_t>(shapeSize(s)));
-  for (float& x : v) x = d(rng);
-  return Tensor::fromVector(s, v);
-}
 
 float maxAbsDiff(const Tensor& a, const Tensor& b, float* scale) {
   const float *pa = a.data<float>(), *pb = b.data<float>();

@@ -15,6 +15,8 @@
 #include "tessel/partition/partitioner.h"
 #include "tessel/support/error.h"
 
+#include "npu_test_util.h"
+
 namespace {
 
 using namespace tessel;
@@ -24,15 +26,9 @@ json configJson(const std::string& name) {
   std::ifstream in(std::string(TESSEL_SOURCE_DIR) + "/configs/" + name);
   return json::parse(in);
 }
-hw::HardwareConfig config(const std::string& name) { return hw::HardwareConfig::load(std::string(TESSEL_SOURCE_DIR) + "/configs/" + name); }
+hw::HardwareConfig config(const std::string& name) { return test::shippedConfig(name); }
+using test::randomTensor;
 
-Tensor randomTensor(const Shape& s, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1, 1);
-  std::vector<float> v(static_cast<size_t>(shapeSize(s)));
-  for (float& x : v) x = d(rng);
-  return Tensor::fromVector(s, v);
-}
 
 const partition::Placement& placementOf(const partition::PartitionResult& r, const std::string& node) {
   for (const auto& p : r.placements)
