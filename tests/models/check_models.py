@@ -1,6 +1,5 @@
 #!/usr/bin/python3
 """Runs `tessel run` on the exported torchvision models, compares with PyTorch, and checks the text IR round trip."""
-import argparse
 import filecmp
 import os
 import subprocess
@@ -10,8 +9,7 @@ import time
 
 import numpy as np
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MODELS = ("resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1")
+from model_args import inputs_ready, model_arg_parser
 # Relative to the largest |PyTorch output|: float32 sums in another order differ by far less.
 RELATIVE_TOLERANCE = 1e-4
 TIMEOUT_SECONDS = 600
@@ -88,19 +86,8 @@ def check_ir_round_trip(name, models_dir, tessel, work):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--tessel", default=os.path.join(REPO_ROOT, "build", "tessel"))
-    parser.add_argument("--models", required=True, help="OUTDIR of scripts/export-models.py")
-    parser.add_argument("--only", nargs="+", choices=MODELS, default=list(MODELS))
-    parser.add_argument("--keep", help="keep outputs and .tir files in this directory")
-    args = parser.parse_args()
-    if not os.access(args.tessel, os.X_OK):
-        print(f"error: --tessel '{args.tessel}' is not executable", file=sys.stderr)
-        return 2
-    missing = [n for n in args.only if not os.path.exists(os.path.join(args.models, f"{n}.torch_output.npy"))]
-    if missing:
-        print(f"error: {', '.join(missing)} not exported in '{args.models}' "
-              "(run scripts/export-models.py first)", file=sys.stderr)
+    args = model_arg_parser(__doc__, "keep outputs and .tir files in this directory").parse_args()
+    if not inputs_ready(args, ".torch_output.npy"):
         return 2
     failures = []
     with tempfile.TemporaryDirectory(prefix="tessel-models-") as scratch:

@@ -9,7 +9,6 @@ number of top-level nodes before and after the pipeline. Exit status 1 when any 
 With --transformer the script also exports a small pre-norm transformer block (LayerNorm, 2-head attention,
 Erf GELU MLP; opset 13, random weights, as torch.onnx.export writes it) and checks the same way, plus that
 fuse-transformer-patterns recognised its 2 LayerNorms, its attention and its GELU."""
-import argparse
 import os
 import re
 import subprocess
@@ -19,8 +18,7 @@ import time
 
 import numpy as np
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MODELS = ("resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1")
+from model_args import inputs_ready, model_arg_parser
 # Relative to the largest |original output|: folding BatchNorm into weights and re-associating sums
 # changes float32 rounding by far less than this.
 RELATIVE_TOLERANCE = 1e-4
@@ -152,21 +150,11 @@ def check_model(name, models_dir, tessel, work):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--tessel", default=os.path.join(REPO_ROOT, "build", "tessel"))
-    parser.add_argument("--models", required=True, help="OUTDIR of scripts/export-models.py")
-    parser.add_argument("--only", nargs="+", choices=MODELS, default=list(MODELS))
-    parser.add_argument("--keep", help="keep the .tir files and outputs in this directory")
+    parser = model_arg_parser(__doc__, "keep the .tir files and outputs in this directory")
     parser.add_argument("--transformer", action="store_true",
                         help="also export and check a small transformer block (needs torch)")
     args = parser.parse_args()
-    if not os.access(args.tessel, os.X_OK):
-        print(f"error: --tessel '{args.tessel}' is not executable", file=sys.stderr)
-        return 2
-    missing = [n for n in args.only if not os.path.exists(os.path.join(args.models, f"{n}.input.npy"))]
-    if missing:
-        print(f"error: {', '.join(missing)} not exported in '{args.models}' "
-              "(run scripts/export-models.py first)", file=sys.stderr)
+    if not inputs_ready(args, ".input.npy"):
         return 2
     failures = []
     with tempfile.TemporaryDirectory(prefix="tessel-pipeline-") as scratch:
