@@ -35,7 +35,7 @@ std::string attrKey(const AttrValue& v) {
           std::memcpy(&bits, &x, 4);
           return fmt::format("f{}", bits);
         } else if constexpr (std::is_same_v<T, std::string>) return "s" + x;
-        else if constexpr (std::is_same_v<T, Tensor>) return "t" + tensorKey(x);
+        else if constexpr (std::is_same_v<T, Tensor>) return fmt::format("t{}", tensorKey(x));  // not "t" + ...: GCC 12 -Wrestrict false positive
         else if constexpr (std::is_same_v<T, std::vector<int64_t>>) return fmt::format("I{}", fmt::join(x, ","));
         else if constexpr (std::is_same_v<T, std::vector<float>>) {
           std::string s = "F";

@@ -117,7 +117,9 @@ TEST(Partition, NoGroupedConvConfigMovesExactlyTheGroupedConvs) {
   for (const auto& p : r.placements) {
     bool grouped = p.node == "depthwise" || p.node == "grouped";
     EXPECT_EQ(p.device, grouped ? "cpu" : "npu0") << p.node << ": " << p.reason;
-    if (grouped) EXPECT_NE(p.reason.find("group"), std::string::npos) << p.reason;
+    if (grouped) {
+      EXPECT_NE(p.reason.find("group"), std::string::npos) << p.reason;
+    }
   }
   EXPECT_NE(placementOf(r, "depthwise").reason.find("depthwise"), std::string::npos);
   Tensor x = randomTensor({1, 4, 8, 8}, 7);
