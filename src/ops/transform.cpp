@@ -548,7 +548,8 @@ void spaceToDepthKernel(KernelContext& ctx) {
 
 // ---------------------------------------------------------------- Trilu
 
-void inferTrilu(InferContext& ctx) {
+/// Trilu and ReverseSequence: the output has the input's type, which must have rank >= 2.
+void inferSameTypeRankAtLeast2(InferContext& ctx) {
   const TensorType& in = ctx.inputType(0);
   if (in.hasRank() && in.rank() < 2) ctx.fail("expected a tensor of rank >= 2, got {}", in.toString());
   ctx.setOutputType(0, in);
@@ -579,12 +580,6 @@ void triluKernel(KernelContext& ctx) {
 }
 
 // ---------------------------------------------------------------- ReverseSequence
-
-void inferReverseSequence(InferContext& ctx) {
-  const TensorType& in = ctx.inputType(0);
-  if (in.hasRank() && in.rank() < 2) ctx.fail("expected a tensor of rank >= 2, got {}", in.toString());
-  ctx.setOutputType(0, in);
-}
 
 void reverseSequenceKernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
@@ -687,7 +682,7 @@ TESSEL_REGISTER_OP(Trilu) {
   return OpDef("Trilu").inputs(1, 2).outputs(1).since(14)
       .attr("upper", AttrKind::Int, int64_t{1})
       .describe("keeps the upper (or lower) triangle of the last two axes, offset by diagonal k")
-      .infer(inferTrilu).kernel(triluKernel).cost(movementCost);
+      .infer(inferSameTypeRankAtLeast2).kernel(triluKernel).cost(movementCost);
 }
 
 TESSEL_REGISTER_OP(ReverseSequence) {
@@ -695,7 +690,7 @@ TESSEL_REGISTER_OP(ReverseSequence) {
       .attr("batch_axis", AttrKind::Int, int64_t{1})
       .attr("time_axis", AttrKind::Int, int64_t{0})
       .describe("reverses the first sequence_lens[b] time steps of each batch entry b")
-      .infer(inferReverseSequence).kernel(reverseSequenceKernel).cost(movementCost);
+      .infer(inferSameTypeRankAtLeast2).kernel(reverseSequenceKernel).cost(movementCost);
 }
 
 }  // namespace tessel
