@@ -1,32 +1,20 @@
 #!/usr/bin/python3
 """Runs `tessel run` on the exported torchvision models, compares with PyTorch, and checks the text IR round trip."""
 import filecmp
+import functools
 import os
-import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 
-from model_args import inputs_ready, model_arg_parser
+from model_check_common import inputs_ready, model_arg_parser, run_command
 # Relative to the largest |PyTorch output|: float32 sums in another order differ by far less.
 RELATIVE_TOLERANCE = 1e-4
 TIMEOUT_SECONDS = 600
 
 
-def run(command, timeout=TIMEOUT_SECONDS):
-    """Runs a command; returns (ok, seconds, message)."""
-    started = time.monotonic()
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return False, timeout, f"timed out after {timeout} s: {' '.join(command)}"
-    seconds = time.monotonic() - started
-    if done.returncode != 0:
-        lines = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()]
-        return False, seconds, f"exit {done.returncode}: {lines[-1] if lines else 'no message'}"
-    return True, seconds, ""
+run = functools.partial(run_command, timeout=TIMEOUT_SECONDS)
 
 
 def check_outputs(name, models_dir, tessel, work):

@@ -9,16 +9,15 @@ number of top-level nodes before and after the pipeline. Exit status 1 when any 
 With --transformer the script also exports a small pre-norm transformer block (LayerNorm, 2-head attention,
 Erf GELU MLP; opset 13, random weights, as torch.onnx.export writes it) and checks the same way, plus that
 fuse-transformer-patterns recognised its 2 LayerNorms, its attention and its GELU."""
+import functools
 import os
 import re
-import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 
-from model_args import inputs_ready, model_arg_parser
+from model_check_common import inputs_ready, model_arg_parser, run_command
 # Relative to the largest |original output|: folding BatchNorm into weights and re-associating sums
 # changes float32 rounding by far less than this.
 RELATIVE_TOLERANCE = 1e-4
@@ -28,18 +27,7 @@ TIMEOUT_SECONDS = 900
 NODE_LINE = re.compile(r"^  %[^=]*= [A-Za-z_][\w.]*\(")
 
 
-def run(command):
-    """Runs a command; returns (ok, seconds, message)."""
-    started = time.monotonic()
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=TIMEOUT_SECONDS)
-    except subprocess.TimeoutExpired:
-        return False, TIMEOUT_SECONDS, f"timed out after {TIMEOUT_SECONDS} s: {' '.join(command)}"
-    seconds = time.monotonic() - started
-    if done.returncode != 0:
-        lines = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()]
-        return False, seconds, f"exit {done.returncode}: {lines[-1] if lines else 'no message'}"
-    return True, seconds, ""
+run = functools.partial(run_command, timeout=TIMEOUT_SECONDS)
 
 
 def count_nodes(tir_path):

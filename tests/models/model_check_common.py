@@ -1,7 +1,9 @@
-"""Command line shared by the torchvision model checks (check_models.py, check_pipeline.py)."""
+"""What the torchvision model checks (check_models.py, check_pipeline.py) share: command line, running tessel."""
 import argparse
 import os
+import subprocess
 import sys
+import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODELS = ("resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1")
@@ -28,3 +30,17 @@ def inputs_ready(args, exported_suffix):
               "(run scripts/export-models.py first)", file=sys.stderr)
         return False
     return True
+
+
+def run_command(command, timeout):
+    """Runs a command; returns (ok, seconds, message) with the last line of its output on failure."""
+    started = time.monotonic()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return False, timeout, f"timed out after {timeout} s: {' '.join(command)}"
+    seconds = time.monotonic() - started
+    if done.returncode != 0:
+        lines = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()]
+        return False, seconds, f"exit {done.returncode}: {lines[-1] if lines else 'no message'}"
+    return True, seconds, ""
