@@ -212,7 +212,7 @@ void EventLoop::run(SimReport& report) {
   }
   for (const InstructionTiming& tm : timing_) report.totalCycles = std::max(report.totalCycles, tm.finish);
   report.units = stats_;
-  report.timing = timing_;
+  report.timing = std::move(timing_);
 }
 
 }  // namespace

@@ -29,6 +29,16 @@ struct OperandAccess {
   }
   /// Calls fn(wordIndex) for every element (repeats included when strides alias).
   void forEachWord(const std::function<void(uint64_t)>& fn) const;
+  /// Calls fn(firstWord, vecLen) for each of the outer x inner contiguous runs, in element order
+  /// (inline, for the per-word loops of the hazard checker).
+  template <class Fn>
+  void forEachRun(Fn&& fn) const {
+    for (uint32_t o = 0; o < outer; ++o) {
+      for (uint32_t i = 0; i < inner; ++i) {
+        fn(operand.addr + uint64_t{o} * operand.strideOuter + uint64_t{i} * operand.strideInner, uint64_t{vecLen});
+      }
+    }
+  }
 };
 
 /// The SRAM boxes of an instruction, reads listed before writes.
