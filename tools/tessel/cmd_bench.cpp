@@ -1,8 +1,13 @@
-// `tessel bench`: times a compiled model (or compiles a .onnx first) and prints latency statistics.
+// `tessel bench`: times a compiled model (or compiles a .onnx first) and prints latency statistics; with
+// --profile a per-layer table (each kernel call's median time, GFLOP/s, share), with --trace a Chrome trace.
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fmt/format.h>
+#include <exception>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
@@ -22,6 +27,8 @@ struct BenchOptions {
   int warmup = 5;
   int iterations = 20;
   bool json = false;
+  bool profile = false;
+  std::string trace;
   std::string march = "native";
 };
 
@@ -44,19 +51,201 @@ double percentile(const std::vector<double>& sorted, double p) {
   return sorted[lo] + (sorted[hi] - sorted[lo]) * (idx - static_cast<double>(lo));
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return percentile(v, 0.5);
+}
+
+/// Nanoseconds on the steady clock (the clock the generated code's step timing uses).
+double steadyNs() {
+  return static_cast<double>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+
+/// One timed inference: its start and duration on the steady clock, and (when profiled) the per-step
+/// record written by the model (num_steps durations in ns, then the first step's start time).
+struct Run {
+  double startNs = 0, ns = 0;
+  std::vector<double> steps;
+};
+
+/// Per-layer profile: each step's median time over the timed runs.
+struct ProfileRow {
+  size_t index;
+  const cpu::CompiledStepInfo* step;
+  double ms;
+};
+
+std::string gflopsText(double flops, double ms) {
+  return flops > 0 && ms > 0 ? fmt::format("{:.1f}", flops / (ms * 1e6)) : "-";
+}
+
+/// Kernel-type totals of the profile, largest first.
+struct KernelTotal {
+  std::string kernel;
+  int calls = 0;
+  double ms = 0, flops = 0;
+};
+std::vector<KernelTotal> byKernel(const std::vector<ProfileRow>& rows) {
+  std::vector<KernelTotal> out;
+  for (const ProfileRow& r : rows) {
+    auto it = std::find_if(out.begin(), out.end(), [&](const KernelTotal& k) { return k.kernel == r.step->kernel; });
+    if (it == out.end()) it = out.insert(out.end(), KernelTotal{r.step->kernel});
+    it->calls++;
+    it->ms += r.ms;
+    it->flops += r.step->flops;
+  }
+  std::stable_sort(out.begin(), out.end(), [](const KernelTotal& a, const KernelTotal& b) { return a.ms > b.ms; });
+  return out;
+}
+
+/// Median over the runs of (sum of the run's step times) / (the run's wall time): how much of an inference
+/// the kernel calls account for (the rest is the call into the model and the clock reads at its ends).
+double coverage(const std::vector<Run>& runs, size_t numSteps) {
+  std::vector<double> c;
+  for (const Run& r : runs) {
+    double sum = 0;
+    for (size_t i = 0; i < numSteps; ++i) sum += r.steps[i];
+    c.push_back(r.ns > 0 ? sum / r.ns : 0.0);
+  }
+  return median(c);
+}
+
+void printProfile(const std::vector<ProfileRow>& rows, double medianRunMs, double cover) {
+  double total = 0;
+  for (const ProfileRow& r : rows) total += r.ms;
+  size_t wNode = 4, wOp = 2, wKernel = 6, wShape = 6;
+  for (const ProfileRow& r : rows) {
+    wNode = std::max(wNode, r.step->node.size());
+    wOp = std::max(wOp, r.step->op.size());
+    wKernel = std::max(wKernel, r.step->kernel.size());
+    wShape = std::max(wShape, shapeToString(r.step->shape).size());
+  }
+  fmt::print("\nper-layer profile (median over the timed runs, in execution order):\n");
+  fmt::print("{:>4}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:>9}  {:>8}  {:>6}\n", "#", "node", wNode, "op", wOp, "kernel",
+             wKernel, "output", wShape, "ms", "GFLOP/s", "share");
+  for (const ProfileRow& r : rows)
+    fmt::print("{:>4}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:>9.4f}  {:>8}  {:>5.1f}%\n", r.index, r.step->node, wNode,
+               r.step->op, wOp, r.step->kernel, wKernel, shapeToString(r.step->shape), wShape, r.ms,
+               gflopsText(r.step->flops, r.ms), total > 0 ? 100.0 * r.ms / total : 0.0);
+  double flops = 0;
+  for (const ProfileRow& r : rows) flops += r.step->flops;
+  size_t label = wNode + wOp + wKernel + wShape + 12;
+  fmt::print("{:<{}}  {:>9.4f}  {:>8}  {:>5.1f}%\n", fmt::format("      total of {} kernel calls", rows.size()),
+             label, total, gflopsText(flops, total), 100.0);
+  fmt::print("{:<{}}  {:>9.4f}\n", "      whole inference (median)", label, medianRunMs);
+  fmt::print("      (the sum of medians differs from the median of sums when runs vary; within each run the calls "
+             "took {:.2f}% of the wall time, median)\n",
+             100.0 * cover);
+  fmt::print("\nby kernel:\n{:<{}}  {:>5}  {:>9}  {:>8}  {:>6}\n", "kernel", wKernel, "calls", "ms", "GFLOP/s",
+             "share");
+  for (const KernelTotal& k : byKernel(rows))
+    fmt::print("{:<{}}  {:>5}  {:>9.4f}  {:>8}  {:>5.1f}%\n", k.kernel, wKernel, k.calls, k.ms,
+               gflopsText(k.flops, k.ms), total > 0 ? 100.0 * k.ms / total : 0.0);
+}
+
+nlohmann::json profileJson(const std::vector<ProfileRow>& rows, double cover) {
+  double total = 0;
+  for (const ProfileRow& r : rows) total += r.ms;
+  nlohmann::json layers = nlohmann::json::array(), kernels = nlohmann::json::array();
+  auto gflops = [](double flops, double ms) -> nlohmann::json {
+    if (flops > 0 && ms > 0) return flops / (ms * 1e6);
+    return nullptr;
+  };
+  for (const ProfileRow& r : rows)
+    layers.push_back({{"index", r.index},
+                      {"node", r.step->node},
+                      {"op", r.step->op},
+                      {"kernel", r.step->kernel},
+                      {"shape", r.step->shape},
+                      {"flops", r.step->flops},
+                      {"ms", r.ms},
+                      {"gflop_per_s", gflops(r.step->flops, r.ms)},
+                      {"share", total > 0 ? r.ms / total : 0.0}});
+  for (const KernelTotal& k : byKernel(rows))
+    kernels.push_back({{"kernel", k.kernel},
+                       {"calls", k.calls},
+                       {"ms", k.ms},
+                       {"gflop_per_s", gflops(k.flops, k.ms)},
+                       {"share", total > 0 ? k.ms / total : 0.0}});
+  return {{"layers", layers}, {"by_kernel", kernels}, {"total_ms", total}, {"coverage", cover}};
+}
+
+/// Chrome/Perfetto trace of every timed run: one "inference" event per run on the calling thread's track,
+/// the kernel calls nested in it (microseconds from the first run's start).
+void writeTrace(std::ofstream& f, const std::string& path, const std::string& model, int threads,
+                const std::vector<cpu::CompiledStepInfo>& steps, const std::vector<Run>& runs) {
+  nlohmann::json events = nlohmann::json::array();
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", "tessel bench " + model}}}});
+  std::string thread = threads > 1 ? fmt::format("inference thread (each step's wall time; the {} pool worker(s) "
+                                                 "working inside the steps are not traced)",
+                                                 threads - 1)
+                                   : "inference thread";
+  events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 1}, {"args", {{"name", thread}}}});
+  double origin = runs.front().startNs;
+  for (size_t r = 0; r < runs.size(); ++r) {
+    const Run& run = runs[r];
+    events.push_back({{"name", fmt::format("inference {}", r)},
+                      {"cat", "inference"},
+                      {"ph", "X"},
+                      {"pid", 1},
+                      {"tid", 1},
+                      {"ts", (run.startNs - origin) / 1e3},
+                      {"dur", run.ns / 1e3}});
+    double t = run.steps[steps.size()];
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const cpu::CompiledStepInfo& s = steps[i];
+      nlohmann::json args = {{"step", i}, {"node", s.node}, {"kernel", s.kernel}, {"shape", shapeToString(s.shape)}};
+      if (s.flops > 0) args["gflop_per_s"] = s.flops / run.steps[i];
+      events.push_back({{"name", s.op + " " + s.node},
+                        {"cat", s.kernel},
+                        {"ph", "X"},
+                        {"pid", 1},
+                        {"tid", 1},
+                        {"ts", (t - origin) / 1e3},
+                        {"dur", run.steps[i] / 1e3},
+                        {"args", args}});
+      t += run.steps[i];
+    }
+  }
+  f << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << "\n";
+  f.close();
+  if (!f) throw UserError(fmt::format("cannot write trace '{}'", path));
+}
+
 void benchCommand(const BenchOptions& o) {
   if (o.iterations < 1) throw UserError("--iterations must be at least 1");
   if (o.warmup < 0) throw UserError("--warmup must not be negative");
+  // Open the trace first: a bad path is reported before minutes of compiling and timing.
+  std::ofstream traceFile;
+  if (!o.trace.empty()) {
+    if (std::filesystem::is_directory(o.trace))
+      throw UserError(fmt::format("cannot write trace '{}': it is a directory", o.trace));
+    traceFile.open(o.trace, std::ios::binary | std::ios::trunc);
+    if (!traceFile) throw UserError(fmt::format("cannot write trace '{}': {}", o.trace, std::strerror(errno)));
+  }
+  // An error below leaves no empty trace behind.
+  struct RemoveOnError {
+    const std::string& path;
+    int uncaught = std::uncaught_exceptions();
+    ~RemoveOnError() {
+      std::error_code ec;
+      if (!path.empty() && std::uncaught_exceptions() > uncaught) std::filesystem::remove(path, ec);
+    }
+  } removeOnError{o.trace};
+  bool profiling = o.profile || !o.trace.empty();
   bool compiled = isCompiledModelPath(o.model.path);
   std::string path = compiled ? o.model.path : compileForBench(o);
   int threads = o.threads > 0 ? o.threads : rt::hardware_thread_count();
-  std::vector<double> ms;
+  std::vector<Run> runs;
   double flops = 0;
   std::string hash;
+  std::vector<cpu::CompiledStepInfo> steps;
   {
     cpu::CompiledModel model(path, threads);
     flops = model.flops();
     hash = model.hash();
+    steps = model.steps();
     auto tensors = compiledModelInputs(model, o.inputs, true);
     std::vector<const void*> in;
     for (const auto& info : model.inputs()) in.push_back(tensors.at(info.name).rawData());
@@ -66,32 +255,54 @@ void benchCommand(const BenchOptions& o) {
       outs.emplace_back(info.dtype, info.shape);
       out.push_back(outs.back().rawData());
     }
+    std::vector<double> record(steps.size() + 1);
+    if (profiling) model.setProfile(record.data());
     for (int i = 0; i < o.warmup; ++i) model.runRaw(in.data(), out.data());
     for (int i = 0; i < o.iterations; ++i) {
-      auto start = std::chrono::steady_clock::now();
+      Run run;
+      run.startNs = steadyNs();
       model.runRaw(in.data(), out.data());
-      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+      run.ns = steadyNs() - run.startNs;
+      if (profiling) run.steps = record;
+      runs.push_back(std::move(run));
     }
+    model.setProfile(nullptr);
   }
   if (!compiled) std::filesystem::remove(path);
+  std::vector<double> ms;
+  for (const Run& r : runs) ms.push_back(r.ns / 1e6);
   std::vector<double> sorted = ms;
   std::sort(sorted.begin(), sorted.end());
-  double median = percentile(sorted, 0.5), p90 = percentile(sorted, 0.9);
+  double med = percentile(sorted, 0.5), p90 = percentile(sorted, 0.9);
   double mean = 0;
   for (double v : ms) mean += v / static_cast<double>(ms.size());
-  double gflops = flops / (median * 1e6);
+  double gflops = flops / (med * 1e6);
+  std::vector<ProfileRow> rows;
+  if (profiling)
+    for (size_t i = 0; i < steps.size(); ++i) {
+      std::vector<double> t;
+      for (const Run& r : runs) t.push_back(r.steps[i] / 1e6);
+      rows.push_back({i, &steps[i], median(t)});
+    }
+  if (!o.trace.empty()) writeTrace(traceFile, o.trace, o.model.path, threads, steps, runs);
   if (o.json) {
     nlohmann::json j = {{"model", o.model.path}, {"hash", hash},       {"threads", threads},
-                        {"warmup", o.warmup},    {"iterations", o.iterations}, {"median_ms", median},
+                        {"warmup", o.warmup},    {"iterations", o.iterations}, {"median_ms", med},
                         {"min_ms", sorted.front()}, {"p90_ms", p90}, {"mean_ms", mean},
                         {"max_ms", sorted.back()},  {"gflops", flops / 1e9}, {"gflop_per_s", gflops}};
+    if (o.profile) j["profile"] = profileJson(rows, coverage(runs, steps.size()));
+    if (!o.trace.empty()) j["trace"] = o.trace;
     fmt::print("{}\n", j.dump());
     return;
   }
-  fmt::print("{}: {} thread(s), {} warm-up + {} timed runs\n", o.model.path, threads, o.warmup, o.iterations);
-  fmt::print("  median {:.3f} ms  min {:.3f} ms  p90 {:.3f} ms  mean {:.3f} ms  max {:.3f} ms\n", median,
+  fmt::print("{}: {} thread(s), {} warm-up + {} timed runs{}\n", o.model.path, threads, o.warmup, o.iterations,
+             profiling ? " (each kernel call timed)" : "");
+  fmt::print("  median {:.3f} ms  min {:.3f} ms  p90 {:.3f} ms  mean {:.3f} ms  max {:.3f} ms\n", med,
              sorted.front(), p90, mean, sorted.back());
   fmt::print("  {:.2f} GFLOP per inference, {:.1f} GFLOP/s at the median\n", flops / 1e9, gflops);
+  if (o.profile) printProfile(rows, med, coverage(runs, steps.size()));
+  if (!o.trace.empty())
+    fmt::print("  trace of {} runs ({} kernel calls each) written to {}\n", runs.size(), steps.size(), o.trace);
 }
 
 }  // namespace
@@ -103,6 +314,13 @@ TESSEL_REGISTER_COMMAND(bench, 45, [](CLI::App& app) {
       "Examples:\n"
       "  tessel bench resnet18.so --threads 1 --warmup 5 --iterations 50\n"
       "  tessel bench resnet18.onnx --threads 2 --json\n"
+      "  tessel bench resnet18.so --threads 1 --profile --trace trace.json   (open it in ui.perfetto.dev)\n"
+      "--profile times every kernel call (each fused kernel is one call) of every timed run and prints one row\n"
+      "per call: index, node, op, kernel, output shape, median ms, GFLOP/s (convolution and GEMM FLOPs; '-'\n"
+      "for other calls), share of the calls' total; then a total line and the same totals per kernel. With\n"
+      "--json the object gains \"profile\": {\"layers\", \"by_kernel\", \"total_ms\", \"coverage\"}. --trace\n"
+      "writes every timed run as Chrome trace events (ph \"X\", microseconds) on the inference thread's track.\n"
+      "Without --profile/--trace the model runs with no timing code at all.\n"
       "Exit status: 0 success, 2 bad input or unsupported model, 1 internal error.");
   o->model.addTo(cmd, "compiled model (.so) or a model file (.onnx, .tir) to compile first");
   o->inputs.addTo(cmd);
@@ -111,6 +329,8 @@ TESSEL_REGISTER_COMMAND(bench, 45, [](CLI::App& app) {
   cmd->add_option("--iterations", o->iterations, "timed runs (default 20)");
   cmd->add_option("--march", o->march, "-march when compiling a model file (default native)");
   cmd->add_flag("--json", o->json, "print one JSON object (median_ms, min_ms, p90_ms, threads, ...)");
+  cmd->add_flag("--profile", o->profile, "time each kernel call; print a per-layer table (time, GFLOP/s, share)");
+  cmd->add_option("--trace", o->trace, "write a Chrome/Perfetto trace (JSON) of the timed runs' kernel calls");
   cmd->callback([o]() { benchCommand(*o); });
 });
 

@@ -60,7 +60,8 @@ std::string descriptors(const Plan& plan, const std::vector<int>& ids, const std
   return dims + fmt::format("const tessel_tensor_desc k{}[] = {{\n{}}};\n", prefix, table);
 }
 
-const char* kPrologue = R"(#include <cmath>
+const char* kPrologue = R"(#include <chrono>
+#include <cmath>
 #include <cstring>
 #include <initializer_list>
 #include <new>
@@ -88,6 +89,7 @@ struct tessel_model {
   rt::AlignedBuffer packed;        // weights in the layouts the kernels want, packed at create time
   tessel_host_fn host = nullptr;   // runs nodes without a compiled kernel (see tessel_model_set_host)
   void* host_ctx = nullptr;
+  double* prof = nullptr;          // per-step timing (see tessel_model_set_profile), null when off
 };
 
 namespace {
@@ -117,6 +119,29 @@ void activation(const float* x, float* y, int64_t n, const rt::Epilogue& e) {
   return m->host(m->host_ctx, k, ins.begin(), outs.begin());
 }
 
+// Per-step timing for tessel_model_set_profile: run<true> calls done(i) after step i. Laps<false> is
+// empty, so run<false> (profiling off) has no timing code at all.
+template <bool kOn>
+struct Laps {
+  Laps(double*, int) {}
+  void done(int) {}
+};
+template <>
+struct Laps<true> {
+  double* ns;
+  int64_t last;
+  static int64_t now() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  Laps(double* out, int num_steps) : ns(out), last(now()) { ns[num_steps] = static_cast<double>(last); }
+  void done(int step) {
+    int64_t t = now();
+    ns[step] = static_cast<double>(t - last);
+    last = t;
+  }
+};
+
 // Copies one input of a Concat: outer slices of `chunk` floats into rows of `stride` at `offset`.
 void concat_part(const float* x, float* y, int64_t outer, int64_t chunk, int64_t stride, int64_t offset) {
   for (int64_t o = 0; o < outer; ++o)
@@ -124,6 +149,22 @@ void concat_part(const float* x, float* y, int64_t outer, int64_t chunk, int64_t
 }
 
 )";
+
+/// The step metadata table (tessel_step_info) and kNumSteps.
+std::string stepTable(const Plan& plan) {
+  std::string dims, table;
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep& s = plan.steps[i];
+    Shape shape = s.writes.empty() ? Shape{} : plan.tensors[s.writes[0]].shape;
+    dims += fmt::format("const int64_t kStepDims{}[] = {{{}}};\n", i,
+                        shape.empty() ? "0" : fmt::format("{}", fmt::join(shape, ", ")));
+    table += fmt::format("    {{{}, {}, {}, {}, kStepDims{}, {:.17g}}},\n", cString(s.node), cString(s.op),
+                         cString(s.kernel), shape.size(), i, s.flops);
+  }
+  if (plan.steps.empty()) table = "    {nullptr, nullptr, nullptr, 0, nullptr, 0.0},\n";
+  return dims + fmt::format("const int kNumSteps = {};\nconst tessel_step_info kSteps[] = {{\n{}}};\n",
+                            plan.steps.size(), table);
+}
 
 }  // namespace
 
@@ -146,15 +187,19 @@ std::string emitSource(const Plan& plan, const std::string& weightsFileName, con
   if (fallbacks.empty()) fallbacks = "    {0, 0, 0, 0},\n";
   src += "// Nodes run by the host: byte offsets/sizes of their text IR and side data in the blob.\n"
          "const int64_t kFallbacks[][4] = {\n" + fallbacks + "};\n\n";
-  src += "int run(tessel_model* m, const void* const* inputs, void* const* outputs) {\n"
+  src += "// Steps for the profiler: node, what, runtime function, output rank and dims, FLOPs.\n" +
+         stepTable(plan) + "\n";
+  src += "template <bool kProfile>\n"
+         "int run(tessel_model* m, const void* const* inputs, void* const* outputs) {\n"
          "  rt::ThreadPool* pool = m->pool;\n  float* A = m->arena.data();\n  const float* P = m->packed.data();\n"
-         "  const float* W = tessel_weights_blob;\n";
+         "  const float* W = tessel_weights_blob;\n  Laps<kProfile> laps(m->prof, kNumSteps);\n";
   for (size_t i = 0; i < plan.inputs.size(); ++i)
     src += fmt::format("  const float* in{} = static_cast<const float*>(inputs[{}]);\n", i, i);
   for (size_t i = 0; i < plan.outputs.size(); ++i)
     src += fmt::format("  float* out{} = static_cast<float*>(outputs[{}]);\n", i, i);
   src += "  (void)pool;\n  (void)A;\n  (void)P;\n  (void)W;\n";
-  for (const PlanStep& s : plan.steps) src += fmt::format("  // {}\n  {}\n", s.comment, resolve(plan, s.code));
+  for (size_t i = 0; i < plan.steps.size(); ++i)
+    src += fmt::format("  // {}\n  {}\n  laps.done({});\n", plan.steps[i].comment, resolve(plan, plan.steps[i].code), i);
   src += "  return 0;\n}\n\n}  // namespace\n\n";
   src += fmt::format(R"(#define TESSEL_EXPORT extern "C" __attribute__((visibility("default")))
 TESSEL_EXPORT int32_t tessel_abi_version(void) {{ return TESSEL_ABI_VERSION; }}
@@ -178,6 +223,9 @@ TESSEL_EXPORT void tessel_model_set_host(tessel_model* m, tessel_host_fn fn, voi
   m->host_ctx = ctx;
 }}
 TESSEL_EXPORT double tessel_model_flops(void) {{ return {:.17g}; }}
+TESSEL_EXPORT int32_t tessel_model_num_steps(void) {{ return kNumSteps; }}
+TESSEL_EXPORT const tessel_step_info* tessel_model_step(int32_t i) {{ return i >= 0 && i < kNumSteps ? &kSteps[i] : nullptr; }}
+TESSEL_EXPORT void tessel_model_set_profile(tessel_model* m, double* ns) {{ m->prof = ns; }}
 
 TESSEL_EXPORT tessel_model* tessel_model_create(int32_t num_threads) {{
   if (!rt::cpu_has_avx2_fma()) return nullptr;
@@ -199,7 +247,7 @@ TESSEL_EXPORT tessel_model* tessel_model_create(int32_t num_threads) {{
 }}
 
 TESSEL_EXPORT int32_t tessel_model_run(tessel_model* m, const void* const* inputs, void* const* outputs) {{
-  return run(m, inputs, outputs);
+  return m->prof != nullptr ? run<true>(m, inputs, outputs) : run<false>(m, inputs, outputs);
 }}
 
 TESSEL_EXPORT void tessel_model_destroy(tessel_model* m) {{

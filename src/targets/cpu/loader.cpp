@@ -27,6 +27,9 @@ struct CompiledModel::Api {
   int32_t (*numFallbacks)();
   void (*fallback)(int32_t, const char**, int64_t*, const char**, int64_t*);
   void (*setHost)(tessel_model*, tessel_host_fn, void*);
+  int32_t (*numSteps)();
+  const tessel_step_info* (*step)(int32_t);
+  void (*setProfile)(tessel_model*, double*);
 };
 
 /// The reference interpreter serving the nodes the model runs through its host.
@@ -93,10 +96,17 @@ CompiledModel::CompiledModel(const std::string& path, int numThreads) : path_(pa
     bind(handle_, "tessel_model_num_fallbacks", api_->numFallbacks, path);
     bind(handle_, "tessel_model_fallback", api_->fallback, path);
     bind(handle_, "tessel_model_set_host", api_->setHost, path);
+    bind(handle_, "tessel_model_num_steps", api_->numSteps, path);
+    bind(handle_, "tessel_model_step", api_->step, path);
+    bind(handle_, "tessel_model_set_profile", api_->setProfile, path);
     hash_ = api_->hash();
     flops_ = api_->flops();
     for (int32_t i = 0; i < api_->numInputs(); ++i) inputs_.push_back(infoOf(api_->input(i)));
     for (int32_t i = 0; i < api_->numOutputs(); ++i) outputs_.push_back(infoOf(api_->output(i)));
+    for (int32_t i = 0; i < api_->numSteps(); ++i) {
+      const tessel_step_info* st = api_->step(i);
+      steps_.push_back({st->node, st->op, st->kernel, Shape(st->dims, st->dims + st->rank), st->flops});
+    }
     instance_ = api_->create(numThreads);
     if (instance_ == nullptr)
       throw UserError(fmt::format("cannot run '{}': the CPU lacks AVX2/FMA or memory ran out", path));
@@ -143,6 +153,8 @@ std::vector<Tensor> CompiledModel::run(const std::map<std::string, Tensor>& inpu
   runRaw(in.data(), out.data());
   return outs;
 }
+
+void CompiledModel::setProfile(double* ns) { api_->setProfile(static_cast<tessel_model*>(instance_), ns); }
 
 void CompiledModel::runRaw(const void* const* inputs, void* const* outputs) {
   if (api_->run(static_cast<tessel_model*>(instance_), inputs, outputs) != 0)

@@ -63,7 +63,12 @@ class Lowerer {
   int64_t addWeightData(const std::vector<float>& data);
   int64_t addWeightBytes(const std::string& bytes);
   static std::vector<float> floatsOf(const Value* v);
-  void addStep(std::string comment, std::string code, std::vector<int> reads, std::vector<int> writes,
+  /// What a step is for the profiler: node name, op label, runtime function, FLOPs.
+  struct StepMeta {
+    std::string node, op, kernel;
+    double flops = 0;
+  };
+  void addStep(StepMeta meta, std::string comment, std::string code, std::vector<int> reads, std::vector<int> writes,
                int inplace = -1);
   static std::string ref(int id) { return fmt::format("@{}@", id); }
 
@@ -141,9 +146,11 @@ std::vector<float> Lowerer::floatsOf(const Value* v) {
   return out;
 }
 
-void Lowerer::addStep(std::string comment, std::string code, std::vector<int> reads, std::vector<int> writes,
-                      int inplace) {
-  PlanStep step{std::move(comment), std::move(code), std::move(reads), std::move(writes), inplace};
+void Lowerer::addStep(StepMeta meta, std::string comment, std::string code, std::vector<int> reads,
+                      std::vector<int> writes, int inplace) {
+  PlanStep step{std::move(meta.node), std::move(meta.op),    std::move(meta.kernel), meta.flops,
+                std::move(comment),   std::move(code),       std::move(reads),       std::move(writes),
+                inplace};
   if (emitAt_ != nullptr) {
     deferred_[emitAt_].push_back(std::move(step));
     emitAt_ = nullptr;
@@ -356,7 +363,8 @@ void Lowerer::lowerConv(const Node* conv) {
   std::vector<int> reads = {x_id};
   if (bid >= 0) reads.push_back(bid);
   if (residual >= 0) reads.push_back(residual);
-  addStep(fmt::format("{} '{}' {}x{}/{} -> {}", what, conv->name(), s.kernel_h, s.kernel_w, s.stride_h,
+  addStep({conv->name(), what, kernel->name, 2.0 * s.macs()},
+          fmt::format("{} '{}' {}x{}/{} -> {}", what, conv->name(), s.kernel_h, s.kernel_w, s.stride_h,
                       shapeToString(out->type.staticShape())),
           fmt::format("rt::{}({}, {}, P + {}, {}, {}, pool);", kernel->name, shapeName, ref(x_id), packedOffset,
                       ref(y_id), epilogueExpr(bid, residual, act)),
@@ -426,7 +434,7 @@ void Lowerer::lowerGemm(const Node* n) {
   std::vector<int> reads = {x_id};
   if (bias >= 0) reads.push_back(bias);
   if (residual >= 0) reads.push_back(residual);
-  addStep(fmt::format("{} '{}' {}x{}x{}", what, n->name(), M, N, K),
+  addStep({n->name(), what, "sgemm_packed_b", 2.0 * M * N * K}, fmt::format("{} '{}' {}x{}x{}", what, n->name(), M, N, K),
           fmt::format("rt::sgemm_packed_b({}, {}, {}, {}, {}, {}, {}, P + {}, 0.0f, {}, {}, {}, pool);", transA, M, N,
                       K, floatLiteral(alpha), ref(x_id), transA ? M : K, packedOffset, ref(y_id), N,
                       epilogueExpr(bias, residual, act, perColumn)),
@@ -445,7 +453,7 @@ bool Lowerer::lowerBinary(const Node* n) {
   int64_t count = shapeSize(ys);
   std::string comment = fmt::format("{} '{}' {}", n->opType(), n->name(), shapeToString(ys));
   if (as == ys && bs == ys) {
-    addStep(comment, fmt::format("rt::binary_same({}, {}, {}, {}, {}, pool);", op, ref(a), ref(b), ref(y), count),
+    addStep({n->name(), n->opType(), "binary_same"}, comment, fmt::format("rt::binary_same({}, {}, {}, {}, {}, pool);", op, ref(a), ref(b), ref(y), count),
             {a, b}, {y}, a);
     return true;
   }
@@ -453,7 +461,7 @@ bool Lowerer::lowerBinary(const Node* n) {
   for (int side = 0; side < 2; ++side) {
     int big = side == 0 ? a : b, small = side == 0 ? b : a;
     if (plan_.tensors[big].shape != ys || plan_.tensors[small].numel != 1) continue;
-    addStep(comment, fmt::format("rt::binary_scalar({}, {}, {}[0], {}, {}, {}, pool);", op, ref(big), ref(small),
+    addStep({n->name(), n->opType(), "binary_scalar"}, comment, fmt::format("rt::binary_scalar({}, {}, {}[0], {}, {}, {}, pool);", op, ref(big), ref(small),
                                  side == 1 ? "true" : "false", ref(y), count),
             {a, b}, {y}, big);
     return true;
@@ -476,7 +484,7 @@ bool Lowerer::lowerBinary(const Node* n) {
     int64_t outer = 1, inner = 1;
     for (int i = 0; i < axis; ++i) outer *= ys[i];
     for (size_t i = axis + 1; i < ys.size(); ++i) inner *= ys[i];
-    addStep(comment, fmt::format("rt::binary_channel({}, {}, {}, {}, {}, {}, {}, pool);", op, ref(big), ref(small),
+    addStep({n->name(), n->opType(), "binary_channel"}, comment, fmt::format("rt::binary_channel({}, {}, {}, {}, {}, {}, {}, pool);", op, ref(big), ref(small),
                                  ref(y), outer, ys[axis], inner),
             {a, b}, {y}, big);
     return true;
@@ -486,7 +494,7 @@ bool Lowerer::lowerBinary(const Node* n) {
   plan_.globals += fmt::format("static const int64_t kBa{}[] = {{{}}}, kBb{}[] = {{{}}}, kBy{}[] = {{{}}};\n", id,
                                fmt::join(as.empty() ? Shape{1} : as, ", "), id,
                                fmt::join(bs.empty() ? Shape{1} : bs, ", "), id, fmt::join(ys, ", "));
-  addStep(comment,
+  addStep({n->name(), n->opType(), "binary_broadcast"}, comment,
           fmt::format("rt::binary_broadcast({}, {}, kBa{}, {}, {}, kBb{}, {}, {}, kBy{}, {}, pool);", op, ref(a), id,
                       std::max<size_t>(1, as.size()), ref(b), id, std::max<size_t>(1, bs.size()), ref(y), id,
                       ys.size()),
@@ -504,7 +512,7 @@ void Lowerer::lowerPool(const Node* n) {
     return;
   }
   if (op == "GlobalAveragePool") {
-    addStep(comment, fmt::format("rt::global_avgpool_nchw({}, {}, {}, {}, {}, pool);", xs[0], xs[1], xs[2] * xs[3],
+    addStep({n->name(), op, "global_avgpool_nchw"}, comment, fmt::format("rt::global_avgpool_nchw({}, {}, {}, {}, {}, pool);", xs[0], xs[1], xs[2] * xs[3],
                                  ref(x), ref(y)),
             {x}, {y});
     return;
@@ -529,7 +537,7 @@ void Lowerer::lowerPool(const Node* n) {
   plan_.globals += fmt::format(
       "static const rt::Pool2dShape kPool{} = {{{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}}};\n", id,
       xs[0], xs[1], xs[2], xs[3], k[0], k[1], st[0], st[1], pads[0], pads[1], pads[2], pads[3], ceil, includePad);
-  addStep(comment,
+  addStep({n->name(), op, op == "MaxPool" ? "maxpool2d_nchw" : "avgpool2d_nchw"}, comment,
           fmt::format("rt::{}pool2d_nchw(kPool{}, {}, {}, pool);", op == "MaxPool" ? "max" : "avg", id, ref(x),
                       ref(y)),
           {x}, {y});
@@ -555,7 +563,8 @@ void Lowerer::lowerConcat(const Node* n) {
     reads.push_back(x);
   }
   code.resize(code.size() - 3);
-  addStep(fmt::format("Concat '{}' -> {}", n->name(), shapeToString(ys)), code, reads, {y});
+  addStep({n->name(), "Concat", "concat_part"}, fmt::format("Concat '{}' -> {}", n->name(), shapeToString(ys)), code,
+          reads, {y});
 }
 
 void Lowerer::lowerBatchNorm(const Node* n) {
@@ -577,7 +586,7 @@ void Lowerer::lowerBatchNorm(const Node* n) {
   int64_t C = static_cast<int64_t>(scale.size()), inner = 1;
   for (size_t i = 2; i < xs.size(); ++i) inner *= xs[i];
   int s = weightTensor(n->name() + ".scale", scale, {C}), t = weightTensor(n->name() + ".shift", shift, {C});
-  addStep(fmt::format("BatchNormalization '{}'", n->name()),
+  addStep({n->name(), "BatchNormalization", "binary_channel"}, fmt::format("BatchNormalization '{}'", n->name()),
           fmt::format("rt::binary_channel(rt::BinaryOp::Mul, {}, {}, {}, {}, {}, {}, pool);\n  "
                       "rt::binary_channel(rt::BinaryOp::Add, {}, {}, {}, {}, {}, {}, pool);",
                       ref(x), ref(s), ref(y), xs[0], C, inner, ref(y), ref(t), ref(y), xs[0], C, inner),
@@ -630,7 +639,8 @@ bool Lowerer::lowerFallback(const Node* n) {
   int index = static_cast<int>(plan_.fallbacks.size());
   plan_.fallbacks.push_back({n->describe(), textOffset, static_cast<int64_t>(text.size()), sideOffset,
                              static_cast<int64_t>(side.size())});
-  addStep(fmt::format("{} through the host's reference interpreter", n->describe()),
+  addStep({n->name(), n->opType(), "host interpreter"},
+          fmt::format("{} through the host's reference interpreter", n->describe()),
           fmt::format("if (fallback(m, {}, {{{}}}, {{{}}}) != 0) return 1;", index, inList, outList), reads, writes);
   return true;
 }
@@ -662,7 +672,7 @@ bool Lowerer::lowerNode(const Node* n) {
     int64_t axis = n->attrInt("axis");
     if (axis < 0) axis += static_cast<int64_t>(xs.size());
     if (axis != static_cast<int64_t>(xs.size()) - 1) return false;
-    addStep(fmt::format("{} '{}'", op, n->name()),
+    addStep({n->name(), op, op == "Softmax" ? "softmax" : "log_softmax"}, fmt::format("{} '{}'", op, n->name()),
             fmt::format("rt::{}({}, {}, {}, {}, pool);", op == "Softmax" ? "softmax" : "log_softmax", ref(x), ref(y),
                         shapeSize(xs) / xs.back(), xs.back()),
             {x}, {y});
@@ -673,7 +683,7 @@ bool Lowerer::lowerNode(const Node* n) {
       {"Reciprocal", "Reciprocal"}};
   if (auto it = unary.find(op); it != unary.end()) {
     int x = tensorOf(n->input(0)), y = tensorOf(n->output(0));
-    addStep(fmt::format("{} '{}'", op, n->name()),
+    addStep({n->name(), op, "unary"}, fmt::format("{} '{}'", op, n->name()),
             fmt::format("rt::unary(rt::UnaryOp::{}, {}, {}, {}, pool);", it->second, ref(x), ref(y),
                         plan_.tensors[x].numel),
             {x}, {y}, x);
@@ -681,7 +691,7 @@ bool Lowerer::lowerNode(const Node* n) {
   }
   if (auto act = activationOf(n)) {
     int x = tensorOf(n->input(0)), y = tensorOf(n->output(0));
-    addStep(fmt::format("{} '{}'", op, n->name()),
+    addStep({n->name(), op, "apply_activation"}, fmt::format("{} '{}'", op, n->name()),
             fmt::format("activation({}, {}, {}, {});", ref(x), ref(y), plan_.tensors[x].numel,
                         epilogueExpr(-1, -1, *act)),
             {x}, {y}, x);
@@ -740,7 +750,7 @@ Plan Lowerer::run() {
     copy.aliasOf = -1;
     plan_.tensors.push_back(copy);
     int cid = static_cast<int>(plan_.tensors.size()) - 1;
-    addStep(fmt::format("output '{}'", out->name()),
+    addStep({out->name(), "copy to output", "memcpy"}, fmt::format("output '{}'", out->name()),
             fmt::format("std::memcpy({}, {}, {});", ref(cid), ref(id), t.numel * sizeof(float)), {id}, {cid});
     plan_.outputs.push_back(cid);
   }

@@ -29,6 +29,10 @@ struct PlanTensor {
 /// One statement group of the generated run function. `code` names tensors as @ID@; the emitter
 /// replaces them with pointer expressions once storage is planned.
 struct PlanStep {
+  std::string node;    ///< graph node it computes (profiling metadata, see tessel_step_info)
+  std::string op;      ///< what it computes ("conv+bn+Relu")
+  std::string kernel;  ///< runtime function it calls
+  double flops = 0;    ///< 2 x multiply-adds of convolutions and GEMMs, else 0
   std::string comment;
   std::string code;
   std::vector<int> reads, writes;

@@ -10,7 +10,7 @@ extern "C" {
 #endif
 
 /** Bumped whenever a signature below changes; the loader refuses other versions. */
-#define TESSEL_ABI_VERSION 1
+#define TESSEL_ABI_VERSION 2
 
 /** Element types (ONNX TensorProto codes). Compiled models currently take and return float32 only. */
 #define TESSEL_DTYPE_FLOAT 1
@@ -48,6 +48,23 @@ void tessel_model_fallback(int32_t index, const char** text, int64_t* text_bytes
                            int64_t* side_bytes);
 /** Installs the host callback; tessel_model_run returns 1 when a fallback node runs without one. */
 void tessel_model_set_host(tessel_model* model, tessel_host_fn fn, void* ctx);
+/** One step of the generated run function: one kernel call (a fused chain counts once), in execution order. */
+typedef struct tessel_step_info {
+  const char* node;    /**< graph node the step computes (the first node of a fused chain) */
+  const char* op;      /**< what it computes, e.g. "conv+bn+Relu", "MaxPool", "Gemm+Relu" */
+  const char* kernel;  /**< runtime function it calls, e.g. "conv2d_winograd_f43_avx2" */
+  int32_t rank;        /**< of the step's (first) output */
+  const int64_t* dims;
+  double flops;        /**< floating-point operations (2 x multiply-adds of convolutions and GEMMs; 0 otherwise) */
+} tessel_step_info;
+int32_t tessel_model_num_steps(void);
+/** Step `index` (0 <= index < tessel_model_num_steps()), or NULL. */
+const tessel_step_info* tessel_model_step(int32_t index);
+/** Per-step timing. While `ns` is non-null every tessel_model_run writes num_steps + 1 doubles: ns[i] the
+ * nanoseconds step i took, then ns[num_steps] the CLOCK_MONOTONIC time (ns) at which step 0 started. Steps
+ * are timed back to back (one clock read between two steps), so step i started at ns[num_steps] + ns[0] +
+ * ... + ns[i-1]. NULL (the default) turns it off; the run function then has no timing code at all. */
+void tessel_model_set_profile(tessel_model* model, double* ns);
 /** Creates an instance running on num_threads threads in total (<= 0: the default chosen at compile time with --threads, else all hardware threads); packs the
  * weights. Returns NULL when the CPU lacks AVX2/FMA or memory runs out. */
 tessel_model* tessel_model_create(int32_t num_threads);

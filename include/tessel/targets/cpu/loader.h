@@ -17,6 +17,15 @@ struct CompiledTensorInfo {
   Shape shape;
 };
 
+/// One step (kernel call) of a compiled model's run function, for the profiler.
+struct CompiledStepInfo {
+  std::string node;    ///< graph node (the first of a fused chain)
+  std::string op;      ///< what it computes, e.g. "conv+bn+Relu"
+  std::string kernel;  ///< runtime function
+  Shape shape;         ///< of its (first) output
+  double flops = 0;    ///< 2 x multiply-adds of convolutions and GEMMs, else 0
+};
+
 /// A loaded compiled model with one instance (packed weights, arena, thread pool).
 class CompiledModel {
  public:
@@ -32,6 +41,11 @@ class CompiledModel {
   const std::string& hash() const { return hash_; }
   /// Floating-point operations of one inference (convolutions and GEMMs).
   double flops() const { return flops_; }
+  /// The kernel calls of one inference, in execution order.
+  const std::vector<CompiledStepInfo>& steps() const { return steps_; }
+  /// Per-step timing: while ns is non-null each run writes steps().size() + 1 doubles (each step's
+  /// nanoseconds, then the steady-clock time in ns at which the first step started); nullptr turns it off.
+  void setProfile(double* ns);
   /// Runs on named inputs (UserError for a missing input or a wrong dtype/shape); outputs in order.
   std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs);
   /// Runs on raw buffers already in descriptor order (for benchmarking: no checks, no allocation).
@@ -46,6 +60,7 @@ class CompiledModel {
   void* instance_ = nullptr;
   std::unique_ptr<Fallbacks> fallbacks_;
   std::vector<CompiledTensorInfo> inputs_, outputs_;
+  std::vector<CompiledStepInfo> steps_;
   std::string hash_;
   double flops_ = 0;
 };
