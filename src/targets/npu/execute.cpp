@@ -47,6 +47,8 @@ float binary(VecOp op, float a, float b, float d) {
 void load(const Instruction& in, MachineState& s, PendingWrites& w) {
   w.buffer = in.dst.buffer;
   uint32_t rows = in.padTop + in.outer + in.padBottom, cols = in.padLeft + in.inner + in.padRight;
+  w.words.reserve(size_t{rows} * cols * in.vecLen);
+  w.values.reserve(size_t{rows} * cols * in.vecLen);
   for (uint32_t y = 0; y < rows; ++y) {
     for (uint32_t x = 0; x < cols; ++x) {
       bool inside = y >= in.padTop && y < in.padTop + in.outer && x >= in.padLeft && x < in.padLeft + in.inner;
@@ -62,6 +64,8 @@ void load(const Instruction& in, MachineState& s, PendingWrites& w) {
 void store(const Instruction& in, MachineState& s, PendingWrites& w) {
   w.toDram = true;
   const auto& src = s.sram[static_cast<size_t>(in.srcA.buffer)];
+  w.words.reserve(size_t{in.outer} * in.inner * in.vecLen);
+  w.values.reserve(size_t{in.outer} * in.inner * in.vecLen);
   for (uint32_t o = 0; o < in.outer; ++o) {
     for (uint32_t i = 0; i < in.inner; ++i) {
       for (uint32_t c = 0; c < in.vecLen; ++c) {
@@ -87,14 +91,23 @@ void gemm(const Instruction& in, MachineState& s, PendingWrites& w) {
   }
   w.buffer = Buffer::Accumulator;
   w.addToExisting = in.accumulate;
+  const size_t rows = size_t{in.outer} * in.inner, n = in.gemmN;
+  w.words.resize(rows * n);
+  w.values.assign(rows * n, 0.0f);
+  const float* wt = s.weights.data();
+  size_t at = 0;
   for (uint32_t o = 0; o < in.outer; ++o) {
-    for (uint32_t i = 0; i < in.inner; ++i) {
-      for (uint32_t n = 0; n < in.gemmN; ++n) {
-        float sum = 0;
-        for (uint32_t k = 0; k < in.gemmK; ++k) sum += inp[word(in.srcA, o, i, k)] * s.weights[uint64_t{k} * in.gemmN + n];
-        w.words.push_back(word(in.dst, o, i, n));
-        w.values.push_back(sum);
+    for (uint32_t i = 0; i < in.inner; ++i, at += n) {
+      // sum_k in order for every column, as a k-outer loop over a row of n partial sums.
+      const float* x = inp.data() + word(in.srcA, o, i, 0);
+      float* sum = w.values.data() + at;
+      for (uint32_t k = 0; k < in.gemmK; ++k) {
+        const float xk = x[k];
+        const float* wk = wt + size_t{k} * n;
+        for (size_t c = 0; c < n; ++c) sum[c] += xk * wk[c];
       }
+      const uint64_t d = word(in.dst, o, i, 0);
+      for (size_t c = 0; c < n; ++c) w.words[at + c] = d + c;
     }
   }
 }
@@ -117,6 +130,8 @@ void vector(const Instruction& in, MachineState& s, PendingWrites& w) {
     }
     return;
   }
+  w.words.reserve(size_t{in.outer} * in.inner * in.vecLen);
+  w.values.reserve(size_t{in.outer} * in.inner * in.vecLen);
   for (uint32_t o = 0; o < in.outer; ++o) {
     for (uint32_t i = 0; i < in.inner; ++i) {
       for (uint32_t c = 0; c < in.vecLen; ++c) {
