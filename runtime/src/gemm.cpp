@@ -139,7 +139,7 @@ inline void finish_row(float* c, __m256 v0, __m256 v1, int nr, const TileStore& 
 }
 
 // The micro-kernel: a 6x16 tile of C from a kc x 6 A panel and a kc x 16 B panel; 12 accumulators.
-void sgemm_6x16_avx2(int64_t kc, const float* a, const float* b, float* c, int mr, int nr,
+[[maybe_unused]] void sgemm_6x16_avx2(int64_t kc, const float* a, const float* b, float* c, int mr, int nr,
                      const TileStore& t, int64_t row, int64_t col) {
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
@@ -175,6 +175,46 @@ void sgemm_6x16_avx2(int64_t kc, const float* a, const float* b, float* c, int m
   if (mr > 4) finish_row(c + 4 * ldc, c40, c41, nr, t, row + 4, col);
   if (mr > 5) finish_row(c + 5 * ldc, c50, c51, nr, t, row + 5, col);
 }
+
+#if defined(__AVX512F__)
+// AVX-512 micro-kernel over the same packed layouts: MP 6-row A panels (stride a_ps) by NP 16-column
+// B panels (stride b_ps), one zmm per row and B panel. MP = NP = 2 is a 12x32 tile with 24
+// accumulators (of 32 registers), 2 loads and 12 broadcasts per 24 FMAs.
+inline __m256 zmm_lo(__m512 v) { return _mm512_castps512_ps256(v); }
+inline __m256 zmm_hi(__m512 v) { return _mm512_castps512_ps256(_mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(3, 2, 3, 2))); }
+
+template <int MP, int NP>
+void sgemm_avx512(int64_t kc, const float* a, int64_t a_ps, const float* b, int64_t b_ps, float* c, int mr,
+                  int nr, const TileStore& t, int64_t row, int64_t col) {
+  constexpr int R = MP * MR;
+  __m512 acc[R][NP];
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+  for (int64_t k = 0; k < kc; ++k) {
+    __m512 bv[NP];
+#pragma GCC unroll 2
+    for (int p = 0; p < NP; ++p) bv[p] = _mm512_load_ps(b + p * b_ps + k * NR);
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r) {
+      const __m512 av = _mm512_set1_ps(a[(r / MR) * a_ps + k * MR + r % MR]);
+#pragma GCC unroll 2
+      for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_fmadd_ps(av, bv[p], acc[r][p]);
+    }
+  }
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) {
+    if (r >= mr) break;
+#pragma GCC unroll 2
+    for (int p = 0; p < NP; ++p) {
+      const int n = std::min(nr - p * NR, NR);
+      if (n > 0) finish_row(c + r * t.ldc + p * NR, zmm_lo(acc[r][p]), zmm_hi(acc[r][p]), n, t, row + r, col + p * NR);
+    }
+  }
+}
+#endif
 
 // Per-thread packing scratch, reused across calls.
 struct Scratch {
@@ -222,6 +262,26 @@ void gemm_task(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K, const 
         a_block = dst;
         a_panel_stride = kc * MR;
       }
+#if defined(__AVX512F__)
+      // 12x32 tiles (two A panels by two B panels), narrower ones at the right and bottom edges.
+      for (int64_t jr = n0; jr < n1; jr += 2 * NR) {
+        const float* bp = b_block + ((jr - n0) / NR) * K * NR + pc * NR;
+        const int nr = static_cast<int>(std::min<int64_t>(2 * NR, n1 - jr));
+        for (int64_t ir = 0; ir < mc; ir += 2 * MR) {
+          const int mr = static_cast<int>(std::min<int64_t>(2 * MR, mc - ir));
+          const float* ap = a_block + (ir / MR) * a_panel_stride;
+          float* cp = C + (ic + ir) * t.ldc + jr;
+          if (mr > MR && nr > NR)
+            sgemm_avx512<2, 2>(kc, ap, a_panel_stride, bp, K * NR, cp, mr, nr, t, ic + ir, jr);
+          else if (mr > MR)
+            sgemm_avx512<2, 1>(kc, ap, a_panel_stride, bp, K * NR, cp, mr, nr, t, ic + ir, jr);
+          else if (nr > NR)
+            sgemm_avx512<1, 2>(kc, ap, a_panel_stride, bp, K * NR, cp, mr, nr, t, ic + ir, jr);
+          else
+            sgemm_avx512<1, 1>(kc, ap, a_panel_stride, bp, K * NR, cp, mr, nr, t, ic + ir, jr);
+        }
+      }
+#else
       for (int64_t jr = n0; jr < n1; jr += NR) {
         const float* bp = b_block + ((jr - n0) / NR) * K * NR + pc * NR;
         const int nr = static_cast<int>(std::min<int64_t>(NR, n1 - jr));
@@ -231,6 +291,7 @@ void gemm_task(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K, const 
                           nr, t, ic + ir, jr);
         }
       }
+#endif
     }
     pc += kc;
   } while (pc < K);
