@@ -4,7 +4,8 @@
 #   unit        GoogleTest unit tests (ctest)
 #   harness     self-tests of the Python test harnesses
 #   cli         bad input (corrupt model, cycle, unknown ops, wrong input, bad flag) exits 2 with a clear
-#               message; import features (external data, --input-shape, old opsets, input defaults)
+#               message; import features (external data, --input-shape, old opsets, input defaults);
+#               `tessel bench --profile --trace` (one row per kernel call, valid trace, bad --trace path)
 #   example     the bundled digits CNN through `tessel run` (accuracy >= 95 %)
 #   conformance ONNX backend node suite through `tessel run` (listed tests must pass)
 #   models      torchvision ResNet-18/50, MobileNetV2, SqueezeNet 1.1 vs PyTorch; text IR round trip; the cpu
@@ -66,7 +67,8 @@ stage_harness() {
 }
 stage_cli() {
   $py "$repo/tests/cli/test_bad_inputs.py" --tessel "$build/tessel" &&
-    $py "$repo/tests/cli/test_import_features.py" --tessel "$build/tessel"
+    $py "$repo/tests/cli/test_import_features.py" --tessel "$build/tessel" &&
+    $py "$repo/tests/cli/test_bench_profile.py" --tessel "$build/tessel"
 }
 stage_example() { bash "$repo/examples/digits/run.sh" "$build" "$build/digits-out"; }
 stage_conformance() {

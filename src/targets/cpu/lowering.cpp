@@ -246,9 +246,11 @@ std::optional<rt::Conv2dShape> convShape(const Node* n, const Shape& x, const Sh
   s.kernel_h = w[2];
   s.kernel_w = w[3];
   s.groups = n->attrInt("group");
-  auto strides = n->attrInts("strides");
-  auto dil = n->attrInts("dilations");
-  auto pads = n->attrInts("pads");
+  // strides, dilations and pads are optional (ONNX: 1, 1 and 0 along each axis).
+  auto ints = [&](const char* name) { return n->hasAttr(name) ? n->attrInts(name) : std::vector<int64_t>{}; };
+  auto strides = ints("strides");
+  auto dil = ints("dilations");
+  auto pads = ints("pads");
   if (strides.size() == 2) s.stride_h = strides[0], s.stride_w = strides[1];
   if (dil.size() == 2) s.dilation_h = dil[0], s.dilation_w = dil[1];
   if (pads.size() == 4) s.pad_top = pads[0], s.pad_left = pads[1], s.pad_bottom = pads[2], s.pad_right = pads[3];
@@ -518,8 +520,8 @@ void Lowerer::lowerPool(const Node* n) {
     return;
   }
   auto k = n->attrInts("kernel_shape");
-  auto st = n->attrInts("strides");
-  auto pads = n->attrInts("pads");
+  auto st = n->hasAttr("strides") ? n->attrInts("strides") : std::vector<int64_t>{};
+  auto pads = n->hasAttr("pads") ? n->attrInts("pads") : std::vector<int64_t>{};
   auto dil = n->hasAttr("dilations") ? n->attrInts("dilations") : std::vector<int64_t>{};
   std::string autoPad = n->hasAttr("auto_pad") ? n->attrString("auto_pad") : "NOTSET";
   bool dilated = false;
