@@ -39,7 +39,7 @@ for f in sorted(os.listdir(ref_dir)):
 sim = json.load(open(sim_path))
 over = [k for k, v in sim["peak_sram_bytes"].items() if v > sim["sram_capacity_bytes"][k]]
 ok &= sim["hazards"] == 0 and not over
-print(f"{'PASS' if ok else 'FAIL'} {label}: rel err {rel:.2e}, cycles {sim['cycles']} (resource bound {sim['lower_bound_cycles']}, "
+print(f"{'PASS' if ok else 'FAIL'} {label}: rel err {rel:.2e}, cycles {sim['cycles']} (bound {sim['lower_bound_cycles']}, "
       f"x{sim['cycles'] / max(sim['lower_bound_cycles'], 1):.2f}), mm util {100 * sim['mm_utilization']:.1f}%, "
       f"hazards {sim['hazards']}, peak SRAM {sim['peak_sram_bytes']} of {sim['sram_capacity_bytes']}, "
       f"NPU calls {sim['npu_calls']}, {seconds} s")

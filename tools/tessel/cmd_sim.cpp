@@ -42,7 +42,7 @@ void writeTrace(const npu::CompiledNpuModel& model, const npu::NpuModelRun& run,
 }
 
 void printText(const nlohmann::json& j) {
-  fmt::print("NPU cycles: {} (resource lower bound {}, ratio {:.2f}); {} NPU call(s); matrix-unit utilisation {:.1f}%\n",
+  fmt::print("NPU cycles: {} (lower bound {}, ratio {:.2f}); {} NPU call(s); matrix-unit utilisation {:.1f}%\n",
              j["cycles"].get<uint64_t>(), j["lower_bound_cycles"].get<uint64_t>(),
              j["lower_bound_cycles"].get<uint64_t>() ? j["cycles"].get<double>() / j["lower_bound_cycles"].get<double>() : 0.0,
              j["npu_calls"].get<uint64_t>(), 100 * j["mm_utilization"].get<double>());

@@ -125,9 +125,9 @@ nlohmann::json runSummaryJson(const CompiledNpuModel& model, const NpuModelRun& 
   for (const SubgraphRun& s : run.subgraphs) {
     const SimReport& r = s.report;
     cycles += r.totalCycles, read += r.dramBytesRead, written += r.dramBytesWritten, macs += r.macs;
-    // Resource bounds only: the critical-path bounds over-count accumulating Gemm chains (docs/partition.md).
-    bound += std::max({r.bounds.dramCycles, r.bounds.computeCycles,
-                       *std::max_element(r.bounds.unitOccupancy.begin(), r.bounds.unitOccupancy.end())});
+    // Subgraphs run one after another, so their bounds add up (each the largest of its resource and
+    // critical-path bounds, docs/npu.md "Lower bounds").
+    bound += r.bounds.bound();
     hazards += r.hazards.size();
     mmCapacity += static_cast<double>(r.totalCycles) * r.dim * r.dim;
     for (size_t b = 0; b < kNumBuffers; ++b) peak[b] = std::max(peak[b], r.peakSramBytes[b]), capacity[b] = r.capacityBytes[b];
