@@ -70,14 +70,15 @@ def small_cnn(path):
 
 
 def parse_table(text):
-    """Rows of the per-layer table: (index, node, op, kernel, shape, ms, gflops, share%); and the total line."""
+    """Rows of the per-layer table: (index, node, op, kernel, shape, ms, min ms, gflops, share%); the total line's
+    ms; the whole inference's median."""
     rows, total = [], None
     section = text.split("per-layer profile", 1)[-1].split("by kernel:", 1)[0]
     for line in section.splitlines():
         cols = re.split(r"\s{2,}", line.strip())
-        if re.fullmatch(r"\d+", cols[0]) and len(cols) == 8:
-            rows.append((int(cols[0]), cols[1], cols[2], cols[3], cols[4], float(cols[5]), cols[6],
-                         float(cols[7].rstrip("%"))))
+        if re.fullmatch(r"\d+", cols[0]) and len(cols) == 9:
+            rows.append((int(cols[0]), cols[1], cols[2], cols[3], cols[4], float(cols[5]), float(cols[6]), cols[7],
+                         float(cols[8].rstrip("%"))))
         elif cols[0].startswith("total of"):
             total = float(cols[1])
     whole = re.search(r"whole inference \(median\)\s+([\d.]+)", section)
@@ -107,10 +108,10 @@ def main():
         rows, total, whole = parse_table(out)
         check(f"one table row per kernel call ({calls})", len(rows) == calls and
               [r[0] for r in rows] == list(range(calls)), out)
-        check("every row has a positive time", rows and all(r[5] > 0 for r in rows), out)
+        check("every row has a positive time, min <= median", rows and all(0 < r[6] <= r[5] for r in rows), out)
         check("rows name graph nodes", rows and all(r[1] in node_names or r[2] == "copy to output" for r in rows),
               out)
-        check("shares sum to 100%", rows and abs(sum(r[7] for r in rows) - 100) < 0.1 * len(rows) + 0.2, out)
+        check("shares sum to 100%", rows and abs(sum(r[8] for r in rows) - 100) < 0.1 * len(rows) + 0.2, out)
         check("total line is the sum of the rows", total is not None and
               abs(total - sum(r[5] for r in rows)) <= 1e-4 * len(rows) + 1e-3 * total, out)
         # Sum of per-step medians vs median of whole runs: equal up to noise and the call overhead.
@@ -120,7 +121,7 @@ def main():
         check("conv, conv and gemm rows present", set(conv_rows) == set(flops), out)
         # Within the rounding of the printed columns (ms to 4 decimals, GFLOP/s to 1).
         check("GFLOP/s column = FLOPs / time", conv_rows and all(
-            abs(float(r[6]) - flops[r[1]] / (r[5] * 1e6)) <= 0.05 + float(r[6]) * (0.51e-4 / r[5] + 1e-3)
+            abs(float(r[7]) - flops[r[1]] / (r[5] * 1e6)) <= 0.05 + float(r[7]) * (0.51e-4 / r[5] + 1e-3)
             for r in conv_rows.values()), out)
         check("by-kernel totals printed", "by kernel:" in out and "maxpool2d_nchw" in out, out)
 
@@ -166,7 +167,7 @@ def main():
             check("--json --profile has the per-layer list", False, f"{e}: {out}{err}")
         if layers is not None:
             check("--json --profile has the per-layer list", len(layers) == calls and doc["threads"] == 2, out)
-            check("json layers: positive ms, share sums to 1", all(l["ms"] > 0 for l in layers) and
+            check("json layers: 0 < min_ms <= ms, share sums to 1", all(0 < l["min_ms"] <= l["ms"] for l in layers) and
                   abs(sum(l["share"] for l in layers) - 1) < 1e-6, layers)
             check("json layers: FLOPs of conv/gemm as computed from the model", all(
                 l["flops"] == flops[l["node"]] and abs(l["gflop_per_s"] - l["flops"] / (l["ms"] * 1e6)) < 1e-6

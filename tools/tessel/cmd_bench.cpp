@@ -73,7 +73,8 @@ struct Run {
 struct ProfileRow {
   size_t index;
   const cpu::CompiledStepInfo* step;
-  double ms;
+  double ms;     ///< median
+  double minMs;  ///< fastest run (on a shared machine: the run least disturbed by other processes)
 };
 
 std::string gflopsText(double flops, double ms) {
@@ -122,17 +123,20 @@ void printProfile(const std::vector<ProfileRow>& rows, double medianRunMs, doubl
     wShape = std::max(wShape, shapeToString(r.step->shape).size());
   }
   fmt::print("\nper-layer profile (median over the timed runs, in execution order):\n");
-  fmt::print("{:>4}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:>9}  {:>8}  {:>6}\n", "#", "node", wNode, "op", wOp, "kernel",
-             wKernel, "output", wShape, "ms", "GFLOP/s", "share");
-  for (const ProfileRow& r : rows)
-    fmt::print("{:>4}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:>9.4f}  {:>8}  {:>5.1f}%\n", r.index, r.step->node, wNode,
-               r.step->op, wOp, r.step->kernel, wKernel, shapeToString(r.step->shape), wShape, r.ms,
+  fmt::print("{:>4}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:>9}  {:>9}  {:>8}  {:>6}\n", "#", "node", wNode, "op", wOp,
+             "kernel", wKernel, "output", wShape, "ms", "min ms", "GFLOP/s", "share");
+  double totalMin = 0, flops = 0;
+  for (const ProfileRow& r : rows) {
+    fmt::print("{:>4}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:>9.4f}  {:>9.4f}  {:>8}  {:>5.1f}%\n", r.index, r.step->node,
+               wNode, r.step->op, wOp, r.step->kernel, wKernel, shapeToString(r.step->shape), wShape, r.ms, r.minMs,
                gflopsText(r.step->flops, r.ms), total > 0 ? 100.0 * r.ms / total : 0.0);
-  double flops = 0;
-  for (const ProfileRow& r : rows) flops += r.step->flops;
+    totalMin += r.minMs;
+    flops += r.step->flops;
+  }
   size_t label = wNode + wOp + wKernel + wShape + 12;
-  fmt::print("{:<{}}  {:>9.4f}  {:>8}  {:>5.1f}%\n", fmt::format("      total of {} kernel calls", rows.size()),
-             label, total, gflopsText(flops, total), 100.0);
+  fmt::print("{:<{}}  {:>9.4f}  {:>9.4f}  {:>8}  {:>5.1f}%\n",
+             fmt::format("      total of {} kernel calls", rows.size()), label, total, totalMin,
+             gflopsText(flops, total), 100.0);
   fmt::print("{:<{}}  {:>9.4f}\n", "      whole inference (median)", label, medianRunMs);
   fmt::print("      (the sum of medians differs from the median of sums when runs vary; within each run the calls "
              "took {:.2f}% of the wall time, median)\n",
@@ -160,6 +164,7 @@ nlohmann::json profileJson(const std::vector<ProfileRow>& rows, double cover) {
                       {"shape", r.step->shape},
                       {"flops", r.step->flops},
                       {"ms", r.ms},
+                      {"min_ms", r.minMs},
                       {"gflop_per_s", gflops(r.step->flops, r.ms)},
                       {"share", total > 0 ? r.ms / total : 0.0}});
   for (const KernelTotal& k : byKernel(rows))
@@ -282,7 +287,7 @@ void benchCommand(const BenchOptions& o) {
     for (size_t i = 0; i < steps.size(); ++i) {
       std::vector<double> t;
       for (const Run& r : runs) t.push_back(r.steps[i] / 1e6);
-      rows.push_back({i, &steps[i], median(t)});
+      rows.push_back({i, &steps[i], median(t), *std::min_element(t.begin(), t.end())});
     }
   if (!o.trace.empty()) writeTrace(traceFile, o.trace, o.model.path, threads, steps, runs);
   if (o.json) {
@@ -315,12 +320,13 @@ TESSEL_REGISTER_COMMAND(bench, 45, [](CLI::App& app) {
       "  tessel bench resnet18.so --threads 1 --warmup 5 --iterations 50\n"
       "  tessel bench resnet18.onnx --threads 2 --json\n"
       "  tessel bench resnet18.so --threads 1 --profile --trace trace.json   (open it in ui.perfetto.dev)\n"
-      "--profile times every kernel call (each fused kernel is one call) of every timed run and prints one row\n"
-      "per call: index, node, op, kernel, output shape, median ms, GFLOP/s (convolution and GEMM FLOPs; '-'\n"
-      "for other calls), share of the calls' total; then a total line and the same totals per kernel. With\n"
-      "--json the object gains \"profile\": {\"layers\", \"by_kernel\", \"total_ms\", \"coverage\"}. --trace\n"
-      "writes every timed run as Chrome trace events (ph \"X\", microseconds) on the inference thread's track.\n"
-      "Without --profile/--trace the model runs with no timing code at all.\n"
+      "--profile times every kernel call (a fused kernel is one call) in every timed run and prints one row per\n"
+      "call: index, node, op, kernel, output shape, median and min ms over the runs, GFLOP/s at the median\n"
+      "(FLOPs of convolutions and GEMMs, '-' for other calls), share of the calls' total; a total line; then\n"
+      "the same totals per kernel. With --json the object gains \"profile\": {\"layers\": [...], \"by_kernel\":\n"
+      "[...], \"total_ms\", \"coverage\"}. --trace FILE writes a Chrome/Perfetto trace of every timed run (ph \"X\"\n"
+      "events in microseconds: one \"inference\" event per run, the kernel calls nested in it, on the calling\n"
+      "thread's track; pool workers are not traced). Without --profile/--trace the run has no timing code.\n"
       "Exit status: 0 success, 2 bad input or unsupported model, 1 internal error.");
   o->model.addTo(cmd, "compiled model (.so) or a model file (.onnx, .tir) to compile first");
   o->inputs.addTo(cmd);
@@ -330,7 +336,8 @@ TESSEL_REGISTER_COMMAND(bench, 45, [](CLI::App& app) {
   cmd->add_option("--march", o->march, "-march when compiling a model file (default native)");
   cmd->add_flag("--json", o->json, "print one JSON object (median_ms, min_ms, p90_ms, threads, ...)");
   cmd->add_flag("--profile", o->profile, "time each kernel call; print a per-layer table (time, GFLOP/s, share)");
-  cmd->add_option("--trace", o->trace, "write a Chrome/Perfetto trace (JSON) of the timed runs' kernel calls");
+  cmd->add_option("--trace", o->trace, "write a Chrome/Perfetto trace (JSON) of the timed runs' kernel calls")
+      ->type_name("FILE");
   cmd->callback([o]() { benchCommand(*o); });
 });
 
