@@ -91,4 +91,15 @@ CONV_BENCH(BM_conv3x3_256_14_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", conv_s
 CONV_BENCH(BM_conv3x3_256_14_nchwc8_direct, "conv2d_nchwc8_direct_avx2", conv_shape(256, 14, 256, 3, 1, 1))
 CONV_BENCH(BM_conv3x3_512_7_nchwc8_direct, "conv2d_nchwc8_direct_avx2", conv_shape(512, 7, 512, 3, 1, 1))
 
+// SqueezeNet 1.1 expand 3x3 convs: few input channels, where Winograd's transforms dominate.
+CONV_BENCH(BM_sq3x3_16_64_55_winograd_f43, "conv2d_winograd_f43_avx2", conv_shape(16, 55, 64, 3, 1, 1))
+CONV_BENCH(BM_sq3x3_16_64_55_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", conv_shape(16, 55, 64, 3, 1, 1))
+CONV_BENCH(BM_sq3x3_32_128_27_winograd_f43, "conv2d_winograd_f43_avx2", conv_shape(32, 27, 128, 3, 1, 1))
+CONV_BENCH(BM_sq3x3_32_128_27_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", conv_shape(32, 27, 128, 3, 1, 1))
+CONV_BENCH(BM_sq3x3_64_256_13_winograd_f43, "conv2d_winograd_f43_avx2", conv_shape(64, 13, 256, 3, 1, 1))
+CONV_BENCH(BM_sq3x3_64_256_13_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", conv_shape(64, 13, 256, 3, 1, 1))
+// Stems: ResNet 7x7/2 3->64 at 224, SqueezeNet 3x3/2 3->64 at 224 (K = 147 and 27).
+CONV_BENCH(BM_stem7x7s2_3_64_224_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", conv_shape(3, 224, 64, 7, 2, 1))
+CONV_BENCH(BM_stem3x3s2_3_64_224_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", conv_shape(3, 224, 64, 3, 2, 1))
+
 }  // namespace

@@ -13,13 +13,17 @@ namespace tessel::rt {
 namespace {
 
 constexpr int MR = kGemmMR, NR = kGemmNR;
-// KC x NR B micro-panel (16 KB) stays in L1; an MC x KC A block (~120 KB) and the K x NC B block in L2.
-constexpr int64_t KC = 256;
+// B micro-panels (KC x 16 or 32 floats) and the current A panel stay in L1/L2; an MC x KC A block and the K x NC B block in L2.
+constexpr int64_t KC = 384;  // upper bound; K is split into equal blocks (balanced_kc)
 constexpr int64_t MC = 120;
 constexpr int64_t kBBlockBytes = 1 << 20;
 
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 inline int64_t ceil_div(int64_t x, int64_t m) { return (x + m - 1) / m; }
+
+// K block size: K split into the fewest blocks of at most KC, all about equal (K = 576 gives 2 x 288
+// rather than 384 + 192): fewer passes over C, and no short last block.
+inline int64_t balanced_kc(int64_t K) { return round_up(ceil_div(K, ceil_div(std::max<int64_t>(K, 1), KC)), 8); }
 
 // Where op(A) comes from: a full pre-packed copy (panel stride K*6) or a raw matrix.
 struct ASource {
@@ -177,11 +181,44 @@ inline void finish_row(float* c, __m256 v0, __m256 v1, int nr, const TileStore& 
 }
 
 #if defined(__AVX512F__)
+// GCC 12's own intrinsic headers (the 512->256 casts) trip -Wmaybe-uninitialized; nothing here is.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // AVX-512 micro-kernel over the same packed layouts: MP 6-row A panels (stride a_ps) by NP 16-column
 // B panels (stride b_ps), one zmm per row and B panel. MP = NP = 2 is a 12x32 tile with 24
 // accumulators (of 32 registers), 2 loads and 12 broadcasts per 24 FMAs.
 inline __m256 zmm_lo(__m512 v) { return _mm512_castps512_ps256(v); }
 inline __m256 zmm_hi(__m512 v) { return _mm512_castps512_ps256(_mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(3, 2, 3, 2))); }
+
+// finish_row for one zmm of 16 columns (nr <= 16 real ones): masked loads and stores, ReLU and Clip in
+// zmm, other activations through the AVX2 epilogue on both halves.
+inline void finish_row512(float* c, __m512 v, int nr, const TileStore& t, int64_t row, int64_t col) {
+  const __mmask16 m = nr >= NR ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << nr) - 1);
+  if (t.alpha != 1.0f) v = _mm512_mul_ps(v, _mm512_set1_ps(t.alpha));
+  if (!t.first)
+    v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, c));
+  else if (t.beta != 0.0f)
+    v = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, c), _mm512_set1_ps(t.beta), v);
+  if (t.last) {
+    const Epilogue& ep = *t.ep;
+    if (ep.bias)
+      v = _mm512_add_ps(v, ep.bias_per_column ? _mm512_maskz_loadu_ps(m, ep.bias + col) : _mm512_set1_ps(ep.bias[row]));
+    if (ep.residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, ep.residual + row * t.res_ld + col));
+    switch (ep.act) {
+      case Activation::None: break;
+      case Activation::Relu: v = _mm512_max_ps(v, _mm512_setzero_ps()); break;
+      case Activation::Clip:
+        v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(ep.alpha)), _mm512_set1_ps(ep.beta));
+        break;
+      default: {
+        const __m256 lo = activate(zmm_lo(v), ep), hi = activate(zmm_hi(v), ep);
+        const __m512d both = _mm512_insertf64x4(_mm512_setzero_pd(), _mm256_castps_pd(lo), 0);
+        v = _mm512_castpd_ps(_mm512_insertf64x4(both, _mm256_castps_pd(hi), 1));
+      }
+    }
+  }
+  _mm512_mask_storeu_ps(c, m, v);
+}
 
 template <int MP, int NP>
 void sgemm_avx512(int64_t kc, const float* a, int64_t a_ps, const float* b, int64_t b_ps, float* c, int mr,
@@ -210,10 +247,11 @@ void sgemm_avx512(int64_t kc, const float* a, int64_t a_ps, const float* b, int6
 #pragma GCC unroll 2
     for (int p = 0; p < NP; ++p) {
       const int n = std::min(nr - p * NR, NR);
-      if (n > 0) finish_row(c + r * t.ldc + p * NR, zmm_lo(acc[r][p]), zmm_hi(acc[r][p]), n, t, row + r, col + p * NR);
+      if (n > 0) finish_row512(c + r * t.ldc + p * NR, acc[r][p], n, t, row + r, col + p * NR);
     }
   }
 }
+#pragma GCC diagnostic pop
 #endif
 
 // Per-thread packing scratch, reused across calls.
@@ -242,8 +280,9 @@ void gemm_task(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K, const 
     b_block = dst;
   }
   int64_t pc = 0;
+  const int64_t kc_step = balanced_kc(K);
   do {
-    const int64_t kc = std::min(KC, K - pc);
+    const int64_t kc = std::min(kc_step, K - pc);
     TileStore t = base;
     t.first = pc == 0;
     t.last = pc + kc >= K;
