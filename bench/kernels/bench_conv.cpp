@@ -101,5 +101,7 @@ CONV_BENCH(BM_sq3x3_64_256_13_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", conv_
 // Stems: ResNet 7x7/2 3->64 at 224, SqueezeNet 3x3/2 3->64 at 224 (K = 147 and 27).
 CONV_BENCH(BM_stem7x7s2_3_64_224_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", conv_shape(3, 224, 64, 7, 2, 1))
 CONV_BENCH(BM_stem3x3s2_3_64_224_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", conv_shape(3, 224, 64, 3, 2, 1))
+CONV_BENCH(BM_stem7x7s2_3_64_224_direct, "conv2d_nchw_direct_small_cin", conv_shape(3, 224, 64, 7, 2, 1))
+CONV_BENCH(BM_stem3x3s2_3_64_224_direct, "conv2d_nchw_direct_small_cin", conv_shape(3, 224, 64, 3, 2, 1))
 
 }  // namespace

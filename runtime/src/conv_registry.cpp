@@ -40,6 +40,8 @@ const std::vector<Conv2dKernel>& conv2d_kernels() {
        conv2d_nchw_im2col_gemm_pack, conv2d_nchw_1x1_gemm_avx2},
       {"conv2d_winograd_f43_avx2", ConvLayout::NCHW, is_winograd_f43, conv2d_winograd_f43_packed_size,
        conv2d_winograd_f43_pack, conv2d_winograd_f43_avx2},
+      {"conv2d_nchw_direct_small_cin", ConvLayout::NCHW, conv2d_nchw_direct_small_cin_applicable,
+       conv2d_nchw_direct_small_cin_packed_size, conv2d_nchw_direct_small_cin_pack, conv2d_nchw_direct_small_cin},
       {"conv2d_nchw_im2col_gemm_avx2", ConvLayout::NCHW, always, conv2d_nchw_im2col_gemm_packed_size,
        conv2d_nchw_im2col_gemm_pack, conv2d_nchw_im2col_gemm_avx2},
       {"conv2d_nchwc8_depthwise_avx2", ConvLayout::NCHWc8, is_depthwise, conv2d_nchwc8_depthwise_packed_size,

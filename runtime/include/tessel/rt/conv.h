@@ -93,6 +93,13 @@ void conv2d_nchwc8_direct_avx2(const Conv2dShape&, const float* in, const float*
 size_t conv2d_nchwc8_direct_packed_size(const Conv2dShape&);
 void conv2d_nchwc8_direct_pack(const Conv2dShape&, const float* weights, float* packed);
 
+/// Direct NCHW convolution for few input channels (<= 4, not 1x1): the network stems. Any stride,
+/// padding and dilation; weights packed as [Cout/8][Cin][KH][KW][8].
+void conv2d_nchw_direct_small_cin(const Conv2dShape&, const float* in, const float* packed, float* out,
+                                  const Epilogue&, ThreadPool*);
+bool conv2d_nchw_direct_small_cin_applicable(const Conv2dShape&);
+size_t conv2d_nchw_direct_small_cin_packed_size(const Conv2dShape&);
+void conv2d_nchw_direct_small_cin_pack(const Conv2dShape&, const float* weights, float* packed);
 /// Winograd F(4x4, 3x3) for 3x3 stride-1 dilation-1 groups-1 convs, NCHW; the weight transform
 /// (36 x Cout x Cin) is done at pack time. Error is a few times that of direct conv (see tests).
 void conv2d_winograd_f43_avx2(const Conv2dShape&, const float* in, const float* packed, float* out,

@@ -1,0 +1,172 @@
+// Direct NCHW convolution for few input channels (the stems: 3 -> 64 at 7x7/2, 3 -> 32 at 3x3/2).
+// im2col is a poor fit there: K = Cin*KH*KW is short, so packing the im2col panels costs as much as
+// the GEMM. Here each output row is computed from stride-phase-split copies of its KH input rows
+// (so the pixels a tap reads are contiguous whatever the stride), as 8 output channels x XB vectors of
+// output pixels in registers; weights are broadcast from a [co/8][ci][ky][kx][8] packing.
+// Vectors are GCC vector extensions of the machine's width: 16 lanes when compiled for AVX-512,
+// 8 with AVX2.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "tessel/rt/aligned_buffer.h"
+#include "tessel/rt/conv.h"
+
+namespace tessel::rt {
+namespace {
+
+#if defined(__AVX512F__)
+constexpr int L = 16;
+#else
+constexpr int L = 8;
+#endif
+typedef float vf __attribute__((vector_size(L * sizeof(float))));
+typedef float vf_u __attribute__((vector_size(L * sizeof(float)), aligned(4)));
+
+constexpr int CB = 8;  // output channels per register block
+constexpr int XB = 3;  // pixel vectors per register block: CB * XB = 24 accumulators
+
+inline vf load(const float* p) { return *reinterpret_cast<const vf_u*>(p); }
+inline void store(float* p, vf v) { *reinterpret_cast<vf_u*>(p) = v; }
+#if defined(__AVX512F__)
+inline vf splat(float x) { return reinterpret_cast<vf>(_mm512_set1_ps(x)); }
+#else
+inline vf splat(float x) { return reinterpret_cast<vf>(_mm256_set1_ps(x)); }
+#endif
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Geometry of the phase-split rows of one output row.
+struct RowPlan {
+  int64_t ow_pad;      // output width rounded up to whole vectors
+  int64_t phase_len;   // floats per phase row
+  int64_t row_floats;  // floats per (ci, ky) row: stride * phase_len
+};
+
+RowPlan make_row_plan(const Conv2dShape& s) {
+  RowPlan p;
+  p.ow_pad = ceil_div(s.out_w(), L) * L;
+  // Largest padded-row index read: (ow_pad - 1) * stride + (KW - 1) * dilation.
+  const int64_t span = (p.ow_pad - 1) * s.stride_w + (s.kernel_w - 1) * s.dilation_w + 1;
+  p.phase_len = ceil_div(span, s.stride_w) + L;
+  p.row_floats = s.stride_w * p.phase_len;
+  return p;
+}
+
+// Fills rows[(ci * KH + ky)] with input row oy*sh - pad_top + ky*dh of channel ci, zero padded, split
+// into stride phases: phase q holds padded-row elements q, q + sw, q + 2 sw, ...
+void prepare_rows(const Conv2dShape& s, const RowPlan& p, const float* in, int64_t oy, float* rows) {
+  const int64_t sw = s.stride_w;
+  for (int64_t ci = 0; ci < s.in_channels; ++ci)
+    for (int64_t ky = 0; ky < s.kernel_h; ++ky) {
+      float* dst = rows + (ci * s.kernel_h + ky) * p.row_floats;
+      std::memset(dst, 0, static_cast<size_t>(p.row_floats) * sizeof(float));
+      const int64_t iy = oy * s.stride_h - s.pad_top + ky * s.dilation_h;
+      if (iy < 0 || iy >= s.in_h) continue;
+      const float* src = in + (ci * s.in_h + iy) * s.in_w;
+      // Phase q, slot t holds padded index j = t * sw + q, i.e. input column j - pad_left.
+      for (int64_t q = 0; q < sw; ++q) {
+        float* phase = dst + q * p.phase_len;
+        const int64_t t0 = std::max<int64_t>(0, ceil_div(s.pad_left - q, sw));
+        const int64_t t1 = std::min(p.phase_len, ceil_div(s.in_w + s.pad_left - q, sw));
+        const float* col = src + t0 * sw + q - s.pad_left;
+        for (int64_t t = t0; t < t1; ++t, col += sw) phase[t] = *col;
+      }
+    }
+}
+
+// One register block: NX (<= XB) pixel vectors starting at x0, CB channels of packed block wp.
+// kx_off[kx]: where tap kx's pixels start in a (ci, ky) row (phase and slot of kx * dilation).
+template <int NX>
+void block(const Conv2dShape& s, const RowPlan& p, const int64_t* kx_off, const float* rows, const float* wp,
+           int64_t x0, float* tmp) {
+  vf acc[CB][NX];
+  for (int c = 0; c < CB; ++c)
+    for (int x = 0; x < NX; ++x) acc[c][x] = vf{};
+  const int64_t n_rows = s.in_channels * s.kernel_h, KW = s.kernel_w;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float* row = rows + r * p.row_floats + x0;
+    for (int64_t kx = 0; kx < KW; ++kx, wp += CB) {
+      const float* src = row + kx_off[kx];
+        vf xin[NX];
+        for (int x = 0; x < NX; ++x) xin[x] = load(src + x * L);
+#pragma GCC unroll 8
+        for (int c = 0; c < CB; ++c) {
+          const vf w = splat(wp[c]);
+          for (int x = 0; x < NX; ++x) acc[c][x] += w * xin[x];
+        }
+      }
+  }
+  for (int c = 0; c < CB; ++c)
+    for (int x = 0; x < NX; ++x) store(tmp + c * p.ow_pad + x0 + x * L, acc[c][x]);
+}
+
+}  // namespace
+
+bool conv2d_nchw_direct_small_cin_applicable(const Conv2dShape& s) {
+  return s.groups == 1 && s.in_channels <= 4 && !(s.kernel_h == 1 && s.kernel_w == 1);
+}
+
+size_t conv2d_nchw_direct_small_cin_packed_size(const Conv2dShape& s) {
+  return static_cast<size_t>(ceil_div(s.out_channels, CB) * CB * s.in_channels * s.kernel_h * s.kernel_w);
+}
+
+void conv2d_nchw_direct_small_cin_pack(const Conv2dShape& s, const float* weights, float* packed) {
+  const int64_t taps = s.in_channels * s.kernel_h * s.kernel_w;
+  for (int64_t cb = 0; cb < ceil_div(s.out_channels, CB); ++cb)
+    for (int64_t t = 0; t < taps; ++t)
+      for (int c = 0; c < CB; ++c) {
+        const int64_t co = cb * CB + c;
+        packed[(cb * taps + t) * CB + c] = co < s.out_channels ? weights[co * taps + t] : 0.0f;
+      }
+}
+
+void conv2d_nchw_direct_small_cin(const Conv2dShape& s, const float* in, const float* packed, float* out,
+                                  const Epilogue& ep, ThreadPool* pool) {
+  const RowPlan p = make_row_plan(s);
+  const int64_t OH = s.out_h(), OW = s.out_w(), n_cb = ceil_div(s.out_channels, CB);
+  const int64_t taps = s.in_channels * s.kernel_h * s.kernel_w;
+  const int64_t n_vec = p.ow_pad / L;
+  for (int64_t n = 0; n < s.batch; ++n) {
+    const float* in_n = in + n * s.in_channels * s.in_h * s.in_w;
+    float* out_n = out + n * s.out_channels * OH * OW;
+    const float* res_n = ep.residual ? ep.residual + n * s.out_channels * OH * OW : nullptr;
+    parallel_for(pool, OH, [&](int64_t y0, int64_t y1) {
+      static thread_local AlignedBuffer rows_buf, tmp_buf;
+      float* rows = rows_buf.ensure(static_cast<size_t>(s.in_channels * s.kernel_h * p.row_floats));
+      float* tmp = tmp_buf.ensure(static_cast<size_t>(CB * p.ow_pad));
+      int64_t kx_off[64];
+      std::vector<int64_t> kx_off_heap;
+      int64_t* offs = kx_off;
+      if (s.kernel_w > 64) offs = (kx_off_heap.resize(static_cast<size_t>(s.kernel_w)), kx_off_heap.data());
+      for (int64_t kx = 0; kx < s.kernel_w; ++kx) {
+        const int64_t off = kx * s.dilation_w;
+        offs[kx] = (off % s.stride_w) * p.phase_len + off / s.stride_w;
+      }
+      for (int64_t oy = y0; oy < y1; ++oy) {
+        prepare_rows(s, p, in_n, oy, rows);
+        for (int64_t cb = 0; cb < n_cb; ++cb) {
+          const float* wp = packed + cb * taps * CB;
+          int64_t v = 0;
+          for (; v + XB <= n_vec; v += XB) block<XB>(s, p, offs, rows, wp, v * L, tmp);
+          if (n_vec - v == 2) block<2>(s, p, offs, rows, wp, v * L, tmp);
+          if (n_vec - v == 1) block<1>(s, p, offs, rows, wp, v * L, tmp);
+          // Epilogue per output channel row: bias, residual, activation.
+          const int64_t nc = std::min<int64_t>(CB, s.out_channels - cb * CB);
+          for (int64_t c = 0; c < nc; ++c) {
+            const int64_t co = cb * CB + c;
+            float* dst = out_n + (co * OH + oy) * OW;
+            const float* src = tmp + c * p.ow_pad;
+            const float b = ep.bias ? ep.bias[co] : 0.0f;
+            for (int64_t x = 0; x < OW; ++x) dst[x] = src[x] + b;
+            apply_residual_activation(dst, res_n ? res_n + (co * OH + oy) * OW : nullptr, OW, ep);
+          }
+        }
+      }
+    });
+  }
+}
+
+}  // namespace tessel::rt
