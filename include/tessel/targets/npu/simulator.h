@@ -66,8 +66,10 @@ struct UnitStats {
 
 /// Lower bounds on the cycles of any schedule of the program's work (docs/npu.md, "Lower bounds").
 struct LowerBounds {
-  uint64_t criticalPathRaw = 0;        ///< longest chain of true (RAW) dependencies, edge weight = producer latency
-  uint64_t criticalPathUnitOrder = 0;  ///< same plus in-order issue on each unit
+  /// Longest chain of true (RAW) dependencies: a read at start waits for the producer's finish, a read at
+  /// finish (accumulating gemm) only finishes no earlier than the producer.
+  uint64_t criticalPathRaw = 0;
+  uint64_t criticalPathUnitOrder = 0;  ///< same plus in-order issue and in-order completion on each unit
   std::array<uint64_t, kNumUnits> unitOccupancy{};  ///< sum of occupancies per unit
   uint64_t dramCycles = 0;             ///< max(bytes read / load bandwidth, bytes written / store bandwidth)
   uint64_t computeCycles = 0;          ///< MACs / (DIM * DIM)
