@@ -1,18 +1,280 @@
-// Depthwise convolution (channel multiplier 1) in NCHW: each channel plane is first copied into a
-// zero-padded, stride-phase-split scratch plane, so every tap of every output vector is one
-// unit-stride load (no border cases, no stride-2 shuffles in the hot loop); the epilogue is fused.
+// Depthwise convolution (channel multiplier 1) in NCHW, the epilogue fused.
+//
+// 3x3, dilation 1, stride 1 or 2 (the MobileNet layers): each channel plane streams through a ring of
+// zero-padded scratch rows (stride 2: split into even/odd column phases, plane_rows.h), so every tap is
+// one unit-stride vector load. A block of R output rows x NV vectors (16 lanes with AVX-512, 8 with
+// AVX2) keeps its accumulators and the 9 weights in registers; each input vector loaded feeds every
+// output row of the block whose window covers it. Bias, residual and Relu/Clip are applied in the
+// store; other activations in one pass over the finished plane (still in L1).
+//
+// Other kernel sizes, strides and dilations: the whole plane is copied into a padded, phase-split
+// scratch plane and each output vector sums its taps (generic path below).
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "tessel/rt/aligned_buffer.h"
 #include "tessel/rt/conv.h"
 #include "tessel/rt/epilogue_avx2.h"
+#include "plane_rows.h"
 
 namespace tessel::rt {
 namespace {
+
+// ---- 3x3, stride 1 or 2, dilation 1 ----
+
+// The store after conv + bias: residual (if any) added in registers, then min(max(x, lo), hi), which
+// is None (lo = -inf, hi = +inf), Relu (0, +inf) or Clip. Other activations: stored as conv + bias,
+// and the plane pass applies residual and activation afterwards (`deferred`).
+template <class T>
+struct Store {
+  typename T::V lo, hi;
+  bool deferred;
+
+  static Store of(const Epilogue& ep) {
+    const float inf = std::numeric_limits<float>::infinity();
+    switch (ep.act) {
+      case Activation::None: return {T::set1(-inf), T::set1(inf), false};
+      case Activation::Relu: return {T::set1(0.0f), T::set1(inf), false};
+      case Activation::Clip: return {T::set1(ep.alpha), T::set1(ep.beta), false};
+      default: return {T::set1(-inf), T::set1(inf), true};
+    }
+  }
+  // Output vector at `o` from `acc`; `res` is the residual at the same position or null. PARTIAL:
+  // only the lanes of `m` are read and written.
+  template <bool PARTIAL>
+  inline void put(float* o, const float* res, typename T::V acc, typename T::Mask m) const {
+    if (res) acc = T::add(acc, PARTIAL ? T::maskz_load(res, m) : T::loadu(res));
+    acc = T::min(T::max(acc, lo), hi);
+    if constexpr (PARTIAL)
+      T::mask_store(o, m, acc);
+    else
+      T::storeu(o, acc);
+  }
+};
+
+// The output columns of a row in tiles of up to kMaxNV vectors (the same tiles for every row block;
+// a 56-wide row is one tile of 4 x 16 lanes with AVX-512). Stride 1 reads the input rows in place:
+// the first and last vector of a tile may reach past the row's ends and then load through lane masks
+// (`bits_first/last[kx]`: lanes whose tap-kx column is inside the row); the vectors between never do
+// (tiles are cut so). Stride 2 reads padded scratch rows: never masked.
+template <class T>
+constexpr int kMaxNV = T::L == 16 ? 4 : 2;  // accumulators + 9 weights fit 32 zmm; AVX2 has 16 ymm
+
+struct ColumnTile {
+  int64_t ow;
+  int nv, last_n;  // vectors; valid output lanes of the last one
+  bool masked;
+  uint32_t bits_first[3], bits_last[3];
+};
+
+std::vector<ColumnTile> column_tiles(int64_t OW, int L, int max_nv, bool in_place, int64_t pad_left, int64_t W) {
+  const uint32_t all = (1u << L) - 1u;
+  auto bits = [&](int64_t first_col) { return in_place ? planes::lanes_inside(first_col - pad_left, W, L) : all; };
+  std::vector<ColumnTile> tiles;
+  for (int64_t ow = 0; ow < OW;) {
+    ColumnTile t{};
+    t.ow = ow;
+    t.nv = static_cast<int>(std::min<int64_t>((OW - ow + L - 1) / L, max_nv));
+    // A vector before the last that needs a mask ends the tile.
+    for (int v = 1; v < t.nv - 1; ++v)
+      if (bits(ow + v * L) != all || bits(ow + v * L + 2) != all) t.nv = v + 1;
+    t.last_n = static_cast<int>(std::min<int64_t>(L, OW - ow - (t.nv - 1) * L));
+    for (int kx = 0; kx < 3; ++kx) {
+      t.bits_first[kx] = bits(ow + kx);
+      t.bits_last[kx] = bits(ow + (t.nv - 1) * L + kx);
+      t.masked |= t.bits_first[kx] != all || t.bits_last[kx] != all;
+    }
+    tiles.push_back(t);
+    ow += t.nv * L;
+  }
+  return tiles;
+}
+
+// R output rows x NV vectors of tile t. rows[i] is input row (first row of the block) * S + i: the
+// input row itself (or a zero row for padding) with stride 1, a scratch row with stride 2. Tap kx of
+// output column j reads, from row base b = rows[i] + col0: stride 1, b[j + kx]; stride 2, phase
+// kx % 2 at index j + kx / 2, i.e. b[j], b[phase_w + j], b[j + 1].
+template <class T, int S, int R, int NV, bool MASKED>
+inline void dw3x3_tile(const float* const* rows, int64_t col0, int64_t phase_w, const typename T::V* w,
+                       typename T::V bias, const ColumnTile& t, float* out, const float* res, int64_t OW,
+                       const Store<T>& store) {
+  using V = typename T::V;
+  using Mask = typename T::Mask;
+  constexpr int L = T::L, NR = (R - 1) * S + 3;
+  Mask mf[3], ml[3];
+  if constexpr (MASKED)
+    for (int kx = 0; kx < 3; ++kx) {
+      mf[kx] = T::mask(t.bits_first[kx]);
+      ml[kx] = T::mask(t.bits_last[kx]);
+    }
+  V acc[R][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = bias;
+#pragma GCC unroll 16
+  for (int i = 0; i < NR; ++i) {
+    const float* b = rows[i] + col0 + t.ow;
+#pragma GCC unroll 3
+    for (int kx = 0; kx < 3; ++kx) {
+      const float* p = S == 1 ? b + kx : (kx == 1 ? b + phase_w : b + kx / 2);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) {
+        V x;
+        if (MASKED && v == 0)
+          x = T::maskz_load(p, NV == 1 ? T::mask(t.bits_first[kx] & t.bits_last[kx]) : mf[kx]);
+        else if (MASKED && v == NV - 1)
+          x = T::maskz_load(p + v * L, ml[kx]);
+        else
+          x = T::loadu(p + v * L);
+        // Keep the loaded vector in a register: folded into each FMA as a memory operand it would be
+        // loaded once per output row using it (split cache-line loads for the shifted taps).
+        __asm__("" : "+v"(x));
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          const int ky = i - r * S;
+          if (ky >= 0 && ky < 3) acc[r][v] = T::fmadd(x, w[ky * 3 + kx], acc[r][v]);
+        }
+      }
+    }
+  }
+  const bool partial = t.last_n < L;
+  const Mask mstore = T::mask((1u << t.last_n) - 1u);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    float* o = out + r * OW + t.ow;
+    const float* rr = res ? res + r * OW + t.ow : nullptr;
+#pragma GCC unroll 4
+    for (int v = 0; v < NV - 1; ++v) store.template put<false>(o + v * L, rr ? rr + v * L : nullptr, acc[r][v], mstore);
+    if (partial)
+      store.template put<true>(o + (NV - 1) * L, rr ? rr + (NV - 1) * L : nullptr, acc[r][NV - 1], mstore);
+    else
+      store.template put<false>(o + (NV - 1) * L, rr ? rr + (NV - 1) * L : nullptr, acc[r][NV - 1], mstore);
+  }
+}
+
+template <class T, int S, int R, bool MASKED>
+inline void dw3x3_tile_nv(const float* const* rows, int64_t col0, int64_t phase_w, const typename T::V* w,
+                          typename T::V bias, const ColumnTile& t, float* out, const float* res, int64_t OW,
+                          const Store<T>& store) {
+  constexpr int M = kMaxNV<T>;
+  switch (t.nv) {
+    case 4: dw3x3_tile<T, S, R, (M >= 4 ? 4 : 1), MASKED>(rows, col0, phase_w, w, bias, t, out, res, OW, store); break;
+    case 3: dw3x3_tile<T, S, R, (M >= 3 ? 3 : 1), MASKED>(rows, col0, phase_w, w, bias, t, out, res, OW, store); break;
+    case 2: dw3x3_tile<T, S, R, 2, MASKED>(rows, col0, phase_w, w, bias, t, out, res, OW, store); break;
+    default: dw3x3_tile<T, S, R, 1, MASKED>(rows, col0, phase_w, w, bias, t, out, res, OW, store); break;
+  }
+}
+
+// R output rows, every column tile.
+template <class T, int S, int R>
+inline void dw3x3_rows(const float* const* rows, int64_t col0, int64_t phase_w, const typename T::V* w,
+                       typename T::V bias, const std::vector<ColumnTile>& tiles, float* out, const float* res,
+                       int64_t OW, const Store<T>& store) {
+  for (const ColumnTile& t : tiles) {
+    if constexpr (S == 1)
+      if (t.masked) {
+        dw3x3_tile_nv<T, S, R, true>(rows, col0, phase_w, w, bias, t, out, res, OW, store);
+        continue;
+      }
+    dw3x3_tile_nv<T, S, R, false>(rows, col0, phase_w, w, bias, t, out, res, OW, store);
+  }
+}
+
+// Per-call constants of the fast path.
+struct Dw3x3Plan {
+  planes::RowGeometry g;   // stride 2: scratch rows
+  std::vector<ColumnTile> tiles;
+  int64_t col0;  // added to an output column: stride 1, -pad_left (input column of tap 0); stride 2, 0
+};
+
+// One channel plane: blocks of 4 output rows, then 2, then 1. Stride 1 reads the input rows (a zero row
+// for padding rows); stride 2 reads scratch rows filled one block ahead (a load straddling two vector
+// stores still in the store buffer cannot be forwarded and would stall until they commit).
+template <class T, int S>
+void dw3x3_plane(const Conv2dShape& s, const Dw3x3Plan& plan, const float* plane, float* ring, const float* zero_row,
+                 const float* w9, float bias_value, float* out, const float* res, const Store<T>& store) {
+  using V = typename T::V;
+  const int64_t OH = s.out_h(), OW = s.out_w();
+  V w[9];
+  for (int t = 0; t < 9; ++t) w[t] = T::set1(w9[t]);
+  const V bias = T::set1(bias_value);
+  planes::RowRing<T> rr{plan.g, plane, s.in_h, s.pad_top, ring, 0.0f};
+  const float* rows[(4 - 1) * S + 3];
+  auto block = [&](int64_t oh, int R) {
+    const int64_t r0 = oh * S, nr = (R - 1) * S + 3;
+    if constexpr (S == 2) rr.ensure(r0 + nr + 4 * S);
+    for (int64_t i = 0; i < nr; ++i) {
+      if constexpr (S == 2) {
+        rows[i] = rr.row(r0 + i);
+      } else {
+        const int64_t ih = r0 + i - s.pad_top;
+        rows[i] = ih >= 0 && ih < s.in_h ? plane + ih * s.in_w : zero_row;
+      }
+    }
+  };
+  int64_t oh = 0;
+  for (; oh + 4 <= OH; oh += 4) {
+    block(oh, 4);
+    dw3x3_rows<T, S, 4>(rows, plan.col0, plan.g.phase_w, w, bias, plan.tiles, out + oh * OW, res ? res + oh * OW : nullptr, OW, store);
+  }
+  if (oh + 2 <= OH) {
+    block(oh, 2);
+    dw3x3_rows<T, S, 2>(rows, plan.col0, plan.g.phase_w, w, bias, plan.tiles, out + oh * OW, res ? res + oh * OW : nullptr, OW, store);
+    oh += 2;
+  }
+  if (oh < OH) {
+    block(oh, 1);
+    dw3x3_rows<T, S, 1>(rows, plan.col0, plan.g.phase_w, w, bias, plan.tiles, out + oh * OW, res ? res + oh * OW : nullptr, OW, store);
+  }
+}
+
+template <class T>
+void dw3x3_run(const Conv2dShape& s, const float* in, const float* weights, float* out, const Epilogue& ep,
+               ThreadPool* pool) {
+  const int64_t C = s.in_channels, OHW = s.out_h() * s.out_w();
+  const int S = static_cast<int>(s.stride_w);
+  Dw3x3Plan plan{planes::RowGeometry(3, S, s.pad_left, s.in_w, s.out_w(), T::L),
+                 column_tiles(s.out_w(), T::L, kMaxNV<T>, S == 1, s.pad_left, s.in_w), S == 1 ? -s.pad_left : 0};
+  const Store<T> store = Store<T>::of(ep);
+  const bool deferred = store.deferred;
+  parallel_for(pool, s.batch * C, [&](int64_t b, int64_t e) {
+    static thread_local AlignedBuffer ring_buffer, zero_buffer;
+    float* ring = S == 2 ? planes::ring_storage(ring_buffer, plan.g) : nullptr;
+    // Stride 1 padding rows: only lanes inside [0, in_w) are read, and they must be zero.
+    const float* zero_row = nullptr;
+    if (S == 1) {
+      if (zero_buffer.size() < static_cast<size_t>(s.in_w)) {
+        zero_buffer.resize(s.in_w);
+        zero_buffer.zero();
+      }
+      zero_row = zero_buffer.data();
+    }
+    for (int64_t nc = b; nc < e; ++nc) {
+      const int64_t c = nc % C;
+      const float* plane = in + nc * s.in_h * s.in_w;
+      float* o = out + nc * OHW;
+      const float* res = ep.residual ? ep.residual + nc * OHW : nullptr;
+      const float bias = ep.bias ? ep.bias[c] : 0.0f;
+      if (S == 1)
+        dw3x3_plane<T, 1>(s, plan, plane, ring, zero_row, weights + c * 9, bias, o, deferred ? nullptr : res, store);
+      else
+        dw3x3_plane<T, 2>(s, plan, plane, ring, zero_row, weights + c * 9, bias, o, deferred ? nullptr : res, store);
+      if (deferred) apply_residual_activation(o, res, OHW, ep);  // the plane is still in L1
+    }
+  });
+}
+
+bool is_fast_3x3(const Conv2dShape& s) {
+  return s.kernel_h == 3 && s.kernel_w == 3 && s.dilation_h == 1 && s.dilation_w == 1 && s.stride_h == s.stride_w &&
+         (s.stride_w == 1 || s.stride_w == 2);
+}
+
+// ---- generic path ----
 
 // A vector register value as a plain struct (std::vector<__m256> drops the alignment attribute).
 struct VectorSlot {
@@ -146,10 +408,8 @@ void depthwise_plane(const Conv2dShape& s, const PhasedPlane& g, const float* sc
   apply_residual_activation(out, res, OH * OW, ep);  // the plane is still in L1/L2
 }
 
-}  // namespace
-
-void conv2d_nchw_depthwise_avx2(const Conv2dShape& s, const float* in, const float* weights, float* out,
-                                const Epilogue& ep, ThreadPool* pool) {
+void depthwise_generic(const Conv2dShape& s, const float* in, const float* weights, float* out, const Epilogue& ep,
+                       ThreadPool* pool) {
   const int64_t C = s.in_channels, OH = s.out_h(), OW = s.out_w(), taps = s.kernel_h * s.kernel_w;
   const PhasedPlane g = phased_plane_geometry(s);
   // Tap offsets into the scratch plane (the same for every channel).
@@ -179,6 +439,18 @@ void conv2d_nchw_depthwise_avx2(const Conv2dShape& s, const float* in, const flo
         depthwise_plane<0>(s, g, scratch, w, offs.data(), o, res, bias, ep);
     }
   });
+}
+
+}  // namespace
+
+void conv2d_nchw_depthwise_avx2(const Conv2dShape& s, const float* in, const float* weights, float* out,
+                                const Epilogue& ep, ThreadPool* pool) {
+  if (!is_fast_3x3(s)) return depthwise_generic(s, in, weights, out, ep, pool);
+#if defined(__AVX512F__)
+  // Maps at most 8 wide (MobileNet's 7x7) waste less with 8-lane vectors.
+  if (s.out_w() > 8) return dw3x3_run<planes::Vec16>(s, in, weights, out, ep, pool);
+#endif
+  dw3x3_run<planes::Vec8>(s, in, weights, out, ep, pool);
 }
 
 }  // namespace tessel::rt
