@@ -123,24 +123,48 @@ void transform_output(const Conv2dShape& s, const WinoPlan& p, const float* M, i
     for (int j = 0; j < kTile; ++j) output_1d(&m[0][j], kTile, &tmp[0][j], kTile);
     for (int i = 0; i < kOut; ++i) output_1d(&tmp[i][0], 1, &y[i][0], 1);
     const __m256 bias = _mm256_set1_ps(ep.bias ? ep.bias[co] : 0.0f);
-    alignas(32) float vals[kOut][kOut][8];
-    for (int i = 0; i < kOut; ++i)
-      for (int j = 0; j < kOut; ++j) _mm256_store_ps(vals[i][j], _mm256_add_ps(y[i][j], bias));
+    // Transpose each output row of the 8 tiles (y[i][j] holds column j of tile-row i, lanes = tiles)
+    // into 32 consecutive pixels: buf[i][4 l + j] = y[i][j][l].
+    alignas(32) float buf[kOut][40] = {};  // 32 pixels + slack for the last 8-wide load
+    for (int i = 0; i < kOut; ++i) {
+      const __m256 y0 = _mm256_add_ps(y[i][0], bias), y1 = _mm256_add_ps(y[i][1], bias);
+      const __m256 y2 = _mm256_add_ps(y[i][2], bias), y3 = _mm256_add_ps(y[i][3], bias);
+      const __m256 a = _mm256_unpacklo_ps(y0, y1), b = _mm256_unpacklo_ps(y2, y3);
+      const __m256 c = _mm256_unpackhi_ps(y0, y1), d = _mm256_unpackhi_ps(y2, y3);
+      const __m256 e = _mm256_shuffle_ps(a, b, 0x44), f = _mm256_shuffle_ps(a, b, 0xEE);  // lanes 0,4 / 1,5
+      const __m256 g = _mm256_shuffle_ps(c, d, 0x44), h = _mm256_shuffle_ps(c, d, 0xEE);  // lanes 2,6 / 3,7
+      _mm256_store_ps(buf[i] + 0, _mm256_permute2f128_ps(e, f, 0x20));
+      _mm256_store_ps(buf[i] + 8, _mm256_permute2f128_ps(g, h, 0x20));
+      _mm256_store_ps(buf[i] + 16, _mm256_permute2f128_ps(e, f, 0x31));
+      _mm256_store_ps(buf[i] + 24, _mm256_permute2f128_ps(g, h, 0x31));
+    }
     float* plane = out + co * p.oh * p.ow;
     const float* rplane = res ? res + co * p.oh * p.ow : nullptr;
-    for (int l = 0; l < lanes; ++l) {
-      const int64_t tt = t + l, oy = (tt / p.tiles_w) * kOut, ox = (tt % p.tiles_w) * kOut;
+    // Lanes of one tile row are consecutive pixels: store each run of them with 8-wide vectors.
+    for (int la = 0; la < lanes;) {
+      const int64_t ty = (t + la) / p.tiles_w, tx = (t + la) % p.tiles_w;
+      const int lb = static_cast<int>(std::min<int64_t>(lanes, la + (p.tiles_w - tx)));
+      const int64_t oy = ty * kOut, ox = tx * kOut;
       const int ny = static_cast<int>(std::min<int64_t>(kOut, p.oh - oy));
-      const int nx = static_cast<int>(std::min<int64_t>(kOut, p.ow - ox));
+      const int width = static_cast<int>(std::min<int64_t>(kOut * (lb - la), p.ow - ox));
       for (int i = 0; i < ny; ++i) {
-        alignas(32) float row[8] = {0};
-        for (int j = 0; j < nx; ++j) row[j] = vals[i][j][l];
+        const float* src = buf[i] + kOut * la;
         float* o = plane + (oy + i) * p.ow + ox;
-        __m256 v = _mm256_load_ps(row);
-        const __m256i mk = vtail_mask(nx);
-        if (rplane) v = _mm256_add_ps(v, _mm256_maskload_ps(rplane + (oy + i) * p.ow + ox, mk));
-        _mm256_maskstore_ps(o, mk, activate(v, ep));
+        const float* r = rplane ? rplane + (oy + i) * p.ow + ox : nullptr;
+        for (int x = 0; x < width; x += 8) {
+          const int n = std::min(8, width - x);
+          __m256 v = _mm256_loadu_ps(src + x);
+          if (n == 8) {
+            if (r) v = _mm256_add_ps(v, _mm256_loadu_ps(r + x));
+            _mm256_storeu_ps(o + x, activate(v, ep));
+          } else {
+            const __m256i mk = vtail_mask(n);
+            if (r) v = _mm256_add_ps(v, _mm256_maskload_ps(r + x, mk));
+            _mm256_maskstore_ps(o + x, mk, activate(v, ep));
+          }
+        }
       }
+      la = lb;
     }
   }
 }

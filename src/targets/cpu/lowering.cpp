@@ -214,9 +214,9 @@ double timeConvKernel(const rt::Conv2dKernel& k, const rt::Conv2dShape& s) {
   return best;
 }
 
-/// Picks the NCHW kernel for a conv. Without tuning: the runtime's first applicable one, except Winograd
-/// on small maps where its transforms cost more than they save (slower at 7x7 in the kernel library's
-/// measurements). With tuning: the fastest applicable NCHW kernel measured on this machine.
+/// Picks the NCHW kernel for a conv. Without tuning: the runtime's choice (select_conv2d_kernel: first
+/// applicable, Winograd only on maps with enough 4x4 tiles). With tuning: the fastest applicable NCHW
+/// kernel measured on this machine.
 const rt::Conv2dKernel* chooseConvKernel(const rt::Conv2dShape& s, bool tune) {
   if (tune) {
     const rt::Conv2dKernel* best = nullptr;
@@ -228,10 +228,7 @@ const rt::Conv2dKernel* chooseConvKernel(const rt::Conv2dShape& s, bool tune) {
     }
     if (best) return best;
   }
-  const rt::Conv2dKernel* k = rt::select_conv2d_kernel(s, rt::ConvLayout::NCHW);
-  if (k && std::strcmp(k->name, "conv2d_winograd_f43_avx2") == 0 && s.out_h() * s.out_w() < 14 * 14)
-    return rt::find_conv2d_kernel("conv2d_nchw_im2col_gemm_avx2");
-  return k;
+  return rt::select_conv2d_kernel(s, rt::ConvLayout::NCHW);
 }
 
 /// Reads Conv attributes into a runtime shape (2-D only; auto_pad resolved).
