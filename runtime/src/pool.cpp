@@ -1,11 +1,21 @@
-// Pooling kernels: windows are clipped to the input once per output pixel, then reduced.
+// Pooling kernels.
+//
+// NCHW max/average pooling with row stride 1 or 2 (every MaxPool/AveragePool of the torchvision models):
+// each channel plane streams through a ring of padded scratch rows (padding -inf for max, 0 for
+// average; stride 2 split into even/odd column phases, plane_rows.h), so every tap of a window is one
+// unit-stride vector load and a row of output vectors is reduced in registers; averages divide by the
+// clipped window sizes, a per-row times a per-column count. Other shapes and the NCHWc8 variants:
+// windows clipped to the input once per output pixel, then reduced.
 #include "tessel/rt/pool.h"
 
 #include <immintrin.h>
 
 #include <algorithm>
 #include <limits>
+#include <vector>
 
+#include "plane_rows.h"
+#include "tessel/rt/aligned_buffer.h"
 #include "tessel/rt/vmath.h"
 
 namespace tessel::rt {
@@ -41,9 +51,139 @@ inline float divisor(const Pool2dShape& s, const Window& wy, const Window& wx) {
   return float(std::max<int64_t>(1, (wy.end - wy.begin) * (wx.end - wx.begin)));
 }
 
+// ---- fast path (row stride 1 or 2) ----
+
+// Per-call constants: scratch-row geometry, tap offsets, and for averages the clipped window extent of
+// every output column (as floats, padded to whole vectors) and output row.
+struct PoolPlan {
+  planes::RowGeometry g;
+  std::vector<int64_t> taps;  // kernel_w offsets into a scratch row
+  std::vector<float> col_count, row_count;
+};
+
+// Window extent counted by the average's divisor along one axis (never 0: a window with no input has a
+// zero sum, so any non-zero divisor gives the reference's 0).
+inline float count_of(const Window& w, bool include_pad) {
+  return float(std::max<int64_t>(1, include_pad ? w.padded_extent : w.end - w.begin));
+}
+
+// NV output vectors starting at column ow of output row oh: max or sum over the window, then the
+// average's division; the last vector stores last_n lanes. KW > 0 fixes the window width (unrolled
+// taps). Taps alternate between two accumulators per vector, so the 4-cycle add/max latency is not
+// paid once per tap when a row has only one or two vectors.
+template <class T, bool IS_MAX, int NV, int KW>
+inline void pool_vectors(const float* const* rows, int64_t kh, const PoolPlan& plan, int64_t ow, int last_n,
+                         typename T::V row_count, float* out) {
+  using V = typename T::V;
+  constexpr int L = T::L;
+  auto op = [](V a, V b) { return IS_MAX ? T::max(a, b) : T::add(a, b); };
+  const V init = T::set1(IS_MAX ? -std::numeric_limits<float>::infinity() : 0.0f);
+  V a0[NV], a1[NV];
+  for (int v = 0; v < NV; ++v) a0[v] = a1[v] = init;
+  const int64_t kw = KW > 0 ? KW : static_cast<int64_t>(plan.taps.size());
+  const int64_t* taps = plan.taps.data();
+  for (int64_t ky = 0; ky < kh; ++ky) {
+    const float* row = rows[ky] + ow;
+    int64_t kx = 0;
+#pragma GCC unroll 4
+    for (; kx + 1 < kw; kx += 2) {
+      const float* p = row + taps[kx];
+      const float* q = row + taps[kx + 1];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) {
+        a0[v] = op(a0[v], T::loadu(p + v * L));
+        a1[v] = op(a1[v], T::loadu(q + v * L));
+      }
+    }
+    if (kx < kw)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) a0[v] = op(a0[v], T::loadu(row + taps[kx] + v * L));
+  }
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) {
+    V r = op(a0[v], a1[v]);
+    if constexpr (!IS_MAX) r = T::div(r, T::mul(row_count, T::loadu(plan.col_count.data() + ow + v * L)));
+    T::store_n(out + ow + v * L, r, v == NV - 1 ? last_n : L);
+  }
+}
+
+template <class T, bool IS_MAX, int KW>
+inline void pool_row(const float* const* rows, int64_t kh, const PoolPlan& plan, int64_t OW,
+                     typename T::V row_count, float* o) {
+  constexpr int L = T::L;
+  for (int64_t ow = 0; ow < OW;) {
+    const int64_t nv = std::min<int64_t>((OW - ow + L - 1) / L, 4);
+    const int last_n = static_cast<int>(std::min<int64_t>(L, OW - ow - (nv - 1) * L));
+    switch (nv) {
+      case 4: pool_vectors<T, IS_MAX, 4, KW>(rows, kh, plan, ow, last_n, row_count, o); break;
+      case 3: pool_vectors<T, IS_MAX, 3, KW>(rows, kh, plan, ow, last_n, row_count, o); break;
+      case 2: pool_vectors<T, IS_MAX, 2, KW>(rows, kh, plan, ow, last_n, row_count, o); break;
+      default: pool_vectors<T, IS_MAX, 1, KW>(rows, kh, plan, ow, last_n, row_count, o); break;
+    }
+    ow += nv * L;
+  }
+}
+
+template <class T, bool IS_MAX>
+void pool_plane(const Pool2dShape& s, const PoolPlan& plan, const float* plane, float* ring, float* out) {
+  const int64_t OH = s.out_h(), OW = s.out_w(), kh = s.kernel_h, sh = s.stride_h;
+  planes::RowRing<T> rr{plan.g, plane, s.in_h, s.pad_top, ring,
+                        IS_MAX ? -std::numeric_limits<float>::infinity() : 0.0f};
+  const float* rows[planes::RowGeometry::kRingRows];
+  for (int64_t oh = 0; oh < OH; ++oh) {
+    const int64_t r0 = oh * sh;
+    // Filled one output row ahead: a load straddling two vector stores still in the store buffer
+    // cannot be forwarded and would stall until they commit.
+    rr.ensure(r0 + kh + sh);
+    for (int64_t ky = 0; ky < kh; ++ky) rows[ky] = rr.row(r0 + ky);
+    const typename T::V row_count = T::set1(IS_MAX ? 1.0f : plan.row_count[oh]);
+    if (s.kernel_w == 3)
+      pool_row<T, IS_MAX, 3>(rows, kh, plan, OW, row_count, out + oh * OW);
+    else
+      pool_row<T, IS_MAX, 0>(rows, kh, plan, OW, row_count, out + oh * OW);
+  }
+}
+
+template <class T, bool IS_MAX>
+void pool_run(const Pool2dShape& s, const float* in, float* out, ThreadPool* pool) {
+  constexpr int L = T::L;
+  const int64_t OH = s.out_h(), OW = s.out_w();
+  PoolPlan plan{planes::RowGeometry(s.kernel_w, s.stride_w, s.pad_left, s.in_w, OW, L), {}, {}, {}};
+  for (int64_t kx = 0; kx < s.kernel_w; ++kx) plan.taps.push_back(plan.g.tap_offset(kx));
+  if (!IS_MAX) {
+    plan.col_count.assign((OW + L - 1) / L * L, 1.0f);
+    for (int64_t ow = 0; ow < OW; ++ow)
+      plan.col_count[ow] = count_of(window(ow, s.kernel_w, s.stride_w, s.pad_left, s.pad_right, s.in_w), s.count_include_pad);
+    for (int64_t oh = 0; oh < OH; ++oh)
+      plan.row_count.push_back(
+          count_of(window(oh, s.kernel_h, s.stride_h, s.pad_top, s.pad_bottom, s.in_h), s.count_include_pad));
+  }
+  parallel_for(pool, s.batch * s.channels, [&](int64_t b, int64_t e) {
+    static thread_local AlignedBuffer ring_buffer;
+    float* ring = planes::ring_storage(ring_buffer, plan.g);
+    for (int64_t p = b; p < e; ++p) pool_plane<T, IS_MAX>(s, plan, in + p * s.in_h * s.in_w, ring, out + p * OH * OW);
+  });
+}
+
+// The ring holds kernel_h rows plus one output row of look-ahead.
+bool pool_fast_path(const Pool2dShape& s) {
+  return (s.stride_w == 1 || s.stride_w == 2) && s.stride_h >= 1 &&
+         s.kernel_h + s.stride_h <= planes::RowGeometry::kRingRows && s.kernel_w <= 64 && s.out_h() > 0 &&
+         s.out_w() > 0;
+}
+
+template <bool IS_MAX>
+void pool_fast(const Pool2dShape& s, const float* in, float* out, ThreadPool* pool) {
+#if defined(__AVX512F__)
+  if (s.out_w() > 8) return pool_run<planes::Vec16, IS_MAX>(s, in, out, pool);  // narrow maps: 8 lanes waste less
+#endif
+  pool_run<planes::Vec8, IS_MAX>(s, in, out, pool);
+}
+
 }  // namespace
 
 void maxpool2d_nchw(const Pool2dShape& s, const float* in, float* out, ThreadPool* pool) {
+  if (pool_fast_path(s)) return pool_fast<true>(s, in, out, pool);
   const int64_t plane = s.in_h * s.in_w, oplane = s.out_h() * s.out_w();
   for_each_output(s, s.batch * s.channels, pool, [&](int64_t p, int64_t o, const Window& wy, const Window& wx) {
     const float* src = in + p * plane;
@@ -55,6 +195,7 @@ void maxpool2d_nchw(const Pool2dShape& s, const float* in, float* out, ThreadPoo
 }
 
 void avgpool2d_nchw(const Pool2dShape& s, const float* in, float* out, ThreadPool* pool) {
+  if (pool_fast_path(s)) return pool_fast<false>(s, in, out, pool);
   const int64_t plane = s.in_h * s.in_w, oplane = s.out_h() * s.out_w();
   for_each_output(s, s.batch * s.channels, pool, [&](int64_t p, int64_t o, const Window& wy, const Window& wx) {
     const float* src = in + p * plane;
