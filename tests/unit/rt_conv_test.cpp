@@ -241,6 +241,53 @@ TEST(RtConv, NetworkShapesOnEveryApplicableKernel) {
   EXPECT_GE(runs, 40);
 }
 
+// The NCHW depthwise kernel's 3x3 stride-1/2 path on odd geometry: widths below, at and just past
+// multiples of the 8/16-lane vectors and of the 4-vector column tiles, 1x1 and 1xN maps, heights that
+// leave 1-3 rows after the 4-row blocks, and symmetric, zero and asymmetric pads (pad 2 on one side
+// makes a vector in the middle of a row reach past the row's end at widths 16v + 17). Every
+// applicable kernel runs, so the NCHWc8 and im2col kernels see the same shapes.
+TEST(RtConv, DepthwiseOddGeometryEveryPath) {
+  const int64_t sizes[][2] = {{1, 1},  {1, 9},   {2, 3},  {3, 1},  {5, 7},  {7, 7},  {9, 8},  {6, 15}, {4, 16},
+                              {3, 17}, {14, 14}, {5, 31}, {4, 33}, {3, 47}, {6, 49}, {3, 64}, {2, 65}, {5, 100}};
+  const int64_t pads[][4] = {{1, 1, 1, 1}, {0, 0, 0, 0}, {0, 1, 1, 0}, {1, 0, 0, 1}, {0, 0, 2, 2}, {2, 2, 0, 0}};
+  float dummy = 0;
+  int runs = 0, nchw_runs = 0;
+  for (int64_t stride : {1, 2})
+    for (const auto& hw : sizes)
+      for (const auto& p : pads) {
+        const int64_t C = 3 + (hw[1] % 4);
+        const auto s = shape(1, C, hw[0], hw[1], C, 3, stride, p[0], p[1], p[2], p[3], 1, C);
+        if (s.out_h() < 1 || s.out_w() < 1) continue;
+        const int threads = 1 + (runs % 2);
+        Epilogue ep = Epilogue::relu6();
+        ep.bias = &dummy;
+        if (runs % 3 == 0) ep.residual = &dummy;
+        for (const auto& k : conv2d_kernels()) {
+          const bool ran = check_kernel(k, s, ep, threads, tolerance_for(k));
+          if (ran && std::string(k.name) == "conv2d_nchw_depthwise_avx2") ++nchw_runs;
+        }
+        ++runs;
+      }
+  EXPECT_GT(runs, 150);
+  EXPECT_EQ(nchw_runs, runs);  // the NCHW depthwise kernel applies to every one of them
+}
+
+// Depthwise epilogues on the fast path at both vector widths (7 wide: 8 lanes; 20 wide: 16 lanes with
+// AVX-512): activations fused in the store (none, Relu, Clip) and the others applied after the plane,
+// each with and without a residual, batch 2.
+TEST(RtConv, DepthwiseEpiloguesBothWidths) {
+  const Conv2dKernel* k = find_conv2d_kernel("conv2d_nchw_depthwise_avx2");
+  ASSERT_NE(k, nullptr);
+  float dummy = 0;
+  for (const auto& s : {shape(2, 5, 9, 7, 5, 3, 1, 1, 1, 1, 1, 1, 5), shape(2, 6, 11, 40, 6, 3, 2, 1, 1, 1, 1, 1, 6)})
+    for (Epilogue ep : test::all_activations())
+      for (bool with_res : {false, true}) {
+        ep.bias = &dummy;
+        ep.residual = with_res ? &dummy : nullptr;
+        check_kernel(*k, s, ep, 2, 1e-5);
+      }
+}
+
 TEST(RtConv, ReorderRoundTripAndPadding) {
   for (int64_t C : {1, 8, 13, 24}) {
     auto x = random_vector(2 * C * 15, 21);

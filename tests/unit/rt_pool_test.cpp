@@ -91,6 +91,61 @@ TEST(RtPool, MaxAndAverageAllModesBothLayouts) {
   }
 }
 
+// NCHW pools on odd geometry (the row-stride 1/2 path): maps from 1x1 up past 4 vectors of 16 lanes,
+// widths that are not multiples of 8 or 16, kernels 2/3/5, strides 1 and 2, zero, symmetric and
+// asymmetric pads, ceil_mode and both count_include_pad modes.
+TEST(RtPool, NchwOddGeometryAllModes) {
+  const int64_t sizes[][2] = {{1, 1}, {2, 3}, {3, 7}, {7, 7}, {5, 9}, {6, 16}, {4, 17}, {13, 13},
+                              {3, 31}, {27, 27}, {4, 33}, {2, 55}, {3, 64}, {2, 65}, {3, 111}};
+  const int64_t pads[][4] = {{0, 0, 0, 0}, {1, 1, 1, 1}, {0, 1, 1, 0}, {1, 0, 0, 1}};
+  int checked = 0;
+  for (int64_t k : {2, 3, 5})
+    for (int64_t st : {1, 2})
+      for (const auto& hw : sizes)
+        for (const auto& p : pads)
+          for (bool ceil_mode : {false, true}) {
+            Pool2dShape s = pshape(3, hw[0], hw[1], k, st, p[0], p[1], p[2], p[3], ceil_mode, checked % 2 == 1);
+            s.batch = 1 + checked % 2;
+            if (s.out_h() < 1 || s.out_w() < 1) continue;
+            const int64_t NC = s.batch * s.channels;
+            auto in = random_vector(NC * s.in_h * s.in_w, 51 + checked);
+            ThreadPool pool(1 + checked % 2);
+            for (bool is_max : {true, false}) {
+              auto want = ref_pool(s, in, is_max);
+              std::vector<float> got(want.size(), -7.0f);
+              (is_max ? maxpool2d_nchw : avgpool2d_nchw)(s, in.data(), got.data(), &pool);
+              expect_close(got, want, 1e-6,
+                           std::string(is_max ? "max" : "avg") + " k=" + std::to_string(k) + " s=" + std::to_string(st) +
+                               " h=" + std::to_string(s.in_h) + " w=" + std::to_string(s.in_w) + " pads=" +
+                               std::to_string(p[0]) + std::to_string(p[1]) + std::to_string(p[2]) +
+                               std::to_string(p[3]) + " ceil=" + std::to_string(ceil_mode) +
+                               " incl=" + std::to_string(s.count_include_pad));
+            }
+            ++checked;
+          }
+  EXPECT_GT(checked, 300);
+}
+
+// Different strides and kernel extents along the two axes (the row stride picks the path; the
+// column stride and kernel height are free), including a stride-3 row that takes the generic loop.
+TEST(RtPool, NchwUnequalAxes) {
+  for (int64_t sh : {1, 2, 3})
+    for (int64_t sw : {1, 2, 3}) {
+      Pool2dShape s = pshape(4, 12, 21, 3, 1, 1, 0, 1, 2, sh == 2, sw == 1);
+      s.kernel_h = 2;
+      s.kernel_w = 3;
+      s.stride_h = sh;
+      s.stride_w = sw;
+      auto in = random_vector(s.batch * s.channels * s.in_h * s.in_w, 61);
+      for (bool is_max : {true, false}) {
+        auto want = ref_pool(s, in, is_max);
+        std::vector<float> got(want.size(), -7.0f);
+        (is_max ? maxpool2d_nchw : avgpool2d_nchw)(s, in.data(), got.data(), nullptr);
+        expect_close(got, want, 1e-6, "sh=" + std::to_string(sh) + " sw=" + std::to_string(sw));
+      }
+    }
+}
+
 TEST(RtPool, CeilModeOutputSizes) {
   // 5 wide, k=2, s=2: floor -> 2, ceil -> 3; a window starting in the end padding is dropped.
   EXPECT_EQ(pshape(1, 5, 5, 2, 2, 0, 0, 0, 0, false, false).out_w(), 2);
