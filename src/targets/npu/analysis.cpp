@@ -58,7 +58,9 @@ class WordChecker {
   void run() {
     for (size_t j = 0; j < program_.instructions.size(); ++j) visit(j);
     for (size_t b = 0; b < kNumBuffers; ++b) {
-      for (WordState& s : words_[b]) closeValue(b, s);
+      PendingClose pending;
+      for (const WordState& s : words_[b]) closeValue(b, s, pending);
+      flush(b, pending);
       std::vector<WordState>().swap(words_[b]);
     }
     for (auto& [key, where] : hazards_.found) {
@@ -76,12 +78,28 @@ class WordChecker {
     return k == AccessKind::ReadAtStart ? report_.timing[j].start : report_.timing[j].finish;
   }
 
-  void closeValue(size_t b, const WordState& s) {
-    if (s.writer >= 0 && s.maxReadTime >= static_cast<int64_t>(s.writeTime)) {
-      live_[b][static_cast<size_t>(s.writer)].up++;
-      LiveDeltas& d = live_[b][static_cast<size_t>(s.reader)];
-      (s.readAtFinish ? d.downAfterFinish : d.downAfterStart)++;
-    }
+  /// Values closed with the same (writer, reader, read kind), counted before touching the per-instruction
+  /// deltas: neighbouring words usually share them, and the deltas of old instructions are cache misses.
+  struct PendingClose {
+    int64_t writer = -1, reader = -1;
+    bool atFinish = false;
+    uint32_t count = 0;
+  };
+
+  void flush(size_t b, PendingClose& p) {
+    if (p.count == 0) return;
+    live_[b][static_cast<size_t>(p.writer)].up += p.count;
+    LiveDeltas& d = live_[b][static_cast<size_t>(p.reader)];
+    (p.atFinish ? d.downAfterFinish : d.downAfterStart) += p.count;
+    p.count = 0;
+  }
+
+  /// The value held in `s` is overwritten or the program ended: it was live from its write to its last read.
+  void closeValue(size_t b, const WordState& s, PendingClose& p) {
+    if (s.writer < 0 || s.maxReadTime < static_cast<int64_t>(s.writeTime)) return;
+    if (p.count && (p.writer != s.writer || p.reader != s.reader || p.atFinish != s.readAtFinish)) flush(b, p);
+    if (p.count == 0) p = PendingClose{s.writer, s.reader, s.readAtFinish, 0};
+    p.count++;
   }
 
   void visit(size_t j) {
@@ -154,12 +172,14 @@ class WordChecker {
       auto b = static_cast<size_t>(a.operand.buffer);
       const uint64_t t = timeOf(j, a.kind);
       WordState* words = words_[b].data();
+      PendingClose pending;
       a.forEachRun([&](uint64_t first, uint64_t count) {
         for (uint64_t w = first; w < first + count; ++w) {
-          closeValue(b, words[w]);
+          closeValue(b, words[w], pending);
           words[w] = WordState{static_cast<int64_t>(j), t, -1, -1, false};
         }
       });
+      flush(b, pending);
     }
     // The simulator's own rules, minus tokens: in-order issue (occupancy) and in-order completion per unit.
     const InstructionCost cost = instructionCost(inst, cfg_);
