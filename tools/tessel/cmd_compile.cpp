@@ -58,6 +58,9 @@ void printReport(const cpu::CompileReport& r, double seconds, const std::string&
              r.cxxSeconds);
   fmt::print("  kernel calls: {} ({} nodes fused into them), {} FLOP per inference\n", r.steps, r.fusedNodes,
              humanCount(r.flops));
+  if (r.inPlaceConcatInputs > 0)
+    fmt::print("  concat: {} input(s) written in place into their slice of the output (no copy)\n",
+               r.inPlaceConcatInputs);
   fmt::print("  peak arena: {} (without reuse: {}); weights: {} (packed: {}); hash {}\n", humanBytes(r.arenaBytes),
              humanBytes(r.naiveArenaBytes), humanBytes(r.weightBytes), humanBytes(r.packedWeightBytes), r.hash);
 }

@@ -13,12 +13,15 @@ int rootOf(const Plan& plan, int id) {
 }
 
 std::string pointerExpr(const Plan& plan, int id) {
+  int64_t slice = 0;  // offset of a Concat slice within its root
+  for (int i = id; plan.tensors[i].aliasOf >= 0; i = plan.tensors[i].aliasOf) slice += plan.tensors[i].aliasOffset;
   const PlanTensor& t = plan.tensors[rootOf(plan, id)];
+  auto plus = [&](const std::string& base) { return slice ? fmt::format("({} + {})", base, slice) : base; };
   switch (t.kind) {
-    case StorageKind::Arena: return fmt::format("(A + {})", t.offset);
-    case StorageKind::Input: return fmt::format("in{}", t.index);
-    case StorageKind::Output: return fmt::format("out{}", t.index);
-    case StorageKind::Weight: return fmt::format("(W + {})", t.offset);
+    case StorageKind::Arena: return fmt::format("(A + {})", t.offset + slice);
+    case StorageKind::Input: return plus(fmt::format("in{}", t.index));
+    case StorageKind::Output: return plus(fmt::format("out{}", t.index));
+    case StorageKind::Weight: return fmt::format("(W + {})", t.offset + slice);
   }
   return "nullptr";
 }

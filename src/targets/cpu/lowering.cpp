@@ -93,6 +93,7 @@ class Lowerer {
   std::map<const Value*, int> ids_;
   std::set<const Node*> absorbed_;
   std::vector<std::string> unsupported_;
+  std::set<int> producedBySteps_;  ///< tensors some step writes (may become in-place Concat slices)
   int shapeCounter_ = 0;
   /// A fused chain is emitted where its last node was (its residual may be computed after the conv).
   const Node* emitAt_ = nullptr;
@@ -151,6 +152,7 @@ void Lowerer::addStep(StepMeta meta, std::string comment, std::string code, std:
   PlanStep step{std::move(meta.node), std::move(meta.op),    std::move(meta.kernel), meta.flops,
                 std::move(comment),   std::move(code),       std::move(reads),       std::move(writes),
                 inplace};
+  producedBySteps_.insert(step.writes.begin(), step.writes.end());
   if (emitAt_ != nullptr) {
     deferred_[emitAt_].push_back(std::move(step));
     emitAt_ = nullptr;
@@ -550,17 +552,33 @@ void Lowerer::lowerConcat(const Node* n) {
   int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < axis; ++i) outer *= ys[i];
   for (size_t i = axis + 1; i < ys.size(); ++i) inner *= ys[i];
+  // With nothing outside the concat axis (batch 1 along channels), each input is one contiguous slice
+  // of the output: an input computed by an earlier step is written there directly (an alias with an
+  // offset), and only the others (graph inputs, weights, aliases, repeated inputs) are copied.
+  std::set<int> seen;
+  auto sliceable = [&](int x) {
+    const PlanTensor& t = plan_.tensors[x];
+    return outer == 1 && plan_.tensors[y].kind == StorageKind::Arena && plan_.tensors[y].aliasOf < 0 &&
+           t.kind == StorageKind::Arena && t.aliasOf < 0 && producedBySteps_.count(x);
+  };
   std::string code;
   std::vector<int> reads;
   int64_t offset = 0;
   for (const Value* in : n->inputs()) {
     int x = tensorOf(in);
     int64_t chunk = plan_.tensors[x].shape[axis] * inner;
-    code += fmt::format("concat_part({}, {}, {}, {}, {}, {});\n  ", ref(x), ref(y), outer, chunk, ys[axis] * inner,
-                        offset);
+    if (sliceable(x) && seen.insert(x).second) {
+      plan_.tensors[x].aliasOf = y;
+      plan_.tensors[x].aliasOffset = offset;
+      ++plan_.report.inPlaceConcatInputs;
+    } else {
+      code += fmt::format("concat_part({}, {}, {}, {}, {}, {});\n  ", ref(x), ref(y), outer, chunk, ys[axis] * inner,
+                          offset);
+      reads.push_back(x);
+    }
     offset += chunk;
-    reads.push_back(x);
   }
+  if (code.empty()) return;  // every input already sits in its slice
   code.resize(code.size() - 3);
   addStep({n->name(), "Concat", "concat_part"}, fmt::format("Concat '{}' -> {}", n->name(), shapeToString(ys)), code,
           reads, {y});

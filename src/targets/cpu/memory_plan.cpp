@@ -34,6 +34,7 @@ void applyInPlace(Plan& plan) {
     int w = s.writes[0];
     PlanTensor& out = plan.tensors[w];
     if (out.kind != StorageKind::Arena || out.aliasOf >= 0) continue;
+    if (plan.tensors[s.inplaceCandidate].aliasOffset != 0) continue;  // a Concat slice, not a whole tensor
     int rc = rootOf(plan, s.inplaceCandidate);
     PlanTensor& in = plan.tensors[rc];
     if (in.kind != StorageKind::Arena || in.lastStep != static_cast<int>(i) || in.numel != out.numel) continue;

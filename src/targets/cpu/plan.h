@@ -22,7 +22,8 @@ struct PlanTensor {
   StorageKind kind = StorageKind::Arena;
   int index = -1;       ///< input/output position for Input/Output
   int64_t offset = 0;   ///< floats into the arena or the weights blob
-  int aliasOf = -1;     ///< shares the storage of this tensor (reshapes, in-place ops)
+  int aliasOf = -1;     ///< shares the storage of this tensor (reshapes, in-place ops, Concat slices)
+  int64_t aliasOffset = 0;  ///< floats into aliasOf's storage: an in-place Concat input is a slice of its output
   int firstStep = -1, lastStep = -1;  ///< liveness (of the root, after alias resolution)
 };
 

@@ -30,6 +30,7 @@ struct CompileReport {
   size_t packedWeightBytes = 0;  ///< weights after packing at create time
   int steps = 0;                 ///< kernel calls per inference
   int fusedNodes = 0;            ///< graph nodes folded into another kernel's call
+  int inPlaceConcatInputs = 0;   ///< Concat inputs written straight into their slice of the output
   double flops = 0;              ///< multiply-adds x 2 of the convolutions and GEMMs
   std::string hash;              ///< model + target hash embedded in the library
   std::vector<std::string> fallbackNodes;  ///< nodes run by the host's reference interpreter
