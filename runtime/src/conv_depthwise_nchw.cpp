@@ -1,11 +1,13 @@
 // Depthwise convolution (channel multiplier 1) in NCHW, the epilogue fused.
 //
-// 3x3, dilation 1, stride 1 or 2 (the MobileNet layers): each channel plane streams through a ring of
-// zero-padded scratch rows (stride 2: split into even/odd column phases, plane_rows.h), so every tap is
-// one unit-stride vector load. A block of R output rows x NV vectors (16 lanes with AVX-512, 8 with
-// AVX2) keeps its accumulators and the 9 weights in registers; each input vector loaded feeds every
-// output row of the block whose window covers it. Bias, residual and Relu/Clip are applied in the
-// store; other activations in one pass over the finished plane (still in L1).
+// 3x3, dilation 1, stride 1 or 2 (the MobileNet layers): each channel plane is read in place, row by
+// row; a block of R output rows x NV vectors (16 lanes with AVX-512, 8 with AVX2) keeps its
+// accumulators and the 9 weights in registers, and each input vector loaded feeds every output row of
+// the block whose window covers it. Borders: lane-masked loads at the row ends, a zero row above and
+// below. Stride 2 splits each pair of loaded vectors into even/odd columns in registers. Bias,
+// residual and Relu/Clip are applied in the store; other activations in one pass over the finished
+// plane (still in L1). This machine sustains about one 64-byte load per cycle, so the blocking is
+// chosen to load as little as possible per FMA, not to copy the input into padded scratch first.
 //
 // Other kernel sizes, strides and dilations: the whole plane is copied into a padded, phase-split
 // scratch plane and each output vector sums its taps (generic path below).
@@ -57,10 +59,15 @@ struct Store {
 };
 
 // The output columns of a row in tiles of up to kMaxNV vectors (the same tiles for every row block;
-// a 56-wide row is one tile of 4 x 16 lanes with AVX-512). Stride 1 reads the input rows in place:
-// the first and last vector of a tile may reach past the row's ends and then load through lane masks
-// (`bits_first/last[kx]`: lanes whose tap-kx column is inside the row); the vectors between never do
-// (tiles are cut so). Stride 2 reads padded scratch rows: never masked.
+// a 56-wide row is one tile of 4 x 16 lanes with AVX-512). The input rows are read in place: the first
+// and last vector of a tile may reach past the row's ends and then load through lane masks (lanes
+// whose column is inside the row); the vectors between never do (tiles are cut so).
+//   stride 1: vector v loads columns j + kx - pad_left for its outputs j (kx = 0, 1, 2);
+//   stride 2: vector v loads A_v, B_v = columns 2j - pad_left (2L of them), deinterleaved into the
+//   kx = 0 (even) and kx = 1 (odd) taps; kx = 2 is the even vector shifted by one lane with lane 0 of
+//   A_{v+1} shifted in (the tile loads A_NV too).
+// bits_first / bits_last: the masks of the first / last vector's loads (stride 1: kx = 0, 1, 2;
+// stride 2: A, B, A_next).
 template <class T>
 constexpr int kMaxNV = T::L == 16 ? 4 : 2;  // accumulators + 9 weights fit 32 zmm; AVX2 has 16 ymm
 
@@ -71,46 +78,80 @@ struct ColumnTile {
   uint32_t bits_first[3], bits_last[3];
 };
 
-std::vector<ColumnTile> column_tiles(int64_t OW, int L, int max_nv, bool in_place, int64_t pad_left, int64_t W) {
+std::vector<ColumnTile> column_tiles(int64_t OW, int L, int max_nv, int S, int64_t pad_left, int64_t W) {
   const uint32_t all = (1u << L) - 1u;
-  auto bits = [&](int64_t first_col) { return in_place ? planes::lanes_inside(first_col - pad_left, W, L) : all; };
+  // Masks of the three loads of vector v (stride 2: A_v, B_v, A_{v+1}).
+  auto loads = [&](int64_t ow, int v, uint32_t (&bits)[3]) {
+    for (int k = 0; k < 3; ++k) {
+      const int64_t first = S == 1 ? ow + v * L + k - pad_left : 2 * (ow + v * L) - pad_left + k * L;
+      bits[k] = planes::lanes_inside(first, W, L);
+    }
+  };
   std::vector<ColumnTile> tiles;
   for (int64_t ow = 0; ow < OW;) {
     ColumnTile t{};
     t.ow = ow;
     t.nv = static_cast<int>(std::min<int64_t>((OW - ow + L - 1) / L, max_nv));
     // A vector before the last that needs a mask ends the tile.
-    for (int v = 1; v < t.nv - 1; ++v)
-      if (bits(ow + v * L) != all || bits(ow + v * L + 2) != all) t.nv = v + 1;
-    t.last_n = static_cast<int>(std::min<int64_t>(L, OW - ow - (t.nv - 1) * L));
-    for (int kx = 0; kx < 3; ++kx) {
-      t.bits_first[kx] = bits(ow + kx);
-      t.bits_last[kx] = bits(ow + (t.nv - 1) * L + kx);
-      t.masked |= t.bits_first[kx] != all || t.bits_last[kx] != all;
+    for (int v = 1; v < t.nv - 1; ++v) {
+      uint32_t bits[3];
+      loads(ow, v, bits);
+      if (bits[0] != all || bits[1] != all || bits[2] != all) t.nv = v + 1;
     }
+    t.last_n = static_cast<int>(std::min<int64_t>(L, OW - ow - (t.nv - 1) * L));
+    loads(ow, 0, t.bits_first);
+    loads(ow, t.nv - 1, t.bits_last);
+    for (int k = 0; k < 3; ++k) t.masked |= t.bits_first[k] != all || t.bits_last[k] != all;
     tiles.push_back(t);
     ow += t.nv * L;
   }
   return tiles;
 }
 
-// R output rows x NV vectors of tile t. rows[i] is input row (first row of the block) * S + i: the
-// input row itself (or a zero row for padding) with stride 1, a scratch row with stride 2. Tap kx of
-// output column j reads, from row base b = rows[i] + col0: stride 1, b[j + kx]; stride 2, phase
-// kx % 2 at index j + kx / 2, i.e. b[j], b[phase_w + j], b[j + 1].
+// Adds the taps of input row i (kx = 0, 1, 2 in x0, x1, x2) to every output row r of the block whose
+// window covers it (ky = i - r * S).
+template <class T, int S, int R, int NV>
+inline void dw3x3_accumulate(int i, int v, typename T::V x0, typename T::V x1, typename T::V x2,
+                             const typename T::V* w, typename T::V (&acc)[R][NV]) {
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    const int ky = i - r * S;
+    if (ky >= 0 && ky < 3) {
+      acc[r][v] = T::fmadd(x0, w[ky * 3], acc[r][v]);
+      acc[r][v] = T::fmadd(x1, w[ky * 3 + 1], acc[r][v]);
+      acc[r][v] = T::fmadd(x2, w[ky * 3 + 2], acc[r][v]);
+    }
+  }
+}
+
+// Keeps a loaded vector in a register: folded into each FMA as a memory operand it would be loaded
+// once per output row using it (loads are the scarce resource here).
+template <class V>
+inline V in_register(V x) {
+  __asm__("" : "+v"(x));
+  return x;
+}
+
+// R output rows x NV vectors of tile t. rows[i] is input row (first row of the block) * S + i - pad_top,
+// or a zero row above/below the input; col0 = -pad_left.
 template <class T, int S, int R, int NV, bool MASKED>
-inline void dw3x3_tile(const float* const* rows, int64_t col0, int64_t phase_w, const typename T::V* w,
-                       typename T::V bias, const ColumnTile& t, float* out, const float* res, int64_t OW,
-                       const Store<T>& store) {
+inline void dw3x3_tile(const float* const* rows, int64_t col0, const typename T::V* w, typename T::V bias,
+                       const ColumnTile& t, float* out, const float* res, int64_t OW, const Store<T>& store) {
   using V = typename T::V;
   using Mask = typename T::Mask;
   constexpr int L = T::L, NR = (R - 1) * S + 3;
   Mask mf[3], ml[3];
   if constexpr (MASKED)
-    for (int kx = 0; kx < 3; ++kx) {
-      mf[kx] = T::mask(t.bits_first[kx]);
-      ml[kx] = T::mask(t.bits_last[kx]);
+    for (int k = 0; k < 3; ++k) {
+      mf[k] = T::mask(t.bits_first[k]);
+      ml[k] = T::mask(t.bits_last[k]);
     }
+  // Load k of vector v (masked when it is the first or last vector of a masked tile).
+  auto load = [&](const float* p, int v, int k) {
+    if (MASKED && v == 0) return T::maskz_load(p, mf[k]);
+    if (MASKED && v == NV - 1) return T::maskz_load(p, ml[k]);
+    return T::loadu(p);
+  };
   V acc[R][NV];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
@@ -118,27 +159,28 @@ inline void dw3x3_tile(const float* const* rows, int64_t col0, int64_t phase_w, 
     for (int v = 0; v < NV; ++v) acc[r][v] = bias;
 #pragma GCC unroll 16
   for (int i = 0; i < NR; ++i) {
-    const float* b = rows[i] + col0 + t.ow;
-#pragma GCC unroll 3
-    for (int kx = 0; kx < 3; ++kx) {
-      const float* p = S == 1 ? b + kx : (kx == 1 ? b + phase_w : b + kx / 2);
+    if constexpr (S == 1) {
+      const float* b = rows[i] + col0 + t.ow;
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) {
-        V x;
-        if (MASKED && v == 0)
-          x = T::maskz_load(p, NV == 1 ? T::mask(t.bits_first[kx] & t.bits_last[kx]) : mf[kx]);
-        else if (MASKED && v == NV - 1)
-          x = T::maskz_load(p + v * L, ml[kx]);
-        else
-          x = T::loadu(p + v * L);
-        // Keep the loaded vector in a register: folded into each FMA as a memory operand it would be
-        // loaded once per output row using it (split cache-line loads for the shifted taps).
-        __asm__("" : "+v"(x));
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-          const int ky = i - r * S;
-          if (ky >= 0 && ky < 3) acc[r][v] = T::fmadd(x, w[ky * 3 + kx], acc[r][v]);
-        }
+        const V x0 = in_register(load(b + v * L, v, 0));
+        const V x1 = in_register(load(b + v * L + 1, v, 1));
+        const V x2 = in_register(load(b + v * L + 2, v, 2));
+        dw3x3_accumulate<T, S, R, NV>(i, v, x0, x1, x2, w, acc);
+      }
+    } else {
+      const float* b = rows[i] + col0 + 2 * t.ow;
+      V a = in_register(load(b, 0, 0));  // A_v, carried from the previous vector's A_{v+1}
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) {
+        const V bv = in_register(load(b + 2 * v * L + L, v, 1));
+        // A_{v+1}: the next vector's first load, or the tile's extra load A_NV (the last vector's mask 2).
+        const V an = in_register(v + 1 < NV ? load(b + 2 * (v + 1) * L, v + 1, 0)
+                                            : (MASKED ? T::maskz_load(b + 2 * NV * L, ml[2]) : T::loadu(b + 2 * NV * L)));
+        V even, odd;
+        T::deinterleave(a, bv, even, odd);
+        dw3x3_accumulate<T, S, R, NV>(i, v, even, odd, T::shift_in(even, an), w, acc);
+        a = an;
       }
     }
   }
@@ -158,78 +200,61 @@ inline void dw3x3_tile(const float* const* rows, int64_t col0, int64_t phase_w, 
 }
 
 template <class T, int S, int R, bool MASKED>
-inline void dw3x3_tile_nv(const float* const* rows, int64_t col0, int64_t phase_w, const typename T::V* w,
-                          typename T::V bias, const ColumnTile& t, float* out, const float* res, int64_t OW,
-                          const Store<T>& store) {
+inline void dw3x3_tile_nv(const float* const* rows, int64_t col0, const typename T::V* w, typename T::V bias,
+                          const ColumnTile& t, float* out, const float* res, int64_t OW, const Store<T>& store) {
   constexpr int M = kMaxNV<T>;
   switch (t.nv) {
-    case 4: dw3x3_tile<T, S, R, (M >= 4 ? 4 : 1), MASKED>(rows, col0, phase_w, w, bias, t, out, res, OW, store); break;
-    case 3: dw3x3_tile<T, S, R, (M >= 3 ? 3 : 1), MASKED>(rows, col0, phase_w, w, bias, t, out, res, OW, store); break;
-    case 2: dw3x3_tile<T, S, R, 2, MASKED>(rows, col0, phase_w, w, bias, t, out, res, OW, store); break;
-    default: dw3x3_tile<T, S, R, 1, MASKED>(rows, col0, phase_w, w, bias, t, out, res, OW, store); break;
+    case 4: dw3x3_tile<T, S, R, (M >= 4 ? 4 : 1), MASKED>(rows, col0, w, bias, t, out, res, OW, store); break;
+    case 3: dw3x3_tile<T, S, R, (M >= 3 ? 3 : 1), MASKED>(rows, col0, w, bias, t, out, res, OW, store); break;
+    case 2: dw3x3_tile<T, S, R, 2, MASKED>(rows, col0, w, bias, t, out, res, OW, store); break;
+    default: dw3x3_tile<T, S, R, 1, MASKED>(rows, col0, w, bias, t, out, res, OW, store); break;
   }
 }
 
 // R output rows, every column tile.
 template <class T, int S, int R>
-inline void dw3x3_rows(const float* const* rows, int64_t col0, int64_t phase_w, const typename T::V* w,
-                       typename T::V bias, const std::vector<ColumnTile>& tiles, float* out, const float* res,
-                       int64_t OW, const Store<T>& store) {
+inline void dw3x3_rows(const float* const* rows, int64_t col0, const typename T::V* w, typename T::V bias,
+                       const std::vector<ColumnTile>& tiles, float* out, const float* res, int64_t OW,
+                       const Store<T>& store) {
   for (const ColumnTile& t : tiles) {
-    if constexpr (S == 1)
-      if (t.masked) {
-        dw3x3_tile_nv<T, S, R, true>(rows, col0, phase_w, w, bias, t, out, res, OW, store);
-        continue;
-      }
-    dw3x3_tile_nv<T, S, R, false>(rows, col0, phase_w, w, bias, t, out, res, OW, store);
+    if (t.masked)
+      dw3x3_tile_nv<T, S, R, true>(rows, col0, w, bias, t, out, res, OW, store);
+    else
+      dw3x3_tile_nv<T, S, R, false>(rows, col0, w, bias, t, out, res, OW, store);
   }
 }
 
-// Per-call constants of the fast path.
-struct Dw3x3Plan {
-  planes::RowGeometry g;   // stride 2: scratch rows
-  std::vector<ColumnTile> tiles;
-  int64_t col0;  // added to an output column: stride 1, -pad_left (input column of tap 0); stride 2, 0
-};
-
-// One channel plane: blocks of 4 output rows, then 2, then 1. Stride 1 reads the input rows (a zero row
-// for padding rows); stride 2 reads scratch rows filled one block ahead (a load straddling two vector
-// stores still in the store buffer cannot be forwarded and would stall until they commit).
+// One channel plane: blocks of 4 output rows, then 2, then 1; padding rows read a zero row.
 template <class T, int S>
-void dw3x3_plane(const Conv2dShape& s, const Dw3x3Plan& plan, const float* plane, float* ring, const float* zero_row,
-                 const float* w9, float bias_value, float* out, const float* res, const Store<T>& store) {
+void dw3x3_plane(const Conv2dShape& s, const std::vector<ColumnTile>& tiles, const float* plane,
+                 const float* zero_row, const float* w9, float bias_value, float* out, const float* res,
+                 const Store<T>& store) {
   using V = typename T::V;
   const int64_t OH = s.out_h(), OW = s.out_w();
   V w[9];
   for (int t = 0; t < 9; ++t) w[t] = T::set1(w9[t]);
   const V bias = T::set1(bias_value);
-  planes::RowRing<T> rr{plan.g, plane, s.in_h, s.pad_top, ring, 0.0f};
   const float* rows[(4 - 1) * S + 3];
   auto block = [&](int64_t oh, int R) {
-    const int64_t r0 = oh * S, nr = (R - 1) * S + 3;
-    if constexpr (S == 2) rr.ensure(r0 + nr + 4 * S);
-    for (int64_t i = 0; i < nr; ++i) {
-      if constexpr (S == 2) {
-        rows[i] = rr.row(r0 + i);
-      } else {
-        const int64_t ih = r0 + i - s.pad_top;
-        rows[i] = ih >= 0 && ih < s.in_h ? plane + ih * s.in_w : zero_row;
-      }
+    for (int64_t i = 0; i < (R - 1) * S + 3; ++i) {
+      const int64_t ih = oh * S + i - s.pad_top;
+      rows[i] = ih >= 0 && ih < s.in_h ? plane + ih * s.in_w : zero_row;
     }
   };
+  const int64_t col0 = -s.pad_left;
   int64_t oh = 0;
   for (; oh + 4 <= OH; oh += 4) {
     block(oh, 4);
-    dw3x3_rows<T, S, 4>(rows, plan.col0, plan.g.phase_w, w, bias, plan.tiles, out + oh * OW, res ? res + oh * OW : nullptr, OW, store);
+    dw3x3_rows<T, S, 4>(rows, col0, w, bias, tiles, out + oh * OW, res ? res + oh * OW : nullptr, OW, store);
   }
   if (oh + 2 <= OH) {
     block(oh, 2);
-    dw3x3_rows<T, S, 2>(rows, plan.col0, plan.g.phase_w, w, bias, plan.tiles, out + oh * OW, res ? res + oh * OW : nullptr, OW, store);
+    dw3x3_rows<T, S, 2>(rows, col0, w, bias, tiles, out + oh * OW, res ? res + oh * OW : nullptr, OW, store);
     oh += 2;
   }
   if (oh < OH) {
     block(oh, 1);
-    dw3x3_rows<T, S, 1>(rows, plan.col0, plan.g.phase_w, w, bias, plan.tiles, out + oh * OW, res ? res + oh * OW : nullptr, OW, store);
+    dw3x3_rows<T, S, 1>(rows, col0, w, bias, tiles, out + oh * OW, res ? res + oh * OW : nullptr, OW, store);
   }
 }
 
@@ -238,22 +263,17 @@ void dw3x3_run(const Conv2dShape& s, const float* in, const float* weights, floa
                ThreadPool* pool) {
   const int64_t C = s.in_channels, OHW = s.out_h() * s.out_w();
   const int S = static_cast<int>(s.stride_w);
-  Dw3x3Plan plan{planes::RowGeometry(3, S, s.pad_left, s.in_w, s.out_w(), T::L),
-                 column_tiles(s.out_w(), T::L, kMaxNV<T>, S == 1, s.pad_left, s.in_w), S == 1 ? -s.pad_left : 0};
+  const std::vector<ColumnTile> tiles = column_tiles(s.out_w(), T::L, kMaxNV<T>, S, s.pad_left, s.in_w);
   const Store<T> store = Store<T>::of(ep);
   const bool deferred = store.deferred;
   parallel_for(pool, s.batch * C, [&](int64_t b, int64_t e) {
-    static thread_local AlignedBuffer ring_buffer, zero_buffer;
-    float* ring = S == 2 ? planes::ring_storage(ring_buffer, plan.g) : nullptr;
-    // Stride 1 padding rows: only lanes inside [0, in_w) are read, and they must be zero.
-    const float* zero_row = nullptr;
-    if (S == 1) {
-      if (zero_buffer.size() < static_cast<size_t>(s.in_w)) {
-        zero_buffer.resize(s.in_w);
-        zero_buffer.zero();
-      }
-      zero_row = zero_buffer.data();
+    // Padding rows: only lanes inside [0, in_w) are read, and they must be zero.
+    static thread_local AlignedBuffer zero_buffer;
+    if (zero_buffer.size() < static_cast<size_t>(s.in_w)) {
+      zero_buffer.resize(s.in_w);
+      zero_buffer.zero();
     }
+    const float* zero_row = zero_buffer.data();
     for (int64_t nc = b; nc < e; ++nc) {
       const int64_t c = nc % C;
       const float* plane = in + nc * s.in_h * s.in_w;
@@ -261,9 +281,9 @@ void dw3x3_run(const Conv2dShape& s, const float* in, const float* weights, floa
       const float* res = ep.residual ? ep.residual + nc * OHW : nullptr;
       const float bias = ep.bias ? ep.bias[c] : 0.0f;
       if (S == 1)
-        dw3x3_plane<T, 1>(s, plan, plane, ring, zero_row, weights + c * 9, bias, o, deferred ? nullptr : res, store);
+        dw3x3_plane<T, 1>(s, tiles, plane, zero_row, weights + c * 9, bias, o, deferred ? nullptr : res, store);
       else
-        dw3x3_plane<T, 2>(s, plan, plane, ring, zero_row, weights + c * 9, bias, o, deferred ? nullptr : res, store);
+        dw3x3_plane<T, 2>(s, tiles, plane, zero_row, weights + c * 9, bias, o, deferred ? nullptr : res, store);
       if (deferred) apply_residual_activation(o, res, OHW, ep);  // the plane is still in L1
     }
   });

@@ -51,6 +51,11 @@ struct Vec8 {
     const Mask m = mask(bits);
     return _mm256_blendv_ps(fill, maskz_load(p, m), _mm256_castsi256_ps(m));
   }
+  /// Lanes 1..L-1 of e followed by lane 0 of a.
+  static V shift_in(V e, V a) {
+    const V t = _mm256_permutevar8x32_ps(e, _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 0));
+    return _mm256_blend_ps(t, _mm256_broadcastss_ps(_mm256_castps256_ps128(a)), 0x80);
+  }
   /// (a, b) = columns [0, 2L) -> even columns, odd columns.
   static void deinterleave(V a, V b, V& even, V& odd) {
     even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))), 0xD8));
@@ -72,8 +77,8 @@ struct Vec16 {
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
   static V div(V a, V b) { return _mm512_div_ps(a, b); }
-  // The zero-masking forms with a full mask compile to plain vmaxps/vminps; GCC 12's unmasked forms
-  // warn (-Wmaybe-uninitialized on their undefined pass-through operand).
+  // Here and in shift_in: the zero-masking forms with a full mask compile to the plain instruction;
+  // GCC 12's unmasked forms warn (-Wmaybe-uninitialized on their undefined pass-through operand).
   static V max(V a, V b) { return _mm512_maskz_max_ps(static_cast<__mmask16>(0xFFFF), a, b); }
   static V min(V a, V b) { return _mm512_maskz_min_ps(static_cast<__mmask16>(0xFFFF), a, b); }
   static __mmask16 range_mask(int lo, int hi) {
@@ -92,6 +97,10 @@ struct Vec16 {
   static void mask_store(float* p, Mask m, V v) { _mm512_mask_storeu_ps(p, m, v); }
   static V load_bits(const float* p, uint32_t bits, V fill) {
     return _mm512_mask_loadu_ps(fill, static_cast<__mmask16>(bits), p);
+  }
+  static V shift_in(V e, V a) {
+    return _mm512_castsi512_ps(
+        _mm512_maskz_alignr_epi32(static_cast<__mmask16>(0xFFFF), _mm512_castps_si512(a), _mm512_castps_si512(e), 1));
   }
   static void deinterleave(V a, V b, V& even, V& odd) {
     const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
