@@ -27,7 +27,7 @@ Conv2dShape conv_shape(int64_t ci, int64_t hw, int64_t co, int64_t k, int64_t st
 }
 
 // Runs the named kernel on the shape; NCHWc8 kernels get NCHWc8 buffers (no reorder timed).
-void run_conv(benchmark::State& state, const char* name, Conv2dShape s) {
+void run_conv(benchmark::State& state, const char* name, Conv2dShape s, bool residual = false) {
   const int threads = static_cast<int>(state.range(0));
   const Conv2dKernel* k = find_conv2d_kernel(name);
   if (k == nullptr || !k->applicable(s)) {
@@ -44,6 +44,8 @@ void run_conv(benchmark::State& state, const char* name, Conv2dShape s) {
   k->pack_weights(s, w.data(), packed.data());
   Epilogue ep = Epilogue::with_act(Activation::Relu);
   ep.bias = bias.data();
+  std::vector<float> res(residual ? out.size() : 0, 0.5f);
+  if (residual) ep.residual = res.data();
   for (auto _ : state) k->run(s, in.data(), packed.data(), out.data(), ep, bench_pool(threads));
   report_flops(state, 2.0 * s.macs(), threads);
 }
@@ -52,11 +54,20 @@ void run_conv(benchmark::State& state, const char* name, Conv2dShape s) {
   static void fn(benchmark::State& state) { run_conv(state, kernel, shape); }         \
   BENCHMARK(fn)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond);
 
+#define CONV_BENCH_RESIDUAL(fn, kernel, shape)                                         \
+  static void fn(benchmark::State& state) { run_conv(state, kernel, shape, true); }   \
+  BENCHMARK(fn)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond);
+
+// ResNet-50 layer1 conv3: 1x1 64->256 at 56x56 with the residual Add and Relu fused.
+CONV_BENCH_RESIDUAL(BM_conv1x1_64_256_56_residual_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(64, 56, 256, 1, 1, 1))
+
 // ResNet 3x3 64->64 at 56x56.
 CONV_BENCH(BM_conv3x3_64_56_winograd_f43, "conv2d_winograd_f43_avx2", conv_shape(64, 56, 64, 3, 1, 1))
 CONV_BENCH(BM_conv3x3_64_56_nchwc8_direct, "conv2d_nchwc8_direct_avx2", conv_shape(64, 56, 64, 3, 1, 1))
 CONV_BENCH(BM_conv3x3_64_56_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", conv_shape(64, 56, 64, 3, 1, 1))
 // ResNet-50 1x1 256->64 at 56x56.
+CONV_BENCH(BM_conv1x1_64_256_56_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(64, 56, 256, 1, 1, 1))
+CONV_BENCH(BM_conv1x1_64_64_56_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(64, 56, 64, 1, 1, 1))
 CONV_BENCH(BM_conv1x1_256_64_56_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(256, 56, 64, 1, 1, 1))
 CONV_BENCH(BM_conv1x1_256_64_56_nchwc8_direct, "conv2d_nchwc8_direct_avx2", conv_shape(256, 56, 64, 1, 1, 1))
 // MobileNetV2 depthwise 3x3, 144 channels at 56x56.

@@ -303,34 +303,34 @@ void gemm_task(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K, const 
       }
 #if defined(__AVX512F__)
       // 12x32 tiles (two A panels by two B panels), narrower ones at the right and bottom edges.
-      for (int64_t jr = n0; jr < n1; jr += 2 * NR) {
+      constexpr int64_t TM = 2 * MR, TN = 2 * NR;
+      auto tile = [&](int64_t ir, int64_t jr) {
         const float* bp = b_block + ((jr - n0) / NR) * K * NR + pc * NR;
-        const int nr = static_cast<int>(std::min<int64_t>(2 * NR, n1 - jr));
-        for (int64_t ir = 0; ir < mc; ir += 2 * MR) {
-          const int mr = static_cast<int>(std::min<int64_t>(2 * MR, mc - ir));
-          const float* ap = a_block + (ir / MR) * a_panel_stride;
-          float* cp = C + (ic + ir) * t.ldc + jr;
-          if (mr > MR && nr > NR)
-            sgemm_avx512<2, 2>(kc, ap, a_panel_stride, bp, K * NR, cp, mr, nr, t, ic + ir, jr);
-          else if (mr > MR)
-            sgemm_avx512<2, 1>(kc, ap, a_panel_stride, bp, K * NR, cp, mr, nr, t, ic + ir, jr);
-          else if (nr > NR)
-            sgemm_avx512<1, 2>(kc, ap, a_panel_stride, bp, K * NR, cp, mr, nr, t, ic + ir, jr);
-          else
-            sgemm_avx512<1, 1>(kc, ap, a_panel_stride, bp, K * NR, cp, mr, nr, t, ic + ir, jr);
-        }
-      }
+        const int nr = static_cast<int>(std::min<int64_t>(TN, n1 - jr));
+        const int mr = static_cast<int>(std::min<int64_t>(TM, mc - ir));
+        const float* ap = a_block + (ir / MR) * a_panel_stride;
+        float* cp = C + (ic + ir) * t.ldc + jr;
+        if (mr > MR && nr > NR)
+          sgemm_avx512<2, 2>(kc, ap, a_panel_stride, bp, K * NR, cp, mr, nr, t, ic + ir, jr);
+        else if (mr > MR)
+          sgemm_avx512<2, 1>(kc, ap, a_panel_stride, bp, K * NR, cp, mr, nr, t, ic + ir, jr);
+        else if (nr > NR)
+          sgemm_avx512<1, 2>(kc, ap, a_panel_stride, bp, K * NR, cp, mr, nr, t, ic + ir, jr);
+        else
+          sgemm_avx512<1, 1>(kc, ap, a_panel_stride, bp, K * NR, cp, mr, nr, t, ic + ir, jr);
+      };
 #else
-      for (int64_t jr = n0; jr < n1; jr += NR) {
+      constexpr int64_t TM = MR, TN = NR;
+      auto tile = [&](int64_t ir, int64_t jr) {
         const float* bp = b_block + ((jr - n0) / NR) * K * NR + pc * NR;
         const int nr = static_cast<int>(std::min<int64_t>(NR, n1 - jr));
-        for (int64_t ir = 0; ir < mc; ir += MR) {
-          const int mr = static_cast<int>(std::min<int64_t>(MR, mc - ir));
-          sgemm_6x16_avx2(kc, a_block + (ir / MR) * a_panel_stride, bp, C + (ic + ir) * t.ldc + jr, mr,
-                          nr, t, ic + ir, jr);
-        }
-      }
+        const int mr = static_cast<int>(std::min<int64_t>(MR, mc - ir));
+        sgemm_6x16_avx2(kc, a_block + (ir / MR) * a_panel_stride, bp, C + (ic + ir) * t.ldc + jr, mr, nr, t,
+                        ic + ir, jr);
+      };
 #endif
+      for (int64_t jr = n0; jr < n1; jr += TN)
+        for (int64_t ir = 0; ir < mc; ir += TM) tile(ir, jr);
     }
     pc += kc;
   } while (pc < K);
