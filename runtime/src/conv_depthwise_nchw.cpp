@@ -67,7 +67,9 @@ struct Store {
 //   kx = 0 (even) and kx = 1 (odd) taps; kx = 2 is the even vector shifted by one lane with lane 0 of
 //   A_{v+1} shifted in (the tile loads A_NV too).
 // bits_first / bits_last: the masks of the first / last vector's loads (stride 1: kx = 0, 1, 2;
-// stride 2: A, B, A_next).
+// stride 2: A, B, A_next). With 16 lanes, stride 1 loads only the kx = 1 vectors X_v and builds kx = 0
+// and 2 by one-lane shifts with X_{v-1} and X_{v+1} (half the loads, for shuffles on a port loads do
+// not use); bits_prev / bits_next mask the tile's extra loads X_{-1} and X_NV.
 template <class T>
 constexpr int kMaxNV = T::L == 16 ? 4 : 2;  // accumulators + 9 weights fit 32 zmm; AVX2 has 16 ymm
 
@@ -76,6 +78,7 @@ struct ColumnTile {
   int nv, last_n;  // vectors; valid output lanes of the last one
   bool masked;
   uint32_t bits_first[3], bits_last[3];
+  uint32_t bits_prev, bits_next;
 };
 
 std::vector<ColumnTile> column_tiles(int64_t OW, int L, int max_nv, int S, int64_t pad_left, int64_t W) {
@@ -102,6 +105,11 @@ std::vector<ColumnTile> column_tiles(int64_t OW, int L, int max_nv, int S, int64
     loads(ow, 0, t.bits_first);
     loads(ow, t.nv - 1, t.bits_last);
     for (int k = 0; k < 3; ++k) t.masked |= t.bits_first[k] != all || t.bits_last[k] != all;
+    if (S == 1) {
+      t.bits_prev = planes::lanes_inside(ow - L + 1 - pad_left, W, L);
+      t.bits_next = planes::lanes_inside(ow + t.nv * L + 1 - pad_left, W, L);
+      t.masked |= t.bits_prev != all || t.bits_next != all;
+    }
     tiles.push_back(t);
     ow += t.nv * L;
   }
@@ -159,7 +167,21 @@ inline void dw3x3_tile(const float* const* rows, int64_t col0, const typename T:
     for (int v = 0; v < NV; ++v) acc[r][v] = bias;
 #pragma GCC unroll 16
   for (int i = 0; i < NR; ++i) {
-    if constexpr (S == 1) {
+    if constexpr (S == 1 && T::L == 16 && NV >= 2) {
+      const float* b = rows[i] + col0 + t.ow + 1;  // X_v at b + v * L
+      V prev = in_register(MASKED ? T::maskz_load(b - L, T::mask(t.bits_prev)) : T::loadu(b - L));
+      V cur = in_register(load(b, 0, 1));
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) {
+        const V next = in_register(v + 1 < NV ? load(b + (v + 1) * L, v + 1, 1)
+                                              : (MASKED ? T::maskz_load(b + NV * L, T::mask(t.bits_next))
+                                                        : T::loadu(b + NV * L)));
+        dw3x3_accumulate<T, S, R, NV>(i, v, T::template alignr<L - 1>(cur, prev), cur, T::template alignr<1>(next, cur),
+                                      w, acc);
+        prev = cur;
+        cur = next;
+      }
+    } else if constexpr (S == 1) {
       const float* b = rows[i] + col0 + t.ow;
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) {

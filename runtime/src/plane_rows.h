@@ -98,6 +98,12 @@ struct Vec16 {
   static V load_bits(const float* p, uint32_t bits, V fill) {
     return _mm512_mask_loadu_ps(fill, static_cast<__mmask16>(bits), p);
   }
+  /// Lanes N..L-1 of lo followed by lanes 0..N-1 of hi (valignd).
+  template <int N>
+  static V alignr(V hi, V lo) {
+    return _mm512_castsi512_ps(
+        _mm512_maskz_alignr_epi32(static_cast<__mmask16>(0xFFFF), _mm512_castps_si512(hi), _mm512_castps_si512(lo), N));
+  }
   static V shift_in(V e, V a) {
     return _mm512_castsi512_ps(
         _mm512_maskz_alignr_epi32(static_cast<__mmask16>(0xFFFF), _mm512_castps_si512(a), _mm512_castps_si512(e), 1));
