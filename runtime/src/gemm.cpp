@@ -17,6 +17,10 @@ constexpr int MR = kGemmMR, NR = kGemmNR;
 constexpr int64_t KC = 384;  // upper bound; K is split into equal blocks (balanced_kc)
 constexpr int64_t MC = 120;
 constexpr int64_t kBBlockBytes = 1 << 20;
+// Up to this K, tiles are visited row block by row block (gemm_task). In ResNet-50 (1 thread, AVX-512)
+// this took layer1's K=64 1x1 convs from 12.9 to 4.9 ms and the whole model from 92 to 81 ms; visiting
+// row-block-first for every K measured no better than up to 160.
+constexpr int64_t kRowsOuterMaxK = 160;
 
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 inline int64_t ceil_div(int64_t x, int64_t m) { return (x + m - 1) / m; }
@@ -329,8 +333,15 @@ void gemm_task(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K, const 
                         ic + ir, jr);
       };
 #endif
-      for (int64_t jr = n0; jr < n1; jr += TN)
-        for (int64_t ir = 0; ir < mc; ir += TM) tile(ir, jr);
+      if (K <= kRowsOuterMaxK) {
+        // Short K: each 12-row block sweeps all columns, so its C (and residual) rows are written as
+        // 12 sequential streams the prefetchers follow, instead of 12 scattered lines per tile.
+        for (int64_t ir = 0; ir < mc; ir += TM)
+          for (int64_t jr = n0; jr < n1; jr += TN) tile(ir, jr);
+      } else {
+        for (int64_t jr = n0; jr < n1; jr += TN)
+          for (int64_t ir = 0; ir < mc; ir += TM) tile(ir, jr);
+      }
     }
     pc += kc;
   } while (pc < K);
