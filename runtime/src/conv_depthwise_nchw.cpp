@@ -28,21 +28,22 @@ namespace {
 
 // ---- 3x3, stride 1 or 2, dilation 1 ----
 
-// The store after conv + bias: residual (if any) added in registers, then min(max(x, lo), hi), which
-// is None (lo = -inf, hi = +inf), Relu (0, +inf) or Clip. Other activations: stored as conv + bias,
-// and the plane pass applies residual and activation afterwards (`deferred`).
+// The store after conv + bias: residual (if any) added in registers, then for Relu and Clip
+// min(max(x, lo), hi) (lo = 0, hi = +inf for Relu; as activate() does, NaN becomes lo). Other
+// activations: stored as conv + bias, and the plane pass applies residual and activation afterwards
+// (`deferred`).
 template <class T>
 struct Store {
   typename T::V lo, hi;
-  bool deferred;
+  bool clamp, deferred;
 
   static Store of(const Epilogue& ep) {
     const float inf = std::numeric_limits<float>::infinity();
     switch (ep.act) {
-      case Activation::None: return {T::set1(-inf), T::set1(inf), false};
-      case Activation::Relu: return {T::set1(0.0f), T::set1(inf), false};
-      case Activation::Clip: return {T::set1(ep.alpha), T::set1(ep.beta), false};
-      default: return {T::set1(-inf), T::set1(inf), true};
+      case Activation::None: return {T::set1(-inf), T::set1(inf), false, false};
+      case Activation::Relu: return {T::set1(0.0f), T::set1(inf), true, false};
+      case Activation::Clip: return {T::set1(ep.alpha), T::set1(ep.beta), true, false};
+      default: return {T::set1(-inf), T::set1(inf), false, true};
     }
   }
   // Output vector at `o` from `acc`; `res` is the residual at the same position or null. PARTIAL:
@@ -50,7 +51,7 @@ struct Store {
   template <bool PARTIAL>
   inline void put(float* o, const float* res, typename T::V acc, typename T::Mask m) const {
     if (res) acc = T::add(acc, PARTIAL ? T::maskz_load(res, m) : T::loadu(res));
-    acc = T::min(T::max(acc, lo), hi);
+    if (clamp) acc = T::min(T::max(acc, lo), hi);
     if constexpr (PARTIAL)
       T::mask_store(o, m, acc);
     else
