@@ -31,10 +31,49 @@ constexpr int XB = 3;  // pixel vectors per register block: CB * XB = 24 accumul
 inline vf load(const float* p) { return *reinterpret_cast<const vf_u*>(p); }
 inline void store(float* p, vf v) { *reinterpret_cast<vf_u*>(p) = v; }
 #if defined(__AVX512F__)
+// GCC 12's own AVX-512 intrinsic headers trip -Wmaybe-uninitialized (their pass-through operands).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 inline vf splat(float x) { return reinterpret_cast<vf>(_mm512_set1_ps(x)); }
+inline vf vmax(vf a, vf b) { return reinterpret_cast<vf>(_mm512_max_ps(reinterpret_cast<__m512>(a), reinterpret_cast<__m512>(b))); }
+inline vf vmin(vf a, vf b) { return reinterpret_cast<vf>(_mm512_min_ps(reinterpret_cast<__m512>(a), reinterpret_cast<__m512>(b))); }
 #else
 inline vf splat(float x) { return reinterpret_cast<vf>(_mm256_set1_ps(x)); }
+inline vf vmax(vf a, vf b) { return reinterpret_cast<vf>(_mm256_max_ps(reinterpret_cast<__m256>(a), reinterpret_cast<__m256>(b))); }
+inline vf vmin(vf a, vf b) { return reinterpret_cast<vf>(_mm256_min_ps(reinterpret_cast<__m256>(a), reinterpret_cast<__m256>(b))); }
 #endif
+
+// Where one register block's results go: CB output-channel rows of one output row.
+struct BlockOut {
+  float* out;           // channel co0, row oy
+  const float* res;     // same position in the residual, or null
+  const float* bias;    // bias[co0], or null
+  int64_t plane, ow;    // channel stride and row length of the output
+  int nc;               // channels of the block that exist
+  const Epilogue* ep;
+};
+
+// y = act(v + bias + residual) for n (<= L) pixels; ReLU and Clip in registers, other activations
+// on the stored row by apply_activation.
+inline void store_pixels(const BlockOut& o, int c, int64_t x, vf v) {
+  const int64_t n = std::min<int64_t>(L, o.ow - x);
+  if (n <= 0) return;
+  float* dst = o.out + c * o.plane + x;
+  if (o.bias) v += splat(o.bias[c]);
+  const Epilogue& ep = *o.ep;
+  if (n == L) {
+    if (o.res) v += load(o.res + c * o.plane + x);
+    if (ep.act == Activation::Relu) v = vmax(v, vf{});
+    else if (ep.act == Activation::Clip) v = vmin(vmax(v, splat(ep.alpha)), splat(ep.beta));
+    store(dst, v);
+    if (ep.act != Activation::None && ep.act != Activation::Relu && ep.act != Activation::Clip)
+      apply_activation(dst, L, ep);
+    return;
+  }
+  alignas(64) float part[L];
+  store(part, v);
+  std::memcpy(dst, part, static_cast<size_t>(n) * sizeof(float));
+  apply_residual_activation(dst, o.res ? o.res + c * o.plane + x : nullptr, n, ep);
+}
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -81,7 +120,7 @@ void prepare_rows(const Conv2dShape& s, const RowPlan& p, const float* in, int64
 // kx_off[kx]: where tap kx's pixels start in a (ci, ky) row (phase and slot of kx * dilation).
 template <int NX>
 void block(const Conv2dShape& s, const RowPlan& p, const int64_t* kx_off, const float* rows, const float* wp,
-           int64_t x0, float* tmp) {
+           int64_t x0, const BlockOut& o) {
   vf acc[CB][NX];
   for (int c = 0; c < CB; ++c)
     for (int x = 0; x < NX; ++x) acc[c][x] = vf{};
@@ -99,8 +138,10 @@ void block(const Conv2dShape& s, const RowPlan& p, const int64_t* kx_off, const 
         }
       }
   }
-  for (int c = 0; c < CB; ++c)
-    for (int x = 0; x < NX; ++x) store(tmp + c * p.ow_pad + x0 + x * L, acc[c][x]);
+#pragma GCC unroll 8
+  for (int c = 0; c < CB; ++c)  // constant trip count: acc stays in registers
+    if (c < o.nc)
+      for (int x = 0; x < NX; ++x) store_pixels(o, c, x0 + x * L, acc[c][x]);
 }
 
 }  // namespace
@@ -134,9 +175,8 @@ void conv2d_nchw_direct_small_cin(const Conv2dShape& s, const float* in, const f
     float* out_n = out + n * s.out_channels * OH * OW;
     const float* res_n = ep.residual ? ep.residual + n * s.out_channels * OH * OW : nullptr;
     parallel_for(pool, OH, [&](int64_t y0, int64_t y1) {
-      static thread_local AlignedBuffer rows_buf, tmp_buf;
+      static thread_local AlignedBuffer rows_buf;
       float* rows = rows_buf.ensure(static_cast<size_t>(s.in_channels * s.kernel_h * p.row_floats));
-      float* tmp = tmp_buf.ensure(static_cast<size_t>(CB * p.ow_pad));
       int64_t kx_off[64];
       std::vector<int64_t> kx_off_heap;
       int64_t* offs = kx_off;
@@ -149,20 +189,13 @@ void conv2d_nchw_direct_small_cin(const Conv2dShape& s, const float* in, const f
         prepare_rows(s, p, in_n, oy, rows);
         for (int64_t cb = 0; cb < n_cb; ++cb) {
           const float* wp = packed + cb * taps * CB;
+          const int64_t pos = (cb * CB * OH + oy) * OW;
+          const BlockOut o{out_n + pos, res_n ? res_n + pos : nullptr, ep.bias ? ep.bias + cb * CB : nullptr,
+                           OH * OW, OW, static_cast<int>(std::min<int64_t>(CB, s.out_channels - cb * CB)), &ep};
           int64_t v = 0;
-          for (; v + XB <= n_vec; v += XB) block<XB>(s, p, offs, rows, wp, v * L, tmp);
-          if (n_vec - v == 2) block<2>(s, p, offs, rows, wp, v * L, tmp);
-          if (n_vec - v == 1) block<1>(s, p, offs, rows, wp, v * L, tmp);
-          // Epilogue per output channel row: bias, residual, activation.
-          const int64_t nc = std::min<int64_t>(CB, s.out_channels - cb * CB);
-          for (int64_t c = 0; c < nc; ++c) {
-            const int64_t co = cb * CB + c;
-            float* dst = out_n + (co * OH + oy) * OW;
-            const float* src = tmp + c * p.ow_pad;
-            const float b = ep.bias ? ep.bias[co] : 0.0f;
-            for (int64_t x = 0; x < OW; ++x) dst[x] = src[x] + b;
-            apply_residual_activation(dst, res_n ? res_n + (co * OH + oy) * OW : nullptr, OW, ep);
-          }
+          for (; v + XB <= n_vec; v += XB) block<XB>(s, p, offs, rows, wp, v * L, o);
+          if (n_vec - v == 2) block<2>(s, p, offs, rows, wp, v * L, o);
+          if (n_vec - v == 1) block<1>(s, p, offs, rows, wp, v * L, o);
         }
       }
     });
