@@ -21,6 +21,8 @@ constexpr int64_t kBBlockBytes = 1 << 20;
 // this took layer1's K=64 1x1 convs from 12.9 to 4.9 ms and the whole model from 92 to 81 ms; visiting
 // row-block-first for every K measured no better than up to 160.
 constexpr int64_t kRowsOuterMaxK = 160;
+// Up to this many rows of C (per task), B is read unpacked (AVX-512 path of gemm_task).
+constexpr int64_t kRawBMaxM = 24;
 
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 inline int64_t ceil_div(int64_t x, int64_t m) { return (x + m - 1) / m; }
@@ -224,7 +226,9 @@ inline void finish_row512(float* c, __m512 v, int nr, const TileStore& t, int64_
   _mm512_mask_storeu_ps(c, m, v);
 }
 
-template <int MP, int NP>
+// RAW: b is the unpacked row-major B (row stride b_ps) at the tile's first column, read with masked
+// loads at the right edge; otherwise b is the first of NP packed panels b_ps floats apart.
+template <int MP, int NP, bool RAW = false>
 void sgemm_avx512(int64_t kc, const float* a, int64_t a_ps, const float* b, int64_t b_ps, float* c, int mr,
                   int nr, const TileStore& t, int64_t row, int64_t col) {
   constexpr int R = MP * MR;
@@ -233,11 +237,17 @@ void sgemm_avx512(int64_t kc, const float* a, int64_t a_ps, const float* b, int6
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 2
     for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_setzero_ps();
+  __mmask16 bmask[NP];
+  for (int p = 0; p < NP; ++p) {
+    const int n = std::clamp(nr - p * NR, 0, NR);
+    bmask[p] = n == NR ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
+  }
 #pragma GCC unroll 2
   for (int64_t k = 0; k < kc; ++k) {
     __m512 bv[NP];
 #pragma GCC unroll 2
-    for (int p = 0; p < NP; ++p) bv[p] = _mm512_load_ps(b + p * b_ps + k * NR);
+    for (int p = 0; p < NP; ++p)
+      bv[p] = RAW ? _mm512_maskz_loadu_ps(bmask[p], b + k * b_ps + p * NR) : _mm512_load_ps(b + p * b_ps + k * NR);
 #pragma GCC unroll 12
     for (int r = 0; r < R; ++r) {
       const __m512 av = _mm512_set1_ps(a[(r / MR) * a_ps + k * MR + r % MR]);
@@ -272,8 +282,16 @@ void gemm_task(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K, const 
                const BSource& b, float* C, const TileStore& base) {
   Scratch& s = thread_scratch();
   const int64_t n_panels = ceil_div(n1 - n0, NR);
-  const float* b_block;
-  if (b.packed) {
+  const float* b_block = nullptr;
+#if defined(__AVX512F__)
+  // Few rows of C: each B element feeds at most kRawBMaxM FMAs, so packing B would cost about as much as
+  // the product; read B where it is instead (row-major, not transposed, no custom packer).
+  const bool raw_b = b.raw && !b.trans && !b.packer && m1 - m0 <= kRawBMaxM;
+#else
+  constexpr bool raw_b = false;
+#endif
+  if (raw_b) {
+  } else if (b.packed) {
     b_block = b.packed + (n0 / NR) * K * NR;
   } else {
     float* dst = s.b_block.ensure(static_cast<size_t>(n_panels * K * NR));
@@ -309,11 +327,19 @@ void gemm_task(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K, const 
       // 12x32 tiles (two A panels by two B panels), narrower ones at the right and bottom edges.
       constexpr int64_t TM = 2 * MR, TN = 2 * NR;
       auto tile = [&](int64_t ir, int64_t jr) {
-        const float* bp = b_block + ((jr - n0) / NR) * K * NR + pc * NR;
         const int nr = static_cast<int>(std::min<int64_t>(TN, n1 - jr));
         const int mr = static_cast<int>(std::min<int64_t>(TM, mc - ir));
         const float* ap = a_block + (ir / MR) * a_panel_stride;
         float* cp = C + (ic + ir) * t.ldc + jr;
+        if (raw_b) {
+          const float* bp = b.raw + pc * b.ldb + jr;
+          if (mr > MR)
+            sgemm_avx512<2, 2, true>(kc, ap, a_panel_stride, bp, b.ldb, cp, mr, nr, t, ic + ir, jr);
+          else
+            sgemm_avx512<1, 2, true>(kc, ap, a_panel_stride, bp, b.ldb, cp, mr, nr, t, ic + ir, jr);
+          return;
+        }
+        const float* bp = b_block + ((jr - n0) / NR) * K * NR + pc * NR;
         if (mr > MR && nr > NR)
           sgemm_avx512<2, 2>(kc, ap, a_panel_stride, bp, K * NR, cp, mr, nr, t, ic + ir, jr);
         else if (mr > MR)
@@ -333,7 +359,7 @@ void gemm_task(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K, const 
                         ic + ir, jr);
       };
 #endif
-      if (K <= kRowsOuterMaxK) {
+      if (K <= kRowsOuterMaxK && !raw_b) {
         // Short K: each 12-row block sweeps all columns, so its C (and residual) rows are written as
         // 12 sequential streams the prefetchers follow, instead of 12 scattered lines per tile.
         for (int64_t ir = 0; ir < mc; ir += TM)

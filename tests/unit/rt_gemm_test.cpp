@@ -89,6 +89,21 @@ TEST(RtGemm, AlphaBetaAccumulate) {
     }
 }
 
+// Few rows of C (<= 24: the AVX-512 path reads B unpacked, with masked loads at the right edge), several
+// K blocks (K > 384) so later blocks accumulate into C, odd N, alpha/beta and a residual epilogue.
+TEST(RtGemm, FewRowsUnpackedBManyKBlocks) {
+  float dummy = 0;
+  Epilogue ep = Epilogue::with_act(Activation::Relu);
+  ep.bias = &dummy;
+  ep.residual = &dummy;
+  for (int64_t M : {1, 6, 12, 13, 24, 25})
+    for (int64_t N : {5, 16, 33, 70})
+      for (int threads : {1, 2}) {
+        run_case({M, N, 800, false, false, 1.0f, 0.0f}, ep, Variant::PackedA, threads);
+        run_case({M, N, 390, false, false, 0.5f, 1.5f}, {}, Variant::Plain, threads);
+      }
+}
+
 TEST(RtGemm, LargeShapesBothThreadCounts) {
   for (int threads : {1, 2}) {
     run_case({64, 784, 576, false, false, 1.0f, 0.0f}, {}, Variant::PackedA, threads);
