@@ -114,5 +114,12 @@ CONV_BENCH(BM_stem7x7s2_3_64_224_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", co
 CONV_BENCH(BM_stem3x3s2_3_64_224_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", conv_shape(3, 224, 64, 3, 2, 1))
 CONV_BENCH(BM_stem7x7s2_3_64_224_direct, "conv2d_nchw_direct_small_cin", conv_shape(3, 224, 64, 7, 2, 1))
 CONV_BENCH(BM_stem3x3s2_3_64_224_direct, "conv2d_nchw_direct_small_cin", conv_shape(3, 224, 64, 3, 2, 1))
+// SqueezeNet's actual stem has no padding: 224 -> 111 (rows not a whole number of vectors).
+Conv2dShape unpadded(Conv2dShape s) {
+  s.pad_top = s.pad_left = s.pad_bottom = s.pad_right = 0;
+  return s;
+}
+CONV_BENCH(BM_stem3x3s2p0_3_64_224_direct, "conv2d_nchw_direct_small_cin", unpadded(conv_shape(3, 224, 64, 3, 2, 1)))
+CONV_BENCH(BM_stem3x3s2p0_3_64_224_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", unpadded(conv_shape(3, 224, 64, 3, 2, 1)))
 
 }  // namespace

@@ -42,6 +42,18 @@ inline vf vmax(vf a, vf b) { return reinterpret_cast<vf>(_mm256_max_ps(reinterpr
 inline vf vmin(vf a, vf b) { return reinterpret_cast<vf>(_mm256_min_ps(reinterpret_cast<__m256>(a), reinterpret_cast<__m256>(b))); }
 #endif
 
+#if defined(__AVX512F__)
+inline __mmask16 lanes(int n) { return static_cast<__mmask16>((1u << n) - 1); }
+inline vf masked_load(const float* p, int n) { return reinterpret_cast<vf>(_mm512_maskz_loadu_ps(lanes(n), p)); }
+inline void masked_store(float* p, vf v, int n) { _mm512_mask_storeu_ps(p, lanes(n), reinterpret_cast<__m512>(v)); }
+#else
+inline __m256i lanes(int n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+inline vf masked_load(const float* p, int n) { return reinterpret_cast<vf>(_mm256_maskload_ps(p, lanes(n))); }
+inline void masked_store(float* p, vf v, int n) { _mm256_maskstore_ps(p, lanes(n), reinterpret_cast<__m256>(v)); }
+#endif
+
 // Where one register block's results go: CB output-channel rows of one output row.
 struct BlockOut {
   float* out;           // channel co0, row oy
@@ -52,27 +64,30 @@ struct BlockOut {
   const Epilogue* ep;
 };
 
-// y = act(v + bias + residual) for n (<= L) pixels; ReLU and Clip in registers, other activations
-// on the stored row by apply_activation.
-inline void store_pixels(const BlockOut& o, int c, int64_t x, vf v) {
+// y = act(v + bias + residual) for n (<= L) pixels with ReLU or Clip in registers; other activations are
+// left for apply_activation on the stored row (see act_in_registers).
+__attribute__((always_inline)) inline void store_pixels(const BlockOut& o, int c, int64_t x, vf v) {
   const int64_t n = std::min<int64_t>(L, o.ow - x);
   if (n <= 0) return;
   float* dst = o.out + c * o.plane + x;
   if (o.bias) v += splat(o.bias[c]);
   const Epilogue& ep = *o.ep;
+  const float* res = o.res ? o.res + c * o.plane + x : nullptr;
   if (n == L) {
-    if (o.res) v += load(o.res + c * o.plane + x);
-    if (ep.act == Activation::Relu) v = vmax(v, vf{});
-    else if (ep.act == Activation::Clip) v = vmin(vmax(v, splat(ep.alpha)), splat(ep.beta));
-    store(dst, v);
-    if (ep.act != Activation::None && ep.act != Activation::Relu && ep.act != Activation::Clip)
-      apply_activation(dst, L, ep);
-    return;
+    if (res) v += load(res);
+  } else if (res) {
+    v += masked_load(res, static_cast<int>(n));
   }
-  alignas(64) float part[L];
-  store(part, v);
-  std::memcpy(dst, part, static_cast<size_t>(n) * sizeof(float));
-  apply_residual_activation(dst, o.res ? o.res + c * o.plane + x : nullptr, n, ep);
+  if (ep.act == Activation::Relu) v = vmax(v, vf{});
+  else if (ep.act == Activation::Clip) v = vmin(vmax(v, splat(ep.alpha)), splat(ep.beta));
+  if (n == L) store(dst, v);
+  else masked_store(dst, v, static_cast<int>(n));
+}
+
+// Activations other than ReLU and Clip are applied to whole rows after the blocks (a call inside a
+// block would make the compiler keep its accumulators on the stack).
+inline bool act_in_registers(const Epilogue& ep) {
+  return ep.act == Activation::None || ep.act == Activation::Relu || ep.act == Activation::Clip;
 }
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -196,6 +211,8 @@ void conv2d_nchw_direct_small_cin(const Conv2dShape& s, const float* in, const f
           for (; v + XB <= n_vec; v += XB) block<XB>(s, p, offs, rows, wp, v * L, o);
           if (n_vec - v == 2) block<2>(s, p, offs, rows, wp, v * L, o);
           if (n_vec - v == 1) block<1>(s, p, offs, rows, wp, v * L, o);
+          if (!act_in_registers(ep))
+            for (int c = 0; c < o.nc; ++c) apply_activation(o.out + c * o.plane, OW, ep);
         }
       }
     });

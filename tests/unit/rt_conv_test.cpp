@@ -174,11 +174,15 @@ TEST(RtConv, EveryKernelEveryActivation) {
   float dummy = 0;
   const auto dense = shape(1, 10, 9, 11, 12, 3, 1, 1, 1, 1, 1);
   const auto dw = shape(1, 10, 9, 11, 10, 3, 1, 1, 1, 1, 1, 1, 10);
+  const auto stem = shape(1, 3, 21, 35, 11, 3, 2, 0, 1, 1, 0);  // few input channels, 17-wide rows
   for (Epilogue ep : test::all_activations()) {
     ep.bias = &dummy;
     for (const auto& k : conv2d_kernels()) {
       check_kernel(k, dense, ep, 1, tolerance_for(k));
       check_kernel(k, dw, ep, 2, tolerance_for(k));
+      Epilogue with_residual = ep;
+      with_residual.residual = &dummy;
+      check_kernel(k, stem, with_residual, 1, tolerance_for(k));
     }
   }
 }
