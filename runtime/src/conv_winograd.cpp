@@ -112,10 +112,11 @@ void transform_input(const Conv2dShape& s, const WinoPlan& p, const float* in, i
 
 // Inverse-transforms 8 tiles of every output channel from M (36 x Cout x block) into the output.
 void transform_output(const Conv2dShape& s, const WinoPlan& p, const float* M, int64_t t, int64_t t_end,
-                      int64_t local, float* out, const float* res, const Epilogue& ep) {
+                      int64_t local, float* out, const float* res, const Epilogue& ep, int64_t co0,
+                      int64_t co1) {
   const int64_t xi_stride = s.out_channels * p.block;
   const int lanes = static_cast<int>(t_end - t);
-  for (int64_t co = 0; co < s.out_channels; ++co) {
+  for (int64_t co = co0; co < co1; ++co) {
     __m256 m[kTile][kTile], tmp[kOut][kTile], y[kOut][kOut];
     const float* src = M + co * p.block + local;
     for (int i = 0; i < kTile; ++i)
@@ -196,8 +197,47 @@ void conv2d_winograd_f43_pack(const Conv2dShape& s, const float* weights, float*
   for (int xi = 0; xi < kXi; ++xi) pack_a(false, Co, Ci, u.data() + xi * Co * Ci, Ci, packed + xi * one);
 }
 
+namespace {
+
+// All tiles in one block, the work split by phase instead of by tiles: input transform over groups of
+// 8 tiles, the 36 GEMMs over xi, the output transform over output channels. On small maps (few tiles,
+// many channels) the transformed weights (36 x Cout x Cin floats, 9.4 MB at 256 channels) dominate;
+// split by tiles, every thread would stream all of them, split by xi each is read once.
+void winograd_by_phase(const Conv2dShape& s, const WinoPlan& p, const float* in, const float* packed,
+                       float* out, const Epilogue& ep, ThreadPool* pool) {
+  const size_t a_size = packed_a_size(s.out_channels, s.in_channels);
+  static thread_local AlignedBuffer v_buf, m_buf;
+  float* V = v_buf.ensure(static_cast<size_t>(kXi * s.in_channels * p.b_cols));
+  float* M = m_buf.ensure(static_cast<size_t>(kXi * s.out_channels * p.block + 8));
+  const int64_t groups = ceil_div(p.tiles, 8);
+  for (int64_t n = 0; n < s.batch; ++n) {
+    const float* in_n = in + n * s.in_channels * s.in_h * s.in_w;
+    float* out_n = out + n * s.out_channels * p.oh * p.ow;
+    const float* res_n = ep.residual ? ep.residual + n * s.out_channels * p.oh * p.ow : nullptr;
+    parallel_for(pool, groups, [&](int64_t g0, int64_t g1) {
+      for (int64_t g = g0; g < g1; ++g)
+        transform_input(s, p, in_n, g * 8, std::min(g * 8 + 8, p.tiles), g * 8, V);
+    });
+    parallel_for(pool, kXi, [&](int64_t x0, int64_t x1) {
+      for (int64_t xi = x0; xi < x1; ++xi)
+        sgemm_packed_ab(s.out_channels, p.tiles, s.in_channels, 1.0f, packed + xi * a_size,
+                        V + xi * s.in_channels * p.b_cols, 0.0f, M + xi * s.out_channels * p.block, p.block);
+    });
+    parallel_for(pool, s.out_channels, [&](int64_t c0, int64_t c1) {
+      for (int64_t g = 0; g < groups; ++g)
+        transform_output(s, p, M, g * 8, std::min(g * 8 + 8, p.tiles), g * 8, out_n, res_n, ep, c0, c1);
+    });
+  }
+}
+
+}  // namespace
+
 void conv2d_winograd_f43_avx2(const Conv2dShape& s, const float* in, const float* packed, float* out,
                               const Epilogue& ep, ThreadPool* pool) {
+  if (thread_count(pool) > 1) {
+    const WinoPlan one = make_plan(s, 1);
+    if (one.n_blocks == 1) return winograd_by_phase(s, one, in, packed, out, ep, pool);
+  }
   const WinoPlan p = make_plan(s, thread_count(pool));
   const size_t a_size = packed_a_size(s.out_channels, s.in_channels);
   for (int64_t n = 0; n < s.batch; ++n) {
@@ -215,7 +255,7 @@ void conv2d_winograd_f43_avx2(const Conv2dShape& s, const float* in, const float
           sgemm_packed_ab(s.out_channels, t1 - t0, s.in_channels, 1.0f, packed + xi * a_size,
                           V + xi * s.in_channels * p.b_cols, 0.0f, M + xi * s.out_channels * p.block, p.block);
         for (int64_t t = t0; t < t1; t += 8)
-          transform_output(s, p, M, t, std::min(t + 8, t1), t - t0, out_n, res_n, ep);
+          transform_output(s, p, M, t, std::min(t + 8, t1), t - t0, out_n, res_n, ep, 0, s.out_channels);
       }
     });
   }
