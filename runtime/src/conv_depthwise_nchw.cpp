@@ -1,13 +1,14 @@
 // Depthwise convolution (channel multiplier 1) in NCHW, the epilogue fused.
 //
-// 3x3, dilation 1, stride 1 or 2 (the MobileNet layers): each channel plane is read in place, row by
-// row; a block of R output rows x NV vectors (16 lanes with AVX-512, 8 with AVX2) keeps its
-// accumulators and the 9 weights in registers, and each input vector loaded feeds every output row of
-// the block whose window covers it. Borders: lane-masked loads at the row ends, a zero row above and
-// below. Stride 2 splits each pair of loaded vectors into even/odd columns in registers. Bias,
-// residual and Relu/Clip are applied in the store; other activations in one pass over the finished
-// plane (still in L1). This machine sustains about one 64-byte load per cycle, so the blocking is
-// chosen to load as little as possible per FMA, not to copy the input into padded scratch first.
+// 3x3, dilation 1, stride 1 or 2 (the MobileNet layers): each channel plane is read in place, in
+// column tiles of up to 4 vectors (16 lanes with AVX-512, 8 with AVX2), accumulators and the 9 weights
+// in registers, each input vector loaded once. Stride 1: a tile rolls down the plane with three sets
+// of accumulators (input row i feeds output rows i, i - 1 and i - 2; the last is then stored and its
+// registers restart as row i + 1). Stride 2: blocks of 4 output rows (9 input rows), each pair of
+// loaded vectors split into even/odd columns in registers. Borders: lane-masked loads at the row ends,
+// a zero row above and below. Bias, residual and Relu/Clip are applied in the store; other
+// activations in one pass over the finished plane (still in L1). This machine sustains about one
+// 64-byte load per cycle, so nothing is copied into padded scratch first.
 //
 // Other kernel sizes, strides and dilations: the whole plane is copied into a padded, phase-split
 // scratch plane and each output vector sums its taps (generic path below).
@@ -117,14 +118,14 @@ std::vector<ColumnTile> column_tiles(int64_t OW, int L, int max_nv, int S, int64
   return tiles;
 }
 
-// Adds the taps of input row i (kx = 0, 1, 2 in x0, x1, x2) to every output row r of the block whose
-// window covers it (ky = i - r * S).
-template <class T, int S, int R, int NV>
-inline void dw3x3_accumulate(int i, int v, typename T::V x0, typename T::V x1, typename T::V x2,
+// Adds the taps of input row i (kx = 0, 1, 2 in x0, x1, x2) to every output row r of a stride-2 block
+// whose window covers it (ky = i - 2 r).
+template <class T, int R, int NV>
+inline void dw3x3_s2_accumulate(int i, int v, typename T::V x0, typename T::V x1, typename T::V x2,
                              const typename T::V* w, typename T::V (&acc)[R][NV]) {
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    const int ky = i - r * S;
+    const int ky = i - r * 2;
     if (ky >= 0 && ky < 3) {
       acc[r][v] = T::fmadd(x0, w[ky * 3], acc[r][v]);
       acc[r][v] = T::fmadd(x1, w[ky * 3 + 1], acc[r][v]);
@@ -141,14 +142,14 @@ inline V in_register(V x) {
   return x;
 }
 
-// R output rows x NV vectors of tile t. rows[i] is input row (first row of the block) * S + i - pad_top,
-// or a zero row above/below the input; col0 = -pad_left.
-template <class T, int S, int R, int NV, bool MASKED>
-inline void dw3x3_tile(const float* const* rows, int64_t col0, const typename T::V* w, typename T::V bias,
+// Stride 2: R output rows x NV vectors of tile t. rows[i] is input row (first row of the block) * 2 + i
+// - pad_top, or a zero row above/below the input; col0 = -pad_left.
+template <class T, int R, int NV, bool MASKED>
+inline void dw3x3_s2_tile(const float* const* rows, int64_t col0, const typename T::V* w, typename T::V bias,
                        const ColumnTile& t, float* out, const float* res, int64_t OW, const Store<T>& store) {
   using V = typename T::V;
   using Mask = typename T::Mask;
-  constexpr int L = T::L, NR = (R - 1) * S + 3;
+  constexpr int L = T::L, NR = (R - 1) * 2 + 3;
   Mask mf[3], ml[3];
   if constexpr (MASKED)
     for (int k = 0; k < 3; ++k) {
@@ -168,30 +169,7 @@ inline void dw3x3_tile(const float* const* rows, int64_t col0, const typename T:
     for (int v = 0; v < NV; ++v) acc[r][v] = bias;
 #pragma GCC unroll 16
   for (int i = 0; i < NR; ++i) {
-    if constexpr (S == 1 && T::L == 16 && NV >= 2) {
-      const float* b = rows[i] + col0 + t.ow + 1;  // X_v at b + v * L
-      V prev = in_register(MASKED ? T::maskz_load(b - L, T::mask(t.bits_prev)) : T::loadu(b - L));
-      V cur = in_register(load(b, 0, 1));
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) {
-        const V next = in_register(v + 1 < NV ? load(b + (v + 1) * L, v + 1, 1)
-                                              : (MASKED ? T::maskz_load(b + NV * L, T::mask(t.bits_next))
-                                                        : T::loadu(b + NV * L)));
-        dw3x3_accumulate<T, S, R, NV>(i, v, T::template alignr<L - 1>(cur, prev), cur, T::template alignr<1>(next, cur),
-                                      w, acc);
-        prev = cur;
-        cur = next;
-      }
-    } else if constexpr (S == 1) {
-      const float* b = rows[i] + col0 + t.ow;
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) {
-        const V x0 = in_register(load(b + v * L, v, 0));
-        const V x1 = in_register(load(b + v * L + 1, v, 1));
-        const V x2 = in_register(load(b + v * L + 2, v, 2));
-        dw3x3_accumulate<T, S, R, NV>(i, v, x0, x1, x2, w, acc);
-      }
-    } else {
+    {
       const float* b = rows[i] + col0 + 2 * t.ow;
       V a = in_register(load(b, 0, 0));  // A_v, carried from the previous vector's A_{v+1}
 #pragma GCC unroll 4
@@ -202,7 +180,7 @@ inline void dw3x3_tile(const float* const* rows, int64_t col0, const typename T:
                                             : (MASKED ? T::maskz_load(b + 2 * NV * L, ml[2]) : T::loadu(b + 2 * NV * L)));
         V even, odd;
         T::deinterleave(a, bv, even, odd);
-        dw3x3_accumulate<T, S, R, NV>(i, v, even, odd, T::shift_in(even, an), w, acc);
+        dw3x3_s2_accumulate<T, R, NV>(i, v, even, odd, T::shift_in(even, an), w, acc);
         a = an;
       }
     }
@@ -222,32 +200,130 @@ inline void dw3x3_tile(const float* const* rows, int64_t col0, const typename T:
   }
 }
 
-template <class T, int S, int R, bool MASKED>
-inline void dw3x3_tile_nv(const float* const* rows, int64_t col0, const typename T::V* w, typename T::V bias,
-                          const ColumnTile& t, float* out, const float* res, int64_t OW, const Store<T>& store) {
+template <class T, int R, bool MASKED>
+inline void dw3x3_s2_tile_nv(const float* const* rows, int64_t col0, const typename T::V* w, typename T::V bias,
+                             const ColumnTile& t, float* out, const float* res, int64_t OW, const Store<T>& store) {
   constexpr int M = kMaxNV<T>;
   switch (t.nv) {
-    case 4: dw3x3_tile<T, S, R, (M >= 4 ? 4 : 1), MASKED>(rows, col0, w, bias, t, out, res, OW, store); break;
-    case 3: dw3x3_tile<T, S, R, (M >= 3 ? 3 : 1), MASKED>(rows, col0, w, bias, t, out, res, OW, store); break;
-    case 2: dw3x3_tile<T, S, R, 2, MASKED>(rows, col0, w, bias, t, out, res, OW, store); break;
-    default: dw3x3_tile<T, S, R, 1, MASKED>(rows, col0, w, bias, t, out, res, OW, store); break;
+    case 4: dw3x3_s2_tile<T, R, (M >= 4 ? 4 : 1), MASKED>(rows, col0, w, bias, t, out, res, OW, store); break;
+    case 3: dw3x3_s2_tile<T, R, (M >= 3 ? 3 : 1), MASKED>(rows, col0, w, bias, t, out, res, OW, store); break;
+    case 2: dw3x3_s2_tile<T, R, 2, MASKED>(rows, col0, w, bias, t, out, res, OW, store); break;
+    default: dw3x3_s2_tile<T, R, 1, MASKED>(rows, col0, w, bias, t, out, res, OW, store); break;
   }
 }
 
-// R output rows, every column tile.
-template <class T, int S, int R>
-inline void dw3x3_rows(const float* const* rows, int64_t col0, const typename T::V* w, typename T::V bias,
-                       const std::vector<ColumnTile>& tiles, float* out, const float* res, int64_t OW,
-                       const Store<T>& store) {
+// Stride 2: R output rows, every column tile.
+template <class T, int R>
+inline void dw3x3_s2_rows(const float* const* rows, int64_t col0, const typename T::V* w, typename T::V bias,
+                          const std::vector<ColumnTile>& tiles, float* out, const float* res, int64_t OW,
+                          const Store<T>& store) {
   for (const ColumnTile& t : tiles) {
     if (t.masked)
-      dw3x3_tile_nv<T, S, R, true>(rows, col0, w, bias, t, out, res, OW, store);
+      dw3x3_s2_tile_nv<T, R, true>(rows, col0, w, bias, t, out, res, OW, store);
     else
-      dw3x3_tile_nv<T, S, R, false>(rows, col0, w, bias, t, out, res, OW, store);
+      dw3x3_s2_tile_nv<T, R, false>(rows, col0, w, bias, t, out, res, OW, store);
   }
 }
 
-// One channel plane: blocks of 4 output rows, then 2, then 1; padding rows read a zero row.
+// Stride 1, one column tile down the whole plane with rolling accumulators: input row i (padded
+// coordinates) adds its taps to output rows i (ky = 0), i - 1 (ky = 1) and i - 2 (ky = 2); output row
+// i - 2 is then complete, is stored, and its registers start output row i + 1. Every input vector is
+// loaded once, three sets of NV accumulators are always in flight, and there are no block edges.
+template <class T, int NV, bool MASKED>
+inline void dw3x3_s1_rolling(const Conv2dShape& s, const ColumnTile& t, const float* plane, const float* zero_row,
+                             const typename T::V* w, typename T::V bias, float* out, const float* res,
+                             const Store<T>& store) {
+  using V = typename T::V;
+  using Mask = typename T::Mask;
+  constexpr int L = T::L;
+  const int64_t OH = s.out_h(), OW = s.out_w(), col = t.ow - s.pad_left;
+  Mask mf[3], ml[3], mprev{}, mnext{};
+  if constexpr (MASKED) {
+    for (int k = 0; k < 3; ++k) {
+      mf[k] = T::mask(t.bits_first[k]);
+      ml[k] = T::mask(t.bits_last[k]);
+    }
+    mprev = T::mask(t.bits_prev);
+    mnext = T::mask(t.bits_next);
+  }
+  auto load = [&](const float* p, int v, int k) {
+    if (MASKED && v == 0) return T::maskz_load(p, mf[k]);
+    if (MASKED && v == NV - 1) return T::maskz_load(p, ml[k]);
+    return T::loadu(p);
+  };
+  const bool partial = t.last_n < L;
+  const Mask mstore = T::mask((1u << t.last_n) - 1u);
+  // Row i: a = output row i, b = i - 1, c = i - 2 (stored, then reset for row i + 1).
+  auto row = [&](int64_t i, V(&a)[NV], V(&b)[NV], V(&c)[NV]) __attribute__((always_inline)) {
+    const int64_t ih = i - s.pad_top;
+    const float* r = (ih >= 0 && ih < s.in_h ? plane + ih * s.in_w : zero_row) + col;
+    auto taps = [&](int v, V x0, V x1, V x2) __attribute__((always_inline)) {
+      a[v] = T::fmadd(x0, w[0], a[v]);
+      b[v] = T::fmadd(x0, w[3], b[v]);
+      c[v] = T::fmadd(x0, w[6], c[v]);
+      a[v] = T::fmadd(x1, w[1], a[v]);
+      b[v] = T::fmadd(x1, w[4], b[v]);
+      c[v] = T::fmadd(x1, w[7], c[v]);
+      a[v] = T::fmadd(x2, w[2], a[v]);
+      b[v] = T::fmadd(x2, w[5], b[v]);
+      c[v] = T::fmadd(x2, w[8], c[v]);
+    };
+    if constexpr (T::L == 16 && NV >= 2) {
+      const float* x = r + 1;  // X_v (the kx = 1 vectors) at x + v * L
+      V prev = in_register(MASKED ? T::maskz_load(x - L, mprev) : T::loadu(x - L));
+      V cur = in_register(load(x, 0, 1));
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) {
+        const V next = in_register(v + 1 < NV ? load(x + (v + 1) * L, v + 1, 1)
+                                              : (MASKED ? T::maskz_load(x + NV * L, mnext) : T::loadu(x + NV * L)));
+        taps(v, T::template alignr<L - 1>(cur, prev), cur, T::template alignr<1>(next, cur));
+        prev = cur;
+        cur = next;
+      }
+    } else {
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v)
+        taps(v, in_register(load(r + v * L, v, 0)), in_register(load(r + v * L + 1, v, 1)),
+             in_register(load(r + v * L + 2, v, 2)));
+    }
+    if (i >= 2) {
+      float* o = out + (i - 2) * OW + t.ow;
+      const float* rr = res ? res + (i - 2) * OW + t.ow : nullptr;
+#pragma GCC unroll 4
+      for (int v = 0; v < NV - 1; ++v) store.template put<false>(o + v * L, rr ? rr + v * L : nullptr, c[v], mstore);
+      if (partial)
+        store.template put<true>(o + (NV - 1) * L, rr ? rr + (NV - 1) * L : nullptr, c[NV - 1], mstore);
+      else
+        store.template put<false>(o + (NV - 1) * L, rr ? rr + (NV - 1) * L : nullptr, c[NV - 1], mstore);
+    }
+    for (int v = 0; v < NV; ++v) c[v] = bias;
+  };
+  V A[NV], B[NV], C[NV];
+  for (int v = 0; v < NV; ++v) A[v] = B[v] = C[v] = bias;
+  const int64_t n = OH + 2;  // padded input rows 0 .. OH + 1
+  for (int64_t i = 0; i < n; i += 3) {
+    row(i, A, B, C);
+    if (i + 1 >= n) break;
+    row(i + 1, C, A, B);
+    if (i + 2 >= n) break;
+    row(i + 2, B, C, A);
+  }
+}
+
+template <class T, bool MASKED>
+void dw3x3_s1_tile(const Conv2dShape& s, const ColumnTile& t, const float* plane, const float* zero_row,
+                   const typename T::V* w, typename T::V bias, float* out, const float* res, const Store<T>& store) {
+  constexpr int M = kMaxNV<T>;
+  switch (t.nv) {
+    case 4: dw3x3_s1_rolling<T, (M >= 4 ? 4 : 1), MASKED>(s, t, plane, zero_row, w, bias, out, res, store); break;
+    case 3: dw3x3_s1_rolling<T, (M >= 3 ? 3 : 1), MASKED>(s, t, plane, zero_row, w, bias, out, res, store); break;
+    case 2: dw3x3_s1_rolling<T, 2, MASKED>(s, t, plane, zero_row, w, bias, out, res, store); break;
+    default: dw3x3_s1_rolling<T, 1, MASKED>(s, t, plane, zero_row, w, bias, out, res, store); break;
+  }
+}
+
+// One channel plane. Stride 1: each column tile rolls down the plane. Stride 2: blocks of 4 output
+// rows, then 2, then 1 (9 input rows for 4 outputs). Padding rows read a zero row.
 template <class T, int S>
 void dw3x3_plane(const Conv2dShape& s, const std::vector<ColumnTile>& tiles, const float* plane,
                  const float* zero_row, const float* w9, float bias_value, float* out, const float* res,
@@ -257,27 +333,36 @@ void dw3x3_plane(const Conv2dShape& s, const std::vector<ColumnTile>& tiles, con
   V w[9];
   for (int t = 0; t < 9; ++t) w[t] = T::set1(w9[t]);
   const V bias = T::set1(bias_value);
-  const float* rows[(4 - 1) * S + 3];
-  auto block = [&](int64_t oh, int R) {
-    for (int64_t i = 0; i < (R - 1) * S + 3; ++i) {
-      const int64_t ih = oh * S + i - s.pad_top;
-      rows[i] = ih >= 0 && ih < s.in_h ? plane + ih * s.in_w : zero_row;
+  if constexpr (S == 1) {
+    for (const ColumnTile& t : tiles) {
+      if (t.masked)
+        dw3x3_s1_tile<T, true>(s, t, plane, zero_row, w, bias, out, res, store);
+      else
+        dw3x3_s1_tile<T, false>(s, t, plane, zero_row, w, bias, out, res, store);
     }
-  };
-  const int64_t col0 = -s.pad_left;
-  int64_t oh = 0;
-  for (; oh + 4 <= OH; oh += 4) {
-    block(oh, 4);
-    dw3x3_rows<T, S, 4>(rows, col0, w, bias, tiles, out + oh * OW, res ? res + oh * OW : nullptr, OW, store);
-  }
-  if (oh + 2 <= OH) {
-    block(oh, 2);
-    dw3x3_rows<T, S, 2>(rows, col0, w, bias, tiles, out + oh * OW, res ? res + oh * OW : nullptr, OW, store);
-    oh += 2;
-  }
-  if (oh < OH) {
-    block(oh, 1);
-    dw3x3_rows<T, S, 1>(rows, col0, w, bias, tiles, out + oh * OW, res ? res + oh * OW : nullptr, OW, store);
+  } else {
+    const float* rows[(4 - 1) * 2 + 3];
+    auto block = [&](int64_t oh, int R) {
+      for (int64_t i = 0; i < (R - 1) * 2 + 3; ++i) {
+        const int64_t ih = oh * 2 + i - s.pad_top;
+        rows[i] = ih >= 0 && ih < s.in_h ? plane + ih * s.in_w : zero_row;
+      }
+    };
+    const int64_t col0 = -s.pad_left;
+    int64_t oh = 0;
+    for (; oh + 4 <= OH; oh += 4) {
+      block(oh, 4);
+      dw3x3_s2_rows<T, 4>(rows, col0, w, bias, tiles, out + oh * OW, res ? res + oh * OW : nullptr, OW, store);
+    }
+    if (oh + 2 <= OH) {
+      block(oh, 2);
+      dw3x3_s2_rows<T, 2>(rows, col0, w, bias, tiles, out + oh * OW, res ? res + oh * OW : nullptr, OW, store);
+      oh += 2;
+    }
+    if (oh < OH) {
+      block(oh, 1);
+      dw3x3_s2_rows<T, 1>(rows, col0, w, bias, tiles, out + oh * OW, res ? res + oh * OW : nullptr, OW, store);
+    }
   }
 }
 
