@@ -61,6 +61,10 @@ void run_conv(benchmark::State& state, const char* name, Conv2dShape s, bool res
 // ResNet-50 layer1 conv3: 1x1 64->256 at 56x56 with the residual Add and Relu fused.
 CONV_BENCH_RESIDUAL(BM_conv1x1_64_256_56_residual_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(64, 56, 256, 1, 1, 1))
 
+// ResNet-50 stride-2 convs through im2col: 3x3 128ch 56->28, 1x1 downsample 256->512 56->28.
+CONV_BENCH(BM_conv3x3s2_128_56_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", conv_shape(128, 56, 128, 3, 2, 1))
+CONV_BENCH(BM_conv1x1s2_256_512_56_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", conv_shape(256, 56, 512, 1, 2, 1))
+
 // ResNet 3x3 64->64 at 56x56.
 CONV_BENCH(BM_conv3x3_64_56_winograd_f43, "conv2d_winograd_f43_avx2", conv_shape(64, 56, 64, 3, 1, 1))
 CONV_BENCH(BM_conv3x3_64_56_nchwc8_direct, "conv2d_nchwc8_direct_avx2", conv_shape(64, 56, 64, 3, 1, 1))
