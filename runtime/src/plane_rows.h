@@ -1,6 +1,7 @@
 // Internal to the NCHW depthwise and pooling kernels: a fixed-width vector type per instruction set
-// (16 lanes with AVX-512, 8 with AVX2) and the padded, stride-phase-split scratch rows both kernels
-// read, so that every tap of a window is one unit-stride vector load with no border cases.
+// (16 lanes with AVX-512, 8 with AVX2) with masked loads and even/odd deinterleaving, the lane masks
+// of a row's borders, and (for pooling) padded, stride-phase-split scratch rows in a ring, so that
+// every tap of a window is one unit-stride vector load with no border cases.
 #pragma once
 
 #include <immintrin.h>
