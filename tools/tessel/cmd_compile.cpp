@@ -71,9 +71,10 @@ void compileCommand(CompileCmdOptions& o) {
   if (o.emit != "so" && o.emit != "cpp") throw UserError(fmt::format("--emit={}: expected 'so' or 'cpp'", o.emit));
   auto start = std::chrono::steady_clock::now();
   int stage = 0;
-  const int stages = o.emit == "cpp" ? 3 : 4;
+  const int stages = (o.emit == "cpp" ? 3 : 4) + (o.compile.tune ? 1 : 0);
   o.compile.progress = [&](const std::string& msg) {
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (msg.rfind("  ", 0) == 0) return fmt::print(stderr, "      {:5.1f} s{}\n", s, msg);  // detail of a stage
     fmt::print(stderr, "[{}/{}] {:5.1f} s  {}\n", std::min(++stage, stages), stages, s, msg);
   };
   o.compile.defaultThreads = o.threads;

@@ -13,12 +13,16 @@
 #include <sstream>
 #include <thread>
 #include <nlohmann/json.hpp>
+#include <csignal>
+#include <cstring>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "plan.h"
 #include "tessel/ir/text.h"
 #include "tessel/passes/pass.h"
 #include "tessel/support/error.h"
+#include "tessel/targets/cpu/tuner.h"
 
 namespace fs = std::filesystem;
 
@@ -115,6 +119,8 @@ fs::path ensureRuntimeLibrary(const CompileOptions& o) {
   uint64_t headers = fnv1a(version + cxxFlags(o));
   for (const auto& e : fs::recursive_directory_iterator(runtimeDir())) {
     if (!e.is_regular_file()) continue;
+    // runtime/tools holds programs built against the library (the conv tuner), not part of it.
+    if (*e.path().lexically_relative(runtimeDir()).begin() == "tools") continue;
     if (e.path().extension() == ".cpp") sources.push_back(e.path());
     else headers = fnv1a(e.path().string() + readFile(e.path()), headers);
   }
@@ -153,6 +159,74 @@ fs::path ensureRuntimeLibrary(const CompileOptions& o) {
   return lib;
 }
 
+fs::path tunerSource() { return runtimeDir() / "tools" / "conv_tuner.cpp"; }
+
+/// Builds (or finds cached) the conv tuner for this compiler and --march: runtime/tools/conv_tuner.cpp
+/// compiled with the runtime's flags and linked against the cached runtime library of the same flags.
+fs::path ensureTuner(const CompileOptions& o) {
+  fs::path lib = ensureRuntimeLibrary(o);  // its name carries the key of the flags, compiler and sources
+  fs::path exe = cacheRoot() / fmt::format("conv-tuner-{:016x}", fnv1a(readFile(tunerSource()), fnv1a(lib.filename().string())));
+  if (fs::exists(exe)) return exe;
+  fs::path tmp = exe.string() + fmt::format(".tmp{}", getpid());
+  std::string out;
+  std::string cmd = fmt::format("{} {} -I{} -o {} {} {} -pthread", shellQuote(compilerOf(o)), cxxFlags(o),
+                                shellQuote((runtimeDir() / "include").string()), shellQuote(tmp.string()),
+                                shellQuote(tunerSource().string()), shellQuote(lib.string()));
+  if (runCommand(cmd, out, o, "building the conv tuner") != 0)
+    throw UserError(fmt::format("--tune: building the kernel tuner for -march={} failed:\n{}", o.march, tail(out)));
+  fs::rename(tmp, exe);
+  return exe;
+}
+
+/// How a command run through the shell ended, for an error message.
+std::string exitDescription(int status, const std::string& march) {
+  int sig = 0;
+  if (WIFSIGNALED(status)) sig = WTERMSIG(status);
+  else if (WIFEXITED(status) && WEXITSTATUS(status) > 128) sig = WEXITSTATUS(status) - 128;  // reported by sh
+  if (sig == SIGILL)
+    return fmt::format("illegal instruction: this CPU cannot run code built for -march={}; tune with a --march "
+                       "this machine supports (e.g. native), or compile without --tune",
+                       march);
+  if (sig != 0) return fmt::format("killed by signal {} ({})", sig, strsignal(sig));
+  return fmt::format("exit status {}", WIFEXITED(status) ? WEXITSTATUS(status) : status);
+}
+
+/// --tune: times every candidate of every conv geometry with the tuner of options.march and puts the
+/// fastest in `choices`; `saved` gets what the tuning file records besides the choices.
+void tuneConvKernels(const Graph& graph, const CompileOptions& o, std::map<std::string, std::string>& choices,
+                     CompileReport& report, nlohmann::json& saved) {
+  auto start = std::chrono::steady_clock::now();
+  std::vector<ConvTuneJob> jobs = convTuneJobs(graph);
+  size_t runs = 0;
+  for (const ConvTuneJob& j : jobs) runs += j.candidates.size();
+  progress(o, fmt::format("tuning: timing {} candidate kernels on {} conv geometries with the runtime built for "
+                          "-march={}", runs, jobs.size(), o.march));
+  if (jobs.empty()) return;
+  ConvTimings t = timeConvKernels(jobs, o);
+  nlohmann::json times = nlohmann::json::object();
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const ConvTuneJob& j = jobs[i];
+    std::string best = j.untuned;
+    double bestMs = 1e30;
+    nlohmann::json row = nlohmann::json::object();
+    for (size_t c = 0; c < j.candidates.size(); ++c) {
+      double ms = t.ms[i][c];
+      row[j.candidates[c]] = ms < 0 ? nlohmann::json(nullptr) : nlohmann::json(ms);
+      if (ms >= 0 && ms < bestMs) bestMs = ms, best = j.candidates[c];
+    }
+    times[j.key] = row;
+    choices[j.key] = best;
+    report.tunedChanged += best != j.untuned;
+  }
+  report.tunedConvs = static_cast<int>(jobs.size());
+  report.tunerVectorLanes = t.vectorLanes;
+  report.tuneSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  saved["tuner"] = {{"march", o.march}, {"compiler", compilerOf(o)}, {"vector_lanes", t.vectorLanes}};
+  saved["conv_times_ms"] = times;
+  progress(o, fmt::format("  tuned in {:.1f} s by a build with {}-lane vectors: {} of {} kernel choices differ from "
+                          "the untuned ones", report.tuneSeconds, t.vectorLanes, report.tunedChanged, jobs.size()));
+}
+
 /// Fails early (before the long compile) when outPath cannot be written.
 void checkWritable(const fs::path& outPath) {
   fs::path parent = outPath.parent_path().empty() ? fs::path(".") : outPath.parent_path();
@@ -167,6 +241,46 @@ std::string abiHeader() { return readFile(fs::path(TESSEL_SOURCE_DIR) / "include
 }  // namespace
 
 void prepareModel(Model& model) { namedPipeline("cleanup").run(model, PassOptions{}); }
+
+ConvTimings timeConvKernels(const std::vector<ConvTuneJob>& jobs, const CompileOptions& options) {
+  checkCompiler(options);
+  fs::path exe = ensureTuner(options);
+  fs::path work = fs::temp_directory_path() / fmt::format("tessel-tune-{}", getpid());
+  fs::create_directories(work);
+  std::string text;
+  for (const ConvTuneJob& j : jobs) text += fmt::format("{} {}\n", j.key, fmt::join(j.candidates, " "));
+  writeFile(work / "jobs.txt", text);
+  std::string out;
+  int rc = runCommand(fmt::format("{} {} {}", shellQuote(exe.string()), shellQuote((work / "jobs.txt").string()),
+                                  shellQuote((work / "times.json").string())),
+                      out, options, "timing the candidate kernels");
+  std::error_code ec;
+  if (rc != 0) {
+    fs::remove_all(work, ec);
+    throw UserError(fmt::format("--tune: the kernel tuner ({}) failed: {}{}", exe.string(),
+                                exitDescription(rc, options.march), out.empty() ? "" : "\n" + tail(out)));
+  }
+  ConvTimings t;
+  try {
+    nlohmann::json j = nlohmann::json::parse(readFile(work / "times.json"));
+    t.vectorLanes = j.at("vector_lanes").get<int>();
+    for (const auto& row : j.at("times_ms")) {
+      std::vector<double> ms;
+      for (const auto& v : row) ms.push_back(v.is_null() ? -1.0 : v.get<double>());
+      t.ms.push_back(std::move(ms));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    fs::remove_all(work, ec);
+    throw UserError(fmt::format("--tune: unreadable output from the kernel tuner ({}): {}", exe.string(), e.what()));
+  }
+  fs::remove_all(work, ec);
+  bool complete = t.ms.size() == jobs.size();
+  for (size_t i = 0; complete && i < jobs.size(); ++i) complete = t.ms[i].size() == jobs[i].candidates.size();
+  if (!complete)
+    throw UserError(fmt::format("--tune: the kernel tuner ({}) answered {} of {} conv geometries", exe.string(),
+                                t.ms.size(), jobs.size()));
+  return t;
+}
 
 GeneratedModel generateModel(const Model& model, const CompileOptions& options, const std::string& weightsFileName) {
   auto start = std::chrono::steady_clock::now();
@@ -185,9 +299,15 @@ GeneratedModel generateModel(const Model& model, const CompileOptions& options, 
                                   options.tuningFile, j.value("model", "?"), modelKey));
     choices = j.at("conv_kernels").get<std::map<std::string, std::string>>();
   }
+  CompileReport tuning;
+  nlohmann::json saved = nlohmann::json::object();
+  if (options.tune) tuneConvKernels(*model.graph, options, choices, tuning, saved);
   Plan plan = lowerGraph(*model.graph, options.tune, choices);
-  if (!options.tuningFile.empty() && options.tune)
-    writeFile(options.tuningFile, nlohmann::json{{"model", modelKey}, {"conv_kernels", choices}}.dump(2) + "\n");
+  if (!options.tuningFile.empty() && options.tune) {
+    saved["model"] = modelKey;
+    saved["conv_kernels"] = choices;
+    writeFile(options.tuningFile, saved.dump(2) + "\n");
+  }
   planMemory(plan);
   plan.defaultThreads = options.defaultThreads;
   uint64_t h = fnv1a(plan.weights);
@@ -199,6 +319,10 @@ GeneratedModel generateModel(const Model& model, const CompileOptions& options, 
   g.source = emitSource(plan, weightsFileName, model.graph->name());
   g.weights = std::move(plan.weights);
   g.report = plan.report;
+  g.report.tunedConvs = tuning.tunedConvs;
+  g.report.tunedChanged = tuning.tunedChanged;
+  g.report.tunerVectorLanes = tuning.tunerVectorLanes;
+  g.report.tuneSeconds = tuning.tuneSeconds;
   g.report.generateSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return g;
 }

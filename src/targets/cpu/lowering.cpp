@@ -1,6 +1,5 @@
 // Lowers a typed graph to runtime kernel calls: fuses Conv/Gemm epilogues (BatchNorm, residual Add,
 // activation), chooses conv kernels, collects weights, and names every float tensor.
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fmt/format.h>
@@ -10,10 +9,10 @@
 
 #include "plan.h"
 #include "tessel/ir/text.h"
-#include "tessel/rt/aligned_buffer.h"
 #include "tessel/rt/conv.h"
 #include "tessel/rt/gemm.h"
 #include "tessel/support/error.h"
+#include "tessel/targets/cpu/tuner.h"
 
 namespace tessel::cpu {
 
@@ -198,41 +197,6 @@ std::string Lowerer::epilogueExpr(int bias, int residual, const FusedAct& act, b
                      floatLiteral(act.beta), perColumn ? "true" : "false");
 }
 
-/// Best of a few timed runs of one kernel on zero data (single thread), in milliseconds.
-double timeConvKernel(const rt::Conv2dKernel& k, const rt::Conv2dShape& s) {
-  rt::AlignedBuffer in(static_cast<size_t>(s.batch * s.in_channels * s.in_h * s.in_w));
-  rt::AlignedBuffer out(static_cast<size_t>(s.batch * s.out_channels * s.out_h() * s.out_w()));
-  std::vector<float> w(static_cast<size_t>(s.out_channels * s.in_per_group() * s.kernel_h * s.kernel_w), 0.01f);
-  rt::AlignedBuffer packed(k.packed_weight_size(s));
-  in.zero();
-  k.pack_weights(s, w.data(), packed.data());
-  double best = 1e30;
-  for (int r = 0; r < 4; ++r) {  // the first run warms caches and scratch buffers
-    auto start = std::chrono::steady_clock::now();
-    k.run(s, in.data(), packed.data(), out.data(), rt::Epilogue{}, nullptr);
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (r > 0) best = std::min(best, ms);
-  }
-  return best;
-}
-
-/// Picks the NCHW kernel for a conv. Without tuning: the runtime's choice (select_conv2d_kernel: first
-/// applicable, Winograd only on maps with enough 4x4 tiles). With tuning: the fastest applicable NCHW
-/// kernel measured on this machine.
-const rt::Conv2dKernel* chooseConvKernel(const rt::Conv2dShape& s, bool tune) {
-  if (tune) {
-    const rt::Conv2dKernel* best = nullptr;
-    double bestMs = 1e30;
-    for (const rt::Conv2dKernel& k : rt::conv2d_kernels()) {
-      if (k.layout != rt::ConvLayout::NCHW || !k.applicable(s)) continue;
-      double ms = timeConvKernel(k, s);
-      if (ms < bestMs) bestMs = ms, best = &k;
-    }
-    if (best) return best;
-  }
-  return rt::select_conv2d_kernel(s, rt::ConvLayout::NCHW);
-}
-
 /// Reads Conv attributes into a runtime shape (2-D only; auto_pad resolved).
 std::optional<rt::Conv2dShape> convShape(const Node* n, const Shape& x, const Shape& w) {
   if (x.size() != 4 || w.size() != 4) return std::nullopt;
@@ -269,11 +233,37 @@ std::optional<rt::Conv2dShape> convShape(const Node* n, const Shape& x, const Sh
   return s;
 }
 
+/// The geometry of a Conv / tessel.FusedConv that lowerConv turns into a kernel call: 2-D, constant
+/// weights and bias. Null otherwise (an unsupported node).
+std::optional<rt::Conv2dShape> loweredConvShape(const Node* conv) {
+  const Value* wv = conv->input(1);
+  auto shape = convShape(conv, conv->input(0)->type.staticShape(), wv->type.staticShape());
+  if (!shape || !isConst(wv) || (conv->hasInput(2) && !isConst(conv->input(2)))) return std::nullopt;
+  return shape;
+}
+
+/// Whether the lowering itself handles a node (else the interpreter fallback does): every output and every
+/// non-constant input is a static float32 tensor.
+bool floatsOnly(const Node* n) {
+  for (const Value* o : n->outputs())
+    if (o && (o->type.dtype != DType::Float32 || !o->type.isStatic())) return false;
+  for (size_t i = 0; i < n->numInputs(); ++i) {
+    const Value* v = n->input(i);
+    // Constant operands of any type are fine: shapes/axes are read at compile time or embedded.
+    if (v && !isConst(v) && (v->type.dtype != DType::Float32 || !v->type.isStatic())) return false;
+  }
+  return true;
+}
+
+bool isConvNode(const Node* n) {
+  return (n->domain() == "tessel" && n->opType() == "FusedConv") || (n->domain().empty() && n->opType() == "Conv");
+}
+
 void Lowerer::lowerConv(const Node* conv) {
   const Value* x = conv->input(0);
   const Value* wv = conv->input(1);
-  auto shape = convShape(conv, x->type.staticShape(), wv->type.staticShape());
-  if (!shape || !isConst(wv) || (conv->hasInput(2) && !isConst(conv->input(2)))) {
+  auto shape = loweredConvShape(conv);
+  if (!shape) {
     unsupported_.push_back(conv->describe() + " (needs 2-D conv with constant weights)");
     return;
   }
@@ -336,16 +326,17 @@ void Lowerer::lowerConv(const Node* conv) {
     if (act.kind != "None") break;
   }
   if (last != conv) emitAt_ = last;
-  std::string key = fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}", s.batch, s.in_channels, s.in_h,
-                                s.in_w, s.out_channels, s.kernel_h, s.kernel_w, s.stride_h, s.stride_w, s.pad_top,
-                                s.pad_left, s.pad_bottom, s.pad_right, s.dilation_h, s.dilation_w, s.groups);
+  std::string key = convGeometryKey(s);
   const rt::Conv2dKernel*& kernel = tuned_[key];
   if (kernel == nullptr) {
     auto known = choices_.find(key);
+    // With tune_, the compile driver has timed every geometry of convTuneJobs (on the runtime built for
+    // the model's --march) and put the winners in choices_.
+    TESSEL_ASSERT(!tune_ || known != choices_.end(), "cpu lowering: conv geometry missing from convTuneJobs");
     if (known != choices_.end()) kernel = rt::find_conv2d_kernel(known->second.c_str());
     if (kernel && (kernel->layout != rt::ConvLayout::NCHW || !kernel->applicable(s)))
       throw UserError(fmt::format("tuning file: kernel '{}' does not apply to {}", known->second, conv->describe()));
-    if (kernel == nullptr) kernel = chooseConvKernel(s, tune_);
+    if (kernel == nullptr) kernel = rt::select_conv2d_kernel(s, rt::ConvLayout::NCHW);
     choices_[key] = kernel->name;
   }
   int wid = weightTensor(wv->name(), w, wv->type.staticShape());
@@ -735,16 +726,9 @@ Plan Lowerer::run() {
       for (PlanStep& s : deferred_[n]) plan_.steps.push_back(std::move(s));
       continue;
     }
-    bool floatsOnly = true;
-    for (const Value* o : n->outputs())
-      if (o && (o->type.dtype != DType::Float32 || !o->type.isStatic())) floatsOnly = false;
-    for (size_t i = 0; i < n->numInputs(); ++i) {
-      const Value* v = n->input(i);
-      // Constant operands of any type are fine: shapes/axes are read at compile time or embedded.
-      if (v && !isConst(v) && (v->type.dtype != DType::Float32 || !v->type.isStatic())) floatsOnly = false;
-    }
-    if (floatsOnly && lowerNode(n)) continue;
-    if (!floatsOnly || !lowerFallback(n)) unsupported_.push_back(n->describe());
+    bool floats = floatsOnly(n);
+    if (floats && lowerNode(n)) continue;
+    if (!floats || !lowerFallback(n)) unsupported_.push_back(n->describe());
   }
   if (!unsupported_.empty())
     throw UserError(fmt::format("cpu target: no code path for {} node(s): {}", unsupported_.size(),
@@ -778,6 +762,28 @@ Plan Lowerer::run() {
 }
 
 }  // namespace
+
+std::string convGeometryKey(const rt::Conv2dShape& s) {
+  return fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}", s.batch, s.in_channels, s.in_h, s.in_w,
+                     s.out_channels, s.kernel_h, s.kernel_w, s.stride_h, s.stride_w, s.pad_top, s.pad_left,
+                     s.pad_bottom, s.pad_right, s.dilation_h, s.dilation_w, s.groups);
+}
+
+std::vector<ConvTuneJob> convTuneJobs(const Graph& graph) {
+  std::vector<ConvTuneJob> jobs;
+  std::set<std::string> seen;
+  for (const auto& node : graph.nodes()) {
+    const Node* n = node.get();
+    if (!isConvNode(n) || !floatsOnly(n)) continue;  // the same nodes Lowerer::run sends to lowerConv
+    auto s = loweredConvShape(n);
+    if (!s || !seen.insert(convGeometryKey(*s)).second) continue;
+    ConvTuneJob job{convGeometryKey(*s), *s, {}, rt::select_conv2d_kernel(*s, rt::ConvLayout::NCHW)->name};
+    for (const rt::Conv2dKernel& k : rt::conv2d_kernels())
+      if (k.layout == rt::ConvLayout::NCHW && k.applicable(*s)) job.candidates.push_back(k.name);
+    jobs.push_back(std::move(job));
+  }
+  return jobs;
+}
 
 Plan lowerGraph(const Graph& graph, bool tune, std::map<std::string, std::string>& kernelChoices) {
   return Lowerer(graph, tune, kernelChoices).run();

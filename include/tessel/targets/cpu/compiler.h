@@ -35,6 +35,11 @@ struct CompileReport {
   std::string hash;              ///< model + target hash embedded in the library
   std::vector<std::string> fallbackNodes;  ///< nodes run by the host's reference interpreter
   double generateSeconds = 0, cxxSeconds = 0;
+  // --tune (zero without it)
+  int tunedConvs = 0;            ///< conv geometries timed
+  int tunedChanged = 0;          ///< of them, where the fastest kernel is not the untuned choice
+  int tunerVectorLanes = 0;      ///< float lanes of the tuner build's widest vectors (16: AVX-512F, 8: AVX2)
+  double tuneSeconds = 0;        ///< building (when not cached) and running the tuner
 };
 
 /// Generated source of a model: the C++ file and the weights blob it embeds (by .incbin of weightsFile).

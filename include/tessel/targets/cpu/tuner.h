@@ -1,0 +1,42 @@
+// `tessel compile --tune`: the convolutions whose kernel the cpu lowering chooses, and timing their
+// candidate kernels with the runtime compiled for the model's --march (not the one inside `tessel`).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tessel/ir/graph.h"
+#include "tessel/rt/conv.h"
+#include "tessel/targets/cpu/compiler.h"
+
+namespace tessel::cpu {
+
+/// One convolution geometry to tune.
+struct ConvTuneJob {
+  std::string key;                      ///< the tuning file's geometry key (the 16 fields of rt::Conv2dShape)
+  rt::Conv2dShape shape;
+  std::vector<std::string> candidates;  ///< every applicable NCHW kernel, in the runtime's list order
+  std::string untuned;                  ///< what lowering picks without tuning (rt::select_conv2d_kernel)
+};
+
+/// The tuning file's key of a conv geometry.
+std::string convGeometryKey(const rt::Conv2dShape& s);
+
+/// The distinct geometries of the convolutions lowerGraph chooses a kernel for, in graph order
+/// (src/targets/cpu/lowering.cpp). With `tune`, lowerGraph expects a choice for each of them.
+std::vector<ConvTuneJob> convTuneJobs(const Graph& graph);
+
+/// What the tuner measured.
+struct ConvTimings {
+  int vectorLanes = 0;  ///< float lanes of the tuner build's widest vectors: 16 with AVX-512F, else 8
+  /// Per job, per candidate: best single-thread time in ms; negative when the tuner's runtime lacks the
+  /// kernel or finds it not applicable.
+  std::vector<std::vector<double>> ms;
+};
+
+/// Builds the tuner (runtime/tools/conv_tuner.cpp) against the runtime compiled with `options`' compiler
+/// and --march (both cached in the runtime cache) and runs it once for all jobs
+/// (src/targets/cpu/compiler.cpp). UserError when it cannot be built or run on this machine.
+ConvTimings timeConvKernels(const std::vector<ConvTuneJob>& jobs, const CompileOptions& options);
+
+}  // namespace tessel::cpu
