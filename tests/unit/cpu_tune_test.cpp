@@ -1,0 +1,188 @@
+// cpu target, `compile --tune`: the tuning file's choices are applicable kernels that the generated code
+// calls, each the fastest of the times the tuner recorded; the tuned library matches the interpreter; and
+// the tuner is the build for the model's --march (its vector width follows --march, not the tessel binary).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <unistd.h>
+
+#include "tessel/interp/interpreter.h"
+#include "tessel/rt/conv.h"
+#include "tessel/support/error.h"
+#include "tessel/targets/cpu/compiler.h"
+#include "tessel/targets/cpu/loader.h"
+
+namespace tessel {
+namespace {
+
+namespace fs = std::filesystem;
+
+Tensor randomTensor(const Shape& shape, uint32_t seed) {
+  Tensor t(DType::Float32, shape);
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(gen);
+  return t;
+}
+
+fs::path tempDir() {
+  fs::path d = fs::temp_directory_path() / ("tessel-tune-test-" + std::to_string(getpid()));
+  fs::create_directories(d);
+  return d;
+}
+
+/// A model with one convolution of each kind the NCHW kernels distinguish: a 3-channel stem
+/// (direct_small_cin or im2col), 3x3 stride 1 on a 16x16 map (Winograd or im2col, used twice: one
+/// geometry), 1x1 (GEMM or im2col), depthwise 3x3 (depthwise or im2col), unpadded 3x3 to 8 channels.
+struct TuneModel {
+  std::unique_ptr<Model> model = std::make_unique<Model>();
+  Graph& g;
+  uint32_t seed = 1;
+  static constexpr int kDistinctGeometries = 5;
+
+  TuneModel() : g(*(model->graph = std::make_unique<Graph>("tune"))) {
+    model->opsetImports[""] = 13;
+    Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 3, 33, 33}));
+    Value* stem = relu(conv(x, 3, 16, 3, 2, 1, 1));            // 16x17x17
+    Value* a = relu(conv(stem, 16, 16, 3, 1, 1, 1));           // Winograd-sized
+    Value* b = conv(a, 16, 16, 3, 1, 1, 1);                    // same geometry as a
+    Value* sum = relu(add(b, stem));
+    Value* pw = relu(conv(sum, 16, 24, 1, 1, 0, 1));           // 1x1
+    Value* dw = relu(conv(pw, 24, 24, 3, 1, 1, 24));           // depthwise
+    g.addOutput(conv(dw, 24, 8, 3, 1, 0, 1));                  // unpadded, narrower
+  }
+  Value* node(const std::string& op, const std::vector<Value*>& ins, std::map<std::string, AttrValue> attrs = {}) {
+    Node* n = g.addNode(op, ins, {g.uniqueName(op + "_out")}, g.uniqueName(op));
+    for (auto& [k, v] : attrs) n->setAttr(k, v);
+    return n->output(0);
+  }
+  Value* relu(Value* v) { return node("Relu", {v}); }
+  Value* add(Value* a, Value* b) { return node("Add", {a, b}); }
+  Value* conv(Value* x, int64_t cin, int64_t cout, int64_t k, int64_t stride, int64_t pad, int64_t group) {
+    Value* w = g.addConstant(g.uniqueName("w"), randomTensor({cout, cin / group, k, k}, seed++));
+    Value* bias = g.addConstant(g.uniqueName("b"), randomTensor({cout}, seed++));
+    return node("Conv", {x, w, bias},
+                {{"kernel_shape", std::vector<int64_t>{k, k}}, {"strides", std::vector<int64_t>{stride, stride}},
+                 {"pads", std::vector<int64_t>{pad, pad, pad, pad}}, {"group", group}});
+  }
+};
+
+nlohmann::json readJson(const fs::path& p) {
+  std::ifstream in(p);
+  return nlohmann::json::parse(in);
+}
+
+/// The 16 fields of a tuning file's geometry key.
+rt::Conv2dShape shapeOfKey(const std::string& key) {
+  rt::Conv2dShape s;
+  std::istringstream ss(key);
+  ss >> s.batch >> s.in_channels >> s.in_h >> s.in_w >> s.out_channels >> s.kernel_h >> s.kernel_w >> s.stride_h >>
+      s.stride_w >> s.pad_top >> s.pad_left >> s.pad_bottom >> s.pad_right >> s.dilation_h >> s.dilation_w >> s.groups;
+  EXPECT_TRUE(ss && (ss >> std::ws).eof()) << "malformed geometry key '" << key << "'";
+  return s;
+}
+
+TEST(CpuTune, ChoicesAreTheFastestApplicableKernelsAndTheTunedModelMatchesTheInterpreter) {
+  TuneModel m;
+  cpu::prepareModel(*m.model);
+  fs::path file = tempDir() / "tuning.json";
+  cpu::CompileOptions o;
+  o.tune = true;
+  o.tuningFile = file.string();
+  std::vector<std::string> progress;
+  o.progress = [&](const std::string& line) { progress.push_back(line); };
+  fs::path so = tempDir() / "tuned.so";
+  cpu::CompileReport report = cpu::compileSharedLibrary(*m.model, so.string(), o);
+  EXPECT_EQ(report.tunedConvs, TuneModel::kDistinctGeometries);
+  bool tuningLine = false;
+  for (const std::string& l : progress) tuningLine = tuningLine || l.rfind("tuning", 0) == 0;
+  EXPECT_TRUE(tuningLine) << "no progress line for the tuning stage";
+
+  nlohmann::json j = readJson(file);
+  const auto& choices = j.at("conv_kernels");
+  EXPECT_EQ(choices.size(), static_cast<size_t>(TuneModel::kDistinctGeometries));
+  cpu::GeneratedModel source = cpu::generateModel(*m.model, [&] {
+    cpu::CompileOptions replay;
+    replay.tuningFile = file.string();
+    return replay;
+  }());
+  for (const auto& [key, value] : choices.items()) {
+    rt::Conv2dShape s = shapeOfKey(key);
+    std::string name = value.get<std::string>();
+    const rt::Conv2dKernel* k = rt::find_conv2d_kernel(name.c_str());
+    ASSERT_NE(k, nullptr) << key << ": unknown kernel " << name;
+    EXPECT_EQ(k->layout, rt::ConvLayout::NCHW) << key;
+    EXPECT_TRUE(k->applicable(s)) << key << ": " << name << " does not apply";
+    // Every applicable NCHW kernel was timed, and the choice is the fastest of them.
+    const auto& times = j.at("conv_times_ms").at(key);
+    size_t applicable = 0;
+    for (const rt::Conv2dKernel& c : rt::conv2d_kernels()) {
+      if (c.layout != rt::ConvLayout::NCHW || !c.applicable(s)) continue;
+      ++applicable;
+      ASSERT_TRUE(times.contains(c.name)) << key << ": " << c.name << " was not timed";
+      ASSERT_TRUE(times.at(c.name).is_number()) << key << ": " << c.name;
+      EXPECT_GT(times.at(c.name).get<double>(), 0.0) << key << ": " << c.name;
+      EXPECT_LE(times.at(name).get<double>(), times.at(c.name).get<double>()) << key << ": " << name << " vs " << c.name;
+    }
+    EXPECT_EQ(times.size(), applicable) << key;
+    EXPECT_GE(applicable, 2u) << key << ": the model should give every conv a choice";
+    // The generated code calls the chosen kernel.
+    EXPECT_NE(source.source.find("rt::" + name + "("), std::string::npos) << name;
+  }
+  EXPECT_EQ(source.report.hash, report.hash) << "replaying the tuning file gives another program";
+
+  std::map<std::string, Tensor> inputs = {{"x", randomTensor({1, 3, 33, 33}, 99)}};
+  Tensor expected = Interpreter(m.g).run(inputs).at(0);
+  Tensor actual = cpu::CompiledModel(so.string(), 1).run(inputs).at(0);
+  ASSERT_EQ(actual.shape(), expected.shape());
+  double maxMag = 0, worst = 0;
+  for (int64_t i = 0; i < expected.numel(); ++i) {
+    maxMag = std::max(maxMag, std::fabs(double(expected.data<float>()[i])));
+    worst = std::max(worst, std::fabs(double(actual.data<float>()[i]) - expected.data<float>()[i]));
+  }
+  EXPECT_GT(maxMag, 0.0);
+  EXPECT_LE(worst, 1e-4 * maxMag) << "max |diff| " << worst << " of max " << maxMag;
+}
+
+/// Vector lanes the tuner reports when the model is compiled for `march`, through the report and the
+/// tuning file (both must agree).
+int tunerLanes(const std::string& march) {
+  TuneModel m;
+  cpu::prepareModel(*m.model);
+  cpu::CompileOptions o;
+  o.tune = true;
+  o.march = march;
+  o.tuningFile = (tempDir() / ("lanes-" + march + ".json")).string();
+  cpu::GeneratedModel g = cpu::generateModel(*m.model, o);
+  nlohmann::json j = readJson(o.tuningFile);
+  EXPECT_EQ(j.at("tuner").at("march"), march);
+  EXPECT_EQ(j.at("tuner").at("vector_lanes").get<int>(), g.report.tunerVectorLanes) << march;
+  return g.report.tunerVectorLanes;
+}
+
+TEST(CpuTune, TunerIsBuiltForTheModelsMarch) {
+  // haswell has AVX2 and no AVX-512: 8 lanes, whatever the machine.
+  EXPECT_EQ(tunerLanes("haswell"), 8);
+  // native: 16 lanes exactly when this CPU has AVX-512F (asked of the CPU here, not of the runtime).
+  __builtin_cpu_init();
+  bool avx512 = __builtin_cpu_supports("avx512f");
+  // (tessel's own runtime, which --tune used to time, is AVX2-only: 8 lanes.)
+  EXPECT_EQ(tunerLanes("native"), avx512 ? 16 : 8);
+}
+
+TEST(CpuTune, BadMarchIsOneUserError) {
+  TuneModel m;
+  cpu::prepareModel(*m.model);
+  cpu::CompileOptions o;
+  o.tune = true;
+  o.march = "no-such-cpu";
+  EXPECT_THROW(cpu::generateModel(*m.model, o), UserError);
+}
+
+}  // namespace
+}  // namespace tessel
