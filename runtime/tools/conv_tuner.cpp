@@ -9,7 +9,8 @@
 //         pad_bottom, pad_right, dilation_h, dilation_w, groups), then the candidate kernel names.
 //   OUT.json: {"vector_lanes": L, "times_ms": [[t, ...], ...]}, one list per line of JOBS, one time per
 //         candidate in the order given: the best of several single-thread runs after a warm-up, in
-//         milliseconds, or null for a kernel this runtime does not have or that does not apply.
+//         milliseconds (the candidates of a line take turns, two passes, see main), or null for a kernel
+//         this runtime does not have or that does not apply.
 //         L is the float lanes of the widest vectors this build uses (16 with AVX-512F, else 8).
 // Exit status: 0 success, 2 unreadable or malformed input (message on stderr).
 #include <algorithm>
@@ -44,26 +45,37 @@ void fill(float* p, size_t n, uint32_t seed) {
   }
 }
 
-/// Best single-thread time of one kernel in ms: one warm-up run (caches, scratch buffers), then at least
-/// 3 timed runs and more (up to 10) while the timed runs total under 20 ms.
-double timeKernel(const Conv2dKernel& k, const Conv2dShape& s) {
+/// Best single-thread time in ms of each kernel on one convolution. Every kernel runs once to warm up
+/// (caches, scratch buffers); then the kernels take turns, one timed run each per round, for at least 3
+/// rounds and more (up to 10) until the timed runs total 30 ms, so a burst of load from other processes
+/// slows every candidate alike instead of one of them.
+std::vector<double> timeKernels(const std::vector<const Conv2dKernel*>& kernels, const Conv2dShape& s) {
   size_t inSize = static_cast<size_t>(s.batch * s.in_channels * s.in_h * s.in_w);
   size_t outSize = static_cast<size_t>(s.batch * s.out_channels * s.out_h() * s.out_w());
   size_t wSize = static_cast<size_t>(s.out_channels * s.in_per_group() * s.kernel_h * s.kernel_w);
-  AlignedBuffer in(inSize), out(outSize), w(wSize), packed(k.packed_weight_size(s));
+  AlignedBuffer in(inSize), out(outSize), w(wSize);
   fill(in.data(), inSize, 1);
   fill(w.data(), wSize, 2);
   for (size_t i = 0; i < wSize; ++i) w.data()[i] *= 0.05f;
-  k.pack_weights(s, w.data(), packed.data());
-  double best = 1e30, total = 0;
-  for (int r = 0; r < 11; ++r) {
+  std::vector<AlignedBuffer> packed;
+  for (const Conv2dKernel* k : kernels) {
+    packed.emplace_back(k->packed_weight_size(s));
+    k->pack_weights(s, w.data(), packed.back().data());
+  }
+  auto run = [&](size_t i) {
     auto start = std::chrono::steady_clock::now();
-    k.run(s, in.data(), packed.data(), out.data(), tessel::rt::Epilogue{}, nullptr);
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (r == 0) continue;
-    best = std::min(best, ms);
-    total += ms;
-    if (r >= 3 && total >= 20.0) break;
+    kernels[i]->run(s, in.data(), packed[i].data(), out.data(), tessel::rt::Epilogue{}, nullptr);
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  };
+  for (size_t i = 0; i < kernels.size(); ++i) run(i);
+  std::vector<double> best(kernels.size(), 1e30);
+  double total = 0;
+  for (int round = 0; round < 10 && (round < 3 || total < 30.0); ++round) {
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      double ms = run(i);
+      best[i] = std::min(best[i], ms);
+      total += ms;
+    }
   }
   return best;
 }
@@ -73,21 +85,28 @@ int fail(const std::string& msg) {
   return 2;
 }
 
+/// One line of the input: a convolution, the candidate names as given, the applicable ones among them.
+struct Job {
+  Conv2dShape shape;
+  std::vector<std::string> names;
+  std::vector<const Conv2dKernel*> kernels;
+  std::vector<double> best;  ///< per kernel, over all passes
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 3) return fail("usage: conv_tuner JOBS OUT.json");
   if (!tessel::rt::cpu_has_avx2_fma()) return fail("this CPU has no AVX2+FMA");
-  std::ifstream jobs(argv[1]);
-  if (!jobs) return fail(std::string("cannot read '") + argv[1] + "'");
-  std::string json = "{\"vector_lanes\": " + std::to_string(kVectorLanes) + ", \"times_ms\": [";
+  std::ifstream in(argv[1]);
+  if (!in) return fail(std::string("cannot read '") + argv[1] + "'");
+  std::vector<Job> jobs;
   std::string line;
-  int lineNo = 0, jobCount = 0;
-  while (std::getline(jobs, line)) {
-    ++lineNo;
+  for (int lineNo = 1; std::getline(in, line); ++lineNo) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     std::istringstream ss(line);
-    Conv2dShape s;
+    Job job;
+    Conv2dShape& s = job.shape;
     int64_t* fields[] = {&s.batch,    &s.in_channels, &s.in_h,       &s.in_w,       &s.out_channels, &s.kernel_h,
                          &s.kernel_w, &s.stride_h,    &s.stride_w,   &s.pad_top,    &s.pad_left,     &s.pad_bottom,
                          &s.pad_right, &s.dilation_h, &s.dilation_w, &s.groups};
@@ -97,20 +116,33 @@ int main(int argc, char** argv) {
         s.stride_w < 1 || s.dilation_h < 1 || s.dilation_w < 1 || s.in_channels % s.groups != 0 ||
         s.out_channels % s.groups != 0 || s.out_h() < 1 || s.out_w() < 1)
       return fail("line " + std::to_string(lineNo) + ": not a valid convolution");
-    json += jobCount++ > 0 ? ", [" : "[";
-    std::string name;
-    bool first = true;
-    while (ss >> name) {
+    for (std::string name; ss >> name;) {
       const Conv2dKernel* k = tessel::rt::find_conv2d_kernel(name.c_str());
-      json += first ? "" : ", ";
-      first = false;
-      if (k == nullptr || k->layout != tessel::rt::ConvLayout::NCHW || !k->applicable(s)) {
+      if (k && k->layout == tessel::rt::ConvLayout::NCHW && k->applicable(s)) job.kernels.push_back(k);
+      job.names.push_back(name);
+    }
+    job.best.assign(job.kernels.size(), 1e30);
+    jobs.push_back(std::move(job));
+  }
+  // Two passes over all convolutions, about a second apart for a large model: load from other processes
+  // that slows one candidate through a whole pass rarely does so in both.
+  for (int pass = 0; pass < 2; ++pass)
+    for (Job& job : jobs) {
+      std::vector<double> t = timeKernels(job.kernels, job.shape);
+      for (size_t i = 0; i < t.size(); ++i) job.best[i] = std::min(job.best[i], t[i]);
+    }
+  std::string json = "{\"vector_lanes\": " + std::to_string(kVectorLanes) + ", \"times_ms\": [";
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    json += j == 0 ? "[" : ", [";
+    for (size_t i = 0, t = 0; i < jobs[j].names.size(); ++i) {
+      json += i == 0 ? "" : ", ";
+      if (t < jobs[j].kernels.size() && jobs[j].names[i] == jobs[j].kernels[t]->name) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.6g", jobs[j].best[t++]);
+        json += buf;
+      } else {
         json += "null";
-        continue;
       }
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%.6g", timeKernel(*k, s));
-      json += buf;
     }
     json += "]";
   }

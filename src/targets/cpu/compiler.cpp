@@ -184,12 +184,16 @@ std::string exitDescription(int status, const std::string& march) {
   if (WIFSIGNALED(status)) sig = WTERMSIG(status);
   else if (WIFEXITED(status) && WEXITSTATUS(status) > 128) sig = WEXITSTATUS(status) - 128;  // reported by sh
   if (sig == SIGILL)
-    return fmt::format("illegal instruction: this CPU cannot run code built for -march={}; tune with a --march "
-                       "this machine supports (e.g. native), or compile without --tune",
-                       march);
+    return fmt::format("illegal instruction: this CPU cannot run code built for -march={}; {}", march,
+                       march == "native" ? "compile without --tune"
+                                         : "tune with a --march this machine supports (e.g. native), or "
+                                           "compile without --tune and reuse a tuning file made on the target");
   if (sig != 0) return fmt::format("killed by signal {} ({})", sig, strsignal(sig));
   return fmt::format("exit status {}", WIFEXITED(status) ? WEXITSTATUS(status) : status);
 }
+
+/// --tune keeps the untuned kernel unless another candidate is faster by more than this fraction.
+constexpr double kTuneSwitchMargin = 0.05;
 
 /// --tune: times every candidate of every conv geometry with the tuner of options.march and puts the
 /// fastest in `choices`; `saved` gets what the tuning file records besides the choices.
@@ -207,13 +211,17 @@ void tuneConvKernels(const Graph& graph, const CompileOptions& o, std::map<std::
   for (size_t i = 0; i < jobs.size(); ++i) {
     const ConvTuneJob& j = jobs[i];
     std::string best = j.untuned;
-    double bestMs = 1e30;
+    double bestMs = 1e30, untunedMs = -1;
     nlohmann::json row = nlohmann::json::object();
     for (size_t c = 0; c < j.candidates.size(); ++c) {
       double ms = t.ms[i][c];
       row[j.candidates[c]] = ms < 0 ? nlohmann::json(nullptr) : nlohmann::json(ms);
       if (ms >= 0 && ms < bestMs) bestMs = ms, best = j.candidates[c];
+      if (j.candidates[c] == j.untuned) untunedMs = ms;
     }
+    // Near-ties are noise on a loaded machine; keeping the runtime's own choice for them makes tuned
+    // builds repeatable.
+    if (untunedMs >= 0 && bestMs > (1.0 - kTuneSwitchMargin) * untunedMs) best = j.untuned;
     times[j.key] = row;
     choices[j.key] = best;
     report.tunedChanged += best != j.untuned;
@@ -221,7 +229,8 @@ void tuneConvKernels(const Graph& graph, const CompileOptions& o, std::map<std::
   report.tunedConvs = static_cast<int>(jobs.size());
   report.tunerVectorLanes = t.vectorLanes;
   report.tuneSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  saved["tuner"] = {{"march", o.march}, {"compiler", compilerOf(o)}, {"vector_lanes", t.vectorLanes}};
+  saved["tuner"] = {{"march", o.march}, {"compiler", compilerOf(o)}, {"vector_lanes", t.vectorLanes},
+                    {"switch_margin", kTuneSwitchMargin}};
   saved["conv_times_ms"] = times;
   progress(o, fmt::format("  tuned in {:.1f} s by a build with {}-lane vectors: {} of {} kernel choices differ from "
                           "the untuned ones", report.tuneSeconds, t.vectorLanes, report.tunedChanged, jobs.size()));
