@@ -46,6 +46,18 @@ const Tensor* constTensor(const Value* v) {
 }
 bool isConst(const Value* v) { return constTensor(v) != nullptr; }
 
+/// A Dropout is an identity unless it is in training mode (a true training_mode input) with a non-zero
+/// ratio (default 0.5); a training_mode or ratio computed at run time may be either.
+bool dropoutIsIdentity(const Node* n) {
+  if (!n->hasInput(2)) return true;
+  const Tensor* training = constTensor(n->input(2));
+  if (training == nullptr) return false;
+  if (training->numel() == 1 && training->elementAsDouble(0) == 0) return true;
+  if (!n->hasInput(1)) return false;
+  const Tensor* ratio = constTensor(n->input(1));
+  return ratio != nullptr && ratio->numel() == 1 && ratio->elementAsDouble(0) == 0;
+}
+
 /// Ops that only reinterpret their first input's buffer.
 const std::set<std::string> kAliasOps = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"};
 
@@ -390,7 +402,7 @@ void Lowerer::lowerGemm(const Node* n) {
     auto cv = floatsOf(c);
     for (float& v : cv) v *= beta;
     Shape cs = c->type.staticShape();
-    if (cv.size() == 1) cv.assign(static_cast<size_t>(N), cv[0]);
+    if (cv.size() == 1) cv.assign(static_cast<size_t>(N), cv[0]), cs = {N};  // a 1-element C is a scalar
     if (static_cast<int64_t>(cv.size()) == N && (cs.empty() || cs.back() == N)) {
       bias = weightTensor(n->name() + ".bias", cv, {N});
     } else if (static_cast<int64_t>(cv.size()) == M && cs.size() == 2 && cs[1] == 1) {
@@ -669,7 +681,7 @@ bool Lowerer::lowerNode(const Node* n) {
   if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool") return lowerPool(n), true;
   if (op == "Concat") return lowerConcat(n), true;
   if (op == "BatchNormalization" && n->numOutputs() == 1) return lowerBatchNorm(n), true;
-  if (kAliasOps.count(op) && (op != "Dropout" || n->numOutputs() == 1)) {
+  if (kAliasOps.count(op) && (op != "Dropout" || (n->numOutputs() == 1 && dropoutIsIdentity(n)))) {
     int x = tensorOf(n->input(0)), y = tensorOf(n->output(0));
     plan_.tensors[y].aliasOf = x;
     return true;
