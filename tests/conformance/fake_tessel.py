@@ -1,10 +1,15 @@
 #!/usr/bin/python3
-"""A stand-in for `tessel run` used to test the conformance harness: its behaviour is chosen by the test's name.
+"""A stand-in for `tessel run` and `tessel compile` used to test the conformance harnesses: its behaviour is
+chosen by the test's name.
 
 It answers from the test's own output_i.pb files (the oracle). For test directories named test_fake_*
 (never in the real suite) it then spoils the answer when the name asks for it: wrong_value, wrong_shape, wrong_dtype, missing_output, nan_mismatch,
 int_off_by_one, crash (exit 1), unsupported (exit 2), hang (sleeps). Before answering it checks that
 the harness passed exactly the model's non-initializer inputs, by name, with input_<position>.pb.
+
+`compile MODEL -o X.so` writes the model's path into X.so (`run X.so` answers for that model); it exits 2
+for names with compile_refused, and for names with needs_const while the model has more than one
+non-initializer input; it exits 1 for names with compile_crash.
 """
 import argparse
 import os
@@ -66,15 +71,42 @@ def spoil(test, array):
     return array
 
 
+def real_inputs(model):
+    initializers = {t.name for t in model.graph.initializer}
+    return [vi.name for vi in model.graph.input if vi.name not in initializers]
+
+
+def fake_compile(model_path, output):
+    """Writes MODEL's path into OUTPUT, or refuses/crashes as the test's name asks."""
+    test = os.path.basename(os.path.dirname(os.path.abspath(model_path)))
+    model = onnx.load(model_path)
+    if test.startswith("test_fake_"):
+        if "compile_crash" in test:
+            fail("internal error: simulated compile crash", 1)
+        if "compile_refused" in test:
+            fail("error: cpu target: input 'a' is i64[2,3]; compiled models take float32 inputs", 2)
+        if "needs_const" in test and len(real_inputs(model)) > 1:
+            fail("error: cpu target: no code path for 1 node(s): node 'n' (Add) (needs a constant B)", 2)
+    with open(output, "w") as f:
+        f.write(os.path.abspath(model_path))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("command")
     parser.add_argument("model")
     parser.add_argument("--input", action="append", default=[])
-    parser.add_argument("--output-dir", required=True)
+    parser.add_argument("--output-dir")
+    parser.add_argument("-o", dest="output")
     args = parser.parse_args()
-    if args.command != "run":
-        fail(f"unknown command {args.command}", 2)
+    if args.command == "compile":
+        fake_compile(args.model, args.output)
+        return
+    if args.command != "run" or not args.output_dir:
+        fail(f"unknown command {args.command} or no --output-dir", 2)
+    if args.model.endswith(".so"):  # written by fake_compile
+        with open(args.model) as f:
+            args.model = f.read()
     test_dir = os.path.dirname(os.path.abspath(args.model))
     test = os.path.basename(test_dir)
     data_dir = os.path.join(test_dir, "test_data_set_0")

@@ -176,10 +176,12 @@ def run_tessel(command, timeout):
     return process.returncode, stdout, stderr
 
 
-def run_test(test_dir, tessel, timeout):
-    """Runs every test_data_set_* of one test and returns its Result."""
+def run_test(test_dir, tessel, timeout, program=None):
+    """Runs every test_data_set_* of one test and returns its Result. PROGRAM is what `tessel run` gets:
+    the test's model.onnx (default) or a library compiled from it (run_node_suite_compiled.py)."""
     test = os.path.basename(test_dir)
     model_path = os.path.join(test_dir, "model.onnx")
+    program = program or model_path
     try:
         model = onnx.load(model_path, load_external_data=False)
     except Exception as error:  # a broken suite file is the harness's problem, not Tessel's
@@ -194,13 +196,13 @@ def run_test(test_dir, tessel, timeout):
                 arguments = input_arguments(model, data_dir)
             except Exception as error:
                 return Result(test, "error", one_line(f"harness: {error}"))
-            command = [tessel, "run", model_path, *arguments, "--output-dir", output_dir]
+            command = [tessel, "run", program, *arguments, "--output-dir", output_dir]
             code, stdout, stderr = run_tessel(command, timeout)
             if code is None:
                 return Result(test, "timeout", f"no answer within {timeout:g} s")
             if code != 0:
                 status = "unsupported" if code == EXIT_UNSUPPORTED else "error"
-                message = last_message(stderr, stdout).replace(model_path, "model.onnx")
+                message = last_message(stderr, stdout).replace(program, os.path.basename(program))
                 return Result(test, status, one_line(f"exit {code}: {message}"))
             try:
                 mismatch = check_outputs(model, data_dir, output_dir)
@@ -266,11 +268,11 @@ def write_expected(path, old_names, selected, results):
     return len(names)
 
 
-def write_report(path, results, tessel):
+def write_report(path, results, tessel, how="`tessel run`",
+                 statuses="pass, fail, unsupported, error, timeout"):
     with open(path, "w") as f:
-        f.write(f"# Tessel ({tessel}) on the ONNX 1.12 backend node suite: test, status, reason.\n")
-        f.write(f"# Compared with rtol {RTOL:g}, atol {ATOL:g}; statuses: pass, fail, unsupported, "
-                "error, timeout.\n")
+        f.write(f"# Tessel ({tessel}, {how}) on the ONNX 1.12 backend node suite: test, status, reason.\n")
+        f.write(f"# Compared with rtol {RTOL:g}, atol {ATOL:g}; statuses: {statuses}.\n")
         for r in sorted(results, key=lambda r: r.test):
             f.write(f"{r.test}\t{r.status}\t{r.reason}\n")
 

@@ -14,6 +14,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HARNESS = os.path.join(HERE, "run_node_suite.py")
+COMPILED_HARNESS = os.path.join(HERE, "run_node_suite_compiled.py")
+LOWERING = os.path.join(os.path.dirname(os.path.dirname(HERE)), "src", "targets", "cpu", "lowering.cpp")
 FAKE_TESSEL = os.path.join(HERE, "fake_tessel.py")
 PYTHON = "/usr/bin/python3"
 # Generous, so a loaded machine does not time out the quick fakes; fake_tessel's hang sleeps 60 s.
@@ -101,6 +103,41 @@ def build_suite(suite):
     ints = np.arange(6, dtype=np.int64).reshape(2, 3)
     write_test(suite, "test_fake_int_off_by_one", [helper.make_node("Identity", ["i"], ["o"])],
                [("i", ints)], [("o", ints)])
+
+
+# run_node_suite_compiled.py on its own synthetic suite: test name -> status (absent: not selected).
+COMPILED_STATUS = {
+    "test_fake_good_add": "pass",
+    "test_fake_good_constant_add": "pass",
+    "test_fake_wrong_value": "fail",
+    "test_fake_compile_refused": "refused",
+    "test_fake_compile_refused+const": "refused",
+    "test_fake_compile_crash": "error",
+    "test_fake_unsupported": "error",  # `tessel run X.so` exits 2 on a library that compiled
+    "test_fake_needs_const_add": "refused",
+    "test_fake_needs_const_add+const": "pass",
+    "test_fake_needs_const_wrong_value": "refused",
+    "test_fake_needs_const_wrong_value+const": "fail",
+}
+COMPILED_NOT_SELECTED = ("test_fake_sum", "test_fake_add_then_cast")
+
+
+def build_compiled_suite(suite):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((2, 3)).astype(np.float32)
+    b = rng.standard_normal((2, 3)).astype(np.float32)
+    add = [helper.make_node("Add", ["a", "b"], ["sum"])]
+    for name in ("test_fake_good_add", "test_fake_wrong_value", "test_fake_compile_refused",
+                 "test_fake_compile_crash", "test_fake_unsupported", "test_fake_needs_const_add",
+                 "test_fake_needs_const_wrong_value"):
+        write_test(suite, name, add, [("a", a), ("b", b)], [("sum", a + b)])
+    constant = helper.make_node("Constant", [], ["b"], value=numpy_helper.from_array(b, "b"))
+    write_test(suite, "test_fake_good_constant_add", [constant] + add, [("a", a)], [("sum", a + b)])
+    write_test(suite, "test_fake_sum", [helper.make_node("Sum", ["a", "b"], ["sum"])],
+               [("a", a), ("b", b)], [("sum", a + b)])
+    write_test(suite, "test_fake_add_then_cast",
+               add + [helper.make_node("Cast", ["sum"], ["y"], to=TensorProto.FLOAT)],
+               [("a", a), ("b", b)], [("y", a + b)])
 
 
 def write_bfloat16_test(suite, name, proto_type):
@@ -228,6 +265,96 @@ class HarnessTest(unittest.TestCase):
                                "--suite", self.suite], capture_output=True, text=True)
         self.assertEqual(done.returncode, 2)
         self.assertIn("is not an executable file", done.stderr)
+
+
+class CompiledHarnessTest(unittest.TestCase):
+    """run_node_suite_compiled.py: selection by operator, compile/run statuses, +const variants, and when it fails."""
+    @classmethod
+    def setUpClass(cls):
+        cls.work = tempfile.mkdtemp(prefix="tessel-compiled-harness-test-")
+        cls.suite = os.path.join(cls.work, "suite")
+        build_compiled_suite(cls.suite)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.work)
+
+    def write_list(self, name, names):
+        path = os.path.join(self.work, name)
+        with open(path, "w") as f:
+            f.write("# header comment kept by --update-expected\n")
+            f.writelines(n + "\n" for n in names)
+        return path
+
+    def run_harness(self, *extra, expected_names=(), interp_names=()):
+        expected = self.write_list("expected.txt", expected_names)
+        interp = self.write_list("interp.txt", interp_names)
+        report = os.path.join(self.work, "report.tsv")
+        command = [PYTHON, COMPILED_HARNESS, "--tessel", FAKE_TESSEL, "--suite", self.suite,
+                   "--expected", expected, "--interp-expected", interp, "--report", report,
+                   "--timeout", str(TIMEOUT_SECONDS), *extra]
+        return subprocess.run(command, capture_output=True, text=True), report, expected
+
+    def test_statuses_and_selection(self):
+        done, report, _ = self.run_harness()
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        self.assertEqual(read_report(report), COMPILED_STATUS)
+        for name in COMPILED_NOT_SELECTED:
+            self.assertNotIn(name, done.stdout)
+        last = done.stdout.splitlines()[-1]
+        counts = {s: list(COMPILED_STATUS.values()).count(s) for s in ("pass", "fail", "refused", "error")}
+        self.assertTrue(last.startswith("selected 8 of 10 suite tests (operators with a compiled kernel) and 3 "
+                                        "+const variants (1 pass, 1 fail, 1 refused); in all "
+                                        f"{counts['pass']} pass, {counts['fail']} fail, {counts['refused']} refused, "
+                                        f"{counts['error']} error, 0 timeout;"), last)
+        self.assertIn("test_fake_compile_refused: refused: compile exit 2: fake tessel: error: cpu target: "
+                      "input 'a' is i64[2,3]", done.stdout)
+        self.assertIn("test_fake_compile_crash: error: compile exit 1: fake tessel: internal error", done.stdout)
+        self.assertIn("test_fake_unsupported: error: run: exit 2:", done.stdout)
+        self.assertIn("refused, by reason:", done.stdout)
+
+    def test_interpreter_pass_that_fails_compiled_fails_the_check(self):
+        done, _, _ = self.run_harness(interp_names=["test_fake_wrong_value", "test_fake_good_add"])
+        self.assertEqual(done.returncode, 1, done.stdout)
+        self.assertIn("COMPILED ONLY test_fake_wrong_value: fail", done.stdout)
+        self.assertIn("1 test(s) failed that must pass", done.stdout)
+
+    def test_failing_const_variant_fails_the_check(self):
+        done, _, _ = self.run_harness(interp_names=["test_fake_needs_const_wrong_value"])
+        self.assertEqual(done.returncode, 1, done.stdout)
+        self.assertIn("COMPILED ONLY test_fake_needs_const_wrong_value+const: fail", done.stdout)
+
+    def test_refusal_and_crash_of_interpreter_passes(self):
+        done, _, _ = self.run_harness("--filter", "refused|crash",
+                                      interp_names=["test_fake_compile_refused", "test_fake_good_add"])
+        self.assertEqual(done.returncode, 0, done.stdout)  # a refusal is counted, not a failure
+        done, _, _ = self.run_harness("--filter", "refused|crash", interp_names=["test_fake_compile_crash"])
+        self.assertEqual(done.returncode, 1, done.stdout)
+
+    def test_listed_test_must_pass(self):
+        done, _, _ = self.run_harness("--filter", "good_add|refused",
+                                      expected_names=["test_fake_good_add", "test_fake_compile_refused"])
+        self.assertEqual(done.returncode, 1, done.stdout)
+        self.assertIn("REGRESSION test_fake_compile_refused: refused", done.stdout)
+        self.assertNotIn("REGRESSION test_fake_good_add", done.stdout)
+
+    def test_update_expected_lists_compiled_passes(self):
+        done, _, expected = self.run_harness("--update-expected")
+        with open(expected) as f:
+            content = f.read().splitlines()
+        self.assertEqual(content[0], "# header comment kept by --update-expected")
+        self.assertEqual(content[1:], sorted(t for t, s in COMPILED_STATUS.items() if s == "pass"))
+        again, _, _ = self.run_harness(expected_names=content[1:])
+        self.assertEqual(again.returncode, 0, again.stdout)
+
+    def test_op_set_is_the_lowering_code(self):
+        """Every operator the harness selects on is one lowering.cpp names (a removed kernel shows here)."""
+        sys.path.insert(0, HERE)
+        import run_node_suite_compiled
+        with open(LOWERING) as f:
+            lowering = f.read()
+        missing = sorted(op for op in run_node_suite_compiled.COMPILED_OPS if f'"{op}"' not in lowering)
+        self.assertEqual(missing, [])
 
 
 if __name__ == "__main__":
