@@ -11,7 +11,8 @@
 #   models      torchvision ResNet-18/50, MobileNetV2, SqueezeNet 1.1 vs PyTorch; text IR round trip; the cpu
 #               pass pipeline keeps outputs (also on an exported transformer block)
 #   cpu         the four torchvision models compiled to .so (generated C++) vs the interpreter; --emit-app
-#               build reproduces `tessel run` bit for bit; compile-time bad input
+#               build reproduces `tessel run` bit for bit; compile-time bad input; the node-suite tests whose
+#               operators all have a compiled kernel, compiled and run as .so (listed tests must pass)
 #   npu         the four torchvision models compiled for the NPU (default and tiny configs; SqueezeNet 1.1 and
 #               MobileNetV2 also no-grouped-conv): .tnpu results vs the interpreter, no hazards, peak SRAM <= capacity
 #   sanitize    unit tests built with AddressSanitizer + UndefinedBehaviorSanitizer
@@ -90,7 +91,14 @@ sanitizer_build() {
     cmake --build "$asan" -j"$jobs" --target "$@"
 }
 fuzz_targets() { for src in "$repo"/tests/fuzz/*.cpp; do basename "$src" .cpp; done; }
-stage_cpu() { bash "$repo/tests/cpu/check_models.sh" "$build/tessel" "$build/models"; }
+stage_cpu() {
+  # Both checks run even if the first fails. The node-suite part takes ~2 min on 2 idle cores.
+  local rc=0
+  bash "$repo/tests/cpu/check_models.sh" "$build/tessel" "$build/models" || rc=1
+  $py "$repo/tests/conformance/run_node_suite_compiled.py" --tessel "$build/tessel" --suite "$build/onnx-suite" \
+    --report "$build/conformance-compiled-report.tsv" || rc=1
+  return $rc
+}
 stage_npu() {
   # ~3 min on 2 idle cores, < 1.5 GB (ResNet-50 on tiny is the largest: ~3M instructions; docs/npu.md).
   # no-grouped-conv changes only models with grouped convolutions (the ResNets would repeat default).
