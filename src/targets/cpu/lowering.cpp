@@ -528,14 +528,24 @@ void Lowerer::lowerPool(const Node* n) {
   std::string autoPad = n->hasAttr("auto_pad") ? n->attrString("auto_pad") : "NOTSET";
   bool dilated = false;
   for (int64_t d : dil) dilated = dilated || d != 1;
-  if (k.size() != 2 || dilated || (autoPad != "NOTSET" && autoPad != "VALID") || n->numOutputs() > 1 ||
+  bool same = autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER";
+  if (k.size() != 2 || dilated || (autoPad != "NOTSET" && autoPad != "VALID" && !same) || n->numOutputs() > 1 ||
       (n->hasAttr("storage_order") && n->attrInt("storage_order") != 0)) {
-    unsupported_.push_back(n->describe() + " (dilation, auto_pad SAME, Indices output)");
+    unsupported_.push_back(n->describe() + " (dilation, Indices output)");
     return;
   }
   if (st.size() != 2) st = {1, 1};
-  if (pads.size() != 4 || autoPad == "VALID") pads = {0, 0, 0, 0};
+  if (pads.size() != 4 || autoPad != "NOTSET") pads = {0, 0, 0, 0};
   bool ceil = n->hasAttr("ceil_mode") && n->attrInt("ceil_mode") != 0;
+  if (same) {  // out = ceil(in / stride); the odd pad goes at the end (UPPER) or the start (LOWER)
+    for (int axis = 0; axis < 2; ++axis) {
+      int64_t in = xs[2 + axis], out = (in + st[axis] - 1) / st[axis];
+      int64_t total = std::max<int64_t>(0, (out - 1) * st[axis] + k[axis] - in);
+      int64_t lo = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pads[axis] = lo, pads[axis + 2] = total - lo;
+    }
+    ceil = false;
+  }
   bool includePad = op == "AveragePool" && n->attrInt("count_include_pad") != 0;
   int id = shapeCounter_++;
   plan_.globals += fmt::format(
