@@ -307,6 +307,7 @@ def main(argv=None):
     counts = collections.Counter(r.status for r in results)
     variants = [r for r in results if r.test.endswith(CONST_SUFFIX)]
     variant_counts = collections.Counter(r.status for r in variants)
+    variant_breakdown = ", ".join(f"{variant_counts[s]} {s}" for s in STATUSES if variant_counts[s])
     refusals = collections.Counter(refusal_kind(r.reason) for r in results if r.status == "refused")
     if refusals:
         print("refused, by reason:")
@@ -316,8 +317,8 @@ def main(argv=None):
         print(f"{len(bad)} test(s) failed that must pass (listed in {os.path.basename(args.expected)}, "
               f"or passing with the interpreter)")
     print(f"selected {len(tests)} of {len(all_tests)} suite tests (operators with a compiled kernel) and "
-          f"{len(variants)} {CONST_SUFFIX} variants ("
-          + ", ".join(f"{variant_counts[s]} {s}" for s in STATUSES if variant_counts[s]) + "); in all "
+          f"{len(variants)} {CONST_SUFFIX} variants" + (f" ({variant_breakdown})" if variant_breakdown else "")
+          + "; in all "
           + ", ".join(f"{counts[s]} {s}" for s in STATUSES) + f"; {elapsed:.0f} s")
     return 1 if bad else 0
 
