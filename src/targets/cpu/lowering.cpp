@@ -559,7 +559,7 @@ void Lowerer::lowerPool(const Node* n) {
 
 void Lowerer::lowerConcat(const Node* n) {
   int y = tensorOf(n->output(0));
-  const Shape& ys = plan_.tensors[y].shape;
+  const Shape ys = plan_.tensors[y].shape;  // a copy: tensorOf() below may grow plan_.tensors
   int64_t axis = n->attrInt("axis");
   if (axis < 0) axis += static_cast<int64_t>(ys.size());
   int64_t outer = 1, inner = 1;
@@ -771,10 +771,12 @@ Plan Lowerer::run() {
     copy.kind = StorageKind::Output;
     copy.index = outIndex;
     copy.aliasOf = -1;
-    plan_.tensors.push_back(copy);
+    copy.aliasOffset = 0;
+    const int64_t bytes = t.numel * static_cast<int64_t>(sizeof(float));
+    plan_.tensors.push_back(copy);  // invalidates t
     int cid = static_cast<int>(plan_.tensors.size()) - 1;
     addStep({out->name(), "copy to output", "memcpy"}, fmt::format("output '{}'", out->name()),
-            fmt::format("std::memcpy({}, {}, {});", ref(cid), ref(id), t.numel * sizeof(float)), {id}, {cid});
+            fmt::format("std::memcpy({}, {}, {});", ref(cid), ref(id), bytes), {id}, {cid});
     plan_.outputs.push_back(cid);
   }
   plan_.report.steps = static_cast<int>(plan_.steps.size());
