@@ -302,12 +302,19 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
+def executable_or_none(path):
+    """Absolute path of an executable --tessel, or None after printing the error."""
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        print(f"error: --tessel '{path}' is not an executable file", file=sys.stderr)
+        return None
+    return os.path.abspath(path)
+
+
 def main(argv=None):
     args = parse_args(argv)
-    if not (os.path.isfile(args.tessel) and os.access(args.tessel, os.X_OK)):
-        print(f"error: --tessel '{args.tessel}' is not an executable file", file=sys.stderr)
+    tessel = executable_or_none(args.tessel)
+    if tessel is None:
         return 2
-    tessel = os.path.abspath(args.tessel)
     tests = find_tests(args.suite, args.filter)
     if not tests:
         which = f"match filter '{args.filter}'" if args.filter else "(expected OUTDIR/node/<test>/model.onnx)"

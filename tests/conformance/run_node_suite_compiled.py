@@ -240,10 +240,9 @@ def run_all(tests, tessel, timeout, jobs, work_dir):
 
 def main(argv=None):
     args = parse_args(argv)
-    if not (os.path.isfile(args.tessel) and os.access(args.tessel, os.X_OK)):
-        print(f"error: --tessel '{args.tessel}' is not an executable file", file=sys.stderr)
+    tessel = suite_harness.executable_or_none(args.tessel)
+    if tessel is None:
         return 2
-    tessel = os.path.abspath(args.tessel)
     all_tests = suite_harness.find_tests(args.suite, None)
     tests = select_tests(all_tests)
     if args.filter:
