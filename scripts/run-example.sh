@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job: installs Debian dependencies, builds Tessel, and classifies the bundled held-out digits
-# with the bundled CNN (examples/digits), printing the accuracy.
+# with the bundled CNN (examples/digits): with the reference interpreter, compiled for this CPU, and
+# compiled for the virtual NPU (run on its simulator), printing each accuracy.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${TESSEL_BUILD_DIR:-$repo/build}

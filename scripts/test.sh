@@ -6,7 +6,7 @@
 #   cli         bad input (corrupt model, cycle, unknown ops, wrong input, bad flag) exits 2 with a clear
 #               message; import features (external data, --input-shape, old opsets, input defaults);
 #               `tessel bench --profile --trace` (one row per kernel call, valid trace, bad --trace path)
-#   example     the bundled digits CNN through `tessel run` (accuracy >= 95 %)
+#   example     the bundled digits CNN: interpreter, compiled .so and NPU simulator (accuracy >= 95 %, match)
 #   conformance ONNX backend node suite through `tessel run` (listed tests must pass)
 #   models      torchvision ResNet-18/50, MobileNetV2, SqueezeNet 1.1 vs PyTorch; text IR round trip; the cpu
 #               pass pipeline keeps outputs (also on an exported transformer block)
