@@ -3,56 +3,24 @@
 // the GEMM. Here each output row is computed from stride-phase-split copies of its KH input rows
 // (so the pixels a tap reads are contiguous whatever the stride), as 8 output channels x XB vectors of
 // output pixels in registers; weights are broadcast from a [co/8][ci][ky][kx][8] packing.
-// Vectors are GCC vector extensions of the machine's width: 16 lanes when compiled for AVX-512,
-// 8 with AVX2.
-#include <immintrin.h>
-
+// Vectors are planes::VecWide (plane_rows.h): 16 lanes when compiled for AVX-512, 8 with AVX2.
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "plane_rows.h"
 #include "tessel/rt/aligned_buffer.h"
 #include "tessel/rt/conv.h"
 
 namespace tessel::rt {
 namespace {
 
-#if defined(__AVX512F__)
-constexpr int L = 16;
-#else
-constexpr int L = 8;
-#endif
-typedef float vf __attribute__((vector_size(L * sizeof(float))));
-typedef float vf_u __attribute__((vector_size(L * sizeof(float)), aligned(4)));
+using T = planes::VecWide;
+using V = T::V;
+constexpr int L = T::L;
 
 constexpr int CB = 8;  // output channels per register block
 constexpr int XB = 3;  // pixel vectors per register block: CB * XB = 24 accumulators
-
-inline vf load(const float* p) { return *reinterpret_cast<const vf_u*>(p); }
-inline void store(float* p, vf v) { *reinterpret_cast<vf_u*>(p) = v; }
-#if defined(__AVX512F__)
-// GCC 12's own AVX-512 intrinsic headers trip -Wmaybe-uninitialized (their pass-through operands).
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-inline vf splat(float x) { return reinterpret_cast<vf>(_mm512_set1_ps(x)); }
-inline vf vmax(vf a, vf b) { return reinterpret_cast<vf>(_mm512_max_ps(reinterpret_cast<__m512>(a), reinterpret_cast<__m512>(b))); }
-inline vf vmin(vf a, vf b) { return reinterpret_cast<vf>(_mm512_min_ps(reinterpret_cast<__m512>(a), reinterpret_cast<__m512>(b))); }
-#else
-inline vf splat(float x) { return reinterpret_cast<vf>(_mm256_set1_ps(x)); }
-inline vf vmax(vf a, vf b) { return reinterpret_cast<vf>(_mm256_max_ps(reinterpret_cast<__m256>(a), reinterpret_cast<__m256>(b))); }
-inline vf vmin(vf a, vf b) { return reinterpret_cast<vf>(_mm256_min_ps(reinterpret_cast<__m256>(a), reinterpret_cast<__m256>(b))); }
-#endif
-
-#if defined(__AVX512F__)
-inline __mmask16 lanes(int n) { return static_cast<__mmask16>((1u << n) - 1); }
-inline vf masked_load(const float* p, int n) { return reinterpret_cast<vf>(_mm512_maskz_loadu_ps(lanes(n), p)); }
-inline void masked_store(float* p, vf v, int n) { _mm512_mask_storeu_ps(p, lanes(n), reinterpret_cast<__m512>(v)); }
-#else
-inline __m256i lanes(int n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-inline vf masked_load(const float* p, int n) { return reinterpret_cast<vf>(_mm256_maskload_ps(p, lanes(n))); }
-inline void masked_store(float* p, vf v, int n) { _mm256_maskstore_ps(p, lanes(n), reinterpret_cast<__m256>(v)); }
-#endif
 
 // Where one register block's results go: CB output-channel rows of one output row.
 struct BlockOut {
@@ -66,22 +34,15 @@ struct BlockOut {
 
 // y = act(v + bias + residual) for n (<= L) pixels with ReLU or Clip in registers; other activations are
 // left for apply_activation on the stored row (see act_in_registers).
-__attribute__((always_inline)) inline void store_pixels(const BlockOut& o, int c, int64_t x, vf v) {
-  const int64_t n = std::min<int64_t>(L, o.ow - x);
+__attribute__((always_inline)) inline void store_pixels(const BlockOut& o, int c, int64_t x, V v) {
+  const int n = static_cast<int>(std::min<int64_t>(L, o.ow - x));
   if (n <= 0) return;
-  float* dst = o.out + c * o.plane + x;
-  if (o.bias) v += splat(o.bias[c]);
+  if (o.bias) v = T::add(v, T::set1(o.bias[c]));
   const Epilogue& ep = *o.ep;
-  const float* res = o.res ? o.res + c * o.plane + x : nullptr;
-  if (n == L) {
-    if (res) v += load(res);
-  } else if (res) {
-    v += masked_load(res, static_cast<int>(n));
-  }
-  if (ep.act == Activation::Relu) v = vmax(v, vf{});
-  else if (ep.act == Activation::Clip) v = vmin(vmax(v, splat(ep.alpha)), splat(ep.beta));
-  if (n == L) store(dst, v);
-  else masked_store(dst, v, static_cast<int>(n));
+  if (o.res) v = T::add(v, T::load_n(o.res + c * o.plane + x, n));
+  if (ep.act == Activation::Relu) v = T::max(v, T::zero());
+  else if (ep.act == Activation::Clip) v = T::min(T::max(v, T::set1(ep.alpha)), T::set1(ep.beta));
+  T::store_n(o.out + c * o.plane + x, v, n);
 }
 
 // Activations other than ReLU and Clip are applied to whole rows after the blocks (a call inside a
@@ -136,20 +97,20 @@ void prepare_rows(const Conv2dShape& s, const RowPlan& p, const float* in, int64
 template <int NX>
 void block(const Conv2dShape& s, const RowPlan& p, const int64_t* kx_off, const float* rows, const float* wp,
            int64_t x0, const BlockOut& o) {
-  vf acc[CB][NX];
+  V acc[CB][NX];
   for (int c = 0; c < CB; ++c)
-    for (int x = 0; x < NX; ++x) acc[c][x] = vf{};
+    for (int x = 0; x < NX; ++x) acc[c][x] = T::zero();
   const int64_t n_rows = s.in_channels * s.kernel_h, KW = s.kernel_w;
   for (int64_t r = 0; r < n_rows; ++r) {
     const float* row = rows + r * p.row_floats + x0;
     for (int64_t kx = 0; kx < KW; ++kx, wp += CB) {
       const float* src = row + kx_off[kx];
-        vf xin[NX];
-        for (int x = 0; x < NX; ++x) xin[x] = load(src + x * L);
+        V xin[NX];
+        for (int x = 0; x < NX; ++x) xin[x] = T::loadu(src + x * L);
 #pragma GCC unroll 8
         for (int c = 0; c < CB; ++c) {
-          const vf w = splat(wp[c]);
-          for (int x = 0; x < NX; ++x) acc[c][x] += w * xin[x];
+          const V w = T::set1(wp[c]);
+          for (int x = 0; x < NX; ++x) acc[c][x] = T::fmadd(w, xin[x], acc[c][x]);
         }
       }
   }
