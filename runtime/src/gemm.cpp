@@ -198,8 +198,13 @@ inline __m256 zmm_hi(__m512 v) { return _mm512_castps512_ps256(_mm512_shuffle_f3
 
 // finish_row for one zmm of 16 columns (nr <= 16 real ones): masked loads and stores, ReLU and Clip in
 // zmm, other activations through the AVX2 epilogue on both halves.
+// Mask of the first n (0..16) lanes.
+inline __mmask16 first_lanes(int n) {
+  return n >= NR ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
+}
+
 inline void finish_row512(float* c, __m512 v, int nr, const TileStore& t, int64_t row, int64_t col) {
-  const __mmask16 m = nr >= NR ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << nr) - 1);
+  const __mmask16 m = first_lanes(nr);
   if (t.alpha != 1.0f) v = _mm512_mul_ps(v, _mm512_set1_ps(t.alpha));
   if (!t.first)
     v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, c));
@@ -238,10 +243,7 @@ void sgemm_avx512(int64_t kc, const float* a, int64_t a_ps, const float* b, int6
 #pragma GCC unroll 2
     for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_setzero_ps();
   __mmask16 bmask[NP];
-  for (int p = 0; p < NP; ++p) {
-    const int n = std::clamp(nr - p * NR, 0, NR);
-    bmask[p] = n == NR ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
-  }
+  for (int p = 0; p < NP; ++p) bmask[p] = first_lanes(std::max(nr - p * NR, 0));
 #pragma GCC unroll 2
   for (int64_t k = 0; k < kc; ++k) {
     __m512 bv[NP];
@@ -290,10 +292,9 @@ void gemm_task(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K, const 
 #else
   constexpr bool raw_b = false;
 #endif
-  if (raw_b) {
-  } else if (b.packed) {
+  if (b.packed) {
     b_block = b.packed + (n0 / NR) * K * NR;
-  } else {
+  } else if (!raw_b) {
     float* dst = s.b_block.ensure(static_cast<size_t>(n_panels * K * NR));
     for (int64_t p = 0; p < n_panels; ++p) {
       int64_t j0 = n0 + p * NR;
