@@ -7,14 +7,8 @@
 namespace tessel::cpu {
 namespace {
 
-int rootOf(const Plan& plan, int id) {
-  while (plan.tensors[id].aliasOf >= 0) id = plan.tensors[id].aliasOf;
-  return id;
-}
-
 std::string pointerExpr(const Plan& plan, int id) {
-  int64_t slice = 0;  // offset of a Concat slice within its root
-  for (int i = id; plan.tensors[i].aliasOf >= 0; i = plan.tensors[i].aliasOf) slice += plan.tensors[i].aliasOffset;
+  const int64_t slice = offsetInRoot(plan, id);
   const PlanTensor& t = plan.tensors[rootOf(plan, id)];
   auto plus = [&](const std::string& base) { return slice ? fmt::format("({} + {})", base, slice) : base; };
   switch (t.kind) {

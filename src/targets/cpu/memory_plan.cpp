@@ -7,11 +7,6 @@
 namespace tessel::cpu {
 namespace {
 
-int rootOf(const Plan& plan, int id) {
-  while (plan.tensors[id].aliasOf >= 0) id = plan.tensors[id].aliasOf;
-  return id;
-}
-
 /// firstStep/lastStep of every root from the steps' reads and writes (graph outputs live to the end).
 void computeLiveness(Plan& plan) {
   for (PlanTensor& t : plan.tensors) t.firstStep = t.lastStep = -1;
@@ -34,7 +29,7 @@ void applyInPlace(Plan& plan) {
     int w = s.writes[0];
     PlanTensor& out = plan.tensors[w];
     if (out.kind != StorageKind::Arena || out.aliasOf >= 0) continue;
-    if (plan.tensors[s.inplaceCandidate].aliasOffset != 0) continue;  // a Concat slice, not a whole tensor
+    if (offsetInRoot(plan, s.inplaceCandidate) != 0) continue;  // a Concat slice, not a whole tensor
     int rc = rootOf(plan, s.inplaceCandidate);
     PlanTensor& in = plan.tensors[rc];
     if (in.kind != StorageKind::Arena || in.lastStep != static_cast<int>(i) || in.numel != out.numel) continue;

@@ -61,6 +61,19 @@ struct Plan {
   CompileReport report;
 };
 
+/// The tensor whose storage `id` shares (follows aliasOf to the end).
+inline int rootOf(const Plan& plan, int id) {
+  while (plan.tensors[id].aliasOf >= 0) id = plan.tensors[id].aliasOf;
+  return id;
+}
+
+/// Floats from the start of rootOf(id)'s storage to id's (non-zero for in-place Concat slices).
+inline int64_t offsetInRoot(const Plan& plan, int id) {
+  int64_t offset = 0;
+  for (; plan.tensors[id].aliasOf >= 0; id = plan.tensors[id].aliasOf) offset += plan.tensors[id].aliasOffset;
+  return offset;
+}
+
 /// Lowers a typed, cleaned-up graph (UserError listing the unsupported nodes). With `tune`, every conv
 /// kernel is chosen by timing the applicable ones on this machine.
 /// `kernelChoices` (conv geometry -> kernel name) is read for shapes it lists and filled with every choice made.
