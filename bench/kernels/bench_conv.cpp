@@ -64,6 +64,10 @@ CONV_BENCH_RESIDUAL(BM_conv1x1_64_256_56_residual_gemm, "conv2d_nchw_1x1_gemm_av
 // ResNet-50 stride-2 convs through im2col: 3x3 128ch 56->28, 1x1 downsample 256->512 56->28.
 CONV_BENCH(BM_conv3x3s2_128_56_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", conv_shape(128, 56, 128, 3, 2, 1))
 CONV_BENCH(BM_conv1x1s2_256_512_56_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", conv_shape(256, 56, 512, 1, 2, 1))
+CONV_BENCH(BM_conv3x3s2_128_56_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(128, 56, 128, 3, 2, 1))
+CONV_BENCH(BM_conv1x1s2_256_512_56_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(256, 56, 512, 1, 2, 1))
+CONV_BENCH(BM_conv1x1_256_128_56_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(256, 56, 128, 1, 1, 1))
+CONV_BENCH(BM_conv1x1_256_128_56_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(256, 56, 128, 1, 1, 1))
 
 // ResNet 3x3 64->64 at 56x56.
 CONV_BENCH(BM_conv3x3_64_56_winograd_f43, "conv2d_winograd_f43_avx2", conv_shape(64, 56, 64, 3, 1, 1))
@@ -80,6 +84,7 @@ CONV_BENCH(BM_dw3x3_144_56_nchw, "conv2d_nchw_depthwise_avx2", conv_shape(144, 5
 // ResNet layer-4 3x3 512->512 at 7x7 (Winograd tiles waste 1 - 49/64 there).
 CONV_BENCH(BM_conv3x3_512_7_winograd_f43, "conv2d_winograd_f43_avx2", conv_shape(512, 7, 512, 3, 1, 1))
 CONV_BENCH(BM_conv3x3_512_7_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", conv_shape(512, 7, 512, 3, 1, 1))
+CONV_BENCH(BM_conv3x3_512_7_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(512, 7, 512, 3, 1, 1))
 
 // MobileNetV2 depthwise 3x3: stride 2 (96ch 112->56, 144ch 56->28) and small maps (384ch 14x14, 960ch 7x7).
 CONV_BENCH(BM_dw3x3s2_96_112_nchwc8, "conv2d_nchwc8_depthwise_avx2", conv_shape(96, 112, 96, 3, 2, 96))

@@ -1,4 +1,5 @@
 // Tests of every convolution kernel in conv2d_kernels() against a naive NCHW loop (double accumulation).
+#include <cmath>
 #include <gtest/gtest.h>
 
 #include "rt_test_util.h"
@@ -214,6 +215,56 @@ TEST(RtConv, WinogradSelectedOnlyForMapsWithEnoughTiles) {
                "conv2d_nchw_im2col_gemm_avx2");
   EXPECT_STREQ(select_conv2d_kernel(shape(1, 64, 7, 7, 64, 3, 1, 1, 1, 1, 1), ConvLayout::NCHWc8)->name,
                "conv2d_nchwc8_direct_avx2");
+}
+
+// The pixel-tile kernel where selection takes it (reductions of 256 and more): several 512-long
+// reduction blocks (partial sums in the output), channel counts that leave a partial 64-block and a
+// partial vector, pixel counts that leave 1-6 pixels after the 7-pixel tiles, the in-place 1x1 path and
+// the im2col path (stride, padding, dilation), and both thread splits (channel blocks when the map is
+// small, pixels when it is large).
+TEST(RtConv, PixelTileLongReductions) {
+  const Conv2dKernel* k = find_conv2d_kernel("conv2d_nchw_pixel_tile");
+  ASSERT_NE(k, nullptr);
+  const std::vector<Conv2dShape> shapes = {
+      shape(1, 600, 7, 7, 70, 1, 1, 0, 0, 0, 0),         // 1x1 in place, K = 600 (2 blocks), 64 + 6 channels
+      shape(1, 1100, 5, 6, 17, 1, 1, 0, 0, 0, 0),        // 1x1, 3 K blocks, 30 pixels (tail of 2), 17 channels
+      shape(1, 300, 23, 29, 33, 1, 1, 0, 0, 0, 0),       // 1x1, 667 pixels (95 tiles + 2): pixel split
+      shape(2, 64, 9, 11, 130, 3, 2, 1, 1, 1, 1),        // 3x3 s2 im2col, K = 576, 3 channel blocks, batch 2
+      shape(1, 40, 30, 31, 20, 3, 1, 1, 1, 1, 1),        // 3x3 im2col, 930 pixels, K = 360
+      shape(1, 32, 12, 13, 48, 3, 1, 2, 2, 2, 2, 2),     // dilation 2, K = 288
+      shape(1, 256, 14, 14, 96, 1, 2, 0, 0, 0, 0),       // 1x1 stride 2 (im2col), 49 pixels
+      shape(1, 512, 7, 7, 512, 3, 1, 1, 1, 1, 1),        // ResNet layer4 3x3, K = 4608
+  };
+  int64_t ran = 0;
+  for (const auto& s : shapes)
+    for (int threads : {1, 2}) {
+      Epilogue ep = threads == 1 ? Epilogue::with_act(Activation::Relu) : Epilogue::with_act(Activation::HardSwish);
+      float dummy = 0;
+      ep.bias = &dummy;
+      ep.residual = threads == 1 ? &dummy : nullptr;
+      // Long reductions of random +-1 values: the tolerance scales with sqrt(K).
+      ran += check_kernel(*k, s, ep, threads, 2e-5 * std::sqrt(double(s.in_channels * s.kernel_h * s.kernel_w) / 64));
+    }
+  EXPECT_EQ(ran, 16);
+  // Selection: only on an AVX-512 target, from K = 256, on maps up to 14x14 (28x28 for 1x1 with K >= 512).
+  EXPECT_STREQ(select_conv2d_kernel(shape(1, 512, 7, 7, 512, 3, 1, 1, 1, 1, 1), ConvLayout::NCHW, true)->name,
+               "conv2d_nchw_pixel_tile");
+  EXPECT_STREQ(select_conv2d_kernel(shape(1, 1024, 14, 14, 2048, 1, 2, 0, 0, 0, 0), ConvLayout::NCHW, true)->name,
+               "conv2d_nchw_pixel_tile");
+  EXPECT_STREQ(select_conv2d_kernel(shape(1, 512, 28, 28, 128, 1, 1, 0, 0, 0, 0), ConvLayout::NCHW, true)->name,
+               "conv2d_nchw_pixel_tile");
+  EXPECT_STREQ(select_conv2d_kernel(shape(1, 256, 28, 28, 64, 1, 1, 0, 0, 0, 0), ConvLayout::NCHW, true)->name,
+               "conv2d_nchw_1x1_gemm_avx2");
+  EXPECT_STREQ(select_conv2d_kernel(shape(1, 256, 56, 56, 64, 1, 1, 0, 0, 0, 0), ConvLayout::NCHW, true)->name,
+               "conv2d_nchw_1x1_gemm_avx2");
+  EXPECT_STREQ(select_conv2d_kernel(shape(1, 128, 56, 56, 128, 3, 2, 1, 1, 1, 1), ConvLayout::NCHW, true)->name,
+               "conv2d_nchw_im2col_gemm_avx2");
+  EXPECT_STREQ(select_conv2d_kernel(shape(1, 128, 7, 7, 512, 1, 1, 0, 0, 0, 0), ConvLayout::NCHW, true)->name,
+               "conv2d_nchw_1x1_gemm_avx2");
+  EXPECT_STREQ(select_conv2d_kernel(shape(1, 256, 14, 14, 256, 3, 1, 1, 1, 1, 1), ConvLayout::NCHW, true)->name,
+               "conv2d_winograd_f43_avx2");
+  EXPECT_STREQ(select_conv2d_kernel(shape(1, 512, 7, 7, 512, 3, 1, 1, 1, 1, 1), ConvLayout::NCHW, false)->name,
+               "conv2d_nchw_im2col_gemm_avx2");
 }
 
 // The layer shapes the networks actually have, where the kernels take their fast paths: depthwise on

@@ -100,6 +100,17 @@ void checkCompiler(const CompileOptions& o) {
                                 cxx, cxx));
 }
 
+/// True when code built with -march=o.march may use AVX-512F: asks the C++ compiler's preprocessor (for
+/// "native" that is this CPU). False when the compiler cannot be run (--emit=cpp without one).
+bool targetHasAvx512(const CompileOptions& o) {
+  std::string out;
+  CompileOptions quiet;
+  if (runCommand(fmt::format("{} -march={} -dM -E -x c++ /dev/null", shellQuote(compilerOf(o)), shellQuote(o.march)),
+                 out, quiet, "") != 0)
+    return false;
+  return out.find("#define __AVX512F__ 1") != std::string::npos;
+}
+
 fs::path cacheRoot() {
   if (const char* d = std::getenv("TESSEL_CACHE_DIR"); d && *d) return d;
   if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return fs::path(d) / "tessel";
@@ -200,7 +211,7 @@ constexpr double kTuneSwitchMargin = 0.05;
 void tuneConvKernels(const Graph& graph, const CompileOptions& o, std::map<std::string, std::string>& choices,
                      CompileReport& report, nlohmann::json& saved) {
   auto start = std::chrono::steady_clock::now();
-  std::vector<ConvTuneJob> jobs = convTuneJobs(graph);
+  std::vector<ConvTuneJob> jobs = convTuneJobs(graph, targetHasAvx512(o));
   size_t runs = 0;
   for (const ConvTuneJob& j : jobs) runs += j.candidates.size();
   progress(o, fmt::format("tuning: timing {} candidate kernels on {} conv geometries with the runtime built for "
@@ -311,7 +322,7 @@ GeneratedModel generateModel(const Model& model, const CompileOptions& options, 
   CompileReport tuning;
   nlohmann::json saved = nlohmann::json::object();
   if (options.tune) tuneConvKernels(*model.graph, options, choices, tuning, saved);
-  Plan plan = lowerGraph(*model.graph, options.tune, choices);
+  Plan plan = lowerGraph(*model.graph, options.tune, targetHasAvx512(options), choices);
   if (!options.tuningFile.empty() && options.tune) {
     saved["model"] = modelKey;
     saved["conv_kernels"] = choices;

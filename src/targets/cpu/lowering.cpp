@@ -63,8 +63,8 @@ const std::set<std::string> kAliasOps = {"Reshape", "Flatten", "Squeeze", "Unsqu
 
 class Lowerer {
  public:
-  Lowerer(const Graph& g, bool tune, std::map<std::string, std::string>& choices)
-      : graph_(g), tune_(tune), choices_(choices) {}
+  Lowerer(const Graph& g, bool tune, bool avx512, std::map<std::string, std::string>& choices)
+      : graph_(g), tune_(tune), avx512_(avx512), choices_(choices) {}
   Plan run();
 
  private:
@@ -98,6 +98,7 @@ class Lowerer {
 
   const Graph& graph_;
   bool tune_;
+  bool avx512_;                                  ///< the target --march has AVX-512 (kernel selection)
   std::map<std::string, std::string>& choices_;  ///< conv geometry -> kernel (tuning file)
   std::map<std::string, const rt::Conv2dKernel*> tuned_;  ///< by conv geometry
   Plan plan_;
@@ -348,7 +349,7 @@ void Lowerer::lowerConv(const Node* conv) {
     if (known != choices_.end()) kernel = rt::find_conv2d_kernel(known->second.c_str());
     if (kernel && (kernel->layout != rt::ConvLayout::NCHW || !kernel->applicable(s)))
       throw UserError(fmt::format("tuning file: kernel '{}' does not apply to {}", known->second, conv->describe()));
-    if (kernel == nullptr) kernel = rt::select_conv2d_kernel(s, rt::ConvLayout::NCHW);
+    if (kernel == nullptr) kernel = rt::select_conv2d_kernel(s, rt::ConvLayout::NCHW, avx512_);
     choices_[key] = kernel->name;
   }
   int wid = weightTensor(wv->name(), w, wv->type.staticShape());
@@ -793,7 +794,7 @@ std::string convGeometryKey(const rt::Conv2dShape& s) {
                      s.pad_bottom, s.pad_right, s.dilation_h, s.dilation_w, s.groups);
 }
 
-std::vector<ConvTuneJob> convTuneJobs(const Graph& graph) {
+std::vector<ConvTuneJob> convTuneJobs(const Graph& graph, bool avx512) {
   std::vector<ConvTuneJob> jobs;
   std::set<std::string> seen;
   for (const auto& node : graph.nodes()) {
@@ -801,7 +802,7 @@ std::vector<ConvTuneJob> convTuneJobs(const Graph& graph) {
     if (!isConvNode(n) || !floatsOnly(n)) continue;  // the same nodes Lowerer::run sends to lowerConv
     auto s = loweredConvShape(n);
     if (!s || !seen.insert(convGeometryKey(*s)).second) continue;
-    ConvTuneJob job{convGeometryKey(*s), *s, {}, rt::select_conv2d_kernel(*s, rt::ConvLayout::NCHW)->name};
+    ConvTuneJob job{convGeometryKey(*s), *s, {}, rt::select_conv2d_kernel(*s, rt::ConvLayout::NCHW, avx512)->name};
     for (const rt::Conv2dKernel& k : rt::conv2d_kernels())
       if (k.layout == rt::ConvLayout::NCHW && k.applicable(*s)) job.candidates.push_back(k.name);
     jobs.push_back(std::move(job));
@@ -809,8 +810,8 @@ std::vector<ConvTuneJob> convTuneJobs(const Graph& graph) {
   return jobs;
 }
 
-Plan lowerGraph(const Graph& graph, bool tune, std::map<std::string, std::string>& kernelChoices) {
-  return Lowerer(graph, tune, kernelChoices).run();
+Plan lowerGraph(const Graph& graph, bool tune, bool avx512, std::map<std::string, std::string>& kernelChoices) {
+  return Lowerer(graph, tune, avx512, kernelChoices).run();
 }
 
 }  // namespace tessel::cpu

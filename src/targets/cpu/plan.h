@@ -77,7 +77,8 @@ inline int64_t offsetInRoot(const Plan& plan, int id) {
 /// Lowers a typed, cleaned-up graph (UserError listing the unsupported nodes). With `tune`, every conv
 /// kernel is chosen by timing the applicable ones on this machine.
 /// `kernelChoices` (conv geometry -> kernel name) is read for shapes it lists and filled with every choice made.
-Plan lowerGraph(const Graph& graph, bool tune, std::map<std::string, std::string>& kernelChoices);
+/// `avx512`: the target --march has AVX-512 (rt::select_conv2d_kernel's choice depends on it).
+Plan lowerGraph(const Graph& graph, bool tune, bool avx512, std::map<std::string, std::string>& kernelChoices);
 /// Assigns arena offsets from liveness, reusing dead blocks and honouring in-place candidates.
 void planMemory(Plan& plan);
 /// Renders the C++ source of a planned model.

@@ -23,8 +23,9 @@ struct ConvTuneJob {
 std::string convGeometryKey(const rt::Conv2dShape& s);
 
 /// The distinct geometries of the convolutions lowerGraph chooses a kernel for, in graph order
-/// (src/targets/cpu/lowering.cpp). With `tune`, lowerGraph expects a choice for each of them.
-std::vector<ConvTuneJob> convTuneJobs(const Graph& graph);
+/// (src/targets/cpu/lowering.cpp). With `tune`, lowerGraph expects a choice for each of them. `avx512`: the
+/// target has AVX-512 (what `untuned` is).
+std::vector<ConvTuneJob> convTuneJobs(const Graph& graph, bool avx512);
 
 /// What the tuner measured.
 struct ConvTimings {

@@ -62,8 +62,10 @@ struct Conv2dKernel {
 const std::vector<Conv2dKernel>& conv2d_kernels();
 /// The kernel called `name`, or null.
 const Conv2dKernel* find_conv2d_kernel(const char* name);
-/// The first applicable kernel for `layout` (conv2d_nchw_im2col_gemm_avx2 / _nchwc8_ generic always apply).
-const Conv2dKernel* select_conv2d_kernel(const Conv2dShape& shape, ConvLayout layout);
+/// The first applicable kernel for `layout` (conv2d_nchw_im2col_gemm_avx2 / _nchwc8_ generic always apply)
+/// that pays off on this shape. `avx512`: the code will run on a CPU with AVX-512 (built for such a
+/// -march), where conv2d_nchw_pixel_tile is taken for long reductions.
+const Conv2dKernel* select_conv2d_kernel(const Conv2dShape& shape, ConvLayout layout, bool avx512 = false);
 
 // Individual kernels (also reachable through the list).
 
@@ -72,6 +74,15 @@ void conv2d_nchw_im2col_gemm_avx2(const Conv2dShape&, const float* in, const flo
                                   const Epilogue&, ThreadPool*);
 size_t conv2d_nchw_im2col_gemm_packed_size(const Conv2dShape&);
 void conv2d_nchw_im2col_gemm_pack(const Conv2dShape&, const float* weights, float* packed);
+
+/// Pixel tiles (groups == 1, any geometry): 7 output pixels x 64 output channels per register tile,
+/// input broadcast, weights packed [Cout/64][K][64]; 1x1 stride-1 convs read the input in place, others
+/// through im2col panels. AVX-512 (a plain-loop fallback otherwise).
+void conv2d_nchw_pixel_tile(const Conv2dShape&, const float* in, const float* packed, float* out,
+                            const Epilogue&, ThreadPool*);
+bool conv2d_nchw_pixel_tile_applicable(const Conv2dShape&);
+size_t conv2d_nchw_pixel_tile_packed_size(const Conv2dShape&);
+void conv2d_nchw_pixel_tile_pack(const Conv2dShape&, const float* weights, float* packed);
 
 /// 1x1, stride 1, no padding: the input plane is the GEMM's B operand as is.
 void conv2d_nchw_1x1_gemm_avx2(const Conv2dShape&, const float* in, const float* packed, float* out,
