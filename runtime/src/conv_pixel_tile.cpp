@@ -229,34 +229,49 @@ void pack_tiles(const Job& j, int64_t t0, int64_t t1, float* dst) {
   const Conv2dShape& s = j.s;
   const int64_t H = s.in_h, W = s.in_w, OW = s.out_w(), sw = s.stride_w;
   const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i width = _mm512_set1_epi32(static_cast<int>(W));
+  // Per tile: first input row and column of pixel 0 at tap (0, 0), and the lanes its pixels load.
+  struct Geometry {
+    int64_t ih0, iw0, p0, pixels;
+    __mmask16 lanes;  // 0: the tile crosses an output row (or the stride is not 1 or 2): value by value
+  };
+  std::vector<Geometry> geo(static_cast<size_t>(t1 - t0));
+  for (int64_t tile = t0; tile < t1; ++tile) {
+    Geometry& g = geo[tile - t0];
+    g.p0 = tile * kTileP;
+    g.pixels = std::min<int64_t>(kTileP, j.plane - g.p0);
+    g.ih0 = g.p0 / OW * s.stride_h - s.pad_top;
+    g.iw0 = g.p0 % OW * sw - s.pad_left;
+    const bool one_row = g.p0 % OW + g.pixels <= OW && (sw == 1 || sw == 2);
+    g.lanes = one_row ? static_cast<__mmask16>(((1u << (g.pixels * sw)) - 1) & (sw == 1 ? 0xFFFFu : 0x5555u)) : 0;
+  }
   int64_t k = 0;
   for (int64_t c = 0; c < s.in_channels; ++c) {
     const float* plane = j.in + c * H * W;
     for (int64_t ky = 0; ky < s.kernel_h; ++ky)
       for (int64_t kx = 0; kx < s.kernel_w; ++kx, ++k)
         for (int64_t tile = t0; tile < t1; ++tile) {
+          const Geometry& g = geo[tile - t0];
           float* d = dst + ((tile - t0) * j.K + k) * kPanelW;
-          const int64_t p0 = tile * kTileP, pixels = std::min<int64_t>(kTileP, j.plane - p0);
-          const int64_t oh = p0 / OW, ow0 = p0 % OW;
-          if (ow0 + pixels <= OW && (sw == 1 || sw == 2)) {
-            const int64_t ih = oh * s.stride_h - s.pad_top + ky * s.dilation_h;
+          if (g.lanes) {
+            const int64_t ih = g.ih0 + ky * s.dilation_h, base = g.iw0 + kx * s.dilation_w;
             if (ih < 0 || ih >= H) {
               _mm256_storeu_ps(d, _mm256_setzero_ps());
               continue;
             }
-            const int64_t base = ow0 * sw - s.pad_left + kx * s.dilation_w;  // iw of pixel 0
-            // Pixels [lo, hi) read inside the row; their lanes (t * stride) are loaded, the others not read.
-            const int64_t lo = base >= 0 ? 0 : std::min<int64_t>(pixels, (-base + sw - 1) / sw);
-            const int64_t hi = std::max(lo, std::min<int64_t>(pixels, base >= W ? 0 : (W - 1 - base) / sw + 1));
-            const uint32_t valid = (((1u << (hi * sw)) - 1) & ~((1u << (lo * sw)) - 1)) & (sw == 1 ? 0xFFFFu : 0x5555u);
-            const __m512 v = _mm512_maskz_loadu_ps(static_cast<__mmask16>(valid), plane + ih * W + base);
+            // Lanes whose column is inside the row are loaded; the others are not read.
+            const __m512i cols = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(base)), lanes);
+            const __mmask16 valid = _mm512_mask_cmplt_epi32_mask(
+                _mm512_mask_cmpge_epi32_mask(g.lanes, cols, _mm512_setzero_si512()), cols, width);
+            const __m512 v = _mm512_maskz_loadu_ps(valid, plane + ih * W + base);
             _mm256_storeu_ps(d, _mm512_castps512_ps256(sw == 1 ? v : _mm512_permutexvar_ps(evens, v)));
             continue;
           }
           for (int64_t t = 0; t < kPanelW; ++t) {
             float x = 0.0f;
-            if (t < pixels) {
-              const int64_t p = p0 + t, ih = p / OW * s.stride_h - s.pad_top + ky * s.dilation_h,
+            if (t < g.pixels) {
+              const int64_t p = g.p0 + t, ih = p / OW * s.stride_h - s.pad_top + ky * s.dilation_h,
                             iw = p % OW * sw - s.pad_left + kx * s.dilation_w;
               if (ih >= 0 && ih < H && iw >= 0 && iw < W) x = plane[ih * W + iw];
             }

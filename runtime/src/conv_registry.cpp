@@ -24,16 +24,16 @@ bool winograd_pays_off(const Conv2dShape& s) {
   return ((s.out_h() + 3) / 4) * ((s.out_w() + 3) / 4) >= kWinogradMinTiles;
 }
 bool is_dense(const Conv2dShape& s) { return s.groups == 1; }
-// Pixel tiles (AVX-512 only) against im2col/1x1 GEMM, measured on ResNet-50's layers at 1 thread: ahead
-// on every map of up to 14x14 from a reduction of 256 (7x7 3x3: 89-105 GF/s against 52-77; 1x1 K=2048
-// on 7x7: 82-126 against 63-95), and on 28x28 for 1x1 with K >= 512; behind on 56x56 and on the 3x3
-// stride-2 conv to 28x28, where GEMM's packed B panels reuse better; and below K = 256 the transposing
-// store costs more than the GEMM loses.
+// Pixel tiles (AVX-512 only) against im2col/1x1 GEMM, measured on ResNet's layers at 1 thread: ahead on
+// every map of up to 14x14 from a reduction of 256 (7x7 3x3: 89-118 GF/s against 52-79; 1x1 K=2048 on
+// 7x7: 82-126 against 63-95), and on 28x28 for the im2col shapes (3x3 and 1x1 stride 2: 77-91 against
+// 46-75) and 1x1 with K >= 512; behind on 56x56 and for 1x1 K=256 on 28x28, where the GEMM's packed B
+// panels are reused better; and below K = 256 the transposing store costs more than the GEMM loses.
 constexpr int64_t kPixelTileMinK = 256;
 bool pixel_tile_pays_off(const Conv2dShape& s, bool avx512) {
   const int64_t k = s.in_per_group() * s.kernel_h * s.kernel_w, plane = s.out_h() * s.out_w();
   if (!avx512 || k < kPixelTileMinK) return false;
-  return plane <= 196 || (plane <= 784 && is_1x1_s1_p0(s) && k >= 512);
+  return plane <= 196 || (plane <= 784 && (!is_1x1_s1_p0(s) || k >= 512));
 }
 
 size_t depthwise_nchw_size(const Conv2dShape& s) { return static_cast<size_t>(s.in_channels * s.kernel_h * s.kernel_w); }

@@ -246,7 +246,8 @@ TEST(RtConv, PixelTileLongReductions) {
       ran += check_kernel(*k, s, ep, threads, 2e-5 * std::sqrt(double(s.in_channels * s.kernel_h * s.kernel_w) / 64));
     }
   EXPECT_EQ(ran, 16);
-  // Selection: only on an AVX-512 target, from K = 256, on maps up to 14x14 (28x28 for 1x1 with K >= 512).
+  // Selection: only on an AVX-512 target, from K = 256, on maps up to 14x14, and on 28x28 for im2col shapes
+  // and 1x1 with K >= 512.
   EXPECT_STREQ(select_conv2d_kernel(shape(1, 512, 7, 7, 512, 3, 1, 1, 1, 1, 1), ConvLayout::NCHW, true)->name,
                "conv2d_nchw_pixel_tile");
   EXPECT_STREQ(select_conv2d_kernel(shape(1, 1024, 14, 14, 2048, 1, 2, 0, 0, 0, 0), ConvLayout::NCHW, true)->name,
@@ -258,6 +259,8 @@ TEST(RtConv, PixelTileLongReductions) {
   EXPECT_STREQ(select_conv2d_kernel(shape(1, 256, 56, 56, 64, 1, 1, 0, 0, 0, 0), ConvLayout::NCHW, true)->name,
                "conv2d_nchw_1x1_gemm_avx2");
   EXPECT_STREQ(select_conv2d_kernel(shape(1, 128, 56, 56, 128, 3, 2, 1, 1, 1, 1), ConvLayout::NCHW, true)->name,
+               "conv2d_nchw_pixel_tile");
+  EXPECT_STREQ(select_conv2d_kernel(shape(1, 128, 112, 112, 128, 3, 2, 1, 1, 1, 1), ConvLayout::NCHW, true)->name,
                "conv2d_nchw_im2col_gemm_avx2");
   EXPECT_STREQ(select_conv2d_kernel(shape(1, 128, 7, 7, 512, 1, 1, 0, 0, 0, 0), ConvLayout::NCHW, true)->name,
                "conv2d_nchw_1x1_gemm_avx2");
