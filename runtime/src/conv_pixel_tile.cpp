@@ -137,8 +137,6 @@ void pixel_tile(int64_t kc, const float* a, int64_t a_ks, int pf, const float* w
   }
 }
 
-#pragma GCC diagnostic pop
-
 using TileFn = void (*)(int64_t, const float*, int64_t, int, const float*, const char*, int64_t, const TileOut&);
 
 // kTiles[rp - 1][np - 1]: the tile for rp pixels (in-place input needs the exact count) and np vectors.
@@ -318,6 +316,7 @@ void run_image(const Job& j, ThreadPool* pool) {
     }
   });
 }
+#pragma GCC diagnostic pop
 #endif
 
 }  // namespace

@@ -416,7 +416,10 @@ void gemm_driver(int64_t M, int64_t N, int64_t K, float alpha, const ASource& a,
   // B block (K x NC) sized to stay in L2; the block count is a multiple of the thread count.
   int64_t nc_max = std::max<int64_t>(NR, kBBlockBytes / (4 * std::max<int64_t>(K, 1)) / NR * NR);
   int64_t n_blocks = ceil_div(N, nc_max);
-  if (threads > 1) n_blocks = round_up(n_blocks, threads);
+  // Several blocks per thread (each of at least two panels), so the pool can even out a slowed thread.
+  if (threads > 1)
+    n_blocks = std::max(round_up(n_blocks, threads),
+                        std::min<int64_t>(n_panels / 2, int64_t{ThreadPool::kChunksPerThread} * threads));
   n_blocks = std::min(n_blocks, n_panels);
   const int64_t nc = ceil_div(n_panels, n_blocks) * NR;
   n_blocks = ceil_div(N, nc);

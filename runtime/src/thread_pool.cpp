@@ -10,18 +10,18 @@ namespace {
 // instead of deadlocking on a pool whose workers are all busy.
 thread_local bool tls_inside_parallel_region = false;
 
-// Range of part `part` when [0, n) is cut into `parts` near-equal pieces.
-inline void part_range(int64_t n, int parts, int part, int64_t* begin, int64_t* end) {
-  int64_t base = n / parts, extra = n % parts;
-  *begin = part * base + std::min<int64_t>(part, extra);
-  *end = *begin + base + (part < extra ? 1 : 0);
+// Range of chunk `c` when [0, n) is cut into `chunks` near-equal pieces.
+inline void chunk_range(int64_t n, int64_t chunks, int64_t c, int64_t* begin, int64_t* end) {
+  const int64_t base = n / chunks, extra = n % chunks;
+  *begin = c * base + std::min<int64_t>(c, extra);
+  *end = *begin + base + (c < extra ? 1 : 0);
 }
 
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
   workers_.reserve(num_threads_ - 1);
-  for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -31,26 +31,34 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
+// Takes chunks of the current job until none is left.
+void ThreadPool::run_chunks() {
+  for (int64_t c = next_chunk_.fetch_add(1, std::memory_order_relaxed); c < job_chunks_;
+       c = next_chunk_.fetch_add(1, std::memory_order_relaxed)) {
+    int64_t begin, end;
+    chunk_range(job_n_, job_chunks_, c, &begin, &end);
+    (*job_fn_)(begin, end);
+  }
+}
+
 void ThreadPool::parallel_for(int64_t n, const RangeFn& fn) {
   if (n <= 0) return;
-  int parts = static_cast<int>(std::min<int64_t>(n, num_threads_));
-  if (parts <= 1 || tls_inside_parallel_region) {
+  if (num_threads_ <= 1 || n <= 1 || tls_inside_parallel_region) {
     fn(0, n);
     return;
   }
   job_fn_ = &fn;
   job_n_ = n;
-  job_parts_ = parts;
-  // Every worker acknowledges every job (even with no range to run), so none can lag a job behind
-  // and mistake the next job's fields for the one it woke up for.
+  job_chunks_ = std::min<int64_t>(n, int64_t{kChunksPerThread} * num_threads_);
+  next_chunk_.store(0, std::memory_order_relaxed);
+  // Every worker acknowledges every job (even when it finds no chunk left), so none can lag a job
+  // behind and mistake the next job's fields for the one it woke up for.
   pending_.store(num_threads_ - 1, std::memory_order_relaxed);
   generation_.fetch_add(1, std::memory_order_release);
   generation_.notify_all();
 
-  int64_t begin, end;
-  part_range(n, parts, 0, &begin, &end);
   tls_inside_parallel_region = true;
-  fn(begin, end);
+  run_chunks();
   tls_inside_parallel_region = false;
   // Workers finish within microseconds of the caller on balanced work: spin, then yield.
   for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
@@ -58,7 +66,7 @@ void ThreadPool::parallel_for(int64_t n, const RangeFn& fn) {
   }
 }
 
-void ThreadPool::worker_loop(int worker_index) {
+void ThreadPool::worker_loop() {
   uint64_t seen = 0;
   tls_inside_parallel_region = true;
   while (true) {
@@ -74,11 +82,7 @@ void ThreadPool::worker_loop(int worker_index) {
     }
     seen = gen;
     if (stopping_.load(std::memory_order_acquire)) return;
-    if (worker_index < job_parts_) {
-      int64_t begin, end;
-      part_range(job_n_, job_parts_, worker_index, &begin, &end);
-      (*job_fn_)(begin, end);
-    }
+    run_chunks();
     pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }

@@ -1,7 +1,10 @@
 // Tests of the runtime thread pool: coverage of every index exactly once, inline mode, nesting.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -41,10 +44,57 @@ TEST(RtThreadPool, SingleThreadRunsInlineOnCaller) {
 
 TEST(RtThreadPool, TwoThreadsUseTheCallerAndOneWorker) {
   ThreadPool pool(2);
+  // Each of the two chunks waits (up to 10 s) until both threads are inside the loop: passes only if
+  // the caller and a worker run concurrently.
+  std::atomic<int> inside{0};
   std::vector<std::thread::id> ids(2);
-  pool.parallel_for(2, [&](int64_t b, int64_t) { ids[b] = std::this_thread::get_id(); });
-  EXPECT_EQ(ids[0], std::this_thread::get_id());
-  EXPECT_NE(ids[1], std::this_thread::get_id());
+  pool.parallel_for(2, [&](int64_t b, int64_t) {
+    ids[b] = std::this_thread::get_id();
+    inside.fetch_add(1);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (inside.load() < 2 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  });
+  EXPECT_EQ(inside.load(), 2);
+  EXPECT_NE(ids[0], ids[1]);
+  EXPECT_TRUE(ids[0] == std::this_thread::get_id() || ids[1] == std::this_thread::get_id());
+}
+
+TEST(RtThreadPool, ChunksAreContiguousAndCountedPerThread) {
+  ThreadPool pool(2);
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  std::mutex m;
+  pool.parallel_for(1001, [&](int64_t b, int64_t e) {
+    std::lock_guard<std::mutex> lock(m);
+    ranges.push_back({b, e});
+  });
+  ASSERT_EQ(ranges.size(), size_t{2 * ThreadPool::kChunksPerThread});
+  std::sort(ranges.begin(), ranges.end());
+  int64_t next = 0;
+  for (auto [b, e] : ranges) {
+    EXPECT_EQ(b, next);
+    EXPECT_GE(e - b, 1001 / (2 * ThreadPool::kChunksPerThread));
+    next = e;
+  }
+  EXPECT_EQ(next, 1001);
+}
+
+// A thread held up inside one chunk (here the caller, sleeping in its first) does not hold up the rest:
+// the worker takes the remaining chunks meanwhile.
+TEST(RtThreadPool, SlowThreadTakesFewerChunks) {
+  ThreadPool pool(2);
+  const auto caller = std::this_thread::get_id();
+  std::atomic<int> caller_chunks{0}, worker_chunks{0};
+  std::atomic<bool> slept{false};
+  pool.parallel_for(8, [&](int64_t, int64_t) {
+    if (std::this_thread::get_id() == caller) {
+      caller_chunks.fetch_add(1);
+      if (!slept.exchange(true)) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    } else {
+      worker_chunks.fetch_add(1);
+    }
+  });
+  EXPECT_EQ(caller_chunks.load() + worker_chunks.load(), 8);
+  EXPECT_GE(worker_chunks.load(), 6) << "the worker should have run the chunks the sleeping caller could not";
 }
 
 TEST(RtThreadPool, NestedParallelForRunsInline) {

@@ -1,4 +1,5 @@
-// Persistent thread pool with a static-partition parallel_for; the caller is one of the N threads.
+// Persistent thread pool whose parallel_for hands out contiguous chunks on demand; the caller is one of
+// the N threads.
 #pragma once
 
 #include <atomic>
@@ -9,8 +10,10 @@
 
 namespace tessel::rt {
 
-/// A pool of N-1 persistent workers plus the calling thread. parallel_for splits [0, n) into at
-/// most N contiguous ranges; the caller runs range 0 itself, so there is never oversubscription.
+/// A pool of N-1 persistent workers plus the calling thread. parallel_for cuts [0, n) into contiguous
+/// chunks (up to kChunksPerThread per thread) that the threads, the caller among them, take one at a time
+/// until none is left: a thread slowed down by something else on its core (another process, the
+/// hypervisor) takes fewer chunks instead of holding up the others. There is never oversubscription.
 /// With N == 1 (or n <= 1, or when called from inside a parallel region) the body runs inline.
 class ThreadPool {
  public:
@@ -26,11 +29,17 @@ class ThreadPool {
   /// Total threads, caller included.
   int num_threads() const { return num_threads_; }
 
-  /// Runs fn over [0, n) split into min(n, num_threads) near-equal ranges; returns when all are done.
+  /// Chunks per thread when n allows: enough to even out a thread running at half speed, few enough
+  /// that per-call setup in the bodies (packing, scratch rows) stays small.
+  static constexpr int kChunksPerThread = 4;
+
+  /// Runs fn over [0, n) cut into min(n, kChunksPerThread * num_threads) near-equal contiguous chunks
+  /// (each fn call gets one chunk; a thread may get several); returns when all are done.
   void parallel_for(int64_t n, const RangeFn& fn);
 
  private:
-  void worker_loop(int worker_index);
+  void worker_loop();
+  void run_chunks();
 
   int num_threads_;
   std::vector<std::thread> workers_;
@@ -40,7 +49,8 @@ class ThreadPool {
   std::atomic<bool> stopping_{false};
   const RangeFn* job_fn_ = nullptr;
   int64_t job_n_ = 0;
-  int job_parts_ = 0;
+  int64_t job_chunks_ = 0;
+  std::atomic<int64_t> next_chunk_{0};
 };
 
 /// Runs fn over [0, n) on `pool`, or inline (fn(0, n)) when pool is null.
