@@ -92,6 +92,33 @@ void pack_b_panel_raw(const float* B, int64_t ldb, bool trans, int64_t K, int64_
   }
 }
 
+// Packs columns [j0, j1) of a raw, not transposed B into consecutive panels (panel p at dst + p * K * 16),
+// 16 panels at a time row by row: each row's 256 columns are one sequential read (1 KiB) and the
+// panels 16 write streams, rather than one panel at a time down K rows that lie ldb apart (K = 256 1x1
+// convs on 56x56, B 3.2 MB: 5-7% less time for the whole GEMM).
+void pack_b_block_rows(const float* B, int64_t ldb, int64_t K, int64_t j0, int64_t j1, float* dst) {
+  constexpr int64_t kGroup = 16;
+  const int64_t panels = (j1 - j0 + NR - 1) / NR;
+  for (int64_t g0 = 0; g0 < panels; g0 += kGroup) {
+    const int64_t g1 = std::min(panels, g0 + kGroup);
+    for (int64_t k = 0; k < K; ++k) {
+      const float* src = B + k * ldb + j0;
+      for (int64_t p = g0; p < g1; ++p) {
+        float* d = dst + p * K * NR + k * NR;
+        const int64_t n = std::min<int64_t>(NR, j1 - j0 - p * NR);
+        if (n == NR) {
+          _mm256_store_ps(d, _mm256_loadu_ps(src + p * NR));
+          _mm256_store_ps(d + 8, _mm256_loadu_ps(src + p * NR + 8));
+        } else {
+          const int m = static_cast<int>(n);
+          _mm256_store_ps(d, _mm256_maskload_ps(src + p * NR, vtail_mask(std::min(m, 8))));
+          _mm256_store_ps(d + 8, _mm256_maskload_ps(src + p * NR + 8, vtail_mask(std::max(m - 8, 0))));
+        }
+      }
+    }
+  }
+}
+
 void pack_b_panel(const BSource& b, int64_t K, int64_t j0, int nr, float* dst) {
   if (b.packer)
     b.packer->pack_panel(j0, nr, dst);
@@ -296,9 +323,16 @@ void gemm_task(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K, const 
     b_block = b.packed + (n0 / NR) * K * NR;
   } else if (!raw_b) {
     float* dst = s.b_block.ensure(static_cast<size_t>(n_panels * K * NR));
-    for (int64_t p = 0; p < n_panels; ++p) {
-      int64_t j0 = n0 + p * NR;
-      pack_b_panel(b, K, j0, static_cast<int>(std::min<int64_t>(NR, n1 - j0)), dst + p * K * NR);
+    // Row by row when B is larger than the block budget (it comes from beyond L2, where the K strided
+    // reads of panel-by-panel packing each wait on memory); panel by panel otherwise (K = 256 on 27x27:
+    // 11% faster than row by row).
+    if (b.raw && !b.trans && !b.packer && K * b.ldb * int64_t{sizeof(float)} > kBBlockBytes) {
+      pack_b_block_rows(b.raw, b.ldb, K, n0, n1, dst);
+    } else {
+      for (int64_t p = 0; p < n_panels; ++p) {
+        int64_t j0 = n0 + p * NR;
+        pack_b_panel(b, K, j0, static_cast<int>(std::min<int64_t>(NR, n1 - j0)), dst + p * K * NR);
+      }
     }
     b_block = dst;
   }
