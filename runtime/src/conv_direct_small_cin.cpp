@@ -4,6 +4,8 @@
 // (so the pixels a tap reads are contiguous whatever the stride), as 8 output channels x XB vectors of
 // output pixels in registers; weights are broadcast from a [co/8][ci][ky][kx][8] packing.
 // Vectors are planes::VecWide (plane_rows.h): 16 lanes when compiled for AVX-512, 8 with AVX2.
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -70,39 +72,107 @@ RowPlan make_row_plan(const Conv2dShape& s) {
   return p;
 }
 
-// Fills rows[(ci * KH + ky)] with input row oy*sh - pad_top + ky*dh of channel ci, zero padded, split
-// into stride phases: phase q holds padded-row elements q, q + sw, q + 2 sw, ...
-void prepare_rows(const Conv2dShape& s, const RowPlan& p, const float* in, int64_t oy, float* rows) {
-  const int64_t sw = s.stride_w;
-  for (int64_t ci = 0; ci < s.in_channels; ++ci)
-    for (int64_t ky = 0; ky < s.kernel_h; ++ky) {
-      float* dst = rows + (ci * s.kernel_h + ky) * p.row_floats;
-      std::memset(dst, 0, static_cast<size_t>(p.row_floats) * sizeof(float));
-      const int64_t iy = oy * s.stride_h - s.pad_top + ky * s.dilation_h;
-      if (iy < 0 || iy >= s.in_h) continue;
-      const float* src = in + (ci * s.in_h + iy) * s.in_w;
-      // Phase q, slot t holds padded index j = t * sw + q, i.e. input column j - pad_left.
-      for (int64_t q = 0; q < sw; ++q) {
-        float* phase = dst + q * p.phase_len;
-        const int64_t t0 = std::max<int64_t>(0, ceil_div(s.pad_left - q, sw));
-        const int64_t t1 = std::min(p.phase_len, ceil_div(s.in_w + s.pad_left - q, sw));
-        const float* col = src + t0 * sw + q - s.pad_left;
-        for (int64_t t = t0; t < t1; ++t, col += sw) phase[t] = *col;
+// Writes input row `src` (in_w values), zero padded, split into stride phases into dst (row_floats
+// floats): phase q, slot t holds padded-row element t * sw + q, i.e. input column t * sw + q - pad_left.
+void split_row(const Conv2dShape& s, const RowPlan& p, const float* src, float* dst) {
+  const int64_t sw = s.stride_w, W = s.in_w, pl = s.pad_left;
+  std::memset(dst, 0, static_cast<size_t>(p.row_floats) * sizeof(float));
+  if (sw == 1) {
+    std::memcpy(dst + pl, src, static_cast<size_t>(W) * sizeof(float));
+    return;
+  }
+#if defined(__AVX512F__)
+  if (sw == 2) {
+    // 16 slots of both phases from 32 consecutive padded elements: evens to phase 0, odds to phase 1.
+    const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    const __m512i width = _mm512_set1_epi32(static_cast<int>(W));
+    auto load = [&](int64_t c) {  // input columns c .. c + 15, zero outside the row
+      const __m512i cols = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(c)), lanes);
+      const __mmask16 in_row =
+          _mm512_mask_cmplt_epi32_mask(_mm512_cmpge_epi32_mask(cols, _mm512_setzero_si512()), cols, width);
+      return _mm512_maskz_loadu_ps(in_row, src + c);
+    };
+    for (int64_t t = 0; t + 16 <= p.phase_len; t += 16) {
+      const int64_t c = 2 * t - pl;
+      if (c >= W) break;
+      const __m512 a = load(c), b = load(c + 16);
+      _mm512_storeu_ps(dst + t, _mm512_permutex2var_ps(a, even, b));
+      _mm512_storeu_ps(dst + p.phase_len + t, _mm512_permutex2var_ps(a, odd, b));
+    }
+    // The last partial 16 slots (phase_len is not a multiple of 16) element by element.
+    for (int64_t t = p.phase_len / 16 * 16; t < p.phase_len; ++t)
+      for (int64_t q = 0; q < 2; ++q) {
+        const int64_t c = 2 * t + q - pl;
+        if (c >= 0 && c < W) dst[q * p.phase_len + t] = src[c];
+      }
+    return;
+  }
+#endif
+  for (int64_t q = 0; q < sw; ++q) {
+    float* phase = dst + q * p.phase_len;
+    const int64_t t0 = std::max<int64_t>(0, ceil_div(pl - q, sw));
+    const int64_t t1 = std::min(p.phase_len, ceil_div(W + pl - q, sw));
+    const float* col = src + t0 * sw + q - pl;
+    for (int64_t t = t0; t < t1; ++t, col += sw) phase[t] = *col;
+  }
+}
+
+// The phase-split input rows of one thread's run of output rows: each input row is split once and
+// kept in a ring while the output rows that read it (KH of them at stride 1) are computed.
+class RowCache {
+ public:
+  RowCache(const Conv2dShape& s, const RowPlan& p, const float* in, AlignedBuffer& buf)
+      : s_(s), p_(p), in_(in), slots_((s.kernel_h - 1) * s.dilation_h + 1) {
+    float* base = buf.ensure(static_cast<size_t>((s.in_channels * slots_ + 1) * p.row_floats));
+    zero_ = base;
+    std::memset(zero_, 0, static_cast<size_t>(p.row_floats) * sizeof(float));
+    rows_ = base + p.row_floats;
+    tags_.assign(static_cast<size_t>(s.in_channels * slots_), -1);
+  }
+  // ptrs[ci * KH + ky]: the split row read by tap row ky of output row oy.
+  void rows_for(int64_t oy, const float** ptrs) {
+    for (int64_t ky = 0; ky < s_.kernel_h; ++ky) {
+      const int64_t iy = oy * s_.stride_h - s_.pad_top + ky * s_.dilation_h;
+      for (int64_t ci = 0; ci < s_.in_channels; ++ci) {
+        const float*& ptr = ptrs[ci * s_.kernel_h + ky];
+        if (iy < 0 || iy >= s_.in_h) {
+          ptr = zero_;
+          continue;
+        }
+        const int64_t slot = ci * slots_ + iy % slots_;
+        float* row = rows_ + slot * p_.row_floats;
+        if (tags_[slot] != iy) {
+          split_row(s_, p_, in_ + (ci * s_.in_h + iy) * s_.in_w, row);
+          tags_[slot] = iy;
+        }
+        ptr = row;
       }
     }
-}
+  }
+
+ private:
+  const Conv2dShape& s_;
+  const RowPlan& p_;
+  const float* in_;
+  int64_t slots_;  // rows one output row spans: no two of them share a slot
+  float* zero_;
+  float* rows_;
+  std::vector<int64_t> tags_;  // input row held by each slot
+};
 
 // One register block: NX (<= XB) pixel vectors starting at x0, CB channels of packed block wp.
 // kx_off[kx]: where tap kx's pixels start in a (ci, ky) row (phase and slot of kx * dilation).
 template <int NX>
-void block(const Conv2dShape& s, const RowPlan& p, const int64_t* kx_off, const float* rows, const float* wp,
-           int64_t x0, const BlockOut& o) {
+void block(const Conv2dShape& s, const int64_t* kx_off, const float* const* rows, const float* wp, int64_t x0,
+           const BlockOut& o) {
   V acc[CB][NX];
   for (int c = 0; c < CB; ++c)
     for (int x = 0; x < NX; ++x) acc[c][x] = T::zero();
   const int64_t n_rows = s.in_channels * s.kernel_h, KW = s.kernel_w;
   for (int64_t r = 0; r < n_rows; ++r) {
-    const float* row = rows + r * p.row_floats + x0;
+    const float* row = rows[r] + x0;
     for (int64_t kx = 0; kx < KW; ++kx, wp += CB) {
       const float* src = row + kx_off[kx];
         V xin[NX];
@@ -152,7 +222,8 @@ void conv2d_nchw_direct_small_cin(const Conv2dShape& s, const float* in, const f
     const float* res_n = ep.residual ? ep.residual + n * s.out_channels * OH * OW : nullptr;
     parallel_for(pool, OH, [&](int64_t y0, int64_t y1) {
       static thread_local AlignedBuffer rows_buf;
-      float* rows = rows_buf.ensure(static_cast<size_t>(s.in_channels * s.kernel_h * p.row_floats));
+      RowCache cache(s, p, in_n, rows_buf);
+      std::vector<const float*> rows(static_cast<size_t>(s.in_channels * s.kernel_h));
       int64_t kx_off[64];
       std::vector<int64_t> kx_off_heap;
       int64_t* offs = kx_off;
@@ -162,16 +233,16 @@ void conv2d_nchw_direct_small_cin(const Conv2dShape& s, const float* in, const f
         offs[kx] = (off % s.stride_w) * p.phase_len + off / s.stride_w;
       }
       for (int64_t oy = y0; oy < y1; ++oy) {
-        prepare_rows(s, p, in_n, oy, rows);
+        cache.rows_for(oy, rows.data());
         for (int64_t cb = 0; cb < n_cb; ++cb) {
           const float* wp = packed + cb * taps * CB;
           const int64_t pos = (cb * CB * OH + oy) * OW;
           const BlockOut o{out_n + pos, res_n ? res_n + pos : nullptr, ep.bias ? ep.bias + cb * CB : nullptr,
                            OH * OW, OW, static_cast<int>(std::min<int64_t>(CB, s.out_channels - cb * CB)), &ep};
           int64_t v = 0;
-          for (; v + XB <= n_vec; v += XB) block<XB>(s, p, offs, rows, wp, v * L, o);
-          if (n_vec - v == 2) block<2>(s, p, offs, rows, wp, v * L, o);
-          if (n_vec - v == 1) block<1>(s, p, offs, rows, wp, v * L, o);
+          for (; v + XB <= n_vec; v += XB) block<XB>(s, offs, rows.data(), wp, v * L, o);
+          if (n_vec - v == 2) block<2>(s, offs, rows.data(), wp, v * L, o);
+          if (n_vec - v == 1) block<1>(s, offs, rows.data(), wp, v * L, o);
           if (!act_in_registers(ep))
             for (int c = 0; c < o.nc; ++c) apply_activation(o.out + c * o.plane, OW, ep);
         }

@@ -285,6 +285,12 @@ TEST(RtConv, NetworkShapesOnEveryApplicableKernel) {
       shape(1, 16, 56, 9, 24, 1, 1, 0, 0, 0, 0),            // 1x1, 504 pixels: several flat chunks
       shape(1, 24, 20, 23, 16, 3, 1, 1, 1, 1, 1),           // 3x3, rows with 6-tiles and a 3-remainder
       shape(1, 16, 7, 7, 24, 3, 1, 1, 1, 1, 1),             // 3x3 on 7x7 (im2col by selection)
+      // Stems (few input channels): input rows split into stride phases once and shared by the output
+      // rows that read them; widths past several 16-wide vectors.
+      shape(1, 3, 30, 100, 20, 3, 2, 1, 1, 1, 1),           // SqueezeNet-like 3x3/2
+      shape(1, 3, 40, 45, 16, 7, 2, 3, 3, 3, 3),            // ResNet-like 7x7/2
+      shape(1, 2, 19, 37, 9, 3, 2, 2, 1, 0, 2, 2),          // dilation 2, stride 2, asymmetric pads
+      shape(1, 4, 20, 50, 8, 5, 3, 2, 2, 2, 2),             // stride 3
   };
   float dummy = 0;
   int runs = 0;
