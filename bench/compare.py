@@ -3,9 +3,10 @@
 
 Installs onnxruntime-node into bench/ort (npm --ignore-scripts) when missing, exports the torchvision models
 (scripts/export-models.py), compiles each with `tessel compile`, measures the machine's FMA peak (AVX-512 where the CPU has it, else AVX2), and
-prints a table: median ms of each, the ratio Tessel/ORT, and Tessel's GFLOP/s as a share of the peak.
+prints a table: median ms of each, the ratio Tessel/ORT (median of the back-to-back rounds' ratios, with their
+range), and Tessel's GFLOP/s as a share of the peak.
 
-usage: bench/compare.py [--tessel build/tessel] [--models-dir DIR] [--threads 1 2] [--rounds 3]
+usage: bench/compare.py [--tessel build/tessel] [--models-dir DIR] [--threads 1 2] [--rounds 5]
                         [--iterations 20] [--warmup 3] [--models resnet18 ...] [--markdown FILE]
 """
 import argparse
@@ -113,7 +114,7 @@ def main():
     ap.add_argument("--models-dir", default=os.path.join(ROOT, "bench/models"))
     ap.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
     ap.add_argument("--threads", nargs="+", type=int, default=[1, 2])
-    ap.add_argument("--rounds", type=int, default=3, help="alternations of Tessel and ORT per model/threads")
+    ap.add_argument("--rounds", type=int, default=5, help="alternations of Tessel and ORT per model/threads")
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--markdown", help="also write the table (markdown) to this file")
@@ -142,33 +143,51 @@ def main():
             inp = os.path.join(a.models_dir, f"{m}.input.npy")
             common = ["--threads", str(t), "--warmup", str(a.warmup), "--iterations", str(a.iterations), "--json"]
             tessel_ms, ort_ms, gflop = [], [], 0.0
-            for _ in range(a.rounds):  # alternate so both see the same machine conditions
+
+            def run_tessel():
                 r = run_json([a.tessel, "bench", os.path.join(a.models_dir, f"{m}.so"), "--input",
                               f"input={inp}", *common])
                 tessel_ms.append(r["median_ms"])
-                gflop = r["gflops"]
+                return r["gflops"]
+
+            def run_ort():
                 o = run_json(["node", os.path.join(ROOT, "bench/ort/ort_bench.js"),
                               os.path.join(a.models_dir, f"{m}.onnx"), "--input", f"input={inp}", *common])
                 ort_ms.append(o["median_ms"])
+
+            # Alternate, and swap which goes first every round, so both see the same machine conditions
+            # (this machine's speed drifts by 10-30 % over seconds): each round is a pair measured back
+            # to back, and the ratio reported is the median of the rounds' ratios.
+            for i in range(a.rounds):
+                if i % 2 == 0:
+                    gflop = run_tessel()
+                    run_ort()
+                else:
+                    run_ort()
+                    gflop = run_tessel()
             tm, om = statistics.median(tessel_ms), statistics.median(ort_ms)
+            pair_ratios = [x / y for x, y in zip(tessel_ms, ort_ms)]
             rate = gflop / (tm / 1e3)
-            rows.append(dict(model=m, threads=t, tessel_ms=tm, ort_ms=om, ratio=tm / om, gflop_s=rate,
+            rows.append(dict(model=m, threads=t, tessel_ms=tm, ort_ms=om, ratio=statistics.median(pair_ratios),
+                             ratio_lo=min(pair_ratios), ratio_hi=max(pair_ratios), gflop_s=rate,
                              peak_share=rate / peaks[t], compile_s=compile_s[m]))
             print(f"{m} @{t}: tessel {tm:.2f} ms, ort {om:.2f} ms", file=sys.stderr)
 
     lines = [f"Date: {datetime.date.today()}; machine: {platform.processor() or platform.machine()}, "
              f"{os.cpu_count()} hardware threads; load average at the end {os.getloadavg()[0]:.1f}; "
-             f"{a.rounds} alternating rounds x {a.iterations} iterations (median of medians).",
+             f"{a.rounds} alternating rounds x {a.iterations} iterations; ms: median of the rounds' medians; "
+             f"Tessel/ORT: median of the rounds' ratios (each round a back-to-back pair), with their range.",
              "Peak used for the share: " + ", ".join(f"{t} thread(s) {p:.1f} GFLOP/s" for t, p in peaks.items()) +
              f" (the larger of: clock from /proc/cpuinfo x {64 if has_avx512() else 32} FLOP/cycle/core "
              f"({'AVX-512' if has_avx512() else 'AVX2'} FMA), and an FMA loop measured during the run: " +
              ", ".join(f"{t} thread(s) {p:.1f} GFLOP/s" for t, p in measured.items()) + ")",
              "",
-             "| model | threads | Tessel ms | ORT ms | Tessel/ORT | Tessel GFLOP/s | % of peak | compile s |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| model | threads | Tessel ms | ORT ms | Tessel/ORT | rounds' range | Tessel GFLOP/s | % of peak | compile s |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['model']} | {r['threads']} | {r['tessel_ms']:.2f} | {r['ort_ms']:.2f} | "
-                     f"{r['ratio']:.2f} | {r['gflop_s']:.1f} | {100 * r['peak_share']:.0f}% | {r['compile_s']:.1f} |")
+                     f"{r['ratio']:.2f} | {r['ratio_lo']:.2f}-{r['ratio_hi']:.2f} | {r['gflop_s']:.1f} | "
+                     f"{100 * r['peak_share']:.0f}% | {r['compile_s']:.1f} |")
     for t in a.threads:
         ratios = [r["ratio"] for r in rows if r["threads"] == t]
         lines.append(f"\nGeometric mean Tessel/ORT at {t} thread(s): "
