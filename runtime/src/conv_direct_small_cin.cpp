@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "plane_rows.h"
+#include "weight_blocks.h"
 #include "tessel/rt/aligned_buffer.h"
 #include "tessel/rt/conv.h"
 
@@ -197,17 +198,12 @@ bool conv2d_nchw_direct_small_cin_applicable(const Conv2dShape& s) {
 }
 
 size_t conv2d_nchw_direct_small_cin_packed_size(const Conv2dShape& s) {
-  return static_cast<size_t>(ceil_div(s.out_channels, CB) * CB * s.in_channels * s.kernel_h * s.kernel_w);
+  return static_cast<size_t>(
+      detail::channel_blocked_size(s.out_channels, s.in_channels * s.kernel_h * s.kernel_w, CB));
 }
 
 void conv2d_nchw_direct_small_cin_pack(const Conv2dShape& s, const float* weights, float* packed) {
-  const int64_t taps = s.in_channels * s.kernel_h * s.kernel_w;
-  for (int64_t cb = 0; cb < ceil_div(s.out_channels, CB); ++cb)
-    for (int64_t t = 0; t < taps; ++t)
-      for (int c = 0; c < CB; ++c) {
-        const int64_t co = cb * CB + c;
-        packed[(cb * taps + t) * CB + c] = co < s.out_channels ? weights[co * taps + t] : 0.0f;
-      }
+  detail::pack_channel_blocked(weights, s.out_channels, s.in_channels * s.kernel_h * s.kernel_w, CB, packed);
 }
 
 void conv2d_nchw_direct_small_cin(const Conv2dShape& s, const float* in, const float* packed, float* out,

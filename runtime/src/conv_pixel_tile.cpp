@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "im2col.h"
+#include "weight_blocks.h"
 #include "tessel/rt/aligned_buffer.h"
 #include "tessel/rt/conv.h"
 
@@ -34,7 +35,7 @@ constexpr int64_t kKC = 512;      // reduction block: a 512 x 64 weight panel is
 constexpr int kTilesPerPack = 8;  // im2col panels packed together (56 pixels, [K][8] each)
 
 int64_t reduction(const Conv2dShape& s) { return s.in_per_group() * s.kernel_h * s.kernel_w; }
-int64_t channel_blocks(const Conv2dShape& s) { return (s.out_channels + kBlockC - 1) / kBlockC; }
+[[maybe_unused]] int64_t channel_blocks(const Conv2dShape& s) { return (s.out_channels + kBlockC - 1) / kBlockC; }
 [[maybe_unused]] bool reads_input_in_place(const Conv2dShape& s) {
   return s.kernel_h == 1 && s.kernel_w == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_top == 0 &&
          s.pad_left == 0 && s.pad_bottom == 0 && s.pad_right == 0;
@@ -339,17 +340,11 @@ void run_image(const Job& j, ThreadPool* pool) {
 bool conv2d_nchw_pixel_tile_applicable(const Conv2dShape& s) { return s.groups == 1; }
 
 size_t conv2d_nchw_pixel_tile_packed_size(const Conv2dShape& s) {
-  return static_cast<size_t>(channel_blocks(s) * reduction(s) * kBlockC);
+  return static_cast<size_t>(detail::channel_blocked_size(s.out_channels, reduction(s), kBlockC));
 }
 
 void conv2d_nchw_pixel_tile_pack(const Conv2dShape& s, const float* weights, float* packed) {
-  const int64_t K = reduction(s);
-  for (int64_t cb = 0; cb < channel_blocks(s); ++cb)
-    for (int64_t k = 0; k < K; ++k)
-      for (int64_t l = 0; l < kBlockC; ++l) {
-        const int64_t m = cb * kBlockC + l;
-        packed[(cb * K + k) * kBlockC + l] = m < s.out_channels ? weights[m * K + k] : 0.0f;
-      }
+  detail::pack_channel_blocked(weights, s.out_channels, reduction(s), kBlockC, packed);
 }
 
 void conv2d_nchw_pixel_tile(const Conv2dShape& s, const float* in, const float* packed, float* out,

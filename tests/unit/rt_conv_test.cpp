@@ -248,26 +248,26 @@ TEST(RtConv, PixelTileLongReductions) {
   EXPECT_EQ(ran, 16);
   // Selection: only on an AVX-512 target, from K = 256, on maps up to 14x14, and on 28x28 for im2col shapes
   // and 1x1 with K >= 512.
-  EXPECT_STREQ(select_conv2d_kernel(shape(1, 512, 7, 7, 512, 3, 1, 1, 1, 1, 1), ConvLayout::NCHW, true)->name,
-               "conv2d_nchw_pixel_tile");
-  EXPECT_STREQ(select_conv2d_kernel(shape(1, 1024, 14, 14, 2048, 1, 2, 0, 0, 0, 0), ConvLayout::NCHW, true)->name,
-               "conv2d_nchw_pixel_tile");
-  EXPECT_STREQ(select_conv2d_kernel(shape(1, 512, 28, 28, 128, 1, 1, 0, 0, 0, 0), ConvLayout::NCHW, true)->name,
-               "conv2d_nchw_pixel_tile");
-  EXPECT_STREQ(select_conv2d_kernel(shape(1, 256, 28, 28, 64, 1, 1, 0, 0, 0, 0), ConvLayout::NCHW, true)->name,
-               "conv2d_nchw_1x1_gemm_avx2");
-  EXPECT_STREQ(select_conv2d_kernel(shape(1, 256, 56, 56, 64, 1, 1, 0, 0, 0, 0), ConvLayout::NCHW, true)->name,
-               "conv2d_nchw_1x1_gemm_avx2");
-  EXPECT_STREQ(select_conv2d_kernel(shape(1, 128, 56, 56, 128, 3, 2, 1, 1, 1, 1), ConvLayout::NCHW, true)->name,
-               "conv2d_nchw_pixel_tile");
-  EXPECT_STREQ(select_conv2d_kernel(shape(1, 128, 112, 112, 128, 3, 2, 1, 1, 1, 1), ConvLayout::NCHW, true)->name,
-               "conv2d_nchw_im2col_gemm_avx2");
-  EXPECT_STREQ(select_conv2d_kernel(shape(1, 128, 7, 7, 512, 1, 1, 0, 0, 0, 0), ConvLayout::NCHW, true)->name,
-               "conv2d_nchw_1x1_gemm_avx2");
-  EXPECT_STREQ(select_conv2d_kernel(shape(1, 256, 14, 14, 256, 3, 1, 1, 1, 1, 1), ConvLayout::NCHW, true)->name,
-               "conv2d_winograd_f43_avx2");
-  EXPECT_STREQ(select_conv2d_kernel(shape(1, 512, 7, 7, 512, 3, 1, 1, 1, 1, 1), ConvLayout::NCHW, false)->name,
-               "conv2d_nchw_im2col_gemm_avx2");
+  const struct {
+    Conv2dShape s;
+    bool avx512;
+    const char* kernel;
+  } choices[] = {
+      {shape(1, 512, 7, 7, 512, 3, 1, 1, 1, 1, 1), true, "conv2d_nchw_pixel_tile"},
+      {shape(1, 1024, 14, 14, 2048, 1, 2, 0, 0, 0, 0), true, "conv2d_nchw_pixel_tile"},
+      {shape(1, 512, 28, 28, 128, 1, 1, 0, 0, 0, 0), true, "conv2d_nchw_pixel_tile"},
+      {shape(1, 256, 28, 28, 64, 1, 1, 0, 0, 0, 0), true, "conv2d_nchw_1x1_gemm_avx2"},
+      {shape(1, 256, 56, 56, 64, 1, 1, 0, 0, 0, 0), true, "conv2d_nchw_1x1_gemm_avx2"},
+      {shape(1, 128, 56, 56, 128, 3, 2, 1, 1, 1, 1), true, "conv2d_nchw_pixel_tile"},
+      {shape(1, 128, 112, 112, 128, 3, 2, 1, 1, 1, 1), true, "conv2d_nchw_im2col_gemm_avx2"},
+      {shape(1, 128, 7, 7, 512, 1, 1, 0, 0, 0, 0), true, "conv2d_nchw_1x1_gemm_avx2"},
+      {shape(1, 256, 14, 14, 256, 3, 1, 1, 1, 1, 1), true, "conv2d_winograd_f43_avx2"},
+      {shape(1, 512, 7, 7, 512, 3, 1, 1, 1, 1, 1), false, "conv2d_nchw_im2col_gemm_avx2"},
+  };
+  for (const auto& c : choices)
+    EXPECT_STREQ(select_conv2d_kernel(c.s, ConvLayout::NCHW, c.avx512)->name, c.kernel)
+        << "ci=" << c.s.in_channels << " hw=" << c.s.in_h << " k=" << c.s.kernel_h << " s=" << c.s.stride_h
+        << " avx512=" << c.avx512;
 }
 
 // The layer shapes the networks actually have, where the kernels take their fast paths: depthwise on
