@@ -30,9 +30,9 @@ bool is_dense(const Conv2dShape& s) { return s.groups == 1; }
 // 46-75) and 1x1 with K >= 512; behind on 56x56 and for 1x1 K=256 on 28x28, where the GEMM's packed B
 // panels are reused better; and below K = 256 the transposing store costs more than the GEMM loses.
 constexpr int64_t kPixelTileMinK = 256;
-bool pixel_tile_pays_off(const Conv2dShape& s, bool avx512) {
+bool pixel_tile_pays_off(const Conv2dShape& s) {
   const int64_t k = s.in_per_group() * s.kernel_h * s.kernel_w, plane = s.out_h() * s.out_w();
-  if (!avx512 || k < kPixelTileMinK) return false;
+  if (k < kPixelTileMinK) return false;
   return plane <= 196 || (plane <= 784 && (!is_1x1_s1_p0(s) || k >= 512));
 }
 
@@ -52,7 +52,7 @@ const std::vector<Conv2dKernel>& conv2d_kernels() {
       {"conv2d_nchw_direct_small_cin", ConvLayout::NCHW, conv2d_nchw_direct_small_cin_applicable,
        conv2d_nchw_direct_small_cin_packed_size, conv2d_nchw_direct_small_cin_pack, conv2d_nchw_direct_small_cin},
       {"conv2d_nchw_pixel_tile", ConvLayout::NCHW, conv2d_nchw_pixel_tile_applicable,
-       conv2d_nchw_pixel_tile_packed_size, conv2d_nchw_pixel_tile_pack, conv2d_nchw_pixel_tile},
+       conv2d_nchw_pixel_tile_packed_size, conv2d_nchw_pixel_tile_pack, conv2d_nchw_pixel_tile, true},
       {"conv2d_nchw_1x1_gemm_avx2", ConvLayout::NCHW, is_1x1_s1_p0, conv2d_nchw_im2col_gemm_packed_size,
        conv2d_nchw_im2col_gemm_pack, conv2d_nchw_1x1_gemm_avx2},
       {"conv2d_nchw_im2col_gemm_avx2", ConvLayout::NCHW, always, conv2d_nchw_im2col_gemm_packed_size,
@@ -73,10 +73,10 @@ const Conv2dKernel* find_conv2d_kernel(const char* name) {
 
 const Conv2dKernel* select_conv2d_kernel(const Conv2dShape& shape, ConvLayout layout, bool avx512) {
   for (const auto& k : conv2d_kernels()) {
-    if (k.layout != layout || !k.applicable(shape)) continue;
+    if (k.layout != layout || !k.applicable(shape) || (k.avx512_only && !avx512)) continue;
     // Shape-based choices.
     if (k.run == conv2d_winograd_f43_avx2 && !winograd_pays_off(shape)) continue;
-    if (k.run == conv2d_nchw_pixel_tile && !pixel_tile_pays_off(shape, avx512)) continue;
+    if (k.run == conv2d_nchw_pixel_tile && !pixel_tile_pays_off(shape)) continue;
     return &k;
   }
   return nullptr;

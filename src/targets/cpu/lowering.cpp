@@ -804,7 +804,8 @@ std::vector<ConvTuneJob> convTuneJobs(const Graph& graph, bool avx512) {
     if (!s || !seen.insert(convGeometryKey(*s)).second) continue;
     ConvTuneJob job{convGeometryKey(*s), *s, {}, rt::select_conv2d_kernel(*s, rt::ConvLayout::NCHW, avx512)->name};
     for (const rt::Conv2dKernel& k : rt::conv2d_kernels())
-      if (k.layout == rt::ConvLayout::NCHW && k.applicable(*s)) job.candidates.push_back(k.name);
+      if (k.layout == rt::ConvLayout::NCHW && k.applicable(*s) && (avx512 || !k.avx512_only))
+        job.candidates.push_back(k.name);
     jobs.push_back(std::move(job));
   }
   return jobs;

@@ -56,6 +56,9 @@ struct Conv2dKernel {
   size_t (*packed_weight_size)(const Conv2dShape&);
   ConvPackFn pack_weights;
   ConvRunFn run;
+  /// Fast only with AVX-512 (without it, a plain-loop fallback for correctness): neither selected nor
+  /// offered to --tune for other targets.
+  bool avx512_only = false;
 };
 
 /// Every convolution kernel, best-first within a layout (selection, tests and benchmarks share it).
