@@ -1,10 +1,12 @@
 // Winograd F(4x4, 3x3) convolution (NCHW, stride 1): 6x6 input tiles, 36 GEMMs over channels.
-// Transforms are vectorised across 8 tiles (lanes = tiles, masked gathers handle padding and edges);
+// Transforms are vectorised across tiles (lanes = tiles): the input transform 8 at a time with masked
+// gathers for padding and edges, the output transform 8 or (AVX-512) 16 at a time;
 // the weight transform U = G g G^T is done once at pack time into 36 packed GEMM A operands.
 #include <immintrin.h>
 
 #include <algorithm>
 
+#include "plane_rows.h"
 #include "tessel/rt/aligned_buffer.h"
 #include "tessel/rt/conv.h"
 #include "tessel/rt/epilogue_avx2.h"
@@ -31,16 +33,17 @@ inline void input_1d(const __m256* d, int stride, __m256* r, int rstride) {
   r[5 * rstride] = _mm256_fnmadd_ps(five, d3, _mm256_fmadd_ps(four, d1, d5));
 }
 
-// y = A^T m for one column of 6 values (strided) -> 4 values.
-inline void output_1d(const __m256* m, int stride, __m256* y, int ystride) {
-  const __m256 m0 = m[0], m1 = m[stride], m2 = m[2 * stride], m3 = m[3 * stride], m4 = m[4 * stride],
-               m5 = m[5 * stride];
-  const __m256 s12 = _mm256_add_ps(m1, m2), d12 = _mm256_sub_ps(m1, m2);
-  const __m256 s34 = _mm256_add_ps(m3, m4), d34 = _mm256_sub_ps(m3, m4);
-  y[0] = _mm256_add_ps(_mm256_add_ps(m0, s12), s34);
-  y[ystride] = _mm256_fmadd_ps(_mm256_set1_ps(2.0f), d34, d12);
-  y[2 * ystride] = _mm256_fmadd_ps(_mm256_set1_ps(4.0f), s34, s12);
-  y[3 * ystride] = _mm256_add_ps(_mm256_fmadd_ps(_mm256_set1_ps(8.0f), d34, d12), m5);
+// y = A^T m for one column of 6 values (strided) -> 4 values, lanes = tiles.
+template <class T>
+inline void output_1d(const typename T::V* m, int stride, typename T::V* y, int ystride) {
+  using V = typename T::V;
+  const V m0 = m[0], m1 = m[stride], m2 = m[2 * stride], m3 = m[3 * stride], m4 = m[4 * stride], m5 = m[5 * stride];
+  const V s12 = T::add(m1, m2), d12 = T::sub(m1, m2);
+  const V s34 = T::add(m3, m4), d34 = T::sub(m3, m4);
+  y[0] = T::add(T::add(m0, s12), s34);
+  y[ystride] = T::fmadd(T::set1(2.0f), d34, d12);
+  y[2 * ystride] = T::fmadd(T::set1(4.0f), s34, s12);
+  y[3 * ystride] = T::add(T::fmadd(T::set1(8.0f), d34, d12), m5);
 }
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -145,94 +148,62 @@ void store_tile_rows(const WinoPlan& p, int64_t t, int lanes, const float* buf, 
   }
 }
 
-#if !defined(__AVX512F__)
-// Inverse-transforms 8 tiles of every output channel from M (36 x Cout x block) into the output.
-void transform_output(const Conv2dShape& s, const WinoPlan& p, const float* M, int64_t t, int64_t t_end,
-                      int64_t local, float* out, const float* res, const Epilogue& ep, int64_t co0,
-                      int64_t co1) {
-  const int64_t xi_stride = s.out_channels * p.block;
-  const int lanes = static_cast<int>(t_end - t);
-  for (int64_t co = co0; co < co1; ++co) {
-    __m256 m[kTile][kTile], tmp[kOut][kTile], y[kOut][kOut];
-    const float* src = M + co * p.block + local;
-    for (int i = 0; i < kTile; ++i)
-      for (int j = 0; j < kTile; ++j) m[i][j] = _mm256_loadu_ps(src + (i * kTile + j) * xi_stride);
-    for (int j = 0; j < kTile; ++j) output_1d(&m[0][j], kTile, &tmp[0][j], kTile);
-    for (int i = 0; i < kOut; ++i) output_1d(&tmp[i][0], 1, &y[i][0], 1);
-    const __m256 bias = _mm256_set1_ps(ep.bias ? ep.bias[co] : 0.0f);
-    // Transpose each output row of the 8 tiles (y[i][j] holds column j of tile-row i, lanes = tiles)
-    // into 32 consecutive pixels: buf[i][4 l + j] = y[i][j][l].
-    alignas(32) float buf[kOut][40] = {};  // 32 pixels + slack for the last 8-wide load
-    for (int i = 0; i < kOut; ++i) {
-      const __m256 y0 = _mm256_add_ps(y[i][0], bias), y1 = _mm256_add_ps(y[i][1], bias);
-      const __m256 y2 = _mm256_add_ps(y[i][2], bias), y3 = _mm256_add_ps(y[i][3], bias);
-      const __m256 a = _mm256_unpacklo_ps(y0, y1), b = _mm256_unpacklo_ps(y2, y3);
-      const __m256 c = _mm256_unpackhi_ps(y0, y1), d = _mm256_unpackhi_ps(y2, y3);
-      const __m256 e = _mm256_shuffle_ps(a, b, 0x44), f = _mm256_shuffle_ps(a, b, 0xEE);  // lanes 0,4 / 1,5
-      const __m256 g = _mm256_shuffle_ps(c, d, 0x44), h = _mm256_shuffle_ps(c, d, 0xEE);  // lanes 2,6 / 3,7
-      _mm256_store_ps(buf[i] + 0, _mm256_permute2f128_ps(e, f, 0x20));
-      _mm256_store_ps(buf[i] + 8, _mm256_permute2f128_ps(g, h, 0x20));
-      _mm256_store_ps(buf[i] + 16, _mm256_permute2f128_ps(e, f, 0x31));
-      _mm256_store_ps(buf[i] + 24, _mm256_permute2f128_ps(g, h, 0x31));
-    }
-    store_tile_rows(p, t, lanes, &buf[0][0], 40, co, out, res, ep);
-  }
+// Output row i of 4 consecutive-tile vectors y0..y3 (lane l = tile l; y_j holds column j) as 4 L
+// consecutive pixels: row[4 l + j] = y_j[l].
+inline void tiles_to_row(__m256 y0, __m256 y1, __m256 y2, __m256 y3, float* row) {
+  const __m256 a = _mm256_unpacklo_ps(y0, y1), b = _mm256_unpacklo_ps(y2, y3);
+  const __m256 c = _mm256_unpackhi_ps(y0, y1), d = _mm256_unpackhi_ps(y2, y3);
+  const __m256 e = _mm256_shuffle_ps(a, b, 0x44), f = _mm256_shuffle_ps(a, b, 0xEE);  // lanes 0,4 / 1,5
+  const __m256 g = _mm256_shuffle_ps(c, d, 0x44), h = _mm256_shuffle_ps(c, d, 0xEE);  // lanes 2,6 / 3,7
+  _mm256_store_ps(row + 0, _mm256_permute2f128_ps(e, f, 0x20));
+  _mm256_store_ps(row + 8, _mm256_permute2f128_ps(g, h, 0x20));
+  _mm256_store_ps(row + 16, _mm256_permute2f128_ps(e, f, 0x31));
+  _mm256_store_ps(row + 24, _mm256_permute2f128_ps(g, h, 0x31));
 }
-
-#endif
-
 #if defined(__AVX512F__)
 // GCC 12's own intrinsic headers trip -Wmaybe-uninitialized on the 512-bit shuffles; nothing here is.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-inline void output_1d(const __m512* m, int stride, __m512* y, int ystride) {
-  const __m512 m0 = m[0], m1 = m[stride], m2 = m[2 * stride], m3 = m[3 * stride], m4 = m[4 * stride],
-               m5 = m[5 * stride];
-  const __m512 s12 = _mm512_add_ps(m1, m2), d12 = _mm512_sub_ps(m1, m2);
-  const __m512 s34 = _mm512_add_ps(m3, m4), d34 = _mm512_sub_ps(m3, m4);
-  y[0] = _mm512_add_ps(_mm512_add_ps(m0, s12), s34);
-  y[ystride] = _mm512_fmadd_ps(_mm512_set1_ps(2.0f), d34, d12);
-  y[2 * ystride] = _mm512_fmadd_ps(_mm512_set1_ps(4.0f), s34, s12);
-  y[3 * ystride] = _mm512_add_ps(_mm512_fmadd_ps(_mm512_set1_ps(8.0f), d34, d12), m5);
-}
-
-// transform_output for up to 16 tiles [t, t_end) per zmm (reads M up to 16 floats past the block: the
-// buffers have that slack): the same transforms, then a 4x16 -> 16x4 transpose per output row.
-void transform_output16(const Conv2dShape& s, const WinoPlan& p, const float* M, int64_t t, int64_t t_end,
-                        int64_t local, float* out, const float* res, const Epilogue& ep, int64_t co0,
-                        int64_t co1) {
-  const int64_t xi_stride = s.out_channels * p.block;
-  const int lanes = static_cast<int>(t_end - t);
-  for (int64_t co = co0; co < co1; ++co) {
-    __m512 m[kTile][kTile], tmp[kOut][kTile], y[kOut][kOut];
-    const float* src = M + co * p.block + local;
-    for (int i = 0; i < kTile; ++i)
-      for (int j = 0; j < kTile; ++j) m[i][j] = _mm512_loadu_ps(src + (i * kTile + j) * xi_stride);
-    for (int j = 0; j < kTile; ++j) output_1d(&m[0][j], kTile, &tmp[0][j], kTile);
-    for (int i = 0; i < kOut; ++i) output_1d(&tmp[i][0], 1, &y[i][0], 1);
-    const __m512 bias = _mm512_set1_ps(ep.bias ? ep.bias[co] : 0.0f);
-    // buf[i][4 l + j] = y[i][j][l]: 16 tiles' output row i as 64 consecutive pixels.
-    alignas(64) float buf[kOut][72] = {};  // 64 pixels + slack for the last 8-wide load
-    for (int i = 0; i < kOut; ++i) {
-      const __m512 y0 = _mm512_add_ps(y[i][0], bias), y1 = _mm512_add_ps(y[i][1], bias);
-      const __m512 y2 = _mm512_add_ps(y[i][2], bias), y3 = _mm512_add_ps(y[i][3], bias);
-      const __m512 a = _mm512_unpacklo_ps(y0, y1), b = _mm512_unpacklo_ps(y2, y3);
-      const __m512 c = _mm512_unpackhi_ps(y0, y1), d = _mm512_unpackhi_ps(y2, y3);
-      // One tile per 128-bit lane: e tiles 0,4,8,12; f 1,5,9,13; g 2,6,10,14; h 3,7,11,15.
-      const __m512 e = _mm512_shuffle_ps(a, b, 0x44), f = _mm512_shuffle_ps(a, b, 0xEE);
-      const __m512 g = _mm512_shuffle_ps(c, d, 0x44), h = _mm512_shuffle_ps(c, d, 0xEE);
-      const __m512 t0 = _mm512_shuffle_f32x4(e, f, 0x44), t1 = _mm512_shuffle_f32x4(g, h, 0x44);
-      const __m512 t2 = _mm512_shuffle_f32x4(e, f, 0xEE), t3 = _mm512_shuffle_f32x4(g, h, 0xEE);
-      _mm512_store_ps(buf[i] + 0, _mm512_shuffle_f32x4(t0, t1, 0x88));   // tiles 0-3
-      _mm512_store_ps(buf[i] + 16, _mm512_shuffle_f32x4(t0, t1, 0xDD));  // tiles 4-7
-      _mm512_store_ps(buf[i] + 32, _mm512_shuffle_f32x4(t2, t3, 0x88));  // tiles 8-11
-      _mm512_store_ps(buf[i] + 48, _mm512_shuffle_f32x4(t2, t3, 0xDD));  // tiles 12-15
-    }
-    store_tile_rows(p, t, lanes, &buf[0][0], 72, co, out, res, ep);
-  }
+inline void tiles_to_row(__m512 y0, __m512 y1, __m512 y2, __m512 y3, float* row) {
+  const __m512 a = _mm512_unpacklo_ps(y0, y1), b = _mm512_unpacklo_ps(y2, y3);
+  const __m512 c = _mm512_unpackhi_ps(y0, y1), d = _mm512_unpackhi_ps(y2, y3);
+  // One tile per 128-bit lane: e tiles 0,4,8,12; f 1,5,9,13; g 2,6,10,14; h 3,7,11,15.
+  const __m512 e = _mm512_shuffle_ps(a, b, 0x44), f = _mm512_shuffle_ps(a, b, 0xEE);
+  const __m512 g = _mm512_shuffle_ps(c, d, 0x44), h = _mm512_shuffle_ps(c, d, 0xEE);
+  const __m512 t0 = _mm512_shuffle_f32x4(e, f, 0x44), t1 = _mm512_shuffle_f32x4(g, h, 0x44);
+  const __m512 t2 = _mm512_shuffle_f32x4(e, f, 0xEE), t3 = _mm512_shuffle_f32x4(g, h, 0xEE);
+  _mm512_store_ps(row + 0, _mm512_shuffle_f32x4(t0, t1, 0x88));   // tiles 0-3
+  _mm512_store_ps(row + 16, _mm512_shuffle_f32x4(t0, t1, 0xDD));  // tiles 4-7
+  _mm512_store_ps(row + 32, _mm512_shuffle_f32x4(t2, t3, 0x88));  // tiles 8-11
+  _mm512_store_ps(row + 48, _mm512_shuffle_f32x4(t2, t3, 0xDD));  // tiles 12-15
 }
 #pragma GCC diagnostic pop
 #endif
+
+// Inverse-transforms T::L tiles [t, t_end) of output channels [co0, co1) from M (36 x Cout x block) into
+// the output (reads M up to T::L floats past the block: the buffers have that slack).
+template <class T>
+void transform_output(const Conv2dShape& s, const WinoPlan& p, const float* M, int64_t t, int64_t t_end,
+                      int64_t local, float* out, const float* res, const Epilogue& ep, int64_t co0, int64_t co1) {
+  using V = typename T::V;
+  constexpr int ld = 4 * T::L + 8;  // a row of 4 L pixels + slack for store_tile_rows' last 8-wide load
+  const int64_t xi_stride = s.out_channels * p.block;
+  const int lanes = static_cast<int>(t_end - t);
+  for (int64_t co = co0; co < co1; ++co) {
+    V m[kTile][kTile], tmp[kOut][kTile], y[kOut][kOut];
+    const float* src = M + co * p.block + local;
+    for (int i = 0; i < kTile; ++i)
+      for (int j = 0; j < kTile; ++j) m[i][j] = T::loadu(src + (i * kTile + j) * xi_stride);
+    for (int j = 0; j < kTile; ++j) output_1d<T>(&m[0][j], kTile, &tmp[0][j], kTile);
+    for (int i = 0; i < kOut; ++i) output_1d<T>(&tmp[i][0], 1, &y[i][0], 1);
+    const V bias = T::set1(ep.bias ? ep.bias[co] : 0.0f);
+    alignas(64) float buf[kOut][ld] = {};
+    for (int i = 0; i < kOut; ++i)
+      tiles_to_row(T::add(y[i][0], bias), T::add(y[i][1], bias), T::add(y[i][2], bias), T::add(y[i][3], bias),
+                   buf[i]);
+    store_tile_rows(p, t, lanes, &buf[0][0], ld, co, out, res, ep);
+  }
+}
 
 }  // namespace
 
@@ -263,15 +234,9 @@ void conv2d_winograd_f43_pack(const Conv2dShape& s, const float* weights, float*
 
 namespace {
 
-// The output transform's tiles per call: 16 per zmm with AVX-512 (SqueezeNet, 1 thread: the 8-wide
-// transform was 10% of the model's time), else 8 per ymm.
-#if defined(__AVX512F__)
-constexpr int64_t kOutputTiles = 16;
-constexpr auto output_tiles = transform_output16;
-#else
-constexpr int64_t kOutputTiles = 8;
-constexpr auto output_tiles = transform_output;
-#endif
+// The output transform's tiles per call: 16 per zmm with AVX-512, else 8 per ymm.
+constexpr int64_t kOutputTiles = planes::VecWide::L;
+constexpr auto output_tiles = transform_output<planes::VecWide>;
 
 // All tiles in one block, the work split by phase instead of by tiles: input transform over groups of
 // 8 tiles, the 36 GEMMs over xi, the output transform over output channels. On small maps (few tiles,
