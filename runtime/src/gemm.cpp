@@ -309,7 +309,7 @@ __attribute__((noinline)) void store_tile512(const __m512* acc, int R, int NP, f
 // loads at the right edge; otherwise b is the first of NP packed panels b_ps floats apart.
 template <int MP, int NP, bool RAW = false>
 void sgemm_avx512(int64_t kc, const float* a, int64_t a_ps, const float* b, int64_t b_ps, float* c, int mr,
-                  int nr, const TileStore& t, int64_t row, int64_t col) {
+                  int nr, const TileStore& t, int64_t row, int64_t col, const float* b_next = nullptr) {
   constexpr int R = MP * MR;
   __m512 acc[R][NP];
 #pragma GCC unroll 12
@@ -324,6 +324,10 @@ void sgemm_avx512(int64_t kc, const float* a, int64_t a_ps, const float* b, int6
 #pragma GCC unroll 2
     for (int p = 0; p < NP; ++p)
       bv[p] = RAW ? _mm512_maskz_loadu_ps(bmask[p], b + k * b_ps + p * NR) : _mm512_load_ps(b + p * b_ps + k * NR);
+    if (RAW && b_next) {
+      _mm_prefetch(reinterpret_cast<const char*>(b_next + k * b_ps), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(b_next + k * b_ps + NR), _MM_HINT_T0);
+    }
 #pragma GCC unroll 12
     for (int r = 0; r < R; ++r) {
       const __m512 av = _mm512_set1_ps(a[(r / MR) * a_ps + k * MR + r % MR]);
@@ -412,10 +416,13 @@ void gemm_task(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K, const 
         float* cp = C + (ic + ir) * t.ldc + jr;
         if (raw_b) {
           const float* bp = b.raw + pc * b.ldb + jr;
+          // The first row block of a column tile prefetches the next column tile's B rows (K rows a
+          // plane apart, which the hardware prefetchers do not follow).
+          const float* next = ir == 0 && jr + TN < n1 ? bp + TN : nullptr;
           if (mr > MR)
-            sgemm_avx512<2, 2, true>(kc, ap, a_panel_stride, bp, b.ldb, cp, mr, nr, t, ic + ir, jr);
+            sgemm_avx512<2, 2, true>(kc, ap, a_panel_stride, bp, b.ldb, cp, mr, nr, t, ic + ir, jr, next);
           else
-            sgemm_avx512<1, 2, true>(kc, ap, a_panel_stride, bp, b.ldb, cp, mr, nr, t, ic + ir, jr);
+            sgemm_avx512<1, 2, true>(kc, ap, a_panel_stride, bp, b.ldb, cp, mr, nr, t, ic + ir, jr, next);
           return;
         }
         const float* bp = b_block + ((jr - n0) / NR) * K * NR + pc * NR;
