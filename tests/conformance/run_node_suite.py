@@ -277,6 +277,15 @@ def write_report(path, results, tessel, how="`tessel run`",
             f.write(f"{r.test}\t{r.status}\t{r.reason}\n")
 
 
+def print_newly_passing(results, expected_set, expected_path):
+    """Lists the passing tests that the expected-pass file does not name yet."""
+    newly_passing = [r.test for r in results if r.status == "pass" and r.test not in expected_set]
+    if newly_passing:
+        print(f"newly passing, not in {expected_path} ({len(newly_passing)}):")
+        for name in newly_passing:
+            print(f"  {name}")
+
+
 def ort_comparison(results, ort_passes):
     ran = {r.test for r in results}
     ours = {r.test for r in results if r.status == "pass"}
@@ -334,11 +343,7 @@ def main(argv=None):
     for r in failures:
         marker = "REGRESSION " if r.test in expected_set else ""
         print(f"{marker}{r.test}: {r.status}: {r.reason}")
-    newly_passing = [r.test for r in results if r.status == "pass" and r.test not in expected_set]
-    if newly_passing:
-        print(f"newly passing, not in {args.expected} ({len(newly_passing)}):")
-        for name in newly_passing:
-            print(f"  {name}")
+    print_newly_passing(results, expected_set, args.expected)
     if args.report:
         write_report(args.report, results, tessel)
     if args.update_expected:

@@ -282,11 +282,7 @@ def main(argv=None):
         if listed or broken:
             bad.append(r)
         print(f"{marker}{r.test}: {r.status}: {r.reason}")
-    newly_passing = [r.test for r in results if r.status == "pass" and r.test not in expected_set]
-    if newly_passing:
-        print(f"newly passing, not in {args.expected} ({len(newly_passing)}):")
-        for name in newly_passing:
-            print(f"  {name}")
+    suite_harness.print_newly_passing(results, expected_set, args.expected)
     through_host = [r for r in results if "host interpreter:" in r.reason]
     if through_host:
         print(f"{len(through_host)} selected test(s) ran a step through the host interpreter, not a compiled kernel:")
