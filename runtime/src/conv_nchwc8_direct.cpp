@@ -158,8 +158,7 @@ void conv2d_nchwc8_direct_avx2(const Conv2dShape& shape, const float* in, const 
                                const Epilogue& ep, ThreadPool* pool) {
   // A 1x1 stride-1 unpadded conv is the same computation on one row of H*W pixels.
   Conv2dShape s = shape;
-  const bool flat = s.kernel_h == 1 && s.kernel_w == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_top == 0 &&
-                    s.pad_left == 0 && s.pad_bottom == 0 && s.pad_right == 0;
+  const bool flat = s.is_pointwise();
   if (flat) {
     s.in_w *= s.in_h;
     s.in_h = 1;

@@ -36,10 +36,6 @@ constexpr int kTilesPerPack = 8;  // im2col panels packed together (56 pixels, [
 
 int64_t reduction(const Conv2dShape& s) { return s.in_per_group() * s.kernel_h * s.kernel_w; }
 [[maybe_unused]] int64_t channel_blocks(const Conv2dShape& s) { return (s.out_channels + kBlockC - 1) / kBlockC; }
-[[maybe_unused]] bool reads_input_in_place(const Conv2dShape& s) {
-  return s.kernel_h == 1 && s.kernel_w == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_top == 0 &&
-         s.pad_left == 0 && s.pad_bottom == 0 && s.pad_right == 0;
-}
 
 // Where one tile's output goes and what to do on the way: first/last reduction block, the epilogue at
 // the tile's first channel and pixel.
@@ -305,7 +301,7 @@ void run_image(const Job& j, ThreadPool* pool) {
   const int threads = thread_count(pool);
   const int64_t ncb = channel_blocks(j.s);
   const size_t panel_floats = static_cast<size_t>(j.K * kPanelW);
-  if (reads_input_in_place(j.s)) {
+  if (j.s.is_pointwise()) {  // the input is read in place
     for_blocks(j, pool, [&](int64_t c0, int64_t c1, int64_t t0, int64_t t1) { run_in_place(j, c0, c1, t0, t1); });
     return;
   }

@@ -7,10 +7,7 @@ namespace tessel::rt {
 namespace {
 
 bool always(const Conv2dShape&) { return true; }
-bool is_1x1_s1_p0(const Conv2dShape& s) {
-  return s.kernel_h == 1 && s.kernel_w == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_top == 0 &&
-         s.pad_left == 0 && s.pad_bottom == 0 && s.pad_right == 0;
-}
+bool is_1x1_s1_p0(const Conv2dShape& s) { return s.is_pointwise(); }
 bool is_depthwise(const Conv2dShape& s) { return s.is_depthwise(); }
 bool is_winograd_f43(const Conv2dShape& s) {
   return s.kernel_h == 3 && s.kernel_w == 3 && s.stride_h == 1 && s.stride_w == 1 && s.dilation_h == 1 &&
@@ -33,7 +30,7 @@ constexpr int64_t kPixelTileMinK = 256;
 bool pixel_tile_pays_off(const Conv2dShape& s) {
   const int64_t k = s.in_per_group() * s.kernel_h * s.kernel_w, plane = s.out_h() * s.out_w();
   if (k < kPixelTileMinK) return false;
-  return plane <= 196 || (plane <= 784 && (!is_1x1_s1_p0(s) || k >= 512));
+  return plane <= 196 || (plane <= 784 && (!s.is_pointwise() || k >= 512));
 }
 
 size_t depthwise_nchw_size(const Conv2dShape& s) { return static_cast<size_t>(s.in_channels * s.kernel_h * s.kernel_w); }

@@ -45,9 +45,7 @@ std::optional<rt::Conv2dShape> convShape(const Node& n) {
 const char* chooseKernel(const rt::Conv2dShape& s, rt::ConvLayout layout) {
   if (layout == rt::ConvLayout::NCHWc8) return s.is_depthwise() ? "conv2d_nchwc8_depthwise_avx2" : "conv2d_nchwc8_direct_avx2";
   if (s.is_depthwise()) return "conv2d_nchw_depthwise_avx2";
-  const bool pointwise = s.kernel_h == 1 && s.kernel_w == 1 && s.stride_h == 1 && s.stride_w == 1 &&
-                         s.pad_top + s.pad_left + s.pad_bottom + s.pad_right == 0;
-  if (pointwise) return "conv2d_nchw_1x1_gemm_avx2";
+  if (s.is_pointwise()) return "conv2d_nchw_1x1_gemm_avx2";
   const rt::Conv2dKernel* winograd = rt::find_conv2d_kernel("conv2d_winograd_f43_avx2");
   if (winograd && winograd->applicable(s) && s.out_h() * s.out_w() >= kWinogradMinPixels &&
       s.in_channels >= kWinogradMinChannels)

@@ -29,6 +29,11 @@ struct Conv2dShape {
   int64_t out_per_group() const { return out_channels / groups; }
   /// True for depthwise convolution with channel multiplier 1.
   bool is_depthwise() const { return groups == in_channels && groups == out_channels && groups > 1; }
+  /// True for a 1x1, stride-1, unpadded convolution: each output pixel reads only its own input pixel.
+  bool is_pointwise() const {
+    return kernel_h == 1 && kernel_w == 1 && stride_h == 1 && stride_w == 1 && pad_top == 0 && pad_left == 0 &&
+           pad_bottom == 0 && pad_right == 0;
+  }
   /// Multiply-accumulates of the whole convolution.
   double macs() const {
     return double(batch) * out_channels * out_h() * out_w() * in_per_group() * kernel_h * kernel_w;
