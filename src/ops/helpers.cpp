@@ -5,7 +5,7 @@ namespace tessel {
 
 int64_t normalizeAxis(int64_t axis, int64_t rank, const Node& node) {
   int64_t a = axis < 0 ? axis + rank : axis;
-  if (a < 0 || a >= std::max<int64_t>(rank, 1))
+  if (a < 0 || a >= rank)
     throw UserError(fmt::format("{}: axis {} is out of range for a tensor of rank {}", node.describe(), axis, rank));
   return a;
 }

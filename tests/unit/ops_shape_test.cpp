@@ -169,6 +169,9 @@ TEST(OpsShapeErrors, BadShapesAndAttributesNameTheNode) {
   expectUserError([] { runOp("Concat", {iota({2, 3}), iota({3, 3})}, {{"axis", int64_t{1}}}); }, "only axis 1 may differ");
   expectUserError([] { runOp("Gather", {iota({4}), i64({4})}); }, "value 4 is out of range [-4, 4)");
   expectUserError([] { runOp("Split", {iota({5}), i64({2, 2})}, {}, 2); }, "add up to 4 but the axis has extent 5");
+  // A scalar has no axis 0 (the fuzzer found Split reading past an empty shape here).
+  expectUserError([] { runOp("Split", {iota({}), i64({1})}, {}, 1); }, "axis 0 is out of range for a tensor of rank 0");
+  expectUserError([] { runOp("Gather", {iota({}), i64({0})}); }, "axis 0 is out of range for a tensor of rank 0");
   expectUserError([] { runOp("Expand", {iota({3}), i64({2, 4})}); }, "cannot be broadcast");
   expectUserError([] { runOp("Pad", {iota({3}), i64({-2, -2})}); }, "remove more than");
   expectUserError([] { runOp("DepthToSpace", {iota({1, 3, 2, 2})}, {{"blocksize", int64_t{2}}}); }, "not divisible by 4");
