@@ -89,14 +89,14 @@ TEST(RtGemm, AlphaBetaAccumulate) {
     }
 }
 
-// Few rows of C (<= 24: the AVX-512 path reads B unpacked, with masked loads at the right edge), several
+// Few rows of C (<= 32: the AVX-512 path reads B unpacked, with masked loads at the right edge), several
 // K blocks (K > 384) so later blocks accumulate into C, odd N, alpha/beta and a residual epilogue.
 TEST(RtGemm, FewRowsUnpackedBManyKBlocks) {
   float dummy = 0;
   Epilogue ep = Epilogue::with_act(Activation::Relu);
   ep.bias = &dummy;
   ep.residual = &dummy;
-  for (int64_t M : {1, 6, 12, 13, 24, 25})
+  for (int64_t M : {1, 6, 12, 13, 24, 25, 31, 32, 33})
     for (int64_t N : {5, 16, 33, 70})
       for (int threads : {1, 2}) {
         run_case({M, N, 800, false, false, 1.0f, 0.0f}, ep, Variant::PackedA, threads);
