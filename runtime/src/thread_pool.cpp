@@ -10,13 +10,6 @@ namespace {
 // instead of deadlocking on a pool whose workers are all busy.
 thread_local bool tls_inside_parallel_region = false;
 
-// Range of chunk `c` when [0, n) is cut into `chunks` near-equal pieces.
-inline void chunk_range(int64_t n, int64_t chunks, int64_t c, int64_t* begin, int64_t* end) {
-  const int64_t base = n / chunks, extra = n % chunks;
-  *begin = c * base + std::min<int64_t>(c, extra);
-  *end = *begin + base + (c < extra ? 1 : 0);
-}
-
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
@@ -31,13 +24,17 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-// Takes chunks of the current job until none is left.
+// Takes chunks of the current job until none is left: each a 1/(2N) share of what remains, at least
+// job_min_chunk_ items.
 void ThreadPool::run_chunks() {
-  for (int64_t c = next_chunk_.fetch_add(1, std::memory_order_relaxed); c < job_chunks_;
-       c = next_chunk_.fetch_add(1, std::memory_order_relaxed)) {
-    int64_t begin, end;
-    chunk_range(job_n_, job_chunks_, c, &begin, &end);
-    (*job_fn_)(begin, end);
+  const int64_t n = job_n_, share = 2 * int64_t{num_threads_};
+  int64_t begin = next_index_.load(std::memory_order_relaxed);
+  while (begin < n) {
+    const int64_t left = n - begin;
+    const int64_t take = std::min(left, std::max(job_min_chunk_, left / share));
+    if (!next_index_.compare_exchange_weak(begin, begin + take, std::memory_order_relaxed)) continue;
+    (*job_fn_)(begin, begin + take);
+    begin = next_index_.load(std::memory_order_relaxed);
   }
 }
 
@@ -49,8 +46,8 @@ void ThreadPool::parallel_for(int64_t n, const RangeFn& fn) {
   }
   job_fn_ = &fn;
   job_n_ = n;
-  job_chunks_ = std::min<int64_t>(n, int64_t{kChunksPerThread} * num_threads_);
-  next_chunk_.store(0, std::memory_order_relaxed);
+  job_min_chunk_ = std::max<int64_t>(1, n / (int64_t{kMaxChunksPerThread} * num_threads_));
+  next_index_.store(0, std::memory_order_relaxed);
   // Every worker acknowledges every job (even when it finds no chunk left), so none can lag a job
   // behind and mistake the next job's fields for the one it woke up for.
   pending_.store(num_threads_ - 1, std::memory_order_relaxed);

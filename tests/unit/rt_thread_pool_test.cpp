@@ -59,42 +59,52 @@ TEST(RtThreadPool, TwoThreadsUseTheCallerAndOneWorker) {
   EXPECT_TRUE(ids[0] == std::this_thread::get_id() || ids[1] == std::this_thread::get_id());
 }
 
-TEST(RtThreadPool, ChunksAreContiguousAndCountedPerThread) {
+// Guided chunks: contiguous, covering [0, n) once, the first a 1/(2N) share of n, each later one no larger
+// than the one before it and none below n / (kMaxChunksPerThread * N) except the very last.
+TEST(RtThreadPool, GuidedChunksShrinkTowardsTheEnd) {
   ThreadPool pool(2);
+  const int64_t n = 1001, min_chunk = n / (2 * ThreadPool::kMaxChunksPerThread);
   std::vector<std::pair<int64_t, int64_t>> ranges;
   std::mutex m;
-  pool.parallel_for(1001, [&](int64_t b, int64_t e) {
+  pool.parallel_for(n, [&](int64_t b, int64_t e) {
     std::lock_guard<std::mutex> lock(m);
     ranges.push_back({b, e});
   });
-  ASSERT_EQ(ranges.size(), size_t{2 * ThreadPool::kChunksPerThread});
   std::sort(ranges.begin(), ranges.end());
-  int64_t next = 0;
-  for (auto [b, e] : ranges) {
+  ASSERT_GE(ranges.size(), size_t{8});
+  ASSERT_LE(ranges.size(), size_t(n / min_chunk + 1));
+  EXPECT_EQ(ranges.front(), std::make_pair(int64_t{0}, n / 4));
+  int64_t next = 0, previous = n;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    auto [b, e] = ranges[i];
     EXPECT_EQ(b, next);
-    EXPECT_GE(e - b, 1001 / (2 * ThreadPool::kChunksPerThread));
+    EXPECT_LE(e - b, previous) << "chunk " << i;
+    if (i + 1 < ranges.size()) {
+      EXPECT_GE(e - b, min_chunk) << "chunk " << i;
+    }
+    previous = e - b;
     next = e;
   }
-  EXPECT_EQ(next, 1001);
+  EXPECT_EQ(next, n);
 }
 
 // A thread held up inside one chunk (here the caller, sleeping in its first) does not hold up the rest:
-// the worker takes the remaining chunks meanwhile.
+// the worker takes the remaining items meanwhile.
 TEST(RtThreadPool, SlowThreadTakesFewerChunks) {
   ThreadPool pool(2);
   const auto caller = std::this_thread::get_id();
-  std::atomic<int> caller_chunks{0}, worker_chunks{0};
+  std::atomic<int64_t> caller_items{0}, worker_items{0};
   std::atomic<bool> slept{false};
-  pool.parallel_for(8, [&](int64_t, int64_t) {
+  pool.parallel_for(64, [&](int64_t b, int64_t e) {
     if (std::this_thread::get_id() == caller) {
-      caller_chunks.fetch_add(1);
+      caller_items.fetch_add(e - b);
       if (!slept.exchange(true)) std::this_thread::sleep_for(std::chrono::milliseconds(200));
     } else {
-      worker_chunks.fetch_add(1);
+      worker_items.fetch_add(e - b);
     }
   });
-  EXPECT_EQ(caller_chunks.load() + worker_chunks.load(), 8);
-  EXPECT_GE(worker_chunks.load(), 6) << "the worker should have run the chunks the sleeping caller could not";
+  EXPECT_EQ(caller_items.load() + worker_items.load(), 64);
+  EXPECT_GE(worker_items.load(), 48) << "the worker should have run the items the sleeping caller could not";
 }
 
 TEST(RtThreadPool, NestedParallelForRunsInline) {

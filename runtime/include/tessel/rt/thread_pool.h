@@ -10,9 +10,11 @@
 
 namespace tessel::rt {
 
-/// A pool of N-1 persistent workers plus the calling thread. parallel_for cuts [0, n) into contiguous
-/// chunks (up to kChunksPerThread per thread) that the threads, the caller among them, take one at a time
-/// until none is left: a thread slowed down by something else on its core (another process, the
+/// A pool of N-1 persistent workers plus the calling thread. In parallel_for the threads, the caller among
+/// them, take contiguous chunks of [0, n) until none is left ("guided" scheduling): each chunk is a
+/// 1/(2N) share of what is still left, so the first chunks are large (few calls, each with a long
+/// contiguous range) and the last ones small (down to n / (kMaxChunksPerThread * N)), so the threads
+/// finish together. A thread slowed down by something else on its core (another process, the
 /// hypervisor) takes fewer chunks instead of holding up the others. There is never oversubscription.
 /// With N == 1 (or n <= 1, or when called from inside a parallel region) the body runs inline.
 class ThreadPool {
@@ -29,12 +31,14 @@ class ThreadPool {
   /// Total threads, caller included.
   int num_threads() const { return num_threads_; }
 
-  /// Chunks per thread when n allows: enough to even out a thread running at half speed, few enough
-  /// that per-call setup in the bodies (packing, scratch rows) stays small.
+  /// How many work items per thread a kernel should offer when it can cut its work finer at some cost
+  /// (per-call packing, scratch rows): enough for the guided chunks to even out the threads.
   static constexpr int kChunksPerThread = 4;
+  /// The smallest chunk is n / (kMaxChunksPerThread * num_threads) items (at least 1).
+  static constexpr int kMaxChunksPerThread = 16;
 
-  /// Runs fn over [0, n) cut into min(n, kChunksPerThread * num_threads) near-equal contiguous chunks
-  /// (each fn call gets one chunk; a thread may get several); returns when all are done.
+  /// Runs fn over [0, n) in guided contiguous chunks (each fn call gets one chunk; a thread may get
+  /// several); returns when all are done.
   void parallel_for(int64_t n, const RangeFn& fn);
 
  private:
@@ -49,8 +53,8 @@ class ThreadPool {
   std::atomic<bool> stopping_{false};
   const RangeFn* job_fn_ = nullptr;
   int64_t job_n_ = 0;
-  int64_t job_chunks_ = 0;
-  std::atomic<int64_t> next_chunk_{0};
+  int64_t job_min_chunk_ = 1;
+  std::atomic<int64_t> next_index_{0};
 };
 
 /// Runs fn over [0, n) on `pool`, or inline (fn(0, n)) when pool is null.
