@@ -8,12 +8,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "plane_rows.h"
 #include "weight_blocks.h"
 #include "tessel/rt/aligned_buffer.h"
 #include "tessel/rt/conv.h"
+#include "tessel/rt/pool.h"
 
 namespace tessel::rt {
 namespace {
@@ -206,12 +208,72 @@ void conv2d_nchw_direct_small_cin_pack(const Conv2dShape& s, const float* weight
   detail::pack_channel_blocked(weights, s.out_channels, s.in_channels * s.kernel_h * s.kernel_w, CB, packed);
 }
 
+namespace {
+
+// Where tap kx's pixels start in a (ci, ky) phase-split row (phase and slot of kx * dilation).
+struct TapOffsets {
+  explicit TapOffsets(const Conv2dShape& s, const RowPlan& p) : off(static_cast<size_t>(s.kernel_w)) {
+    for (int64_t kx = 0; kx < s.kernel_w; ++kx) {
+      const int64_t o = kx * s.dilation_w;
+      off[kx] = (o % s.stride_w) * p.phase_len + o / s.stride_w;
+    }
+  }
+  std::vector<int64_t> off;
+};
+
+// Output row oy of every channel: channel c goes to row0 + c * plane (its residual at res0 + c * plane).
+void conv_row(const Conv2dShape& s, const RowPlan& p, RowCache& cache, const TapOffsets& offs,
+              std::vector<const float*>& rows, const float* packed, const Epilogue& ep, int64_t oy, float* row0,
+              const float* res0, int64_t plane) {
+  const int64_t n_cb = ceil_div(s.out_channels, CB), taps = s.in_channels * s.kernel_h * s.kernel_w;
+  const int64_t n_vec = p.ow_pad / L, OW = s.out_w();
+  cache.rows_for(oy, rows.data());
+  for (int64_t cb = 0; cb < n_cb; ++cb) {
+    const float* wp = packed + cb * taps * CB;
+    const int64_t pos = cb * CB * plane;
+    const BlockOut o{row0 + pos, res0 ? res0 + pos : nullptr, ep.bias ? ep.bias + cb * CB : nullptr, plane, OW,
+                     static_cast<int>(std::min<int64_t>(CB, s.out_channels - cb * CB)), &ep};
+    int64_t v = 0;
+    for (; v + XB <= n_vec; v += XB) block<XB>(s, offs.off.data(), rows.data(), wp, v * L, o);
+    if (n_vec - v == 2) block<2>(s, offs.off.data(), rows.data(), wp, v * L, o);
+    if (n_vec - v == 1) block<1>(s, offs.off.data(), rows.data(), wp, v * L, o);
+    if (!act_in_registers(ep))
+      for (int c = 0; c < o.nc; ++c) apply_activation(o.out + c * o.plane, OW, ep);
+  }
+}
+
+// Max over the pooling window's columns of one -inf padded row: dst[x] = max_k row[x * stride + k].
+void pool_columns(const Pool2dShape& ps, const float* row, int64_t PW, float* dst) {
+#if defined(__AVX512F__)
+  if (ps.stride_w == 2 && ps.kernel_w == 3) {
+    // Evens, odds and evens shifted by one of 32 consecutive elements: permutes of two unaligned loads.
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    for (int64_t x = 0; x < PW; x += 16) {
+      const float* r = row + 2 * x;
+      const __m512 a = _mm512_loadu_ps(r), b = _mm512_loadu_ps(r + 16);
+      const __m512 a2 = _mm512_loadu_ps(r + 2), b2 = _mm512_loadu_ps(r + 18);
+      const __m512 m = T::max(T::max(_mm512_permutex2var_ps(a, even, b), _mm512_permutex2var_ps(a, odd, b)),
+                              _mm512_permutex2var_ps(a2, even, b2));
+      T::store_n(dst + x, m, static_cast<int>(std::min<int64_t>(16, PW - x)));
+    }
+    return;
+  }
+#endif
+  for (int64_t x = 0; x < PW; ++x) {
+    const float* r = row + x * ps.stride_w;
+    float m = r[0];
+    for (int64_t k = 1; k < ps.kernel_w; ++k) m = std::max(m, r[k]);
+    dst[x] = m;
+  }
+}
+
+}  // namespace
+
 void conv2d_nchw_direct_small_cin(const Conv2dShape& s, const float* in, const float* packed, float* out,
                                   const Epilogue& ep, ThreadPool* pool) {
   const RowPlan p = make_row_plan(s);
-  const int64_t OH = s.out_h(), OW = s.out_w(), n_cb = ceil_div(s.out_channels, CB);
-  const int64_t taps = s.in_channels * s.kernel_h * s.kernel_w;
-  const int64_t n_vec = p.ow_pad / L;
+  const int64_t OH = s.out_h(), OW = s.out_w();
   for (int64_t n = 0; n < s.batch; ++n) {
     const float* in_n = in + n * s.in_channels * s.in_h * s.in_w;
     float* out_n = out + n * s.out_channels * OH * OW;
@@ -220,29 +282,76 @@ void conv2d_nchw_direct_small_cin(const Conv2dShape& s, const float* in, const f
       static thread_local AlignedBuffer rows_buf;
       RowCache cache(s, p, in_n, rows_buf);
       std::vector<const float*> rows(static_cast<size_t>(s.in_channels * s.kernel_h));
-      int64_t kx_off[64];
-      std::vector<int64_t> kx_off_heap;
-      int64_t* offs = kx_off;
-      if (s.kernel_w > 64) offs = (kx_off_heap.resize(static_cast<size_t>(s.kernel_w)), kx_off_heap.data());
-      for (int64_t kx = 0; kx < s.kernel_w; ++kx) {
-        const int64_t off = kx * s.dilation_w;
-        offs[kx] = (off % s.stride_w) * p.phase_len + off / s.stride_w;
-      }
-      for (int64_t oy = y0; oy < y1; ++oy) {
-        cache.rows_for(oy, rows.data());
-        for (int64_t cb = 0; cb < n_cb; ++cb) {
-          const float* wp = packed + cb * taps * CB;
-          const int64_t pos = (cb * CB * OH + oy) * OW;
-          const BlockOut o{out_n + pos, res_n ? res_n + pos : nullptr, ep.bias ? ep.bias + cb * CB : nullptr,
-                           OH * OW, OW, static_cast<int>(std::min<int64_t>(CB, s.out_channels - cb * CB)), &ep};
-          int64_t v = 0;
-          for (; v + XB <= n_vec; v += XB) block<XB>(s, offs, rows.data(), wp, v * L, o);
-          if (n_vec - v == 2) block<2>(s, offs, rows.data(), wp, v * L, o);
-          if (n_vec - v == 1) block<1>(s, offs, rows.data(), wp, v * L, o);
-          if (!act_in_registers(ep))
-            for (int c = 0; c < o.nc; ++c) apply_activation(o.out + c * o.plane, OW, ep);
+      const TapOffsets offs(s, p);
+      for (int64_t oy = y0; oy < y1; ++oy)
+        conv_row(s, p, cache, offs, rows, packed, ep, oy, out_n + oy * OW, res_n ? res_n + oy * OW : nullptr,
+                 OH * OW);
+    });
+  }
+}
+
+bool conv2d_nchw_direct_small_cin_maxpool_applicable(const Conv2dShape& s, const Pool2dShape& ps) {
+  return conv2d_nchw_direct_small_cin_applicable(s) && ps.batch == s.batch && ps.channels == s.out_channels &&
+         ps.in_h == s.out_h() && ps.in_w == s.out_w() && ps.kernel_h >= 1 && ps.kernel_w >= 1 &&
+         ps.stride_h >= 1 && ps.stride_w >= 1 && ps.out_h() >= 1 && ps.out_w() >= 1;
+}
+
+void conv2d_nchw_direct_small_cin_maxpool(const Conv2dShape& s, const Pool2dShape& ps, const float* in,
+                                          const float* packed, float* out, const Epilogue& ep, ThreadPool* pool) {
+  const RowPlan p = make_row_plan(s);
+  const int64_t OH = s.out_h(), OW = s.out_w(), PH = ps.out_h(), PW = ps.out_w(), C = s.out_channels;
+  const int64_t slots = ps.kernel_h;  // the conv rows of one pooling window, in a ring
+  const int64_t slot_floats = C * p.ow_pad;
+  // A conv row of one channel, max-reduced over the window's rows, at offset pad_left of a -inf row long
+  // enough for every window column and the column pass's 2 x 16 + 2 lane reads past the last output.
+  const int64_t line = std::max(ps.pad_left + p.ow_pad, (PW + 16) * ps.stride_w + ps.kernel_w) + 2 * 16;
+  // Contiguous slabs of pooling rows (each recomputes the conv rows it shares with the slab before):
+  // two per thread, so a slower thread is not left with half of the work.
+  const int64_t slabs = std::min<int64_t>(PH, thread_count(pool) > 1 ? 2 * thread_count(pool) : 1);
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  for (int64_t n = 0; n < s.batch; ++n) {
+    const float* in_n = in + n * s.in_channels * s.in_h * s.in_w;
+    float* out_n = out + n * C * PH * PW;
+    parallel_for(pool, slabs, [&](int64_t b0, int64_t b1) {
+      static thread_local AlignedBuffer rows_buf, ring_buf, line_buf;
+      RowCache cache(s, p, in_n, rows_buf);
+      std::vector<const float*> rows(static_cast<size_t>(s.in_channels * s.kernel_h));
+      const TapOffsets offs(s, p);
+      float* ring = ring_buf.ensure(static_cast<size_t>(slots * slot_floats));
+      float* tmp = line_buf.ensure(static_cast<size_t>(line));
+      std::fill(tmp, tmp + line, neg_inf);
+      std::vector<int64_t> tags(static_cast<size_t>(slots), -1);
+      std::vector<const float*> win(static_cast<size_t>(slots));
+      for (int64_t slab = b0; slab < b1; ++slab)
+        for (int64_t py = slab * PH / slabs; py < (slab + 1) * PH / slabs; ++py) {
+          const int64_t r0 = py * ps.stride_h - ps.pad_top;
+          const int64_t ya = std::max<int64_t>(r0, 0), yb = std::min(r0 + ps.kernel_h, OH);
+          int nwin = 0;
+          for (int64_t oy = ya; oy < yb; ++oy) {
+            const int64_t slot = oy % slots;
+            float* dst = ring + slot * slot_floats;
+            if (tags[slot] != oy) {
+              conv_row(s, p, cache, offs, rows, packed, ep, oy, dst, nullptr, p.ow_pad);
+              tags[slot] = oy;
+            }
+            win[nwin++] = dst;
+          }
+          for (int64_t c = 0; c < C; ++c) {
+            float* o = out_n + (c * PH + py) * PW;
+            if (nwin == 0) {  // the window lies in the padding: no input, -inf as in the reference
+              std::fill(o, o + PW, neg_inf);
+              continue;
+            }
+            float* t = tmp + ps.pad_left;
+            for (int64_t x = 0; x < p.ow_pad; x += L) {
+              V m = T::loadu(win[0] + c * p.ow_pad + x);
+              for (int r = 1; r < nwin; ++r) m = T::max(m, T::loadu(win[r] + c * p.ow_pad + x));
+              T::storeu(t + x, m);
+            }
+            std::fill(t + OW, tmp + line, neg_inf);  // lanes past the row's end held other values
+            pool_columns(ps, tmp, PW, o);
+          }
         }
-      }
     });
   }
 }

@@ -144,6 +144,31 @@ TEST(CpuCodegen, ConcatInputsWrittenInPlaceIntoTheirSlices) {
   EXPECT_EQ(report.inPlaceConcatInputs, 2);  // c2 and the first r
 }
 
+// A stem conv (3 input channels) whose only user is a MaxPool (after its ReLU) runs as one fused kernel;
+// when the conv's output has a second user the pool stays a separate step. Both match the interpreter.
+TEST(CpuCodegen, StemConvAndMaxPoolFuseOnlyWhenThePoolIsTheOnlyUser) {
+  auto stem = [](Builder& b, bool secondUser) {
+    Value* x = b.input("x", {1, 3, 37, 41});
+    Value* r = b.node("Relu", {b.conv(x, 3, 16, 7, 2, {3, 3, 3, 3})});
+    Value* mp = b.node("MaxPool", {r}, {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                                        {"strides", std::vector<int64_t>{2, 2}},
+                                        {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+    b.g.addOutput(b.conv(mp, 16, 8, 3, 1, {1, 1, 1, 1}));
+    if (secondUser) b.g.addOutput(b.node("Sigmoid", {r}));
+  };
+  for (bool secondUser : {false, true}) {
+    Builder b;
+    stem(b, secondUser);
+    expectCompiledMatchesInterpreter(b, secondUser ? "stem_pool_unfused" : "stem_pool_fused", 2);
+    Builder g;
+    stem(g, secondUser);
+    cpu::prepareModel(*g.model);
+    const std::string src = cpu::generateModel(*g.model, {}).source;
+    EXPECT_EQ(src.find("rt::conv2d_nchw_direct_small_cin_maxpool(") != std::string::npos, !secondUser) << src;
+    EXPECT_EQ(src.find("rt::maxpool2d_nchw(") != std::string::npos, secondUser) << src;
+  }
+}
+
 TEST(CpuCodegen, BroadcastingElementwiseAndMatMul) {
   Builder b;
   Value* x = b.input("x", {2, 3, 5, 7});

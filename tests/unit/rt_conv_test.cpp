@@ -5,6 +5,7 @@
 #include "rt_test_util.h"
 #include "tessel/rt/aligned_buffer.h"
 #include "tessel/rt/conv.h"
+#include "tessel/rt/pool.h"
 
 namespace tessel::rt {
 namespace {
@@ -351,6 +352,67 @@ TEST(RtConv, DepthwiseEpiloguesBothWidths) {
         ep.bias = &dummy;
         ep.residual = with_res ? &dummy : nullptr;
         check_kernel(*k, s, ep, 2, 1e-5);
+      }
+}
+
+// Naive max pooling of a double NCHW tensor (windows clipped to the input; -inf when none is inside).
+std::vector<double> ref_maxpool(const Pool2dShape& p, const std::vector<double>& x) {
+  const int64_t PH = p.out_h(), PW = p.out_w();
+  std::vector<double> y(p.batch * p.channels * PH * PW);
+  for (int64_t nc = 0; nc < p.batch * p.channels; ++nc)
+    for (int64_t py = 0; py < PH; ++py)
+      for (int64_t px = 0; px < PW; ++px) {
+        double m = -INFINITY;
+        for (int64_t ky = 0; ky < p.kernel_h; ++ky)
+          for (int64_t kx = 0; kx < p.kernel_w; ++kx) {
+            const int64_t iy = py * p.stride_h - p.pad_top + ky, ix = px * p.stride_w - p.pad_left + kx;
+            if (iy >= 0 && iy < p.in_h && ix >= 0 && ix < p.in_w) m = std::max(m, x[(nc * p.in_h + iy) * p.in_w + ix]);
+          }
+        y[(nc * PH + py) * PW + px] = m;
+      }
+  return y;
+}
+
+// The fused stem conv + max pool against the reference conv followed by the reference pool: the stems of
+// SqueezeNet (3x3/2, pool 3/2 ceil) and ResNet (7x7/2 pad 3, pool 3/2 pad 1), and odd geometries (pool
+// 2x2, stride 1, kernel taller than wide, asymmetric pads, windows that end in padding), 1-3 threads.
+TEST(RtConv, StemConvWithMaxPoolMatchesConvThenPool) {
+  struct Case {
+    Conv2dShape conv;
+    int64_t kh, kw, sh, sw, pt, pl, pb, pr;
+    bool ceil;
+  };
+  const std::vector<Case> cases = {
+      {shape(1, 3, 47, 45, 64, 3, 2, 0, 0, 0, 0), 3, 3, 2, 2, 0, 0, 0, 0, true},    // SqueezeNet 1.1 stem
+      {shape(1, 3, 40, 38, 64, 7, 2, 3, 3, 3, 3), 3, 3, 2, 2, 1, 1, 1, 1, false},   // ResNet stem
+      {shape(2, 1, 19, 23, 13, 3, 1, 1, 1, 1, 1), 2, 2, 2, 2, 0, 0, 0, 0, false},   // batch 2, Cout 13, pool 2/2
+      {shape(1, 2, 17, 33, 9, 5, 2, 2, 1, 0, 2), 3, 2, 1, 1, 1, 0, 2, 1, false},    // pool stride 1, asymmetric
+      {shape(1, 4, 30, 70, 24, 3, 2, 1, 1, 1, 1), 4, 3, 3, 2, 2, 1, 1, 2, true},    // ceil, windows into padding
+      {shape(1, 3, 9, 8, 8, 3, 1, 0, 0, 0, 0), 3, 3, 2, 2, 0, 0, 0, 0, false},      // one pooled row
+  };
+  for (const Case& c : cases)
+    for (Epilogue ep : {Epilogue::with_act(Activation::Relu), Epilogue::none(), Epilogue::with_act(Activation::Silu)})
+      for (int threads : {1, 2, 3}) {
+        const Conv2dShape& s = c.conv;
+        Pool2dShape p;
+        p.batch = s.batch, p.channels = s.out_channels, p.in_h = s.out_h(), p.in_w = s.out_w();
+        p.kernel_h = c.kh, p.kernel_w = c.kw, p.stride_h = c.sh, p.stride_w = c.sw;
+        p.pad_top = c.pt, p.pad_left = c.pl, p.pad_bottom = c.pb, p.pad_right = c.pr, p.ceil_mode = c.ceil;
+        ASSERT_TRUE(conv2d_nchw_direct_small_cin_maxpool_applicable(s, p));
+        auto in = random_vector(s.batch * s.in_channels * s.in_h * s.in_w, 21 + s.in_w);
+        auto w = random_vector(s.out_channels * s.in_channels * s.kernel_h * s.kernel_w, 22 + s.out_channels);
+        auto bias = random_vector(s.out_channels, 23);
+        ep.bias = bias.data();
+        auto want = ref_maxpool(p, ref_conv(s, in, w, ep));
+        AlignedBuffer packed(conv2d_nchw_direct_small_cin_packed_size(s));
+        conv2d_nchw_direct_small_cin_pack(s, w.data(), packed.data());
+        ThreadPool pool(threads);
+        std::vector<float> got(want.size(), -7.0f);
+        conv2d_nchw_direct_small_cin_maxpool(s, p, in.data(), packed.data(), got.data(), ep, &pool);
+        expect_close(got, want, 1e-5,
+                     "stem+maxpool k=" + std::to_string(s.kernel_h) + " pool " + std::to_string(c.kh) + "x" +
+                         std::to_string(c.kw) + "/" + std::to_string(c.sh) + " act=" + activation_name(ep.act) +
+                         " threads=" + std::to_string(threads));
       }
 }
 

@@ -5,12 +5,14 @@
 #include <fmt/format.h>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "plan.h"
 #include "tessel/ir/text.h"
 #include "tessel/rt/conv.h"
 #include "tessel/rt/gemm.h"
+#include "tessel/rt/pool.h"
 #include "tessel/support/error.h"
 #include "tessel/targets/cpu/tuner.h"
 
@@ -268,6 +270,47 @@ bool floatsOnly(const Node* n) {
   return true;
 }
 
+/// The runtime geometry of a MaxPool/AveragePool node on an NCHW input of shape xs, or nullopt when the
+/// compiled kernels do not cover it (not 2-D, dilations, the Indices output, storage_order 1).
+std::optional<rt::Pool2dShape> loweredPoolShape(const Node* n, const Shape& xs) {
+  auto k = n->attrInts("kernel_shape");
+  auto st = n->hasAttr("strides") ? n->attrInts("strides") : std::vector<int64_t>{};
+  auto pads = n->hasAttr("pads") ? n->attrInts("pads") : std::vector<int64_t>{};
+  auto dil = n->hasAttr("dilations") ? n->attrInts("dilations") : std::vector<int64_t>{};
+  std::string autoPad = n->hasAttr("auto_pad") ? n->attrString("auto_pad") : "NOTSET";
+  bool dilated = false;
+  for (int64_t d : dil) dilated = dilated || d != 1;
+  bool same = autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER";
+  if (xs.size() != 4 || k.size() != 2 || dilated || (autoPad != "NOTSET" && autoPad != "VALID" && !same) ||
+      n->numOutputs() > 1 || (n->hasAttr("storage_order") && n->attrInt("storage_order") != 0))
+    return std::nullopt;
+  if (st.size() != 2) st = {1, 1};
+  if (pads.size() != 4 || autoPad != "NOTSET") pads = {0, 0, 0, 0};
+  bool ceil = n->hasAttr("ceil_mode") && n->attrInt("ceil_mode") != 0;
+  if (same) {  // out = ceil(in / stride); the odd pad goes at the end (UPPER) or the start (LOWER)
+    for (int axis = 0; axis < 2; ++axis) {
+      int64_t in = xs[2 + axis], out = (in + st[axis] - 1) / st[axis];
+      int64_t total = std::max<int64_t>(0, (out - 1) * st[axis] + k[axis] - in);
+      int64_t lo = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pads[axis] = lo, pads[axis + 2] = total - lo;
+    }
+    ceil = false;
+  }
+  rt::Pool2dShape p;
+  p.batch = xs[0], p.channels = xs[1], p.in_h = xs[2], p.in_w = xs[3];
+  p.kernel_h = k[0], p.kernel_w = k[1], p.stride_h = st[0], p.stride_w = st[1];
+  p.pad_top = pads[0], p.pad_left = pads[1], p.pad_bottom = pads[2], p.pad_right = pads[3];
+  p.ceil_mode = ceil;
+  p.count_include_pad = n->opType() == "AveragePool" && n->attrInt("count_include_pad") != 0;
+  return p;
+}
+
+std::string poolShapeInit(const rt::Pool2dShape& p) {
+  return fmt::format("{{{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}}}", p.batch, p.channels, p.in_h,
+                     p.in_w, p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.pad_top, p.pad_left, p.pad_bottom,
+                     p.pad_right, p.ceil_mode, p.count_include_pad);
+}
+
 bool isConvNode(const Node* n) {
   return (n->domain() == "tessel" && n->opType() == "FusedConv") || (n->domain().empty() && n->opType() == "Conv");
 }
@@ -352,6 +395,24 @@ void Lowerer::lowerConv(const Node* conv) {
     if (kernel == nullptr) kernel = rt::select_conv2d_kernel(s, rt::ConvLayout::NCHW, avx512_);
     choices_[key] = kernel->name;
   }
+  // A stem conv whose only user is a MaxPool: one kernel pools the conv rows while they are in cache,
+  // so the full-resolution map (3 MB at 64 x 112 x 112) is never written and read back.
+  std::optional<rt::Pool2dShape> maxpool;
+  if (std::string(kernel->name) == "conv2d_nchw_direct_small_cin" && residual < 0) {
+    const Node* u = singleUser(out);
+    if (u && !absorbed_.count(u) && u->domain().empty() && u->opType() == "MaxPool" && u->input(0) == out &&
+        out->type.isStatic()) {
+      auto ps = loweredPoolShape(u, out->type.staticShape());
+      if (ps && rt::conv2d_nchw_direct_small_cin_maxpool_applicable(s, *ps)) {
+        maxpool = ps;
+        absorbed_.insert(u);
+        plan_.report.fusedNodes++;
+        out = u->output(0);
+        what += "+MaxPool";
+        emitAt_ = u;
+      }
+    }
+  }
   int wid = weightTensor(wv->name(), w, wv->type.staticShape());
   int bid = hasBias ? weightTensor(conv->name() + ".bias", bias, {s.out_channels}) : -1;
   std::string shapeName = fmt::format("kShape{}", shapeCounter_++);
@@ -368,11 +429,20 @@ void Lowerer::lowerConv(const Node* conv) {
   std::vector<int> reads = {x_id};
   if (bid >= 0) reads.push_back(bid);
   if (residual >= 0) reads.push_back(residual);
-  addStep({conv->name(), what, kernel->name, 2.0 * s.macs()},
+  std::string call = fmt::format("rt::{}({}, {}, P + {}, {}, {}, pool);", kernel->name, shapeName, ref(x_id),
+                                 packedOffset, ref(y_id), epilogueExpr(bid, residual, act));
+  std::string kernelName = kernel->name;
+  if (maxpool) {
+    int id = shapeCounter_++;
+    plan_.globals += fmt::format("static const rt::Pool2dShape kPool{} = {};\n", id, poolShapeInit(*maxpool));
+    kernelName += "_maxpool";
+    call = fmt::format("rt::{}({}, kPool{}, {}, P + {}, {}, {}, pool);", kernelName, shapeName, id, ref(x_id),
+                       packedOffset, ref(y_id), epilogueExpr(bid, residual, act));
+  }
+  addStep({conv->name(), what, kernelName, 2.0 * s.macs()},
           fmt::format("{} '{}' {}x{}/{} -> {}", what, conv->name(), s.kernel_h, s.kernel_w, s.stride_h,
                       shapeToString(out->type.staticShape())),
-          fmt::format("rt::{}({}, {}, P + {}, {}, {}, pool);", kernel->name, shapeName, ref(x_id), packedOffset,
-                      ref(y_id), epilogueExpr(bid, residual, act)),
+          call,
           reads, {y_id});
 }
 
@@ -522,36 +592,13 @@ void Lowerer::lowerPool(const Node* n) {
             {x}, {y});
     return;
   }
-  auto k = n->attrInts("kernel_shape");
-  auto st = n->hasAttr("strides") ? n->attrInts("strides") : std::vector<int64_t>{};
-  auto pads = n->hasAttr("pads") ? n->attrInts("pads") : std::vector<int64_t>{};
-  auto dil = n->hasAttr("dilations") ? n->attrInts("dilations") : std::vector<int64_t>{};
-  std::string autoPad = n->hasAttr("auto_pad") ? n->attrString("auto_pad") : "NOTSET";
-  bool dilated = false;
-  for (int64_t d : dil) dilated = dilated || d != 1;
-  bool same = autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER";
-  if (k.size() != 2 || dilated || (autoPad != "NOTSET" && autoPad != "VALID" && !same) || n->numOutputs() > 1 ||
-      (n->hasAttr("storage_order") && n->attrInt("storage_order") != 0)) {
+  auto ps = loweredPoolShape(n, xs);
+  if (!ps) {
     unsupported_.push_back(n->describe() + " (dilation, Indices output)");
     return;
   }
-  if (st.size() != 2) st = {1, 1};
-  if (pads.size() != 4 || autoPad != "NOTSET") pads = {0, 0, 0, 0};
-  bool ceil = n->hasAttr("ceil_mode") && n->attrInt("ceil_mode") != 0;
-  if (same) {  // out = ceil(in / stride); the odd pad goes at the end (UPPER) or the start (LOWER)
-    for (int axis = 0; axis < 2; ++axis) {
-      int64_t in = xs[2 + axis], out = (in + st[axis] - 1) / st[axis];
-      int64_t total = std::max<int64_t>(0, (out - 1) * st[axis] + k[axis] - in);
-      int64_t lo = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      pads[axis] = lo, pads[axis + 2] = total - lo;
-    }
-    ceil = false;
-  }
-  bool includePad = op == "AveragePool" && n->attrInt("count_include_pad") != 0;
   int id = shapeCounter_++;
-  plan_.globals += fmt::format(
-      "static const rt::Pool2dShape kPool{} = {{{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}}};\n", id,
-      xs[0], xs[1], xs[2], xs[3], k[0], k[1], st[0], st[1], pads[0], pads[1], pads[2], pads[3], ceil, includePad);
+  plan_.globals += fmt::format("static const rt::Pool2dShape kPool{} = {};\n", id, poolShapeInit(*ps));
   addStep({n->name(), op, op == "MaxPool" ? "maxpool2d_nchw" : "avgpool2d_nchw"}, comment,
           fmt::format("rt::{}pool2d_nchw(kPool{}, {}, {}, pool);", op == "MaxPool" ? "max" : "avg", id, ref(x),
                       ref(y)),

@@ -11,6 +11,8 @@
 
 namespace tessel::rt {
 
+struct Pool2dShape;  // tessel/rt/pool.h
+
 /// Geometry of one convolution (ONNX Conv attributes plus the input shape).
 struct Conv2dShape {
   int64_t batch = 1;
@@ -119,6 +121,14 @@ void conv2d_nchw_direct_small_cin(const Conv2dShape&, const float* in, const flo
 bool conv2d_nchw_direct_small_cin_applicable(const Conv2dShape&);
 size_t conv2d_nchw_direct_small_cin_packed_size(const Conv2dShape&);
 void conv2d_nchw_direct_small_cin_pack(const Conv2dShape&, const float* weights, float* packed);
+/// The stem convolution followed by max pooling in one pass (Conv -> [activation] -> MaxPool): each
+/// thread computes the conv rows of a slab of pooling rows into a small ring and pools them while they
+/// are in cache, so the full-resolution conv output is never written. `ps` is the pooling of the conv
+/// output (channels = Cout, in_h x in_w = the conv's output size); out is the pooled [N][Cout][PH][PW].
+/// Weights are packed as for conv2d_nchw_direct_small_cin; ep applies before the pooling.
+void conv2d_nchw_direct_small_cin_maxpool(const Conv2dShape&, const Pool2dShape& ps, const float* in,
+                                          const float* packed, float* out, const Epilogue&, ThreadPool*);
+bool conv2d_nchw_direct_small_cin_maxpool_applicable(const Conv2dShape&, const Pool2dShape& ps);
 /// Winograd F(4x4, 3x3) for 3x3 stride-1 dilation-1 groups-1 convs, NCHW; the weight transform
 /// (36 x Cout x Cin) is done at pack time. Error is a few times that of direct conv (see tests).
 void conv2d_winograd_f43_avx2(const Conv2dShape&, const float* in, const float* packed, float* out,
