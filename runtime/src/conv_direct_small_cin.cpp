@@ -259,6 +259,22 @@ void pool_columns(const Pool2dShape& ps, const float* row, int64_t PW, float* ds
     }
     return;
   }
+#else
+  if (ps.stride_w == 2 && ps.kernel_w == 3) {
+    // The same with 8 lanes: in-lane shuffles take evens/odds of two vectors in the order
+    // 0 2 8 10 4 6 12 14; the max is element-wise, so one lane permute at the end restores the order.
+    for (int64_t x = 0; x < PW; x += 8) {
+      const float* r = row + 2 * x;
+      const __m256 a = _mm256_loadu_ps(r), b = _mm256_loadu_ps(r + 8);
+      const __m256 a2 = _mm256_loadu_ps(r + 2), b2 = _mm256_loadu_ps(r + 10);
+      const __m256 m = T::max(T::max(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                                     _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))),
+                              _mm256_shuffle_ps(a2, b2, _MM_SHUFFLE(2, 0, 2, 0)));
+      const __m256 ordered = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(m), _MM_SHUFFLE(3, 1, 2, 0)));
+      T::store_n(dst + x, ordered, static_cast<int>(std::min<int64_t>(8, PW - x)));
+    }
+    return;
+  }
 #endif
   for (int64_t x = 0; x < PW; ++x) {
     const float* r = row + x * ps.stride_w;
