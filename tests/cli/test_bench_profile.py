@@ -123,7 +123,10 @@ def main():
         check("GFLOP/s column = FLOPs / time", conv_rows and all(
             abs(float(r[7]) - flops[r[1]] / (r[5] * 1e6)) <= 0.05 + float(r[7]) * (0.51e-4 / r[5] + 1e-3)
             for r in conv_rows.values()), out)
-        check("by-kernel totals printed", "by kernel:" in out and "maxpool2d_nchw" in out, out)
+        # The stem conv and its MaxPool run as one fused call, labelled with everything it absorbed.
+        check("by-kernel totals printed", "by kernel:" in out and "conv2d_nchw_direct_small_cin_maxpool" in out, out)
+        check("fused stem row shows conv+bn+Relu+MaxPool",
+              any(r[1] == "stem_conv" and r[2] == "conv+bn+Relu+MaxPool" for r in rows), out)
 
         # 2. Trace.
         try:
@@ -154,7 +157,7 @@ def main():
             check("kernel calls account for >= 90% of each run's wall time", coverage and min(coverage) >= 0.9 and
                   max(coverage) <= 1.0 + 1e-6, coverage)
             names = {k["args"]["node"] for k in kernels}
-            check("trace names the nodes", {"stem_conv", "block_conv", "fc", "pool"} <= names, names)
+            check("trace names the nodes", {"stem_conv", "block_conv", "gap", "fc"} <= names, names)
 
         # 3. --json with --profile, two threads.
         code, out, err = run(tessel, ["bench", j("cnn.so"), "--threads", "2", "--warmup", "2", "--iterations", "5",
