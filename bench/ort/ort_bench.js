@@ -7,9 +7,11 @@ const path = require('path');
 const { readNpy, writeNpy } = require('./npy');
 
 const USAGE = `usage: ort_bench.js MODEL --input NAME=FILE.npy [--input ...] [--threads N] [--warmup W]
-                   [--iterations R] [--json] [--output-dir DIR]
+                   [--iterations R] [--json] [--output-dir DIR] [--profile PREFIX]
 Runs MODEL with ONNX Runtime (intra-op threads N, one inter-op thread, sequential execution,
-all graph optimisations); prints median/min/p90 latency in ms; --output-dir writes DIR/<output>.npy.`;
+all graph optimisations); prints median/min/p90 latency in ms; --output-dir writes DIR/<output>.npy;
+--profile turns on ONNX Runtime's own profiler and writes its Chrome trace to PREFIX_<date>.json
+(bench/ort/ort_profile.py summarises it per node).`;
 
 class UsageError extends Error {}
 
@@ -22,7 +24,7 @@ function positiveInteger(flag, text, allowZero) {
 }
 
 function parseArgs(argv) {
-  const options = { inputs: [], threads: 1, warmup: 5, iterations: 20, json: false, outputDir: null, model: null };
+  const options = { inputs: [], threads: 1, warmup: 5, iterations: 20, json: false, outputDir: null, profile: null, model: null };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     const value = () => {
@@ -39,6 +41,7 @@ function parseArgs(argv) {
     else if (arg === '--iterations') options.iterations = positiveInteger(arg, value(), false);
     else if (arg === '--json') options.json = true;
     else if (arg === '--output-dir') options.outputDir = value();
+    else if (arg === '--profile') options.profile = value();
     else if (arg === '-h' || arg === '--help') {
       console.log(USAGE);
       process.exit(0);
@@ -100,10 +103,12 @@ async function main() {
     interOpNumThreads: 1,
     executionMode: 'sequential',
     graphOptimizationLevel: 'all',
+    ...(options.profile ? { enableProfiling: true, profileFilePrefix: options.profile } : {}),
   });
   const feeds = loadFeeds(ort, session, options.inputs);
   const warm = await timeRuns(session, feeds, options.warmup);
   const measured = await timeRuns(session, feeds, options.iterations);
+  if (options.profile) session.endProfiling();
   if (options.outputDir) writeOutputs(options.outputDir, measured.outputs || warm.outputs);
   const sorted = [...measured.times].sort((a, b) => a - b);
   const result = {

@@ -1,7 +1,9 @@
-// Winograd F(4x4, 3x3) convolution (NCHW, stride 1): 6x6 input tiles, 36 GEMMs over channels.
+// Winograd F(4x4, 3x3) convolution (NCHW, stride 1): 6x6 input tiles, 36 products over channels.
 // Transforms are vectorised across tiles (lanes = tiles): the input transform 8 at a time with masked
-// gathers for padding and edges, the output transform 8 or (AVX-512) 16 at a time;
-// the weight transform U = G g G^T is done once at pack time into 36 packed GEMM A operands.
+// gathers for padding and edges, the output transform 8 or (AVX-512) 16 at a time; the weight
+// transform U = G g G^T is done once at pack time into 36 packed GEMM A operands. A block of tiles is
+// input-transformed into V (kept in L2); then for each register tile of (output channels x tiles) the
+// 36 products are computed and inverse-transformed at once, so they never leave the cache.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -9,8 +11,14 @@
 #include "plane_rows.h"
 #include "tessel/rt/aligned_buffer.h"
 #include "tessel/rt/conv.h"
+#include "tessel/rt/cpu.h"
 #include "tessel/rt/epilogue_avx2.h"
 #include "tessel/rt/gemm.h"
+
+// GCC 12's own intrinsic headers trip -W(maybe-)uninitialized on the 512-bit shuffles where they are
+// inlined (tiles_to_row into transform_output); nothing here is uninitialised.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace tessel::rt {
 namespace {
@@ -47,25 +55,38 @@ inline void output_1d(const typename T::V* m, int stride, typename T::V* y, int 
 }
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+// The transformed-domain products are computed one register tile at a time (sgemm_tile: kRows output
+// channels x kCols tiles, over all 36 xi), and each tile's 36 products are inverse-transformed while
+// they are in cache: the 36 x Cout x tiles product matrix is never materialised.
+constexpr int kRows = kGemmTileRows, kCols = kGemmTileCols;
+// Output channels padded in the packed weights: the same on every ISA (see kGemmTileRowsMax).
+inline int64_t padded_out(const Conv2dShape& s) { return round_up(s.out_channels, kGemmTileRowsMax); }
 
 struct WinoPlan {
-  int64_t oh, ow, tiles_w, tiles, block, n_blocks, b_cols;  // b_cols: block rounded up to 16
+  int64_t oh, ow, tiles_w, tiles;
+  int64_t groups;        // tile groups of kCols tiles (one register tile's columns)
+  int64_t block_groups;  // groups whose transformed input (V) is built and consumed together
+  int64_t n_blocks;
+  int64_t v_cols;        // columns of V: block_groups * kCols
+  int64_t co_blocks;     // groups of kRows output channels
 };
 
-WinoPlan make_plan(const Conv2dShape& s, int threads) {
+// V of one block (36 x Cin x block columns) stays in about half of L2 while every channel block reads it.
+WinoPlan make_plan(const Conv2dShape& s, int64_t max_block_groups) {
   WinoPlan p;
   p.oh = s.out_h();
   p.ow = s.out_w();
   p.tiles_w = ceil_div(p.ow, kOut);
   p.tiles = ceil_div(p.oh, kOut) * p.tiles_w;
-  // Transformed input and GEMM output of one block stay in L2 (~1 MB together).
-  const int64_t per_tile = kXi * std::max(s.in_channels, s.out_channels) * 4 * 2;
-  const int64_t block_max = std::max<int64_t>(16, (1 << 20) / per_tile / 8 * 8);
-  p.n_blocks = ceil_div(p.tiles, block_max);
-  if (threads > 1) p.n_blocks = std::min(ceil_div(p.tiles, 8), ceil_div(p.n_blocks, threads) * threads);
-  p.block = ceil_div(ceil_div(p.tiles, p.n_blocks), 8) * 8;
-  p.n_blocks = ceil_div(p.tiles, p.block);
-  p.b_cols = ceil_div(p.block, 16) * 16;
+  p.groups = ceil_div(p.tiles, kCols);
+  const int64_t v_group_bytes = int64_t{kXi} * s.in_channels * kCols * 4;
+  p.block_groups = std::clamp<int64_t>(cpu_l2_bytes() / 2 / v_group_bytes, 1, std::min(p.groups, max_block_groups));
+  p.n_blocks = ceil_div(p.groups, p.block_groups);
+  p.block_groups = ceil_div(p.groups, p.n_blocks);  // equal blocks
+  p.v_cols = p.block_groups * kCols;
+  p.co_blocks = ceil_div(s.out_channels, kRows);
   return p;
 }
 
@@ -84,7 +105,7 @@ void transform_input(const Conv2dShape& s, const WinoPlan& p, const float* in, i
   const __m256i viw0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(iw0));
   const __m256i H = _mm256_set1_epi32(static_cast<int>(s.in_h)), W = _mm256_set1_epi32(static_cast<int>(s.in_w));
   const __m256i minus1 = _mm256_set1_epi32(-1);
-  const int64_t xi_stride = s.in_channels * p.b_cols;
+  const int64_t xi_stride = s.in_channels * p.v_cols;
   const int64_t panel_off = (local / 16) * s.in_channels * 16 + local % 16;
   __m256i idx[kTile][kTile];
   __m256 mask[kTile][kTile];
@@ -161,9 +182,6 @@ inline void tiles_to_row(__m256 y0, __m256 y1, __m256 y2, __m256 y3, float* row)
   _mm256_store_ps(row + 24, _mm256_permute2f128_ps(g, h, 0x31));
 }
 #if defined(__AVX512F__)
-// GCC 12's own intrinsic headers trip -Wmaybe-uninitialized on the 512-bit shuffles; nothing here is.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 inline void tiles_to_row(__m512 y0, __m512 y1, __m512 y2, __m512 y3, float* row) {
   const __m512 a = _mm512_unpacklo_ps(y0, y1), b = _mm512_unpacklo_ps(y2, y3);
   const __m512 c = _mm512_unpackhi_ps(y0, y1), d = _mm512_unpackhi_ps(y2, y3);
@@ -177,38 +195,75 @@ inline void tiles_to_row(__m512 y0, __m512 y1, __m512 y2, __m512 y3, float* row)
   _mm512_store_ps(row + 32, _mm512_shuffle_f32x4(t2, t3, 0x88));  // tiles 8-11
   _mm512_store_ps(row + 48, _mm512_shuffle_f32x4(t2, t3, 0xDD));  // tiles 12-15
 }
-#pragma GCC diagnostic pop
 #endif
 
-// Inverse-transforms T::L tiles [t, t_end) of output channels [co0, co1) from M (36 x Cout x block) into
-// the output (reads M up to T::L floats past the block: the buffers have that slack).
+// Inverse-transforms tiles [t, t_end) (at most T::L) of output channel co from m (the 36 products of
+// that channel's row: product xi at m + xi * xi_stride, tile t at lane 0) into the output. Reads T::L
+// floats from each product row whatever t_end - t is (the buffer has the slack).
 template <class T>
-void transform_output(const Conv2dShape& s, const WinoPlan& p, const float* M, int64_t t, int64_t t_end,
-                      int64_t local, float* out, const float* res, const Epilogue& ep, int64_t co0, int64_t co1) {
+void transform_output(const WinoPlan& p, const float* m_row, int64_t xi_stride, int64_t t,
+                      int64_t t_end, int64_t co, float* out, const float* res, const Epilogue& ep) {
   using V = typename T::V;
   constexpr int ld = 4 * T::L + 8;  // a row of 4 L pixels + slack for store_tile_rows' last 8-wide load
-  const int64_t xi_stride = s.out_channels * p.block;
-  const int lanes = static_cast<int>(t_end - t);
-  for (int64_t co = co0; co < co1; ++co) {
-    V m[kTile][kTile], tmp[kOut][kTile], y[kOut][kOut];
-    const float* src = M + co * p.block + local;
-    for (int i = 0; i < kTile; ++i)
-      for (int j = 0; j < kTile; ++j) m[i][j] = T::loadu(src + (i * kTile + j) * xi_stride);
-    for (int j = 0; j < kTile; ++j) output_1d<T>(&m[0][j], kTile, &tmp[0][j], kTile);
-    for (int i = 0; i < kOut; ++i) output_1d<T>(&tmp[i][0], 1, &y[i][0], 1);
-    const V bias = T::set1(ep.bias ? ep.bias[co] : 0.0f);
-    alignas(64) float buf[kOut][ld] = {};
-    for (int i = 0; i < kOut; ++i)
-      tiles_to_row(T::add(y[i][0], bias), T::add(y[i][1], bias), T::add(y[i][2], bias), T::add(y[i][3], bias),
-                   buf[i]);
-    store_tile_rows(p, t, lanes, &buf[0][0], ld, co, out, res, ep);
-  }
+  V m[kTile][kTile], tmp[kOut][kTile], y[kOut][kOut];
+  for (int i = 0; i < kTile; ++i)
+    for (int j = 0; j < kTile; ++j) m[i][j] = T::loadu(m_row + (i * kTile + j) * xi_stride);
+  for (int j = 0; j < kTile; ++j) output_1d<T>(&m[0][j], kTile, &tmp[0][j], kTile);
+  for (int i = 0; i < kOut; ++i) output_1d<T>(&tmp[i][0], 1, &y[i][0], 1);
+  const V bias = T::set1(ep.bias ? ep.bias[co] : 0.0f);
+  // Lanes past t_end and the slack are never stored (store_tile_rows masks them).
+  alignas(64) float buf[kOut][ld];
+  for (int i = 0; i < kOut; ++i)
+    tiles_to_row(T::add(y[i][0], bias), T::add(y[i][1], bias), T::add(y[i][2], bias), T::add(y[i][3], bias),
+                 buf[i]);
+  store_tile_rows(p, t, static_cast<int>(t_end - t), &buf[0][0], ld, co, out, res, ep);
+}
+
+// The output transform's tiles per call: 16 per zmm with AVX-512, else 8 per ymm.
+using OutVec = planes::VecWide;
+
+// Products of one register tile: kXi x kRows x kCols floats (+ slack for the output transform's reads).
+float* product_tile_buffer() {
+  static thread_local AlignedBuffer buf;
+  return buf.ensure(static_cast<size_t>(kXi * kRows * kCols + OutVec::L));
+}
+
+// Channel block cb x tiles [t, t_end) (at most kCols, starting at column `col` of V): the 36 products
+// as one register tile each, then their inverse transform into the output.
+void tile_products_and_output(const Conv2dShape& s, const WinoPlan& p, const float* packed, const float* V,
+                              int64_t cb, int64_t t, int64_t t_end, int64_t col, float* out, const float* res,
+                              const Epilogue& ep) {
+  const int64_t K = s.in_channels;
+  const int64_t a_size = padded_out(s) * K;               // packed weights of one xi
+  const float* a = packed + cb * kRows * K;               // first 6-row panel of the block (panels K*6 apart)
+  const float* b = V + (col / kGemmNR) * K * kGemmNR;     // first 16-column panel (panels K*16 apart)
+  const int ncols = t_end - t > kGemmNR ? 2 * kGemmNR : kGemmNR;
+  float* m = product_tile_buffer();
+  for (int xi = 0; xi < kXi; ++xi)
+    sgemm_tile(K, a + xi * a_size, K * kGemmMR, b + xi * K * p.v_cols, K * kGemmNR, m + xi * kRows * kCols, kCols,
+               ncols);
+  const int64_t co1 = std::min(s.out_channels, (cb + 1) * kRows);
+  for (int64_t co = cb * kRows; co < co1; ++co)
+    for (int64_t u = t; u < t_end; u += OutVec::L)
+      transform_output<OutVec>(p, m + (co - cb * kRows) * kCols + (u - t), kRows * kCols, u,
+                               std::min(u + OutVec::L, t_end), co, out, res, ep);
+}
+
+// Input transform of the tiles [t0, t1) into V (zeros up to the next multiple of kCols).
+void transform_block(const Conv2dShape& s, const WinoPlan& p, const float* in, int64_t t0, int64_t t1, float* V) {
+  const int64_t end = t0 + round_up(t1 - t0, kCols);
+  for (int64_t t = t0; t < end; t += 8) transform_input(s, p, in, t, std::min(t + 8, t1), t - t0, V);
+}
+
+float* v_buffer(const Conv2dShape& s, const WinoPlan& p) {
+  static thread_local AlignedBuffer buf;
+  return buf.ensure(static_cast<size_t>(kXi * s.in_channels * p.v_cols));
 }
 
 }  // namespace
 
 size_t conv2d_winograd_f43_packed_size(const Conv2dShape& s) {
-  return kXi * packed_a_size(s.out_channels, s.in_channels);
+  return static_cast<size_t>(kXi * padded_out(s) * s.in_channels);
 }
 
 void conv2d_winograd_f43_pack(const Conv2dShape& s, const float* weights, float* packed) {
@@ -228,73 +283,52 @@ void conv2d_winograd_f43_pack(const Conv2dShape& s, const float* weights, float*
           u.data()[((r * kTile + c) * Co + o) * Ci + i] =
               static_cast<float>(gg[r][0] * G[c][0] + gg[r][1] * G[c][1] + gg[r][2] * G[c][2]);
     }
-  const size_t one = packed_a_size(Co, Ci);
+  // Each xi's U is one packed A operand over the padded channel count; the padding rows are zero.
+  const size_t one = static_cast<size_t>(padded_out(s) * Ci);
+  std::fill(packed, packed + conv2d_winograd_f43_packed_size(s), 0.0f);
   for (int xi = 0; xi < kXi; ++xi) pack_a(false, Co, Ci, u.data() + xi * Co * Ci, Ci, packed + xi * one);
 }
 
-namespace {
-
-// The output transform's tiles per call: 16 per zmm with AVX-512, else 8 per ymm.
-constexpr int64_t kOutputTiles = planes::VecWide::L;
-constexpr auto output_tiles = transform_output<planes::VecWide>;
-
-// All tiles in one block, the work split by phase instead of by tiles: input transform over groups of
-// 8 tiles, the 36 GEMMs over xi, the output transform over output channels. On small maps (few tiles,
-// many channels) the transformed weights (36 x Cout x Cin floats, 9.4 MB at 256 channels) dominate;
-// split by tiles, every thread would stream all of them, split by xi each is read once.
-void winograd_by_phase(const Conv2dShape& s, const WinoPlan& p, const float* in, const float* packed,
-                       float* out, const Epilogue& ep, ThreadPool* pool) {
-  const size_t a_size = packed_a_size(s.out_channels, s.in_channels);
-  static thread_local AlignedBuffer v_buf, m_buf;
-  float* V = v_buf.ensure(static_cast<size_t>(kXi * s.in_channels * p.b_cols));
-  float* M = m_buf.ensure(static_cast<size_t>(kXi * s.out_channels * p.block + 16));
-  const int64_t groups = ceil_div(p.tiles, 8);
-  for (int64_t n = 0; n < s.batch; ++n) {
-    const float* in_n = in + n * s.in_channels * s.in_h * s.in_w;
-    float* out_n = out + n * s.out_channels * p.oh * p.ow;
-    const float* res_n = ep.residual ? ep.residual + n * s.out_channels * p.oh * p.ow : nullptr;
-    parallel_for(pool, groups, [&](int64_t g0, int64_t g1) {
-      for (int64_t g = g0; g < g1; ++g)
-        transform_input(s, p, in_n, g * 8, std::min(g * 8 + 8, p.tiles), g * 8, V);
-    });
-    parallel_for(pool, kXi, [&](int64_t x0, int64_t x1) {
-      for (int64_t xi = x0; xi < x1; ++xi)
-        sgemm_packed_ab(s.out_channels, p.tiles, s.in_channels, 1.0f, packed + xi * a_size,
-                        V + xi * s.in_channels * p.b_cols, 0.0f, M + xi * s.out_channels * p.block, p.block);
-    });
-    parallel_for(pool, s.out_channels, [&](int64_t c0, int64_t c1) {
-      for (int64_t t = 0; t < p.tiles; t += kOutputTiles)
-        output_tiles(s, p, M, t, std::min(t + kOutputTiles, p.tiles), t, out_n, res_n, ep, c0, c1);
-    });
-  }
-}
-
-}  // namespace
-
 void conv2d_winograd_f43_avx2(const Conv2dShape& s, const float* in, const float* packed, float* out,
                               const Epilogue& ep, ThreadPool* pool) {
-  if (thread_count(pool) > 1) {
-    const WinoPlan one = make_plan(s, 1);
-    if (one.n_blocks == 1) return winograd_by_phase(s, one, in, packed, out, ep, pool);
-  }
-  const WinoPlan p = make_plan(s, thread_count(pool));
-  const size_t a_size = packed_a_size(s.out_channels, s.in_channels);
+  const int threads = thread_count(pool);
   for (int64_t n = 0; n < s.batch; ++n) {
     const float* in_n = in + n * s.in_channels * s.in_h * s.in_w;
-    float* out_n = out + n * s.out_channels * p.oh * p.ow;
-    const float* res_n = ep.residual ? ep.residual + n * s.out_channels * p.oh * p.ow : nullptr;
+    float* out_n = out + n * s.out_channels * s.out_h() * s.out_w();
+    const float* res_n = ep.residual ? ep.residual + n * s.out_channels * s.out_h() * s.out_w() : nullptr;
+    const WinoPlan whole = make_plan(s, INT64_MAX);
+    if (threads > 1 && whole.groups < 4 * threads) {
+      // Few tiles: one block, the work split by phase. The input transform over 16-tile panels (no two
+      // threads write one cache line of V), then (channel block, tile group) pairs, channel-block-major
+      // so that a thread's consecutive pairs share their slice of the weights.
+      WinoPlan p = whole;
+      p.n_blocks = 1;
+      p.block_groups = p.groups;
+      p.v_cols = p.groups * kCols;
+      float* V = v_buffer(s, p);
+      const int64_t panels = ceil_div(p.groups * kCols, kGemmNR);
+      parallel_for(pool, panels, [&](int64_t q0, int64_t q1) {
+        for (int64_t t = q0 * kGemmNR; t < q1 * kGemmNR; t += 8)
+          transform_input(s, p, in_n, t, std::min(t + 8, p.tiles), t, V);
+      });
+      parallel_for(pool, p.co_blocks * p.groups, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+          const int64_t cb = i / p.groups, t = (i % p.groups) * kCols;
+          tile_products_and_output(s, p, packed, V, cb, t, std::min(t + kCols, p.tiles), t, out_n, res_n, ep);
+        }
+      });
+      continue;
+    }
+    // Enough tiles: each thread takes whole blocks (input transform, products, output) on its own.
+    const WinoPlan p = make_plan(s, threads > 1 ? ceil_div(whole.groups, 2 * threads) : INT64_MAX);
     parallel_for(pool, p.n_blocks, [&](int64_t b0, int64_t b1) {
-      static thread_local AlignedBuffer v_buf, m_buf;
-      float* V = v_buf.ensure(static_cast<size_t>(kXi * s.in_channels * p.b_cols));
-      float* M = m_buf.ensure(static_cast<size_t>(kXi * s.out_channels * p.block + 16));
+      float* V = v_buffer(s, p);
       for (int64_t blk = b0; blk < b1; ++blk) {
-        const int64_t t0 = blk * p.block, t1 = std::min(p.tiles, t0 + p.block);
-        for (int64_t t = t0; t < t1; t += 8) transform_input(s, p, in_n, t, std::min(t + 8, t1), t - t0, V);
-        for (int xi = 0; xi < kXi; ++xi)
-          sgemm_packed_ab(s.out_channels, t1 - t0, s.in_channels, 1.0f, packed + xi * a_size,
-                          V + xi * s.in_channels * p.b_cols, 0.0f, M + xi * s.out_channels * p.block, p.block);
-        for (int64_t t = t0; t < t1; t += kOutputTiles)
-          output_tiles(s, p, M, t, std::min(t + kOutputTiles, t1), t - t0, out_n, res_n, ep, 0, s.out_channels);
+        const int64_t t0 = blk * p.v_cols, t1 = std::min(p.tiles, t0 + p.v_cols);
+        transform_block(s, p, in_n, t0, t1, V);
+        for (int64_t cb = 0; cb < p.co_blocks; ++cb)
+          for (int64_t t = t0; t < t1; t += kCols)
+            tile_products_and_output(s, p, packed, V, cb, t, std::min(t + kCols, t1), t - t0, out_n, res_n, ep);
       }
     });
   }

@@ -344,6 +344,34 @@ void sgemm_avx512(int64_t kc, const float* a, int64_t a_ps, const float* b, int6
   for (int i = 0; i < R * NP; ++i) tile[i] = acc[i / NP][i % NP];
   store_tile512(tile, R, NP, c, mr, nr, t, row, col);
 }
+// A 12 x (16 NP) tile with plain stores (sgemm_tile): the accumulators go straight to C, with no
+// epilogue to make them spill.
+template <int NP>
+inline void tile_avx512(int64_t K, const float* a, int64_t a_ps, const float* b, int64_t b_ps, float* c,
+                        int64_t ldc) {
+  constexpr int R = 2 * MR;
+  __m512 acc[R][NP];
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+  for (int64_t k = 0; k < K; ++k) {
+    __m512 bv[NP];
+#pragma GCC unroll 2
+    for (int p = 0; p < NP; ++p) bv[p] = _mm512_load_ps(b + p * b_ps + k * NR);
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r) {
+      const __m512 av = _mm512_set1_ps(a[(r / MR) * a_ps + k * MR + r % MR]);
+#pragma GCC unroll 2
+      for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_fmadd_ps(av, bv[p], acc[r][p]);
+    }
+  }
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int p = 0; p < NP; ++p) _mm512_storeu_ps(c + r * ldc + p * NR, acc[r][p]);
+}
 #pragma GCC diagnostic pop
 #endif
 
@@ -525,6 +553,37 @@ void gemm_driver(int64_t M, int64_t N, int64_t K, float alpha, const ASource& a,
 }
 
 }  // namespace
+
+void sgemm_tile(int64_t K, const float* a, int64_t a_panel_stride, const float* b, int64_t b_panel_stride,
+                float* c, int64_t ldc, int ncols) {
+#if defined(__AVX512F__)
+  if (ncols > NR)
+    tile_avx512<2>(K, a, a_panel_stride, b, b_panel_stride, c, ldc);
+  else
+    tile_avx512<1>(K, a, a_panel_stride, b, b_panel_stride, c, ldc);
+#else
+  (void)a_panel_stride;
+  (void)b_panel_stride;
+  (void)ncols;
+  __m256 acc[MR][2];
+  for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+  for (int64_t k = 0; k < K; ++k) {
+    const __m256 b0 = _mm256_load_ps(b + k * NR), b1 = _mm256_load_ps(b + k * NR + 8);
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; ++r) {
+      const __m256 av = _mm256_broadcast_ss(a + k * MR + r);
+      acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < MR; ++r) {
+    _mm256_storeu_ps(c + r * ldc, acc[r][0]);
+    _mm256_storeu_ps(c + r * ldc + 8, acc[r][1]);
+  }
+#endif
+}
 
 size_t packed_a_size(int64_t M, int64_t K) { return static_cast<size_t>(round_up(M, MR) * K); }
 

@@ -1,6 +1,6 @@
 #!/bin/bash
 # cpu target end to end: the four torchvision models compiled to .so match the reference interpreter
-# (1e-4 of the output's largest magnitude), and MobileNetV2 also when compiled for AVX2 only; an --emit-app build reproduces `tessel run x.so` bit for bit;
+# (1e-4 of the output's largest magnitude), and MobileNetV2 and SqueezeNet also when compiled for AVX2 only; an --emit-app build reproduces `tessel run x.so` bit for bit;
 # bad input gives one clear error (exit status 2).
 # usage: tests/cpu/check_models.sh [TESSEL] [MODELS_DIR]   (defaults: build/tessel, bench/models)
 set -euo pipefail
@@ -35,15 +35,15 @@ for m in resnet18 resnet50 mobilenet_v2 squeezenet1_1; do
 done
 
 # The default --march=native takes the runtime's AVX-512 paths on a machine that has them; the AVX2 paths
-# get the same end-to-end check through an AVX2-only target (MobileNetV2: stem, depthwise, GEMM, FC).
-echo "AVX2-only build (--march haswell): mobilenet_v2"
-m=mobilenet_v2
-"$tessel" compile "$models/$m.onnx" --march haswell -o "$work/$m.avx2.so" >/dev/null 2>&1 || { echo "  $m: --march haswell compile FAILED"; fail=1; }
-if [[ -f "$work/$m.avx2.so" ]]; then
+# get the same end-to-end check through an AVX2-only target (MobileNetV2: stem, depthwise, GEMM, FC;
+# SqueezeNet 1.1: Winograd with 16-64 input channels, the fused stem + MaxPool, in-place Concat).
+for m in mobilenet_v2 squeezenet1_1; do
+  echo "AVX2-only build (--march haswell): $m"
+  "$tessel" compile "$models/$m.onnx" --march haswell -o "$work/$m.avx2.so" >/dev/null 2>&1 || { echo "  $m: --march haswell compile FAILED"; fail=1; continue; }
   "$tessel" run "$work/$m.avx2.so" --input "input=$models/$m.input.npy" -o "$work/$m.avx2.out" -q --threads 2
   mkdir -p "$work/$m-avx2"; cp "$work/$m.avx2.out/output.npy" "$work/$m-avx2/output.npy"
   compare "$work/$m-avx2/output.npy" "$work/$m.ref/output.npy" 1e-4 || fail=1
-fi
+done
 
 echo "emit-app (squeezenet1_1): build with CMake, compare with tessel run at 1 thread"
 "$tessel" compile "$models/squeezenet1_1.onnx" --emit-app "$work/app" >/dev/null 2>&1

@@ -53,6 +53,23 @@ void sgemm_packed_a_custom_b(int64_t M, int64_t N, int64_t K, float alpha, const
                              const BPanelPacker& b, float beta, float* C, int64_t ldc,
                              const Epilogue& ep = {}, ThreadPool* pool = nullptr);
 
+/// Register tile of sgemm_tile: 12 x 32 with AVX-512 (two 6-row A panels by two 16-column B panels),
+/// 6 x 16 with AVX2. Packed operands sized for it round rows up to kGemmTileRowsMax on every ISA, so
+/// a packing computed by one build (the compiler's) fits another (the model's).
+#if defined(__AVX512F__)
+inline constexpr int kGemmTileRows = 12, kGemmTileCols = 32;
+#else
+inline constexpr int kGemmTileRows = 6, kGemmTileCols = 16;
+#endif
+inline constexpr int kGemmTileRowsMax = 12;
+
+/// One register tile, no epilogue: c[r * ldc + j] = sum_k A[r][k] * B[k][j] for r < kGemmTileRows and
+/// j < ncols (16, or with AVX-512 16 or 32). `a` is the first of kGemmTileRows / 6 packed A panels
+/// (k-major, 6 floats per k; a_panel_stride floats apart), `b` the first of ncols / 16 packed B panels
+/// (16 floats per k; b_panel_stride apart). Rows beyond the real ones must be zero-padded panels.
+void sgemm_tile(int64_t K, const float* a, int64_t a_panel_stride, const float* b, int64_t b_panel_stride,
+                float* c, int64_t ldc, int ncols);
+
 /// C = alpha * A * B + beta * C with both operands pre-packed (pack_a / pack_b layouts), single
 /// threaded: for callers that already parallelise at a coarser level (Winograd's 36 GEMMs).
 void sgemm_packed_ab(int64_t M, int64_t N, int64_t K, float alpha, const float* packed_a,
