@@ -241,7 +241,7 @@ void tile_products_and_output(const Conv2dShape& s, const WinoPlan& p, const flo
   float* m = product_tile_buffer();
   for (int xi = 0; xi < kXi; ++xi)
     sgemm_tile(K, a + xi * a_size, K * kGemmMR, b + xi * K * p.v_cols, K * kGemmNR, m + xi * kRows * kCols, kCols,
-               ncols);
+               ncols, xi + 1 < kXi ? a + (xi + 1) * a_size : nullptr);
   const int64_t co1 = std::min(s.out_channels, (cb + 1) * kRows);
   for (int64_t co = cb * kRows; co < co1; ++co)
     for (int64_t u = t; u < t_end; u += OutVec::L)

@@ -348,7 +348,7 @@ void sgemm_avx512(int64_t kc, const float* a, int64_t a_ps, const float* b, int6
 // epilogue to make them spill.
 template <int NP>
 inline void tile_avx512(int64_t K, const float* a, int64_t a_ps, const float* b, int64_t b_ps, float* c,
-                        int64_t ldc) {
+                        int64_t ldc, const float* a_next) {
   constexpr int R = 2 * MR;
   __m512 acc[R][NP];
 #pragma GCC unroll 12
@@ -360,6 +360,10 @@ inline void tile_avx512(int64_t K, const float* a, int64_t a_ps, const float* b,
     __m512 bv[NP];
 #pragma GCC unroll 2
     for (int p = 0; p < NP; ++p) bv[p] = _mm512_load_ps(b + p * b_ps + k * NR);
+    if (a_next) {
+      _mm_prefetch(reinterpret_cast<const char*>(a_next + k * MR), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(a_next + a_ps + k * MR), _MM_HINT_T0);
+    }
 #pragma GCC unroll 12
     for (int r = 0; r < R; ++r) {
       const __m512 av = _mm512_set1_ps(a[(r / MR) * a_ps + k * MR + r % MR]);
@@ -555,14 +559,15 @@ void gemm_driver(int64_t M, int64_t N, int64_t K, float alpha, const ASource& a,
 }  // namespace
 
 void sgemm_tile(int64_t K, const float* a, int64_t a_panel_stride, const float* b, int64_t b_panel_stride,
-                float* c, int64_t ldc, int ncols) {
+                float* c, int64_t ldc, int ncols, const float* a_next) {
 #if defined(__AVX512F__)
   if (ncols > NR)
-    tile_avx512<2>(K, a, a_panel_stride, b, b_panel_stride, c, ldc);
+    tile_avx512<2>(K, a, a_panel_stride, b, b_panel_stride, c, ldc, a_next);
   else
-    tile_avx512<1>(K, a, a_panel_stride, b, b_panel_stride, c, ldc);
+    tile_avx512<1>(K, a, a_panel_stride, b, b_panel_stride, c, ldc, a_next);
 #else
   (void)a_panel_stride;
+  (void)a_next;
   (void)b_panel_stride;
   (void)ncols;
   __m256 acc[MR][2];

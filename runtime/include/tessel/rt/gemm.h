@@ -67,8 +67,10 @@ inline constexpr int kGemmTileRowsMax = 12;
 /// j < ncols (16, or with AVX-512 16 or 32). `a` is the first of kGemmTileRows / 6 packed A panels
 /// (k-major, 6 floats per k; a_panel_stride floats apart), `b` the first of ncols / 16 packed B panels
 /// (16 floats per k; b_panel_stride apart). Rows beyond the real ones must be zero-padded panels.
+/// `a_next`, when given, is the next call's A (same panel stride), prefetched into L1 on the way
+/// (weights streamed from L3 otherwise stall each tile's first loads).
 void sgemm_tile(int64_t K, const float* a, int64_t a_panel_stride, const float* b, int64_t b_panel_stride,
-                float* c, int64_t ldc, int ncols);
+                float* c, int64_t ldc, int ncols, const float* a_next = nullptr);
 
 /// C = alpha * A * B + beta * C with both operands pre-packed (pack_a / pack_b layouts), single
 /// threaded: for callers that already parallelise at a coarser level (Winograd's 36 GEMMs).
