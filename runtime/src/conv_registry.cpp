@@ -26,9 +26,16 @@ bool is_dense(const Conv2dShape& s) { return s.groups == 1; }
 // 7x7: 82-126 against 63-95), and on 28x28 for the im2col shapes (3x3 and 1x1 stride 2: 77-91 against
 // 46-75) and 1x1 with K >= 512; behind on 56x56 and for 1x1 K=256 on 28x28, where the GEMM's packed B
 // panels are reused better; and below K = 256 the transposing store costs more than the GEMM loses.
-constexpr int64_t kPixelTileMinK = 256;
+// Two exceptions from K = 128, measured on MobileNetV2/SqueezeNet layers (Zen 4, minima of 5 runs):
+// 7x7 maps, whose 49 pixels the GEMM pads to 64 columns (160->960: 143 against 179 us at 1 thread,
+// 78 against 117 at 2), and at most 32 output channels on maps up to 28x28, where the GEMM reads its B
+// as K strided rows (192->32 on 28x28: 91 against 103 us; 144->32: 70 against 77; 128->32 on 27x27:
+// 58 against 64); expands (K = 16-32) and 56x56 maps stay on the GEMM (24->144 on 56x56: 332 against 250).
+constexpr int64_t kPixelTileMinK = 256, kPixelTileMinKSmall = 128;
 bool pixel_tile_pays_off(const Conv2dShape& s) {
   const int64_t k = s.in_per_group() * s.kernel_h * s.kernel_w, plane = s.out_h() * s.out_w();
+  if (k >= kPixelTileMinKSmall && k < kPixelTileMinK)
+    return plane <= 49 || (plane <= 784 && s.out_channels <= 32);
   if (k < kPixelTileMinK) return false;
   return plane <= 196 || (plane <= 784 && (!s.is_pointwise() || k >= 512));
 }
