@@ -93,6 +93,8 @@ CONV_BENCH(BM_dw3x3s2_144_56_nchwc8, "conv2d_nchwc8_depthwise_avx2", conv_shape(
 CONV_BENCH(BM_dw3x3s2_144_56_nchw, "conv2d_nchw_depthwise_avx2", conv_shape(144, 56, 144, 3, 2, 144))
 CONV_BENCH(BM_dw3x3_384_14_nchwc8, "conv2d_nchwc8_depthwise_avx2", conv_shape(384, 14, 384, 3, 1, 384))
 CONV_BENCH(BM_dw3x3_384_14_nchw, "conv2d_nchw_depthwise_avx2", conv_shape(384, 14, 384, 3, 1, 384))
+CONV_BENCH(BM_dw3x3s2_576_14_nchw, "conv2d_nchw_depthwise_avx2", conv_shape(576, 14, 576, 3, 2, 576))
+CONV_BENCH(BM_dw3x3s2_192_28_nchw, "conv2d_nchw_depthwise_avx2", conv_shape(192, 28, 192, 3, 2, 192))
 CONV_BENCH(BM_dw3x3_960_7_nchwc8, "conv2d_nchwc8_depthwise_avx2", conv_shape(960, 7, 960, 3, 1, 960))
 CONV_BENCH(BM_dw3x3_960_7_nchw, "conv2d_nchw_depthwise_avx2", conv_shape(960, 7, 960, 3, 1, 960))
 // MobileNetV2 1x1 expand/project on small maps.

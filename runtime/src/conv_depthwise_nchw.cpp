@@ -569,10 +569,128 @@ void depthwise_generic(const Conv2dShape& s, const float* in, const float* weigh
   });
 }
 
+// ---- small maps: channels in lanes ----
+
+//
+// A plane of at most 8 output columns (MobileNet's 7x7) fills few lanes of a row vector. Here L channels
+// at a time are transposed into a zero-padded [row][column][L] scratch, so every tap of every output
+// pixel is one aligned vector load with no border case; the L channels' taps are vectors; and the
+// [pixel][L] result is transposed back into the L output planes with the epilogue on the way out. Any
+// kernel size, stride and dilation.
+
+// NP consecutive output pixels from `x` (the scratch at the first one's window origin; pixel i's is
+// i * step floats further), tap t at offs[t]; independent accumulator chains.
+template <class T, int TAPS, int NP>
+inline void lanes_pixels(const float* x, int64_t step, const int64_t* offs, const typename T::V* w, int taps,
+                         typename T::V bias, float* y) {
+  typename T::V acc[NP];
+  for (int i = 0; i < NP; ++i) acc[i] = bias;
+  const int n = TAPS > 0 ? TAPS : taps;
+#pragma GCC unroll 9
+  for (int t = 0; t < n; ++t)
+    for (int i = 0; i < NP; ++i) acc[i] = T::fmadd(T::load(x + offs[t] + i * step), w[t], acc[i]);
+  for (int i = 0; i < NP; ++i) T::store(y + i * T::L, acc[i]);
+}
+
+template <class T, int TAPS>
+void dw_lanes_run(const Conv2dShape& s, const float* in, const float* weights, float* out, const Epilogue& ep,
+                  ThreadPool* pool) {
+  using V = typename T::V;
+  constexpr int L = T::L;
+  const int64_t C = s.in_channels, HW = s.in_h * s.in_w, OW = s.out_w(), OHW = s.out_h() * OW;
+  // Padded size: what the windows reach (more than input + pads when the last window does not fit,
+  // which the output size's truncating division allows).
+  const int64_t PH = std::max(s.in_h + s.pad_top + s.pad_bottom, (s.out_h() - 1) * s.stride_h + (s.kernel_h - 1) * s.dilation_h + 1);
+  const int64_t PW = std::max(s.in_w + s.pad_left + s.pad_right, (OW - 1) * s.stride_w + (s.kernel_w - 1) * s.dilation_w + 1);
+  const int taps = static_cast<int>(s.kernel_h * s.kernel_w);
+  const int64_t blocks = (C + L - 1) / L;
+  const Store<T> store = Store<T>::of(ep);
+  std::vector<int64_t> offs(taps);  // tap offsets in the scratch, in floats
+  for (int t = 0; t < taps; ++t)
+    offs[t] = ((t / s.kernel_w) * s.dilation_h * PW + (t % s.kernel_w) * s.dilation_w) * L;
+  parallel_for(pool, s.batch * blocks, [&](int64_t b0, int64_t b1) {
+    static thread_local AlignedBuffer x_buf, y_buf, w_buf;
+    float* X = x_buf.ensure(static_cast<size_t>(PH * PW * L));
+    float* Y = y_buf.ensure(static_cast<size_t>((OHW + L) * L));
+    std::fill(X, X + PH * PW * L, 0.0f);  // the border stays zero; the interior is rewritten per block
+    // The taps as vectors of the block's L channels: in registers when TAPS is known.
+    constexpr int kFixed = TAPS > 0 ? TAPS : 1;
+    V w_fixed[kFixed];
+    V* w = TAPS > 0 ? w_fixed : reinterpret_cast<V*>(w_buf.ensure(static_cast<size_t>(taps * L)));
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t n = b / blocks, c0 = (b % blocks) * L;
+      const int nc = static_cast<int>(std::min<int64_t>(L, C - c0));
+      const float* src = in + (n * C + c0) * HW;
+      alignas(64) float lane[L];
+      for (int t = 0; t < taps; ++t) {
+        for (int c = 0; c < L; ++c) lane[c] = c < nc ? weights[(c0 + c) * taps + t] : 0.0f;
+        w[t] = T::loadu(lane);
+      }
+      for (int c = 0; c < L; ++c) lane[c] = c < nc && ep.bias ? ep.bias[c0 + c] : 0.0f;
+      const V bias = T::loadu(lane);
+      // Planes -> [row][column][L], L pixels at a time.
+      int64_t h = 0, x = 0;  // row and column of pixel p
+      for (int64_t p0 = 0; p0 < HW; p0 += L) {
+        const int np = static_cast<int>(std::min<int64_t>(L, HW - p0));
+        V r[L];
+        for (int c = 0; c < L; ++c) r[c] = c < nc ? T::load_n(src + c * HW + p0, np) : T::zero();
+        T::transpose(r);
+        for (int j = 0; j < np; ++j) {
+          T::store(X + ((h + s.pad_top) * PW + x + s.pad_left) * L, r[j]);
+          if (++x == s.in_w) x = 0, ++h;
+        }
+      }
+      const int64_t step = s.stride_w * L;
+      for (int64_t oh = 0; oh < s.out_h(); ++oh) {
+        const float* x = X + oh * s.stride_h * PW * L;
+        float* y = Y + oh * OW * L;
+        int64_t ow = 0;
+        for (; ow + 4 <= OW; ow += 4) lanes_pixels<T, TAPS, 4>(x + ow * step, step, offs.data(), w, taps, bias, y + ow * L);
+        for (; ow < OW; ++ow) lanes_pixels<T, TAPS, 1>(x + ow * step, step, offs.data(), w, taps, bias, y + ow * L);
+      }
+      // [pixel][L] -> planes, L pixels at a time, with residual and Relu/Clip in the store.
+      for (int64_t q0 = 0; q0 < OHW; q0 += L) {
+        const int nq = static_cast<int>(std::min<int64_t>(L, OHW - q0));
+        V r[L];
+        for (int j = 0; j < L; ++j) r[j] = T::load(Y + (q0 + j) * L);  // rows past OHW: slack, never stored
+        T::transpose(r);
+        const typename T::Mask m = T::mask(nq == L ? ~0u : (1u << nq) - 1u);
+        for (int c = 0; c < nc; ++c) {
+          const int64_t plane = (n * C + c0 + c) * OHW;
+          const float* res = ep.residual && !store.deferred ? ep.residual + plane + q0 : nullptr;
+          if (nq == L)
+            store.template put<false>(out + plane + q0, res, r[c], m);
+          else
+            store.template put<true>(out + plane + q0, res, r[c], m);
+        }
+      }
+      if (store.deferred)
+        for (int c = 0; c < nc; ++c) {
+          const int64_t plane = (n * C + c0 + c) * OHW;
+          apply_residual_activation(out + plane, ep.residual ? ep.residual + plane : nullptr, OHW, ep);
+        }
+    }
+  });
+}
+
+// Taken for output planes at most this wide (with AVX-512; 4 with AVX2's 8 lanes).
+template <class T>
+constexpr int64_t kLanesMaxOutW = T::L / 2;
+
+template <class T>
+void dw_lanes(const Conv2dShape& s, const float* in, const float* weights, float* out, const Epilogue& ep,
+              ThreadPool* pool) {
+  if (s.kernel_h * s.kernel_w == 9)
+    dw_lanes_run<T, 9>(s, in, weights, out, ep, pool);
+  else
+    dw_lanes_run<T, 0>(s, in, weights, out, ep, pool);
+}
+
 }  // namespace
 
 void conv2d_nchw_depthwise_avx2(const Conv2dShape& s, const float* in, const float* weights, float* out,
                                 const Epilogue& ep, ThreadPool* pool) {
+  if (s.out_w() <= kLanesMaxOutW<planes::VecWide>) return dw_lanes<planes::VecWide>(s, in, weights, out, ep, pool);
   if (!is_fast_3x3(s)) return depthwise_generic(s, in, weights, out, ep, pool);
 #if defined(__AVX512F__)
   // Maps at most 8 wide (MobileNet's 7x7) waste less with 8-lane vectors.

@@ -22,6 +22,7 @@ struct Vec8 {
   static V zero() { return _mm256_setzero_ps(); }
   static V set1(float x) { return _mm256_set1_ps(x); }
   static V loadu(const float* p) { return _mm256_loadu_ps(p); }
+  static V load(const float* p) { return _mm256_load_ps(p); }
   static void storeu(float* p, V v) { _mm256_storeu_ps(p, v); }
   static void store(float* p, V v) { _mm256_store_ps(p, v); }
   static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
@@ -63,6 +64,25 @@ struct Vec8 {
     even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))), 0xD8));
     odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))), 0xD8));
   }
+  /// In-place L x L transpose: afterwards r[m] lane k is what r[k] lane m was.
+  static void transpose(V (&r)[L]) {
+    V t[8], u[8];
+    for (int k = 0; k < 4; ++k) {
+      t[2 * k] = _mm256_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+      t[2 * k + 1] = _mm256_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+    }
+    // u[4 k + c], 128-bit lane j: column 4 j + c of rows 4 k .. 4 k + 3.
+    for (int k = 0; k < 2; ++k) {
+      u[4 * k + 0] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
+      u[4 * k + 1] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
+      u[4 * k + 2] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
+      u[4 * k + 3] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
+    }
+    for (int c = 0; c < 4; ++c) {
+      r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
+      r[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+    }
+  }
 };
 
 #if defined(__AVX512F__)
@@ -73,6 +93,7 @@ struct Vec16 {
   static V zero() { return _mm512_setzero_ps(); }
   static V set1(float x) { return _mm512_set1_ps(x); }
   static V loadu(const float* p) { return _mm512_loadu_ps(p); }
+  static V load(const float* p) { return _mm512_load_ps(p); }
   static void storeu(float* p, V v) { _mm512_storeu_ps(p, v); }
   static void store(float* p, V v) { _mm512_store_ps(p, v); }
   static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
@@ -116,6 +137,31 @@ struct Vec16 {
     const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     even = _mm512_permutex2var_ps(a, ie, b);
     odd = _mm512_permutex2var_ps(a, io, b);
+  }
+  /// In-place L x L transpose: afterwards r[m] lane k is what r[k] lane m was.
+  static void transpose(V (&r)[L]) {
+    constexpr __mmask16 kAll = 0xFFFF;  // zero-masking forms: see max() above
+    V t[16], u[16];
+    for (int k = 0; k < 8; ++k) {
+      t[2 * k] = _mm512_maskz_unpacklo_ps(kAll, r[2 * k], r[2 * k + 1]);
+      t[2 * k + 1] = _mm512_maskz_unpackhi_ps(kAll, r[2 * k], r[2 * k + 1]);
+    }
+    // u[4 k + c], 128-bit lane j: column 4 j + c of rows 4 k .. 4 k + 3.
+    for (int k = 0; k < 4; ++k) {
+      u[4 * k + 0] = _mm512_maskz_shuffle_ps(kAll, t[4 * k], t[4 * k + 2], 0x44);
+      u[4 * k + 1] = _mm512_maskz_shuffle_ps(kAll, t[4 * k], t[4 * k + 2], 0xEE);
+      u[4 * k + 2] = _mm512_maskz_shuffle_ps(kAll, t[4 * k + 1], t[4 * k + 3], 0x44);
+      u[4 * k + 3] = _mm512_maskz_shuffle_ps(kAll, t[4 * k + 1], t[4 * k + 3], 0xEE);
+    }
+    // Row m = 4 j + c gathers lane j of u[c], u[4 + c], u[8 + c], u[12 + c].
+    for (int c = 0; c < 4; ++c) {
+      const V x01 = _mm512_maskz_shuffle_f32x4(kAll, u[c], u[4 + c], 0x44), x23 = _mm512_maskz_shuffle_f32x4(kAll, u[c], u[4 + c], 0xEE);
+      const V y01 = _mm512_maskz_shuffle_f32x4(kAll, u[8 + c], u[12 + c], 0x44), y23 = _mm512_maskz_shuffle_f32x4(kAll, u[8 + c], u[12 + c], 0xEE);
+      r[c] = _mm512_maskz_shuffle_f32x4(kAll, x01, y01, 0x88);
+      r[4 + c] = _mm512_maskz_shuffle_f32x4(kAll, x01, y01, 0xDD);
+      r[8 + c] = _mm512_maskz_shuffle_f32x4(kAll, x23, y23, 0x88);
+      r[12 + c] = _mm512_maskz_shuffle_f32x4(kAll, x23, y23, 0xDD);
+    }
   }
 };
 /// The widest vector of this build.
