@@ -558,6 +558,22 @@ void gemm_driver(int64_t M, int64_t N, int64_t K, float alpha, const ASource& a,
 
 }  // namespace
 
+void matmul_batched(const float* A, const int64_t* a_offsets, const float* B, const int64_t* b_offsets, float* C,
+                    int64_t batch, int64_t M, int64_t N, int64_t K, ThreadPool* pool) {
+  if (batch <= 0 || M <= 0 || N <= 0) return;
+  const Epilogue none{};
+  if (batch >= thread_count(pool)) {
+    parallel_for(pool, batch, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b)
+        sgemm(false, false, M, N, K, 1.0f, A + a_offsets[b], K, B + b_offsets[b], N, 0.0f, C + b * M * N, N, none,
+              nullptr);
+    });
+    return;
+  }
+  for (int64_t b = 0; b < batch; ++b)
+    sgemm(false, false, M, N, K, 1.0f, A + a_offsets[b], K, B + b_offsets[b], N, 0.0f, C + b * M * N, N, none, pool);
+}
+
 void sgemm_tile(int64_t K, const float* a, int64_t a_panel_stride, const float* b, int64_t b_panel_stride,
                 float* c, int64_t ldc, int ncols, const float* a_next) {
 #if defined(__AVX512F__)

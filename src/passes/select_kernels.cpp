@@ -1,6 +1,8 @@
 // Pass select-kernels: picks each 2-D convolution's CPU kernel from the runtime's kernel list
-// (tessel::rt::conv2d_kernels) by a simple cost rule and records it as node->meta["kernel"]. The pass
-// option kernel.<node name> = <kernel> (from a tuning file) overrides the rule.
+// (tessel::rt::conv2d_kernels) with the runtime's own rule (rt::select_conv2d_kernel: which kernels pay
+// off on which shapes) and records it as node->meta["kernel"]; the cpu target's code generator calls
+// that kernel. Option select-kernels.avx512 = 1 targets a CPU with AVX-512 (tessel compile sets it from
+// --march); kernel.<node name> = <kernel> overrides the rule for one node.
 #include <fmt/format.h>
 
 #include "rewrite.h"
@@ -9,10 +11,6 @@
 
 namespace tessel {
 namespace {
-
-/// Winograd F(4x4,3x3) pays off with enough 4x4 output tiles and channels to amortise the transforms.
-constexpr int64_t kWinogradMinPixels = 64;
-constexpr int64_t kWinogradMinChannels = 16;
 
 std::optional<rt::Conv2dShape> convShape(const Node& n) {
   const Value* x = n.input(0);
@@ -42,17 +40,6 @@ std::optional<rt::Conv2dShape> convShape(const Node& n) {
   return s;
 }
 
-const char* chooseKernel(const rt::Conv2dShape& s, rt::ConvLayout layout) {
-  if (layout == rt::ConvLayout::NCHWc8) return s.is_depthwise() ? "conv2d_nchwc8_depthwise_avx2" : "conv2d_nchwc8_direct_avx2";
-  if (s.is_depthwise()) return "conv2d_nchw_depthwise_avx2";
-  if (s.is_pointwise()) return "conv2d_nchw_1x1_gemm_avx2";
-  const rt::Conv2dKernel* winograd = rt::find_conv2d_kernel("conv2d_winograd_f43_avx2");
-  if (winograd && winograd->applicable(s) && s.out_h() * s.out_w() >= kWinogradMinPixels &&
-      s.in_channels >= kWinogradMinChannels)
-    return "conv2d_winograd_f43_avx2";
-  return "conv2d_nchw_im2col_gemm_avx2";
-}
-
 class SelectKernelsPass : public Pass {
  public:
   bool run(Model& model, const PassOptions& options) override {
@@ -65,7 +52,10 @@ class SelectKernelsPass : public Pass {
       const auto* layoutMeta = n->meta.count("layout") ? std::get_if<std::string>(&n->meta.at("layout")) : nullptr;
       const rt::ConvLayout layout = layoutMeta && *layoutMeta == "nchwc8" ? rt::ConvLayout::NCHWc8 : rt::ConvLayout::NCHW;
       const std::string key = "kernel." + n->name();
-      std::string name = options.get(key, chooseKernel(*shape, layout));
+      // The runtime's own rule (rt::select_conv2d_kernel), for a target with or without AVX-512.
+      const bool avx512 = options.get("select-kernels.avx512", "0") == "1";
+      const rt::Conv2dKernel* chosen = rt::select_conv2d_kernel(*shape, layout, avx512);
+      std::string name = options.get(key, chosen->name);
       const rt::Conv2dKernel* k = rt::find_conv2d_kernel(name.c_str());
       if (!k) throw UserError(fmt::format("pass option {}={}: no such convolution kernel", key, name));
       if (k->layout != layout || !k->applicable(*shape))

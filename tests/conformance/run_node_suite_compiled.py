@@ -42,6 +42,8 @@ COMPILED_OPS = frozenset({
     "Exp", "Log", "Erf", "Neg", "Abs", "Sqrt", "Reciprocal",              # the `unary` map
     "Relu", "Sigmoid", "Tanh", "HardSwish", "LeakyRelu", "HardSigmoid", "Clip",  # activationOf
     "Add", "Sub", "Mul", "Div", "Max", "Min",          # lowerBinary (two inputs)
+    "Gelu",                                            # activationOf (approximate none)
+    "LayerNormalization", "Transpose", "Split",        # lower_tensor_ops.cpp
 })
 # Constant nodes are not steps: the lowering reads them as weights where they are used.
 IGNORED_OPS = frozenset({"Constant"})

@@ -55,6 +55,19 @@ mkdir -p "$work/app-out" "$work/app-ref"
 "$tessel" run "$work/sq.so" --threads 1 --input "input=$models/squeezenet1_1.input.npy" -o "$work/app-ref" -q
 compare "$work/app-out/output.npy" "$work/app-ref/output.npy" 0 || fail=1
 
+# A pre-norm transformer block exported by PyTorch (decomposed LayerNorm, 2-head attention, Erf GELU):
+# the cpu pipeline fuses its patterns and every node gets a kernel (no host-interpreter fallback).
+echo "transformer block: compiled vs the interpreter, no node through the host interpreter"
+"$py" -c "import sys; sys.path.insert(0, '$root/tests/models'); import check_pipeline; check_pipeline.export_transformer_block('$work')"
+"$tessel" compile "$work/transformer_block.onnx" -o "$work/tb.so" > "$work/tb.log" 2>&1 || { echo "  transformer_block: compile FAILED"; cat "$work/tb.log"; fail=1; }
+if [[ -f "$work/tb.so" ]]; then
+  if grep -qi "interpreter" "$work/tb.log"; then echo "  transformer_block: nodes through the host interpreter:"; cat "$work/tb.log"; fail=1; fi
+  "$tessel" run "$work/tb.so" --input "input=$work/transformer_block.input.npy" -o "$work/tb.out" -q --threads 2
+  "$tessel" run "$work/transformer_block.onnx" --input "input=$work/transformer_block.input.npy" -o "$work/tb.ref" -q
+  mkdir -p "$work/transformer_block"; cp "$work/tb.out/output.npy" "$work/transformer_block/output.npy"
+  compare "$work/transformer_block/output.npy" "$work/tb.ref/output.npy" 1e-4 || fail=1
+fi
+
 echo "bad input: one error line, exit status 2"
 expect_error() {  # expect_error WHAT COMMAND...
   local what=$1; shift

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "tessel/interp/interpreter.h"
+#include "tessel/ops/shape_inference.h"
 #include "tessel/support/error.h"
 #include "tessel/targets/cpu/compiler.h"
 #include "tessel/targets/cpu/loader.h"
@@ -61,14 +62,17 @@ fs::path tempDir() {
   return d;
 }
 
-/// Compiles the model, runs it and the interpreter on seeded random inputs, and compares every output
-/// within 1e-4 of the reference output's largest magnitude.
+/// Compiles the model (through the cpu pass pipeline), runs it and the interpreter on the graph as built
+/// (before any pass) on seeded random inputs, and compares every output within 1e-4 of the reference
+/// output's largest magnitude.
 cpu::CompileReport expectCompiledMatchesInterpreter(Builder& b, const std::string& name, int threads = 1) {
-  cpu::prepareModel(*b.model);
   std::map<std::string, Tensor> inputs;
   uint32_t seed = 100;
   for (const Value* in : b.g.inputs()) inputs[in->name()] = randomTensor(in->type.staticShape(), seed++);
-  std::vector<Tensor> expected = Interpreter(b.g).run(inputs);
+  std::unique_ptr<Model> original = b.model->clone();
+  inferShapes(*original->graph);
+  std::vector<Tensor> expected = Interpreter(*original->graph).run(inputs);
+  cpu::prepareModel(*b.model);
   fs::path so = tempDir() / (name + ".so");
   cpu::CompileReport report = cpu::compileSharedLibrary(*b.model, so.string(), {});
   EXPECT_GT(report.steps, 0);
@@ -215,8 +219,8 @@ TEST(CpuCodegen, OperatorsWithoutKernelRunThroughTheInterpreter) {
   Builder b;
   Value* x = b.input("x", {2, 3, 5});
   Value* r = b.node("Relu", {x});
-  Value* t = b.node("Transpose", {r}, {{"perm", std::vector<int64_t>{2, 0, 1}}});  // no compiled kernel
-  Value* m = b.node("Mul", {t, b.weight("s", {5, 1, 1})});
+  Value* t = b.node("Softplus", {r});  // no compiled kernel (nor a vector form in the fused loop)
+  Value* m = b.node("Mul", {t, b.weight("s", {1, 3, 1})});
   b.g.addOutput(b.node("ReduceSum", {m, b.g.addConstant("axes", Tensor::fromVector<int64_t>({1}, {1}))}));
   expectCompiledMatchesInterpreter(b, "fallback");
   cpu::GeneratedModel gen = cpu::generateModel(*b.model, {});
@@ -264,6 +268,131 @@ TEST(CpuCodegen, TuningFileReplaysChoicesAndRejectsOtherModels) {
   EXPECT_EQ(cpu::generateModel(*model->model, replay).report.hash, tuned.report.hash);
   auto other = build(16);
   EXPECT_THROW(cpu::generateModel(*other->model, replay), UserError);
+}
+
+}  // namespace
+}  // namespace tessel
+
+namespace tessel {
+namespace {
+
+/// The runtime functions the generated code of a compiled model calls, one per step (the profiler's table).
+std::vector<std::string> stepKernels(const fs::path& so) {
+  cpu::CompiledModel m(so.string(), 1);
+  std::vector<std::string> kernels;
+  for (const auto& step : m.steps()) kernels.push_back(step.kernel);
+  return kernels;
+}
+
+bool calls(const std::vector<std::string>& kernels, const std::string& k) {
+  return std::find(kernels.begin(), kernels.end(), k) != kernels.end();
+}
+
+// A pre-norm transformer block as exporters write it (LayerNorm decomposed into ReduceMean/Sub/Pow/...,
+// attention as MatMul/Div/Softmax/MatMul, Erf GELU): the cpu pipeline recognises the patterns and the
+// code generator calls the LayerNorm, attention, batched MatMul, Transpose and Split kernels; nothing
+// runs through the host interpreter.
+TEST(CpuCodegen, TransformerBlockCompilesWithoutFallbacks) {
+  Builder b;
+  const int64_t T = 7, D = 12, H = 2, dh = D / H;
+  Value* x = b.input("x", {1, T, D});
+  auto layerNorm = [&](Value* v) {
+    Value* mean = b.node("ReduceMean", {v}, {{"axes", std::vector<int64_t>{-1}}});
+    Value* centered = b.node("Sub", {v, mean});
+    Value* sq = b.node("Pow", {centered, b.g.addConstant(b.g.uniqueName("two"), Tensor::scalar(2.0f))});
+    Value* var = b.node("ReduceMean", {sq}, {{"axes", std::vector<int64_t>{-1}}});
+    Value* den = b.node("Sqrt", {b.node("Add", {var, b.g.addConstant(b.g.uniqueName("eps"), Tensor::scalar(1e-5f))})});
+    Value* normed = b.node("Div", {centered, den});
+    return b.node("Add", {b.node("Mul", {normed, b.weight(b.g.uniqueName("gamma"), {D}, 0.5f, 1.5f)}),
+                          b.weight(b.g.uniqueName("beta"), {D})});
+  };
+  auto shapeConst = [&](std::vector<int64_t> dims) {
+    return b.g.addConstant(b.g.uniqueName("shape"), Tensor::fromVector<int64_t>({static_cast<int64_t>(dims.size())}, dims));
+  };
+  Value* h1 = layerNorm(x);
+  Value* qkv = b.node("Add", {b.node("MatMul", {h1, b.weight("wqkv", {D, 3 * D})}), b.weight("bqkv", {3 * D})});
+  Node* split = b.g.addNode("Split", {qkv}, {"q", "k", "v"}, "split");
+  split->setAttr("axis", int64_t{2});
+  split->setAttr("split", std::vector<int64_t>{D, D, D});  // opset 13 takes the sizes as an input; 11 style here
+  b.model->opsetImports[""] = 11;
+  auto heads = [&](Value* v, std::vector<int64_t> perm) {
+    return b.node("Transpose", {b.node("Reshape", {v, shapeConst({1, T, H, dh})})}, {{"perm", perm}});
+  };
+  Value* q = heads(split->output(0), {0, 2, 1, 3});
+  Value* kt = heads(split->output(1), {0, 2, 3, 1});
+  Value* v = heads(split->output(2), {0, 2, 1, 3});
+  Value* scores = b.node("Div", {b.node("MatMul", {q, kt}), b.g.addConstant("sqrt_dh", Tensor::scalar(std::sqrt(float(dh))))});
+  Value* ctx = b.node("MatMul", {b.node("Softmax", {scores}, {{"axis", int64_t{-1}}}), v});
+  Value* merged = b.node("Reshape", {b.node("Transpose", {ctx}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}}), shapeConst({1, T, D})});
+  Value* x2 = b.node("Add", {x, b.node("MatMul", {merged, b.weight("wo", {D, D})})});
+  Value* h2 = layerNorm(x2);
+  Value* f = b.node("MatMul", {h2, b.weight("w1", {D, 2 * D})});
+  Value* gelu = b.node("Mul", {b.node("Mul", {f, b.g.addConstant("half", Tensor::scalar(0.5f))}),
+                               b.node("Add", {b.node("Erf", {b.node("Div", {f, b.g.addConstant("sqrt2", Tensor::scalar(std::sqrt(2.0f)))})}),
+                                              b.g.addConstant("one", Tensor::scalar(1.0f))})});
+  b.g.addOutput(b.node("Add", {x2, b.node("MatMul", {gelu, b.weight("w2", {2 * D, D})})}));
+  cpu::CompileReport report = expectCompiledMatchesInterpreter(b, "transformer_block", 2);
+  EXPECT_TRUE(report.fallbackNodes.empty()) << report.fallbackNodes.size() << " node(s) through the interpreter";
+  const auto kernels = stepKernels(tempDir() / "transformer_block.so");
+  for (const char* k : {"layer_norm", "attention", "transpose", "sgemm_packed_b"})
+    EXPECT_TRUE(calls(kernels, k)) << "no call of " << k;
+}
+
+// MatMul of two computed operands with numpy batch broadcasting ([2, 3, 4, 5] x [3, 5, 6], a 1-D right
+// operand), LayerNormalization over two trailing axes, and Split along the last axis (rows copied) and
+// along the first (slices, no copy).
+TEST(CpuCodegen, BatchedMatMulLayerNormSplitTranspose) {
+  Builder b;
+  b.model->opsetImports[""] = 17;
+  Value* a = b.input("a", {2, 3, 4, 5});
+  Value* m = b.node("MatMul", {a, b.input("b", {3, 5, 6})});
+  Value* v = b.node("MatMul", {a, b.input("c", {5})});  // [2, 3, 4]
+  Node* ln = b.g.addNode("LayerNormalization", {m, b.weight("g", {4, 6}), b.weight("be", {4, 6})}, {"ln"}, "ln");
+  ln->setAttr("axis", int64_t{-2});
+  Node* split = b.g.addNode("Split", {ln->output(0), b.g.addConstant("sizes", Tensor::fromVector<int64_t>({2}, {2, 4}))},
+                            {"s0", "s1"}, "split_last");
+  split->setAttr("axis", int64_t{-1});
+  Node* split0 = b.g.addNode("Split", {b.node("Relu", {v}), b.g.addConstant("halves", Tensor::fromVector<int64_t>({2}, {1, 1}))},
+                             {"h0", "h1"}, "split_first");
+  split0->setAttr("axis", int64_t{0});
+  b.g.addOutput(b.node("Transpose", {split->output(0)}, {{"perm", std::vector<int64_t>{3, 1, 0, 2}}}));
+  b.g.addOutput(b.node("Sigmoid", {split->output(1)}));
+  b.g.addOutput(b.node("Add", {split0->output(0), split0->output(1)}));
+  cpu::CompileReport report = expectCompiledMatchesInterpreter(b, "batched_matmul", 2);
+  EXPECT_TRUE(report.fallbackNodes.empty());
+  EXPECT_TRUE(calls(stepKernels(tempDir() / "batched_matmul.so"), "matmul_batched"));
+}
+
+// Element-wise chains become one generated loop (tails of 1-7 floats, a scalar input, in place), and a
+// chain the loop cannot express (a per-channel input) still compiles node by node.
+TEST(CpuCodegen, FusedElementwiseChainsAreOneLoop) {
+  Builder b;
+  Value* x = b.input("x", {3, 37});   // 111 floats: a masked tail
+  Value* y = b.input("y", {3, 37});
+  Value* s = b.input("s", {1});
+  Value* t = b.node("Tanh", {b.node("Add", {b.node("Mul", {x, y}), s})});
+  Value* u = b.node("Clip", {b.node("Sub", {t, b.node("Exp", {y})}), b.g.addConstant("lo", Tensor::scalar(-0.5f)),
+                             b.g.addConstant("hi", Tensor::scalar(2.0f))});
+  b.g.addOutput(b.node("Sigmoid", {b.node("Pow", {u, b.g.addConstant("two", Tensor::scalar(2.0f))})}));
+  Value* c = b.input("c", {2, 4, 5});
+  b.g.addOutput(b.node("Relu", {b.node("Mul", {c, b.weight("perchannel", {4, 1})})}));
+  cpu::CompileReport report = expectCompiledMatchesInterpreter(b, "fused_elementwise", 2);
+  EXPECT_TRUE(report.fallbackNodes.empty());
+  const auto kernels = stepKernels(tempDir() / "fused_elementwise.so");
+  EXPECT_EQ(std::count(kernels.begin(), kernels.end(), "fused_loop"), 1);
+}
+
+// Nodes the kernels do not cover (weights computed at run time, a dilated pool, training-mode
+// statistics) compile through the host interpreter instead of failing the compile.
+TEST(CpuCodegen, UncoveredConvPoolAndBatchNormFallBack) {
+  Builder b;
+  Value* x = b.input("x", {1, 3, 9, 9});
+  Value* w = b.node("Relu", {b.input("w", {4, 3, 3, 3})});  // computed weights
+  Value* c = b.node("Conv", {x, w}, {{"kernel_shape", std::vector<int64_t>{3, 3}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  Value* p = b.node("MaxPool", {c}, {{"kernel_shape", std::vector<int64_t>{2, 2}}, {"dilations", std::vector<int64_t>{2, 2}}});
+  b.g.addOutput(b.node("Relu", {p}));
+  cpu::CompileReport report = expectCompiledMatchesInterpreter(b, "uncovered");
+  EXPECT_EQ(report.fallbackNodes.size(), 2u);
 }
 
 }  // namespace

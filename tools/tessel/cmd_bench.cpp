@@ -35,10 +35,10 @@ struct BenchOptions {
 /// Compiles a non-.so model into a temporary library and returns its path.
 std::string compileForBench(const BenchOptions& o) {
   auto model = o.model.load(InferenceMode::Strict);
-  cpu::prepareModel(*model);
-  auto path = std::filesystem::temp_directory_path() / fmt::format("tessel-bench-{}.so", getpid());
   cpu::CompileOptions co;
   co.march = o.march;
+  cpu::prepareModel(*model, co);
+  auto path = std::filesystem::temp_directory_path() / fmt::format("tessel-bench-{}.so", getpid());
   if (!o.json) co.progress = [](const std::string& m) { fmt::print(stderr, "  {}\n", m); };
   cpu::compileSharedLibrary(*model, path.string(), co);
   return path.string();

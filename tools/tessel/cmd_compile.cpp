@@ -61,6 +61,10 @@ void printReport(const cpu::CompileReport& r, double seconds, const std::string&
   if (r.inPlaceConcatInputs > 0)
     fmt::print("  concat: {} input(s) written in place into their slice of the output (no copy)\n",
                r.inPlaceConcatInputs);
+  if (!r.fallbackNodes.empty())
+    fmt::print("  host interpreter: {} node(s) without a compiled kernel run through the reference interpreter "
+               "(tessel run/bench provide it; --emit-app refuses them): {}\n",
+               r.fallbackNodes.size(), fmt::join(r.fallbackNodes, "; "));
   fmt::print("  peak arena: {} (without reuse: {}); weights: {} (packed: {}); hash {}\n", humanBytes(r.arenaBytes),
              humanBytes(r.naiveArenaBytes), humanBytes(r.weightBytes), humanBytes(r.packedWeightBytes), r.hash);
 }
@@ -80,8 +84,8 @@ void compileCommand(CompileCmdOptions& o) {
   o.compile.defaultThreads = o.threads;
   o.compile.progress(fmt::format("loading {}", o.model.path));
   auto model = o.model.load(InferenceMode::Strict);
-  o.compile.progress("running the cleanup pipeline (shape inference, dead code)");
-  cpu::prepareModel(*model);
+  o.compile.progress("running the cpu pass pipeline (folding, fusion, kernel selection; see tessel opt --pipeline cpu)");
+  cpu::prepareModel(*model, o.compile);
   std::filesystem::path stem = std::filesystem::path(o.model.path).stem();
   cpu::CompileReport report;
   std::string what;

@@ -260,7 +260,14 @@ std::string abiHeader() { return readFile(fs::path(TESSEL_SOURCE_DIR) / "include
 
 }  // namespace
 
-void prepareModel(Model& model) { namedPipeline("cleanup").run(model, PassOptions{}); }
+void prepareModel(Model& model, const CompileOptions& options) {
+  PassOptions passOptions;
+  // The generated code is NCHW throughout (the NCHWc8 kernels are not called by it yet); kernel choice
+  // follows the runtime's rule for the target's vector width.
+  passOptions.values["select-layout.mode"] = "nchw";
+  passOptions.values["select-kernels.avx512"] = targetHasAvx512(options) ? "1" : "0";
+  namedPipeline("cpu").run(model, passOptions);
+}
 
 ConvTimings timeConvKernels(const std::vector<ConvTuneJob>& jobs, const CompileOptions& options) {
   checkCompiler(options);

@@ -64,6 +64,7 @@ const char* kPrologue = R"(#include <chrono>
 #include <new>
 
 #include "tessel/rt/aligned_buffer.h"
+#include "tessel/rt/attention.h"
 #include "tessel/rt/conv.h"
 #include "tessel/rt/cpu.h"
 #include "tessel/rt/eltwise.h"
@@ -71,6 +72,8 @@ const char* kPrologue = R"(#include <chrono>
 #include "tessel/rt/gemm.h"
 #include "tessel/rt/pool.h"
 #include "tessel/rt/thread_pool.h"
+#include "tessel/rt/transpose.h"
+#include "tessel/rt/vmath.h"
 #include "tessel_model_abi.h"
 
 namespace rt = tessel::rt;
@@ -143,6 +146,13 @@ struct Laps<true> {
 void concat_part(const float* x, float* y, int64_t outer, int64_t chunk, int64_t stride, int64_t offset) {
   for (int64_t o = 0; o < outer; ++o)
     std::memcpy(y + o * stride + offset, x + o * chunk, static_cast<size_t>(chunk) * sizeof(float));
+}
+
+// Copies one output of a Split: rows of `stride` floats at `offset`, `chunk` floats each, into outer slices.
+[[maybe_unused]] void split_part(const float* x, float* y, int64_t outer, int64_t chunk, int64_t stride,
+                                 int64_t offset) {
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(y + o * chunk, x + o * stride + offset, static_cast<size_t>(chunk) * sizeof(float));
 }
 
 )";

@@ -8,7 +8,7 @@
 #include <optional>
 #include <set>
 
-#include "plan.h"
+#include "lowerer.h"
 #include "tessel/ir/text.h"
 #include "tessel/rt/conv.h"
 #include "tessel/rt/gemm.h"
@@ -26,14 +26,6 @@ std::string floatLiteral(float v) {
   return s + "f";
 }
 
-namespace {
-
-/// Activation fused into a kernel's epilogue.
-struct FusedAct {
-  std::string kind = "None";  ///< rt::Activation enumerator
-  float alpha = 0, beta = 0;
-};
-
 /// The constant data behind v, looking through Identity chains (exporters share weights that way) and
 /// Constant nodes, or null.
 const Tensor* constTensor(const Value* v) {
@@ -50,7 +42,7 @@ bool isConst(const Value* v) { return constTensor(v) != nullptr; }
 
 /// A Dropout is an identity unless it is in training mode (a true training_mode input) with a non-zero
 /// ratio (default 0.5); a training_mode or ratio computed at run time may be either.
-bool dropoutIsIdentity(const Node* n) {
+static bool dropoutIsIdentity(const Node* n) {
   if (!n->hasInput(2)) return true;
   const Tensor* training = constTensor(n->input(2));
   if (training == nullptr) return false;
@@ -61,58 +53,8 @@ bool dropoutIsIdentity(const Node* n) {
 }
 
 /// Ops that only reinterpret their first input's buffer.
-const std::set<std::string> kAliasOps = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"};
+static const std::set<std::string> kAliasOps = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"};
 
-class Lowerer {
- public:
-  Lowerer(const Graph& g, bool tune, bool avx512, std::map<std::string, std::string>& choices)
-      : graph_(g), tune_(tune), avx512_(avx512), choices_(choices) {}
-  Plan run();
-
- private:
-  // ---- tensors and weights
-  int tensorOf(const Value* v);
-  int weightTensor(const std::string& name, const std::vector<float>& data, const Shape& shape);
-  int64_t addWeightData(const std::vector<float>& data);
-  int64_t addWeightBytes(const std::string& bytes);
-  static std::vector<float> floatsOf(const Value* v);
-  /// What a step is for the profiler: node name, op label, runtime function, FLOPs.
-  struct StepMeta {
-    std::string node, op, kernel;
-    double flops = 0;
-  };
-  void addStep(StepMeta meta, std::string comment, std::string code, std::vector<int> reads, std::vector<int> writes,
-               int inplace = -1);
-  static std::string ref(int id) { return fmt::format("@{}@", id); }
-
-  // ---- ops
-  bool lowerNode(const Node* n);
-  bool lowerFallback(const Node* n);
-  std::optional<FusedAct> activationOf(const Node* n) const;
-  void lowerConv(const Node* conv);
-  void lowerGemm(const Node* n);
-  bool lowerBinary(const Node* n);
-  void lowerPool(const Node* n);
-  void lowerConcat(const Node* n);
-  void lowerBatchNorm(const Node* n);
-  std::string epilogueExpr(int bias, int residual, const FusedAct& act, bool perColumn = false) const;
-  const Node* singleUser(const Value* v) const;
-
-  const Graph& graph_;
-  bool tune_;
-  bool avx512_;                                  ///< the target --march has AVX-512 (kernel selection)
-  std::map<std::string, std::string>& choices_;  ///< conv geometry -> kernel (tuning file)
-  std::map<std::string, const rt::Conv2dKernel*> tuned_;  ///< by conv geometry
-  Plan plan_;
-  std::map<const Value*, int> ids_;
-  std::set<const Node*> absorbed_;
-  std::vector<std::string> unsupported_;
-  std::set<int> producedBySteps_;  ///< tensors some step writes (may become in-place Concat slices)
-  int shapeCounter_ = 0;
-  /// A fused chain is emitted where its last node was (its residual may be computed after the conv).
-  const Node* emitAt_ = nullptr;
-  std::map<const Node*, std::vector<PlanStep>> deferred_;
-};
 
 int Lowerer::tensorOf(const Value* v) {
   auto it = ids_.find(v);
@@ -190,6 +132,7 @@ std::optional<FusedAct> Lowerer::activationOf(const Node* n) const {
   if (op == "Sigmoid") return FusedAct{"Sigmoid"};
   if (op == "Tanh") return FusedAct{"Tanh"};
   if (op == "HardSwish") return FusedAct{"HardSwish"};
+  if (op == "Gelu" && (!n->hasAttr("approximate") || n->attrString("approximate") == "none")) return FusedAct{"Gelu"};
   if (op == "LeakyRelu") return FusedAct{"LeakyRelu", n->attrFloat("alpha")};
   if (op == "HardSigmoid") return FusedAct{"HardSigmoid", n->attrFloat("alpha"), n->attrFloat("beta")};
   if (op == "Clip") {
@@ -206,6 +149,25 @@ std::optional<FusedAct> Lowerer::activationOf(const Node* n) const {
   return std::nullopt;
 }
 
+FusedAct Lowerer::fusedEpilogueOf(const Node* n) {
+  FusedAct act;
+  const std::string a = n->attrString("activation");
+  auto params = n->attrFloats("activation_params");
+  if (!a.empty()) act.kind = a == "SiLU" ? "Silu" : a;
+  if (params.size() > 0) act.alpha = params[0];
+  if (params.size() > 1) act.beta = params[1];
+  if (a == "LeakyRelu" && params.empty()) act.alpha = 0.01f;
+  if (a == "HardSigmoid" && params.empty()) act.alpha = 0.2f, act.beta = 0.5f;
+  return act;
+}
+
+std::string Lowerer::int64Array(const char* prefix, const std::vector<int64_t>& values) {
+  std::string name = fmt::format("k{}{}", prefix, shapeCounter_++);
+  plan_.globals += fmt::format("static const int64_t {}[] = {{{}}};\n", name,
+                               values.empty() ? std::string("0") : fmt::format("{}", fmt::join(values, ", ")));
+  return name;
+}
+
 std::string Lowerer::epilogueExpr(int bias, int residual, const FusedAct& act, bool perColumn) const {
   return fmt::format("epi({}, {}, rt::Activation::{}, {}, {}, {})", bias < 0 ? "nullptr" : ref(bias),
                      residual < 0 ? "nullptr" : ref(residual), act.kind, floatLiteral(act.alpha),
@@ -213,7 +175,7 @@ std::string Lowerer::epilogueExpr(int bias, int residual, const FusedAct& act, b
 }
 
 /// Reads Conv attributes into a runtime shape (2-D only; auto_pad resolved).
-std::optional<rt::Conv2dShape> convShape(const Node* n, const Shape& x, const Shape& w) {
+static std::optional<rt::Conv2dShape> convShape(const Node* n, const Shape& x, const Shape& w) {
   if (x.size() != 4 || w.size() != 4) return std::nullopt;
   rt::Conv2dShape s;
   s.batch = x[0];
@@ -250,7 +212,7 @@ std::optional<rt::Conv2dShape> convShape(const Node* n, const Shape& x, const Sh
 
 /// The geometry of a Conv / tessel.FusedConv that lowerConv turns into a kernel call: 2-D, constant
 /// weights and bias. Null otherwise (an unsupported node).
-std::optional<rt::Conv2dShape> loweredConvShape(const Node* conv) {
+static std::optional<rt::Conv2dShape> loweredConvShape(const Node* conv) {
   const Value* wv = conv->input(1);
   auto shape = convShape(conv, conv->input(0)->type.staticShape(), wv->type.staticShape());
   if (!shape || !isConst(wv) || (conv->hasInput(2) && !isConst(conv->input(2)))) return std::nullopt;
@@ -272,7 +234,7 @@ bool floatsOnly(const Node* n) {
 
 /// The runtime geometry of a MaxPool/AveragePool node on an NCHW input of shape xs, or nullopt when the
 /// compiled kernels do not cover it (not 2-D, dilations, the Indices output, storage_order 1).
-std::optional<rt::Pool2dShape> loweredPoolShape(const Node* n, const Shape& xs) {
+static std::optional<rt::Pool2dShape> loweredPoolShape(const Node* n, const Shape& xs) {
   auto k = n->attrInts("kernel_shape");
   auto st = n->hasAttr("strides") ? n->attrInts("strides") : std::vector<int64_t>{};
   auto pads = n->hasAttr("pads") ? n->attrInts("pads") : std::vector<int64_t>{};
@@ -305,83 +267,40 @@ std::optional<rt::Pool2dShape> loweredPoolShape(const Node* n, const Shape& xs) 
   return p;
 }
 
-std::string poolShapeInit(const rt::Pool2dShape& p) {
+static std::string poolShapeInit(const rt::Pool2dShape& p) {
   return fmt::format("{{{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}}}", p.batch, p.channels, p.in_h,
                      p.in_w, p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.pad_top, p.pad_left, p.pad_bottom,
                      p.pad_right, p.ceil_mode, p.count_include_pad);
 }
 
-bool isConvNode(const Node* n) {
+static bool isConvNode(const Node* n) {
   return (n->domain() == "tessel" && n->opType() == "FusedConv") || (n->domain().empty() && n->opType() == "Conv");
 }
 
-void Lowerer::lowerConv(const Node* conv) {
+bool Lowerer::lowerConv(const Node* conv) {
   const Value* x = conv->input(0);
   const Value* wv = conv->input(1);
   auto shape = loweredConvShape(conv);
-  if (!shape) {
-    unsupported_.push_back(conv->describe() + " (needs 2-D conv with constant weights)");
-    return;
-  }
+  if (!shape) return false;  // not 2-D, or weights computed at run time
   const rt::Conv2dShape& s = *shape;
-  std::vector<float> w = floatsOf(wv);
-  std::vector<float> bias(static_cast<size_t>(s.out_channels), 0.0f);
-  bool hasBias = conv->hasInput(2);
-  if (hasBias) bias = floatsOf(conv->input(2));
+  const std::vector<float> w = floatsOf(wv);
+  const bool hasBias = conv->hasInput(2);
+  const std::vector<float> bias = hasBias ? floatsOf(conv->input(2)) : std::vector<float>{};
+  // The epilogue (bias, residual Add, activation) is the fuse-conv-epilogue pass's: a tessel.FusedConv
+  // carries it; a plain Conv (a graph lowered without the pipeline) has none.
   FusedAct act;
   int residual = -1;
   const Value* out = conv->output(0);
   std::string what = "conv";
-  bool fused = conv->opType() == "FusedConv";
-  if (fused) {  // tessel.FusedConv from the cpu pass pipeline: everything is already in the node
-    if (conv->hasInput(3)) residual = tensorOf(conv->input(3));
-    std::string a = conv->attrString("activation");
-    auto params = conv->attrFloats("activation_params");
-    if (!a.empty()) act.kind = a == "SiLU" ? "Silu" : a;
-    if (params.size() > 0) act.alpha = params[0];
-    if (params.size() > 1) act.beta = params[1];
-    if (a == "LeakyRelu" && params.empty()) act.alpha = 0.01f;
-    if (a == "HardSigmoid" && params.empty()) act.alpha = 0.2f, act.beta = 0.5f;
-  }
-  // Absorb the single-use chain Conv -> [BatchNormalization] -> [Add residual] -> [activation].
-  const Node* last = conv;
-  for (const Node* u = singleUser(out); u != nullptr && !fused && !absorbed_.count(u); u = singleUser(out)) {
-    if (u->opType() == "BatchNormalization" && u->domain().empty() && what == "conv" && u->input(0) == out &&
-        u->numOutputs() == 1) {
-      bool allConst = true;
-      for (size_t i = 1; i < 5; ++i) allConst = allConst && u->hasInput(i) && isConst(u->input(i));
-      if (!allConst) break;
-      auto gamma = floatsOf(u->input(1)), beta = floatsOf(u->input(2)), mean = floatsOf(u->input(3)),
-           var = floatsOf(u->input(4));
-      float eps = u->attrFloat("epsilon");
-      int64_t per = static_cast<int64_t>(w.size()) / s.out_channels;
-      for (int64_t c = 0; c < s.out_channels; ++c) {
-        double scale = gamma[c] / std::sqrt(double(var[c]) + eps);
-        for (int64_t i = 0; i < per; ++i) w[c * per + i] = static_cast<float>(w[c * per + i] * scale);
-        bias[c] = static_cast<float>((bias[c] - mean[c]) * scale + beta[c]);
-      }
-      hasBias = true;
-      what += "+bn";
-    } else if (u->opType() == "Add" && u->domain().empty() && residual < 0 && act.kind == "None") {
-      const Value* other = u->input(0) == out ? u->input(1) : u->input(0);
-      if (other == out || isConst(other) || !other->type.isStatic() ||
-          other->type.staticShape() != out->type.staticShape())
-        break;
-      residual = tensorOf(other);
+  if (conv->opType() == "FusedConv") {
+    if (conv->hasInput(3)) {
+      residual = tensorOf(conv->input(3));
       what += "+add";
-    } else if (auto a = activationOf(u); a && act.kind == "None") {
-      act = *a;
-      what += "+" + u->opType();
-    } else {
-      break;
+      plan_.report.fusedNodes++;  // the Add fuse-conv-epilogue merged
     }
-    absorbed_.insert(u);
-    plan_.report.fusedNodes++;
-    last = u;
-    out = u->output(0);
-    if (act.kind != "None") break;
+    act = fusedEpilogueOf(conv);
+    if (act.kind != "None") what += "+" + conv->attrString("activation"), plan_.report.fusedNodes++;
   }
-  if (last != conv) emitAt_ = last;
   std::string key = convGeometryKey(s);
   const rt::Conv2dKernel*& kernel = tuned_[key];
   if (kernel == nullptr) {
@@ -392,6 +311,12 @@ void Lowerer::lowerConv(const Node* conv) {
     if (known != choices_.end()) kernel = rt::find_conv2d_kernel(known->second.c_str());
     if (kernel && (kernel->layout != rt::ConvLayout::NCHW || !kernel->applicable(s)))
       throw UserError(fmt::format("tuning file: kernel '{}' does not apply to {}", known->second, conv->describe()));
+    // The select-kernels pass's choice (the same rule for the same target), else the rule itself.
+    if (kernel == nullptr && conv->meta.count("kernel"))
+      if (const auto* name = std::get_if<std::string>(&conv->meta.at("kernel"))) {
+        kernel = rt::find_conv2d_kernel(name->c_str());
+        if (kernel && (kernel->layout != rt::ConvLayout::NCHW || !kernel->applicable(s))) kernel = nullptr;
+      }
     if (kernel == nullptr) kernel = rt::select_conv2d_kernel(s, rt::ConvLayout::NCHW, avx512_);
     choices_[key] = kernel->name;
   }
@@ -444,17 +369,18 @@ void Lowerer::lowerConv(const Node* conv) {
                       shapeToString(out->type.staticShape())),
           call,
           reads, {y_id});
+  return true;
 }
 
-void Lowerer::lowerGemm(const Node* n) {
-  const bool isGemm = n->opType() == "Gemm" || n->opType() == "FusedGemm";
+bool Lowerer::lowerGemm(const Node* n) {
+  const bool fused = n->opType() == "FusedGemm";
+  const bool isGemm = n->opType() == "Gemm" || fused;
   const Value* a = n->input(0);
   const Value* b = n->input(1);
   Shape as = a->type.staticShape(), bs = b->type.staticShape();
-  if (!isConst(b) || bs.size() != 2 || as.size() < 2 || (isGemm && as.size() != 2)) {
-    unsupported_.push_back(n->describe() + " (needs a constant 2-D B)");
-    return;
-  }
+  // A MatMul whose right operand is computed at run time or batched: the batched kernel.
+  if (!isGemm && (!isConst(b) || bs.size() != 2 || as.size() < 2)) return lowerMatMulBatched(n);
+  if (!isConst(b) || bs.size() != 2 || as.size() < 2 || (isGemm && as.size() != 2)) return false;
   bool transA = isGemm && n->attrInt("transA") != 0;
   bool transB = isGemm && n->attrInt("transB") != 0;
   float alpha = isGemm ? n->attrFloat("alpha") : 1.0f;
@@ -466,10 +392,7 @@ void Lowerer::lowerGemm(const Node* n) {
   bool perColumn = true;
   if (isGemm && n->hasInput(2)) {
     const Value* c = n->input(2);
-    if (!isConst(c)) {
-      unsupported_.push_back(n->describe() + " (needs a constant C)");
-      return;
-    }
+    if (!isConst(c)) return false;
     auto cv = floatsOf(c);
     for (float& v : cv) v *= beta;
     Shape cs = c->type.staticShape();
@@ -482,22 +405,21 @@ void Lowerer::lowerGemm(const Node* n) {
     } else if (static_cast<int64_t>(cv.size()) == M * N) {
       residual = weightTensor(n->name() + ".c", cv, {M, N});
     } else {
-      unsupported_.push_back(n->describe() + " (C does not broadcast as a row, column or full matrix)");
-      return;
+      return false;  // C broadcasts neither as a row, a column nor the full matrix
     }
   }
   FusedAct act;
   const Value* out = n->output(0);
-  std::string what = n->opType();
-  if (const Node* u = singleUser(out); u && !absorbed_.count(u)) {
-    if (auto fa = activationOf(u)) {
-      act = *fa;
-      absorbed_.insert(u);
+  std::string what = fused ? "Gemm" : n->opType();
+  if (fused) {  // tessel.FusedGemm from the cpu pass pipeline: residual and activation are in the node
+    if (n->hasInput(3)) {
+      if (residual >= 0) return false;  // a full-matrix C and a residual: not one epilogue
+      residual = tensorOf(n->input(3));
+      what += "+add";
       plan_.report.fusedNodes++;
-      out = u->output(0);
-      what += "+" + u->opType();
-      emitAt_ = u;
     }
+    act = fusedEpilogueOf(n);
+    if (act.kind != "None") what += "+" + n->attrString("activation"), plan_.report.fusedNodes++;
   }
   int bw = tensorOf(b);
   int64_t packedOffset = plan_.packedFloats;
@@ -514,6 +436,7 @@ void Lowerer::lowerGemm(const Node* n) {
                       K, floatLiteral(alpha), ref(x_id), transA ? M : K, packedOffset, ref(y_id), N,
                       epilogueExpr(bias, residual, act, perColumn)),
           reads, {y_id});
+  return true;
 }
 
 bool Lowerer::lowerBinary(const Node* n) {
@@ -577,32 +500,27 @@ bool Lowerer::lowerBinary(const Node* n) {
   return true;
 }
 
-void Lowerer::lowerPool(const Node* n) {
+bool Lowerer::lowerPool(const Node* n) {
   const std::string& op = n->opType();
   int x = tensorOf(n->input(0)), y = tensorOf(n->output(0));
   const Shape& xs = plan_.tensors[x].shape;
   std::string comment = fmt::format("{} '{}' -> {}", op, n->name(), shapeToString(plan_.tensors[y].shape));
-  if (xs.size() != 4) {
-    unsupported_.push_back(n->describe() + " (2-D pooling only)");
-    return;
-  }
+  if (xs.size() != 4) return false;  // 1-D and 3-D pooling
   if (op == "GlobalAveragePool") {
     addStep({n->name(), op, "global_avgpool_nchw"}, comment, fmt::format("rt::global_avgpool_nchw({}, {}, {}, {}, {}, pool);", xs[0], xs[1], xs[2] * xs[3],
                                  ref(x), ref(y)),
             {x}, {y});
-    return;
+    return true;
   }
   auto ps = loweredPoolShape(n, xs);
-  if (!ps) {
-    unsupported_.push_back(n->describe() + " (dilation, Indices output)");
-    return;
-  }
+  if (!ps) return false;  // dilation, the Indices output
   int id = shapeCounter_++;
   plan_.globals += fmt::format("static const rt::Pool2dShape kPool{} = {};\n", id, poolShapeInit(*ps));
   addStep({n->name(), op, op == "MaxPool" ? "maxpool2d_nchw" : "avgpool2d_nchw"}, comment,
           fmt::format("rt::{}pool2d_nchw(kPool{}, {}, {}, pool);", op == "MaxPool" ? "max" : "avg", id, ref(x),
                       ref(y)),
           {x}, {y});
+  return true;
 }
 
 void Lowerer::lowerConcat(const Node* n) {
@@ -645,12 +563,9 @@ void Lowerer::lowerConcat(const Node* n) {
           reads, {y});
 }
 
-void Lowerer::lowerBatchNorm(const Node* n) {
+bool Lowerer::lowerBatchNorm(const Node* n) {
   for (size_t i = 1; i < 5; ++i)
-    if (!isConst(n->input(i))) {
-      unsupported_.push_back(n->describe() + " (needs constant statistics)");
-      return;
-    }
+    if (!isConst(n->input(i))) return false;  // statistics computed at run time
   auto gamma = floatsOf(n->input(1)), beta = floatsOf(n->input(2)), mean = floatsOf(n->input(3)),
        var = floatsOf(n->input(4));
   float eps = n->attrFloat("epsilon");
@@ -669,6 +584,7 @@ void Lowerer::lowerBatchNorm(const Node* n) {
                       "rt::binary_channel(rt::BinaryOp::Add, {}, {}, {}, {}, {}, {}, pool);",
                       ref(x), ref(s), ref(y), xs[0], C, inner, ref(y), ref(t), ref(y), xs[0], C, inner),
           {x, s, t}, {y}, x);
+  return true;
 }
 
 /// Runs a node without a kernel through the host's reference interpreter: the node, as a one-node model
@@ -732,13 +648,22 @@ int64_t Lowerer::addWeightBytes(const std::string& bytes) {
 
 bool Lowerer::lowerNode(const Node* n) {
   const std::string& op = n->opType();
-  if (n->domain() == "tessel" && op == "FusedConv") return lowerConv(n), true;
+  if (n->domain() == "tessel") {
+    if (op == "FusedConv") return lowerConv(n);
+    if (op == "FusedGemm") return lowerGemm(n);
+    if (op == "Attention") return lowerAttention(n);
+    if (op == "FusedElementwise") return lowerFusedElementwise(n) || lowerBodyNodes(n);
+    return false;
+  }
   if (!n->domain().empty()) return false;
-  if (op == "Conv") return lowerConv(n), true;
-  if (op == "Gemm" || op == "MatMul") return lowerGemm(n), true;
-  if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool") return lowerPool(n), true;
+  if (op == "Conv") return lowerConv(n);
+  if (op == "Gemm" || op == "MatMul") return lowerGemm(n);
+  if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool") return lowerPool(n);
   if (op == "Concat") return lowerConcat(n), true;
-  if (op == "BatchNormalization" && n->numOutputs() == 1) return lowerBatchNorm(n), true;
+  if (op == "BatchNormalization" && n->numOutputs() == 1) return lowerBatchNorm(n);
+  if (op == "LayerNormalization") return lowerLayerNorm(n);
+  if (op == "Transpose") return lowerTranspose(n);
+  if (op == "Split") return lowerSplit(n);
   if (kAliasOps.count(op) && (op != "Dropout" || (n->numOutputs() == 1 && dropoutIsIdentity(n)))) {
     int x = tensorOf(n->input(0)), y = tensorOf(n->output(0));
     plan_.tensors[y].aliasOf = x;
@@ -798,7 +723,8 @@ Plan Lowerer::run() {
     }
     bool floats = floatsOnly(n);
     if (floats && lowerNode(n)) continue;
-    if (!floats || !lowerFallback(n)) unsupported_.push_back(n->describe());
+    if (!floats || !lowerFallback(n))
+      unsupported_.push_back(n->describe() + (floats ? " (a nested graph)" : " (a tensor that is not static float32)"));
   }
   if (!unsupported_.empty())
     throw UserError(fmt::format("cpu target: no code path for {} node(s): {}", unsupported_.size(),
@@ -833,7 +759,6 @@ Plan Lowerer::run() {
   return std::move(plan_);
 }
 
-}  // namespace
 
 std::string convGeometryKey(const rt::Conv2dShape& s) {
   return fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}", s.batch, s.in_channels, s.in_h, s.in_w,

@@ -55,8 +55,9 @@ struct GeneratedModel {
 GeneratedModel generateModel(const Model& model, const CompileOptions& options,
                              const std::string& weightsFileName = "model.weights.bin");
 
-/// Runs the "cleanup" pipeline (shape inference, dead code) the code generator expects.
-void prepareModel(Model& model);
+/// Runs the "cpu" pass pipeline (src/passes/pipelines.cpp: clean-ups, constant folding, fusions, kernel
+/// selection for options.march) whose result the code generator turns into kernel calls.
+void prepareModel(Model& model, const CompileOptions& options = {});
 
 /// Compiles a model into a shared library at outPath (C ABI of tessel/targets/cpu/abi.h).
 CompileReport compileSharedLibrary(const Model& model, const std::string& outPath, const CompileOptions& options);

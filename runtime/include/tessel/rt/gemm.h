@@ -53,6 +53,12 @@ void sgemm_packed_a_custom_b(int64_t M, int64_t N, int64_t K, float alpha, const
                              const BPanelPacker& b, float beta, float* C, int64_t ldc,
                              const Epilogue& ep = {}, ThreadPool* pool = nullptr);
 
+/// Batched MatMul with numpy broadcasting resolved at compile time: for b < batch,
+/// C + b * M * N = A[a_offsets[b]] (M x K, row-major) * B[b_offsets[b]] (K x N, row-major). The batches
+/// run on the pool's threads when there are at least as many as threads, else each GEMM is threaded.
+void matmul_batched(const float* A, const int64_t* a_offsets, const float* B, const int64_t* b_offsets, float* C,
+                    int64_t batch, int64_t M, int64_t N, int64_t K, ThreadPool* pool = nullptr);
+
 /// Register tile of sgemm_tile: 12 x 32 with AVX-512 (two 6-row A panels by two 16-column B panels),
 /// 6 x 16 with AVX2. Packed operands sized for it round rows up to kGemmTileRowsMax on every ISA, so
 /// a packing computed by one build (the compiler's) fits another (the model's).

@@ -1,0 +1,99 @@
+// The cpu target's lowering (internal): the Lowerer turns a typed graph into runtime kernel calls. Its
+// op families live in lowering.cpp (tensors, steps, conv, GEMM, pools, element-wise, the host
+// fallback), lower_tensor_ops.cpp (batched MatMul, attention, LayerNorm, Transpose, Split) and
+// lower_fused_elementwise.cpp (a tessel.FusedElementwise chain as one generated vector loop).
+#pragma once
+
+#include <fmt/format.h>
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "plan.h"
+#include "tessel/rt/conv.h"
+
+namespace tessel::cpu {
+
+/// Activation fused into a kernel's epilogue.
+struct FusedAct {
+  std::string kind = "None";  ///< rt::Activation enumerator
+  float alpha = 0, beta = 0;
+};
+
+/// The constant data behind v, looking through Identity chains (exporters share weights that way) and
+/// Constant nodes, or null.
+const Tensor* constTensor(const Value* v);
+bool isConst(const Value* v);
+/// Whether the lowering itself handles a node (else the interpreter fallback does): every output and every
+/// non-constant input is a static float32 tensor.
+bool floatsOnly(const Node* n);
+
+class Lowerer {
+ public:
+  Lowerer(const Graph& g, bool tune, bool avx512, std::map<std::string, std::string>& choices)
+      : graph_(g), tune_(tune), avx512_(avx512), choices_(choices) {}
+  Plan run();
+
+ private:
+  // ---- tensors and weights
+  int tensorOf(const Value* v);
+  int weightTensor(const std::string& name, const std::vector<float>& data, const Shape& shape);
+  int64_t addWeightData(const std::vector<float>& data);
+  int64_t addWeightBytes(const std::string& bytes);
+  static std::vector<float> floatsOf(const Value* v);
+  /// What a step is for the profiler: node name, op label, runtime function, FLOPs.
+  struct StepMeta {
+    std::string node, op, kernel;
+    double flops = 0;
+  };
+  void addStep(StepMeta meta, std::string comment, std::string code, std::vector<int> reads, std::vector<int> writes,
+               int inplace = -1);
+  static std::string ref(int id) { return fmt::format("@{}@", id); }
+
+  // ---- ops
+  bool lowerNode(const Node* n);
+  bool lowerFallback(const Node* n);
+  std::optional<FusedAct> activationOf(const Node* n) const;
+  // Each returns false, with nothing emitted, for a node it cannot express (the host fallback runs it).
+  bool lowerConv(const Node* conv);
+  bool lowerGemm(const Node* n);
+  bool lowerBinary(const Node* n);
+  bool lowerPool(const Node* n);
+  void lowerConcat(const Node* n);
+  bool lowerBatchNorm(const Node* n);
+  // lower_tensor_ops.cpp
+  bool lowerMatMulBatched(const Node* n);
+  bool lowerAttention(const Node* n);
+  bool lowerLayerNorm(const Node* n);
+  bool lowerTranspose(const Node* n);
+  bool lowerSplit(const Node* n);
+  // lower_fused_elementwise.cpp
+  bool lowerFusedElementwise(const Node* n);
+  bool lowerBodyNodes(const Node* n);
+  /// A namespace-scope `static const int64_t kNAME<k>[]` holding `values`; returns its name.
+  std::string int64Array(const char* prefix, const std::vector<int64_t>& values);
+  /// The epilogue of a tessel.FusedConv / FusedGemm (attributes activation, activation_params).
+  static FusedAct fusedEpilogueOf(const Node* n);
+  std::string epilogueExpr(int bias, int residual, const FusedAct& act, bool perColumn = false) const;
+  const Node* singleUser(const Value* v) const;
+
+  const Graph& graph_;
+  bool tune_;
+  bool avx512_;                                  ///< the target --march has AVX-512 (kernel selection)
+  std::map<std::string, std::string>& choices_;  ///< conv geometry -> kernel (tuning file)
+  std::map<std::string, const rt::Conv2dKernel*> tuned_;  ///< by conv geometry
+  Plan plan_;
+  std::map<const Value*, int> ids_;
+  std::set<const Node*> absorbed_;
+  std::vector<std::string> unsupported_;
+  std::set<int> producedBySteps_;  ///< tensors some step writes (may become in-place Concat slices)
+  int shapeCounter_ = 0;
+  /// A fused chain is emitted where its last node was (its residual may be computed after the conv).
+  const Node* emitAt_ = nullptr;
+  std::map<const Node*, std::vector<PlanStep>> deferred_;
+};
+
+}  // namespace tessel::cpu
