@@ -88,12 +88,26 @@ def measure_peak(threads):
                                         text=True).stdout.split()[0]) for _ in range(3))
 
 
+def cpu_info(key):
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith(key):
+                return line.split(":", 1)[1].strip()
+    return ""
+
+
+def fma_flops_per_cycle():
+    """FLOP per cycle per core of the FMA units: 2 units x lanes x 2. AMD's Zen 4 runs AVX-512 on 256-bit
+    datapaths (a zmm FMA takes both halves), so its vector width for throughput is 8 lanes."""
+    lanes = 16 if has_avx512() and cpu_info("vendor_id") != "AuthenticAMD" else 8
+    return 2 * lanes * 2
+
+
 def nominal_peak(threads):
-    """2 FMA units x lanes (16 with AVX-512, else 8) x 2 FLOP per cycle per core at the clock /proc/cpuinfo
-    reports (GFLOP/s)."""
+    """fma_flops_per_cycle() at the clock /proc/cpuinfo reports (GFLOP/s)."""
     with open("/proc/cpuinfo") as f:
         mhz = max(float(line.split(":")[1]) for line in f if line.startswith("cpu MHz"))
-    return threads * 2 * (16 if has_avx512() else 8) * 2 * mhz / 1e3
+    return threads * fma_flops_per_cycle() * mhz / 1e3
 
 
 def ensure_ort():
@@ -173,12 +187,13 @@ def main():
                              peak_share=rate / peaks[t], compile_s=compile_s[m]))
             print(f"{m} @{t}: tessel {tm:.2f} ms, ort {om:.2f} ms", file=sys.stderr)
 
-    lines = [f"Date: {datetime.date.today()}; machine: {platform.processor() or platform.machine()}, "
+    lines = [f"Date: {datetime.date.today()}; machine: {cpu_info('model name') or platform.machine()} "
+             f"(family {cpu_info('cpu family')} model {cpu_info('model')}), "
              f"{os.cpu_count()} hardware threads; load average at the end {os.getloadavg()[0]:.1f}; "
              f"{a.rounds} alternating rounds x {a.iterations} iterations; ms: median of the rounds' medians; "
              f"Tessel/ORT: median of the rounds' ratios (each round a back-to-back pair), with their range.",
              "Peak used for the share: " + ", ".join(f"{t} thread(s) {p:.1f} GFLOP/s" for t, p in peaks.items()) +
-             f" (the larger of: clock from /proc/cpuinfo x {64 if has_avx512() else 32} FLOP/cycle/core "
+             f" (the larger of: clock from /proc/cpuinfo x {fma_flops_per_cycle()} FLOP/cycle/core "
              f"({'AVX-512' if has_avx512() else 'AVX2'} FMA), and an FMA loop measured during the run: " +
              ", ".join(f"{t} thread(s) {p:.1f} GFLOP/s" for t, p in measured.items()) + ")",
              "",
