@@ -44,6 +44,9 @@ COMPILED_OPS = frozenset({
     "Add", "Sub", "Mul", "Div", "Max", "Min",          # lowerBinary (two inputs)
     "Gelu",                                            # activationOf (approximate none)
     "LayerNormalization", "Transpose", "Split",        # lower_tensor_ops.cpp
+    "Gather", "Slice", "Cast",                         # any element type (lowerTypedNode)
+    "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Not", "Where",
+    "Expand",                                          # lowerBroadcastOp
 })
 # Constant nodes are not steps: the lowering reads them as weights where they are used.
 IGNORED_OPS = frozenset({"Constant"})

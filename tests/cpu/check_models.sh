@@ -68,6 +68,43 @@ if [[ -f "$work/tb.so" ]]; then
   compare "$work/transformer_block/output.npy" "$work/tb.ref/output.npy" 1e-4 || fail=1
 fi
 
+# A BERT-style encoder exported by PyTorch: int64 token ids and padding mask, an embedding Gather, the
+# mask as Equal/Where/Expand (bool tensors), torch.nn.TransformerEncoder layers. Compiled with no host
+# fallback, it matches the interpreter and PyTorch; its --emit-app reads the int64 .npy inputs and
+# reproduces tessel run bit for bit; an out-of-range token id is one error naming the Gather.
+echo "tiny BERT (int64 ids): compiled vs the interpreter and PyTorch, --emit-app, an out-of-range id"
+mkdir -p "$work/bert"
+"$py" -c "import sys; sys.path.insert(0, '$root/tests/models'); import check_pipeline; check_pipeline.export_tiny_bert('$work/bert')"
+b=$work/bert
+"$tessel" compile "$b/tiny_bert.onnx" -o "$b/bert.so" > "$b/log" 2>&1 || { echo "  tiny_bert: compile FAILED"; cat "$b/log"; fail=1; }
+if [[ -f "$b/bert.so" ]]; then
+  if grep -qi "interpreter" "$b/log"; then echo "  tiny_bert: nodes through the host interpreter:"; cat "$b/log"; fail=1; fi
+  "$tessel" run "$b/bert.so" --input "ids=$b/ids.npy" --input "mask=$b/mask.npy" -o "$b/so" -q --threads 1
+  "$tessel" run "$b/tiny_bert.onnx" --input "ids=$b/ids.npy" --input "mask=$b/mask.npy" -o "$b/ref" -q
+  mkdir -p "$b/tiny_bert" "$b/tiny_bert-vs-pytorch"; cp "$b/so/logits.npy" "$b/tiny_bert/logits.npy"
+  cp "$b/so/logits.npy" "$b/tiny_bert-vs-pytorch/logits.npy"
+  compare "$b/tiny_bert/logits.npy" "$b/ref/logits.npy" 1e-4 || fail=1
+  compare "$b/tiny_bert-vs-pytorch/logits.npy" "$b/logits.npy" 1e-4 || fail=1
+  "$tessel" compile "$b/tiny_bert.onnx" --emit-app "$b/app" >/dev/null 2>&1 &&
+    cmake -S "$b/app" -B "$b/app/build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+    cmake --build "$b/app/build" -j2 >/dev/null || { echo "  tiny_bert: --emit-app build FAILED"; fail=1; }
+  mkdir -p "$b/app-out"
+  "$b/app/build/model_app" --threads 1 -o "$b/app-out" "$b/ids.npy" "$b/mask.npy" >/dev/null
+  mkdir -p "$b/bert-app"; cp "$b/app-out/logits.npy" "$b/bert-app/logits.npy"
+  compare "$b/bert-app/logits.npy" "$b/so/logits.npy" 0 || fail=1
+  "$py" -c "import numpy as np; ids = np.load('$b/ids.npy'); ids[0, 3] = 100; np.save('$b/bad_ids.npy', ids)"
+  for runner in so app; do
+    rc=0
+    if [[ $runner == so ]]; then
+      "$tessel" run "$b/bert.so" --input "ids=$b/bad_ids.npy" --input "mask=$b/mask.npy" -q > "$b/err" 2>&1 || rc=$?
+    else
+      "$b/app/build/model_app" -o "$b/app-out" "$b/bad_ids.npy" "$b/mask.npy" > "$b/err" 2>&1 || rc=$?
+    fi
+    if [[ $rc == 2 ]] && grep -q "Gather.*out of range" "$b/err"; then echo "  out-of-range id ($runner): ok ($(tail -1 "$b/err"))"
+    else echo "  out-of-range id ($runner): FAIL (exit $rc: $(cat "$b/err"))"; fail=1; fi
+  done
+fi
+
 echo "bad input: one error line, exit status 2"
 expect_error() {  # expect_error WHAT COMMAND...
   local what=$1; shift

@@ -11,6 +11,11 @@ import time
 import numpy as np
 
 
+# TESSEL_DTYPE_* (ONNX codes) -> numpy element types.
+NUMPY = {1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16, 6: np.int32, 7: np.int64, 9: np.bool_,
+         10: np.float16, 11: np.float64, 12: np.uint32, 13: np.uint64}
+
+
 class Desc(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int32), ("rank", ctypes.c_int32),
                 ("dims", ctypes.POINTER(ctypes.c_int64))]
@@ -32,15 +37,19 @@ def main():
     lib.tessel_model_hash.restype = ctypes.c_char_p
     lib.tessel_model_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
     lib.tessel_model_destroy.argtypes = [ctypes.c_void_p]
+    lib.tessel_model_error.argtypes = [ctypes.c_void_p]
+    lib.tessel_model_error.restype = ctypes.c_char_p
     outs = []
     for i in range(lib.tessel_model_num_outputs()):
         d = lib.tessel_model_output(i).contents
-        outs.append(np.zeros([d.dims[k] for k in range(d.rank)], np.float32))
-    ins = [np.ascontiguousarray(np.load(p), np.float32) for p in a.inputs]
+        outs.append(np.zeros([d.dims[k] for k in range(d.rank)], NUMPY[d.dtype]))
+    ins = [np.ascontiguousarray(np.load(p), NUMPY[lib.tessel_model_input(i).contents.dtype])
+           for i, p in enumerate(a.inputs)]
     in_ptrs = (ctypes.c_void_p * len(ins))(*[x.ctypes.data for x in ins])
     out_ptrs = (ctypes.c_void_p * len(outs))(*[y.ctypes.data for y in outs])
     m = lib.tessel_model_create(a.threads)
-    lib.tessel_model_run(m, in_ptrs, out_ptrs)
+    if lib.tessel_model_run(m, in_ptrs, out_ptrs) != 0:
+        sys.exit(f"{a.so}: {lib.tessel_model_error(m).decode()}")
     if a.time:
         ts = []
         for _ in range(a.time):

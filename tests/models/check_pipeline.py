@@ -83,6 +83,39 @@ def export_transformer_block(out_dir):
     np.save(os.path.join(out_dir, "transformer_block.input.npy"), example.numpy())
 
 
+def export_tiny_bert(out_dir):
+    """Writes tiny_bert.onnx (int64 token ids and padding mask in, float logits out: an embedding Gather,
+    learned positions, 2 torch.nn.TransformerEncoder layers with a key padding mask, a classifier on the
+    first token), ids.npy, mask.npy (the last 4 of 16 tokens padding) and the PyTorch logits.npy."""
+    import torch
+
+    class TinyBert(torch.nn.Module):
+        def __init__(self, vocab=100, width=32, heads=4, layers=2, tokens=16):
+            super().__init__()
+            self.tok = torch.nn.Embedding(vocab, width)
+            self.pos = torch.nn.Parameter(torch.randn(1, tokens, width) * 0.02)
+            layer = torch.nn.TransformerEncoderLayer(width, heads, dim_feedforward=64, batch_first=True,
+                                                     activation="gelu")
+            self.enc = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+            self.head = torch.nn.Linear(width, 2)
+
+        def forward(self, ids, mask):
+            h = self.enc(self.tok(ids) + self.pos, src_key_padding_mask=(mask == 0))
+            return self.head(h[:, 0])
+
+    torch.manual_seed(0)
+    model = TinyBert().eval()
+    ids = torch.randint(0, 100, (1, 16), generator=torch.Generator().manual_seed(2))
+    mask = torch.ones(1, 16, dtype=torch.long)
+    mask[0, 12:] = 0
+    torch.onnx.export(model, (ids, mask), os.path.join(out_dir, "tiny_bert.onnx"), opset_version=14,
+                      input_names=["ids", "mask"], output_names=["logits"])
+    np.save(os.path.join(out_dir, "ids.npy"), ids.numpy())
+    np.save(os.path.join(out_dir, "mask.npy"), mask.numpy())
+    with torch.no_grad():
+        np.save(os.path.join(out_dir, "logits.npy"), model(ids, mask).numpy())
+
+
 # What fuse-transformer-patterns must leave in the block: a pattern of the .tir text -> least count (the
 # Gelu may be a node or, after fc1, the FusedGemm epilogue's activation).
 TRANSFORMER_FUSIONS = {r"= LayerNormalization\(": 2, r"= tessel\.Attention\(": 1, r"= Gelu\(|activation=\"Gelu\"": 1}

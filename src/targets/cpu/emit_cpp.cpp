@@ -5,17 +5,55 @@
 #include "tessel/support/error.h"
 
 namespace tessel::cpu {
+
+std::string cppString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+    else out += c;
+  }
+  return out + "\"";
+}
+
+const char* cppElementType(DType t) {
+  switch (t) {
+    case DType::Float32: return "float";
+    case DType::Float64: return "double";
+    case DType::Int8: return "int8_t";
+    case DType::Int16: return "int16_t";
+    case DType::Int32: return "int32_t";
+    case DType::Int64: return "int64_t";
+    case DType::UInt8: case DType::Bool: return "uint8_t";
+    case DType::UInt16: case DType::Float16: case DType::BFloat16: return "uint16_t";
+    case DType::UInt32: return "uint32_t";
+    case DType::UInt64: return "uint64_t";
+    default: break;
+  }
+  TESSEL_ASSERT(false, "cpu target: no C++ element type for " + std::string(dtypeName(t)));
+  return "float";
+}
+
 namespace {
 
 std::string pointerExpr(const Plan& plan, int id) {
   const int64_t slice = offsetInRoot(plan, id);
-  const PlanTensor& t = plan.tensors[rootOf(plan, id)];
+  const PlanTensor& root = plan.tensors[rootOf(plan, id)];
+  const DType dtype = plan.tensors[id].dtype;
+  // Arena and weight offsets count floats; a tensor of another type is reinterpreted at its offset (a
+  // slice offset of a non-float tensor counts its own elements).
+  const bool typed = dtype != DType::Float32;
+  auto cast = [&](const std::string& p) {
+    return typed ? fmt::format("reinterpret_cast<{}{}*>({})", root.kind == StorageKind::Weight || root.kind == StorageKind::Input ? "const " : "",
+                               cppElementType(dtype), p)
+                 : p;
+  };
   auto plus = [&](const std::string& base) { return slice ? fmt::format("({} + {})", base, slice) : base; };
-  switch (t.kind) {
-    case StorageKind::Arena: return fmt::format("(A + {})", t.offset + slice);
-    case StorageKind::Input: return plus(fmt::format("in{}", t.index));
-    case StorageKind::Output: return plus(fmt::format("out{}", t.index));
-    case StorageKind::Weight: return fmt::format("(W + {})", t.offset + slice);
+  switch (root.kind) {
+    case StorageKind::Arena: return typed ? plus(cast(fmt::format("(A + {})", root.offset))) : fmt::format("(A + {})", root.offset + slice);
+    case StorageKind::Input: return plus(fmt::format("in{}", root.index));
+    case StorageKind::Output: return plus(fmt::format("out{}", root.index));
+    case StorageKind::Weight: return typed ? plus(cast(fmt::format("(W + {})", root.offset))) : fmt::format("(W + {})", root.offset + slice);
   }
   return "nullptr";
 }
@@ -36,22 +74,13 @@ std::string resolve(const Plan& plan, const std::string& code) {
   return out;
 }
 
-std::string cString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
-    else out += c;
-  }
-  return out + "\"";
-}
 
 std::string descriptors(const Plan& plan, const std::vector<int>& ids, const std::string& prefix) {
   std::string dims, table;
   for (size_t i = 0; i < ids.size(); ++i) {
     const PlanTensor& t = plan.tensors[ids[i]];
     dims += fmt::format("const int64_t k{}Dims{}[] = {{{}}};\n", prefix, i, t.shape.empty() ? "0" : fmt::format("{}", fmt::join(t.shape, ", ")));
-    table += fmt::format("    {{{}, TESSEL_DTYPE_FLOAT, {}, k{}Dims{}}},\n", cString(t.name), t.shape.size(), prefix, i);
+    table += fmt::format("    {{{}, {}, {}, k{}Dims{}}},\n", cppString(t.name), static_cast<int>(t.dtype), t.shape.size(), prefix, i);
   }
   if (ids.empty()) table = "    {nullptr, 0, 0, nullptr},\n";
   return dims + fmt::format("const tessel_tensor_desc k{}[] = {{\n{}}};\n", prefix, table);
@@ -70,6 +99,7 @@ const char* kPrologue = R"(#include <chrono>
 #include "tessel/rt/eltwise.h"
 #include "tessel/rt/epilogue.h"
 #include "tessel/rt/gemm.h"
+#include "tessel/rt/indexing.h"
 #include "tessel/rt/pool.h"
 #include "tessel/rt/thread_pool.h"
 #include "tessel/rt/transpose.h"
@@ -90,6 +120,7 @@ struct tessel_model {
   tessel_host_fn host = nullptr;   // runs nodes without a compiled kernel (see tessel_model_set_host)
   void* host_ctx = nullptr;
   double* prof = nullptr;          // per-step timing (see tessel_model_set_profile), null when off
+  const char* error = "";          // why the last tessel_model_run failed (tessel_model_error)
 };
 
 namespace {
@@ -113,10 +144,15 @@ void activation(const float* x, float* y, int64_t n, const rt::Epilogue& e) {
 }
 
 // Runs fallback node k through the host (the reference interpreter when loaded by tessel).
-[[maybe_unused]] int fallback(tessel_model* m, int k, std::initializer_list<const float*> ins,
-                              std::initializer_list<float*> outs) {
-  if (m->host == nullptr) return 1;
-  return m->host(m->host_ctx, k, ins.begin(), outs.begin());
+[[maybe_unused]] int fallback(tessel_model* m, int k, std::initializer_list<const void*> ins,
+                              std::initializer_list<void*> outs) {
+  if (m->host == nullptr) {
+    m->error = "a node without a compiled kernel needs the host interpreter, see tessel_model_set_host";
+    return 1;
+  }
+  const int32_t rc = m->host(m->host_ctx, k, ins.begin(), outs.begin());
+  if (rc != 0) m->error = "a node run by the host interpreter failed";
+  return rc;
 }
 
 // Per-step timing for tessel_model_set_profile: run<true> calls done(i) after step i. Laps<false> is
@@ -148,6 +184,29 @@ void concat_part(const float* x, float* y, int64_t outer, int64_t chunk, int64_t
     std::memcpy(y + o * stride + offset, x + o * chunk, static_cast<size_t>(chunk) * sizeof(float));
 }
 
+// ONNX Cast between plain element types: a static_cast per element; to bool, any non-zero is true.
+template <class To, bool kToBool, class From>
+[[maybe_unused]] void cast_copy(const From* x, To* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = kToBool ? static_cast<To>(x[i] != From{}) : static_cast<To>(x[i]);
+}
+
+// Calls fn(i, offsets) for every element i of a row-major output of `rank` (<= 8) dims, with the element
+// offsets of N inputs that advance by their own strides (0 along the axes they are broadcast over).
+template <int N, class Fn>
+[[maybe_unused]] void for_each_broadcast(const int64_t* shape, int rank, const int64_t (&strides)[N][8], Fn fn) {
+  int64_t total = 1, idx[8] = {}, off[N] = {};
+  for (int a = 0; a < rank; ++a) total *= shape[a];
+  for (int64_t i = 0; i < total; ++i) {
+    fn(i, off);
+    for (int a = rank - 1; a >= 0; --a) {
+      for (int k = 0; k < N; ++k) off[k] += strides[k][a];
+      if (++idx[a] < shape[a]) break;
+      for (int k = 0; k < N; ++k) off[k] -= shape[a] * strides[k][a];
+      idx[a] = 0;
+    }
+  }
+}
+
 // Copies one output of a Split: rows of `stride` floats at `offset`, `chunk` floats each, into outer slices.
 [[maybe_unused]] void split_part(const float* x, float* y, int64_t outer, int64_t chunk, int64_t stride,
                                  int64_t offset) {
@@ -165,8 +224,8 @@ std::string stepTable(const Plan& plan) {
     Shape shape = s.writes.empty() ? Shape{} : plan.tensors[s.writes[0]].shape;
     dims += fmt::format("const int64_t kStepDims{}[] = {{{}}};\n", i,
                         shape.empty() ? "0" : fmt::format("{}", fmt::join(shape, ", ")));
-    table += fmt::format("    {{{}, {}, {}, {}, kStepDims{}, {:.17g}}},\n", cString(s.node), cString(s.op),
-                         cString(s.kernel), shape.size(), i, s.flops);
+    table += fmt::format("    {{{}, {}, {}, {}, kStepDims{}, {:.17g}}},\n", cppString(s.node), cppString(s.op),
+                         cppString(s.kernel), shape.size(), i, s.flops);
   }
   if (plan.steps.empty()) table = "    {nullptr, nullptr, nullptr, 0, nullptr, 0.0},\n";
   return dims + fmt::format("const int kNumSteps = {};\nconst tessel_step_info kSteps[] = {{\n{}}};\n",
@@ -200,10 +259,14 @@ std::string emitSource(const Plan& plan, const std::string& weightsFileName, con
          "int run(tessel_model* m, const void* const* inputs, void* const* outputs) {\n"
          "  rt::ThreadPool* pool = m->pool;\n  float* A = m->arena.data();\n  const float* P = m->packed.data();\n"
          "  const float* W = tessel_weights_blob;\n  Laps<kProfile> laps(m->prof, kNumSteps);\n";
-  for (size_t i = 0; i < plan.inputs.size(); ++i)
-    src += fmt::format("  const float* in{} = static_cast<const float*>(inputs[{}]);\n", i, i);
-  for (size_t i = 0; i < plan.outputs.size(); ++i)
-    src += fmt::format("  float* out{} = static_cast<float*>(outputs[{}]);\n", i, i);
+  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+    const char* type = cppElementType(plan.tensors[plan.inputs[i]].dtype);
+    src += fmt::format("  const {0}* in{1} = static_cast<const {0}*>(inputs[{1}]);\n", type, i);
+  }
+  for (size_t i = 0; i < plan.outputs.size(); ++i) {
+    const char* type = cppElementType(plan.tensors[plan.outputs[i]].dtype);
+    src += fmt::format("  {0}* out{1} = static_cast<{0}*>(outputs[{1}]);\n", type, i);
+  }
   src += "  (void)pool;\n  (void)A;\n  (void)P;\n  (void)W;\n";
   for (size_t i = 0; i < plan.steps.size(); ++i)
     src += fmt::format("  // {}\n  {}\n  laps.done({});\n", plan.steps[i].comment, resolve(plan, plan.steps[i].code), i);
@@ -233,6 +296,7 @@ TESSEL_EXPORT double tessel_model_flops(void) {{ return {:.17g}; }}
 TESSEL_EXPORT int32_t tessel_model_num_steps(void) {{ return kNumSteps; }}
 TESSEL_EXPORT const tessel_step_info* tessel_model_step(int32_t i) {{ return i >= 0 && i < kNumSteps ? &kSteps[i] : nullptr; }}
 TESSEL_EXPORT void tessel_model_set_profile(tessel_model* m, double* ns) {{ m->prof = ns; }}
+TESSEL_EXPORT const char* tessel_model_error(const tessel_model* m) {{ return m->error; }}
 
 TESSEL_EXPORT tessel_model* tessel_model_create(int32_t num_threads) {{
   if (!rt::cpu_has_avx2_fma()) return nullptr;
@@ -254,6 +318,7 @@ TESSEL_EXPORT tessel_model* tessel_model_create(int32_t num_threads) {{
 }}
 
 TESSEL_EXPORT int32_t tessel_model_run(tessel_model* m, const void* const* inputs, void* const* outputs) {{
+  m->error = "";
   return m->prof != nullptr ? run<true>(m, inputs, outputs) : run<false>(m, inputs, outputs);
 }}
 

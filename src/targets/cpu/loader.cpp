@@ -30,6 +30,7 @@ struct CompiledModel::Api {
   int32_t (*numSteps)();
   const tessel_step_info* (*step)(int32_t);
   void (*setProfile)(tessel_model*, double*);
+  const char* (*error)(const tessel_model*);
 };
 
 /// The reference interpreter serving the nodes the model runs through its host.
@@ -37,13 +38,13 @@ struct CompiledModel::Fallbacks {
   std::vector<std::unique_ptr<Model>> models;
   std::vector<std::unique_ptr<Interpreter>> interpreters;
 
-  static int32_t run(void* ctx, int32_t index, const float* const* inputs, float* const* outputs) {
+  static int32_t run(void* ctx, int32_t index, const void* const* inputs, void* const* outputs) {
     auto* self = static_cast<Fallbacks*>(ctx);
     try {
       const Graph& g = *self->models.at(static_cast<size_t>(index))->graph;
       std::map<std::string, Tensor> feed;
       for (size_t i = 0; i < g.inputs().size(); ++i) {
-        Tensor t(DType::Float32, g.inputs()[i]->type.staticShape());
+        Tensor t(g.inputs()[i]->type.dtype, g.inputs()[i]->type.staticShape());
         std::memcpy(t.rawData(), inputs[i], t.nbytes());
         feed[g.inputs()[i]->name()] = t;
       }
@@ -68,7 +69,7 @@ void bind(void* handle, const char* name, Fn& fn, const std::string& path) {
 CompiledTensorInfo infoOf(const tessel_tensor_desc* d) {
   CompiledTensorInfo info;
   info.name = d->name;
-  info.dtype = DType::Float32;
+  info.dtype = static_cast<DType>(d->dtype);  // ONNX codes, as DType
   info.shape.assign(d->dims, d->dims + d->rank);
   return info;
 }
@@ -99,6 +100,7 @@ CompiledModel::CompiledModel(const std::string& path, int numThreads) : path_(pa
     bind(handle_, "tessel_model_num_steps", api_->numSteps, path);
     bind(handle_, "tessel_model_step", api_->step, path);
     bind(handle_, "tessel_model_set_profile", api_->setProfile, path);
+    bind(handle_, "tessel_model_error", api_->error, path);
     hash_ = api_->hash();
     flops_ = api_->flops();
     for (int32_t i = 0; i < api_->numInputs(); ++i) inputs_.push_back(infoOf(api_->input(i)));
@@ -139,15 +141,16 @@ std::vector<Tensor> CompiledModel::run(const std::map<std::string, Tensor>& inpu
   for (const CompiledTensorInfo& info : inputs_) {
     auto it = inputs.find(info.name);
     if (it == inputs.end()) throw UserError(fmt::format("missing input '{}' ({})", info.name, shapeToString(info.shape)));
-    if (it->second.dtype() != DType::Float32 || it->second.shape() != info.shape)
-      throw UserError(fmt::format("input '{}': expected float32 {}, got {} {}", info.name, shapeToString(info.shape),
-                                  dtypeName(it->second.dtype()), shapeToString(it->second.shape())));
+    if (it->second.dtype() != info.dtype || it->second.shape() != info.shape)
+      throw UserError(fmt::format("input '{}': expected {} {}, got {} {}", info.name, dtypeName(info.dtype),
+                                  shapeToString(info.shape), dtypeName(it->second.dtype()),
+                                  shapeToString(it->second.shape())));
     in.push_back(it->second.rawData());
   }
   std::vector<Tensor> outs;
   std::vector<void*> out;
   for (const CompiledTensorInfo& info : outputs_) {
-    outs.emplace_back(DType::Float32, info.shape);
+    outs.emplace_back(info.dtype, info.shape);
     out.push_back(outs.back().rawData());
   }
   runRaw(in.data(), out.data());
@@ -157,8 +160,8 @@ std::vector<Tensor> CompiledModel::run(const std::map<std::string, Tensor>& inpu
 void CompiledModel::setProfile(double* ns) { api_->setProfile(static_cast<tessel_model*>(instance_), ns); }
 
 void CompiledModel::runRaw(const void* const* inputs, void* const* outputs) {
-  if (api_->run(static_cast<tessel_model*>(instance_), inputs, outputs) != 0)
-    throw UserError(fmt::format("running '{}' failed in a node run by the reference interpreter", path_));
+  auto* m = static_cast<tessel_model*>(instance_);
+  if (api_->run(m, inputs, outputs) != 0) throw UserError(fmt::format("running '{}' failed: {}", path_, api_->error(m)));
 }
 
 }  // namespace tessel::cpu

@@ -2,7 +2,9 @@
 // (batched, numpy broadcasting resolved here into per-batch offsets), tessel.Attention, LayerNormalization
 // over trailing axes, Transpose and Split. A node outside what a kernel covers returns false and runs
 // through the host fallback.
+#include <algorithm>
 #include <functional>
+#include <map>
 #include <numeric>
 
 #include "lowerer.h"
@@ -177,6 +179,157 @@ bool Lowerer::lowerSplit(const Node* n) {
   code.resize(code.size() - 3);
   addStep({n->name(), "Split", "split_part"}, fmt::format("Split '{}' {} along axis {}", n->name(), shapeToString(xs), axis),
           code, {x}, writes);
+  return true;
+}
+
+}  // namespace tessel::cpu
+
+namespace tessel::cpu {
+
+bool Lowerer::lowerGather(const Node* n) {
+  const Value* data = n->input(0);
+  const Value* indices = n->input(1);
+  const DType it = indices->type.dtype;
+  if (it != DType::Int64 && it != DType::Int32) return false;
+  const Shape ds = data->type.staticShape();
+  int64_t axis = n->attrInt("axis");
+  if (axis < 0) axis += static_cast<int64_t>(ds.size());
+  if (axis < 0 || axis >= static_cast<int64_t>(ds.size())) return false;
+  const int64_t outer = product(ds, 0, axis), dim = ds[axis];
+  const int64_t innerBytes = product(ds, axis + 1) * static_cast<int64_t>(dtypeSize(data->type.dtype));
+  const int d = tensorOf(data), i = tensorOf(indices), y = tensorOf(n->output(0));
+  const int64_t count = plan_.tensors[i].numel;
+  const bool i64 = plan_.tensors[i].dtype == DType::Int64;
+  addStep({n->name(), "Gather", "gather"},
+          fmt::format("Gather '{}' {} indices into axis {} of {}", n->name(), count, axis, shapeToString(ds)),
+          fmt::format("if (!rt::gather({}, {}, {}, {}, {}, {}, {}, {}, pool)) {{\n"
+                      "    m->error = {};\n    return 2;\n  }}",
+                      ref(d), outer, dim, innerBytes, i64 ? ref(i) : "nullptr", i64 ? "nullptr" : ref(i), count,
+                      ref(y), cppString(fmt::format("{}: an index is out of range [{}, {})", n->describe(), -dim, dim))),
+          {d, i}, {y});
+  return true;
+}
+
+bool Lowerer::lowerSlice(const Node* n) {
+  const Shape xs = n->input(0)->type.staticShape(), ys = n->output(0)->type.staticShape();
+  const size_t r = xs.size();
+  // starts/ends/axes/steps: inputs from opset 10, attributes before; they must be known here.
+  auto ints = [&](size_t input, const char* attr) -> std::optional<std::vector<int64_t>> {
+    if (n->numInputs() > 1) {
+      if (!n->hasInput(input)) return std::vector<int64_t>{};
+      const Tensor* t = constTensor(n->input(input));
+      if (!t) return std::nullopt;
+      std::vector<int64_t> v(static_cast<size_t>(t->numel()));
+      for (size_t k = 0; k < v.size(); ++k) v[k] = static_cast<int64_t>(t->elementAsDouble(static_cast<int64_t>(k)));
+      return v;
+    }
+    return n->hasAttr(attr) ? n->attrInts(attr) : std::vector<int64_t>{};
+  };
+  auto starts = ints(1, "starts"), axes = ints(3, "axes"), steps = ints(4, "steps");
+  if (!starts || !axes || !steps || ys.size() != r || r > 8) return false;
+  std::vector<int64_t> start(r, 0), step(r, 1);
+  for (size_t k = 0; k < starts->size(); ++k) {
+    int64_t a = k < axes->size() ? (*axes)[k] : static_cast<int64_t>(k);
+    if (a < 0) a += static_cast<int64_t>(r);
+    if (a < 0 || a >= static_cast<int64_t>(r)) return false;
+    const int64_t st = k < steps->size() ? (*steps)[k] : 1, dim = xs[a];
+    if (st == 0) return false;
+    int64_t s0 = (*starts)[k] < 0 ? (*starts)[k] + dim : (*starts)[k];
+    s0 = st > 0 ? std::clamp<int64_t>(s0, 0, dim) : std::clamp<int64_t>(s0, 0, dim - 1);
+    start[a] = s0, step[a] = st;
+  }
+  const int x = tensorOf(n->input(0)), y = tensorOf(n->output(0));
+  // A contiguous block (unit steps, every axis before the first cut one of size 1, every axis after it
+  // whole) is a slice of the input's storage: an alias with an offset, no copy.
+  size_t cut = 0;  // the first axis the slice cuts
+  while (cut < r && ys[cut] == xs[cut]) ++cut;
+  bool contiguous = std::all_of(step.begin(), step.end(), [](int64_t s) { return s == 1; });
+  if (cut < r) {
+    contiguous = contiguous && product(xs, 0, cut) == 1;
+    for (size_t a = cut + 1; a < r; ++a) contiguous = contiguous && ys[a] == xs[a];
+  }
+  bool isGraphOutput = false;
+  for (const Value* g : graph_.outputs()) isGraphOutput = isGraphOutput || g == n->output(0);
+  if (contiguous && !isGraphOutput && plan_.tensors[x].kind != StorageKind::Output) {
+    int64_t offset = 0;
+    if (cut < r) offset = start[cut] * product(xs, cut + 1);
+    plan_.tensors[y].aliasOf = x;
+    plan_.tensors[y].aliasOffset = offset;
+    return true;
+  }
+  const std::string xsName = int64Array("SlX", xs), startName = int64Array("SlStart", start),
+                    stepName = int64Array("SlStep", step), ysName = int64Array("SlY", ys);
+  addStep({n->name(), "Slice", "strided_copy"}, fmt::format("Slice '{}' {} -> {}", n->name(), shapeToString(xs), shapeToString(ys)),
+          fmt::format("rt::strided_copy({}, {}, {}, {}, {}, {}, {}, {}, pool);", ref(x), xsName, startName, stepName,
+                      ysName, r, dtypeSize(n->input(0)->type.dtype), ref(y)),
+          {x}, {y});
+  return true;
+}
+
+bool Lowerer::lowerCast(const Node* n) {
+  const DType from = n->input(0)->type.dtype, to = n->output(0)->type.dtype;
+  // 16-bit floats need a conversion, not a static_cast: the host fallback does those.
+  auto plain = [](DType t) { return t != DType::Float16 && t != DType::BFloat16; };
+  if (!plain(from) || !plain(to)) return false;
+  const int x = tensorOf(n->input(0)), y = tensorOf(n->output(0));
+  const int64_t count = plan_.tensors[x].numel;
+  addStep({n->name(), "Cast", "cast_copy"},
+          fmt::format("Cast '{}' {} -> {}, {} elements", n->name(), dtypeName(from), dtypeName(to), count),
+          fmt::format("cast_copy<{}, {}>({}, {}, {});", cppElementType(to), to == DType::Bool ? "true" : "false",
+                      ref(x), ref(y), count),
+          {x}, {y});
+  return true;
+}
+
+}  // namespace tessel::cpu
+
+namespace tessel::cpu {
+
+bool Lowerer::lowerBroadcastOp(const Node* n) {
+  // Element-wise ops of any element type with numpy broadcasting, written as one scalar expression per
+  // element (masks and index arithmetic in transformer exports: Equal, Where, Expand, Not, ...).
+  static const std::map<std::string, std::string> exprs = {
+      {"Equal", "a == b"},          {"Less", "a < b"},       {"Greater", "a > b"},      {"LessOrEqual", "a <= b"},
+      {"GreaterOrEqual", "a >= b"}, {"And", "(a != 0) && (b != 0)"}, {"Or", "(a != 0) || (b != 0)"},
+      {"Xor", "(a != 0) != (b != 0)"}, {"Not", "a == 0"}, {"Where", "a ? b : c"}, {"Expand", "a"}};
+  auto it = exprs.find(n->opType());
+  if (it == exprs.end() || n->numOutputs() != 1) return false;
+  const size_t arity = n->opType() == "Where" ? 3 : (n->opType() == "Not" || n->opType() == "Expand") ? 1 : 2;
+  if (n->numInputs() < arity) return false;
+  const Shape ys = n->output(0)->type.staticShape();
+  const size_t r = ys.size();
+  if (r > 8) return false;
+  const int y = tensorOf(n->output(0));
+  std::vector<int> ins;
+  std::string strides, params, names = "abc";
+  for (size_t k = 0; k < arity; ++k) {
+    const Value* v = n->input(k);
+    const Shape vs = v->type.staticShape();
+    if (vs.size() > r) return false;
+    // Strides of the input right-aligned against the output; 0 where it is broadcast.
+    std::vector<int64_t> st(8, 0);
+    int64_t s = 1;
+    for (size_t j = 0; j < vs.size(); ++j) {
+      const size_t a = r - 1 - j, d = vs.size() - 1 - j;
+      if (vs[d] != 1 && vs[d] != ys[a]) return false;
+      st[a] = vs[d] == 1 ? 0 : s;
+      s *= vs[d];
+    }
+    ins.push_back(tensorOf(v));
+    strides += fmt::format("{}{{{}}}", k ? ", " : "", fmt::join(st, ", "));
+    params += fmt::format("    const auto {} = {}[off[{}]];\n", names[k], ref(ins.back()), k);
+  }
+  const std::string shape = int64Array("BcShape", ys.empty() ? std::vector<int64_t>{1} : std::vector<int64_t>(ys));
+  const std::string code = fmt::format(
+      "{{\n    static const int64_t kStrides[{}][8] = {{{}}};\n"
+      "    auto* y = {};\n"
+      "    for_each_broadcast<{}>({}, {}, kStrides, [&](int64_t i, const int64_t* off) {{\n{}"
+      "      y[i] = static_cast<{}>({});\n    }});\n  }}",
+      arity, strides, ref(y), arity, shape, std::max<size_t>(r, 1), params, cppElementType(n->output(0)->type.dtype),
+      it->second);
+  addStep({n->name(), n->opType(), "broadcast_loop"},
+          fmt::format("{} '{}' -> {} {}", n->opType(), n->name(), dtypeName(n->output(0)->type.dtype), shapeToString(ys)),
+          code, ins, {y});
   return true;
 }
 

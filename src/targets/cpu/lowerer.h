@@ -30,6 +30,11 @@ bool isConst(const Value* v);
 /// Whether the lowering itself handles a node (else the interpreter fallback does): every output and every
 /// non-constant input is a static float32 tensor.
 bool floatsOnly(const Node* n);
+/// Element types compiled code stores (everything but strings and complex numbers).
+bool compiledDType(DType t);
+/// Every output and non-constant input has a static shape and a compiledDType: the node can at least
+/// run through the host fallback.
+bool staticTensorsOnly(const Node* n);
 
 class Lowerer {
  public:
@@ -70,6 +75,12 @@ class Lowerer {
   bool lowerLayerNorm(const Node* n);
   bool lowerTranspose(const Node* n);
   bool lowerSplit(const Node* n);
+  /// Nodes of any element type: aliases (Reshape, ...), Gather, Slice, Cast, comparisons, logic, Where, Expand.
+  bool lowerTypedNode(const Node* n);
+  bool lowerGather(const Node* n);
+  bool lowerSlice(const Node* n);
+  bool lowerCast(const Node* n);
+  bool lowerBroadcastOp(const Node* n);
   // lower_fused_elementwise.cpp
   bool lowerFusedElementwise(const Node* n);
   bool lowerBodyNodes(const Node* n);

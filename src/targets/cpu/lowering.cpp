@@ -64,9 +64,14 @@ int Lowerer::tensorOf(const Value* v) {
   t.name = v->name();
   t.shape = v->type.staticShape();
   t.numel = shapeSize(t.shape);
-  if (isConst(v)) {
+  t.dtype = v->type.dtype;
+  if (const Tensor* c = constTensor(v)) {
     t.kind = StorageKind::Weight;
-    t.offset = addWeightData(floatsOf(v));
+    t.dtype = c->dtype();
+    // Offsets count floats; other element types keep their bytes (64-byte aligned, so a multiple of 4).
+    t.offset = t.dtype == DType::Float32
+                   ? addWeightData(floatsOf(v))
+                   : addWeightBytes(std::string(static_cast<const char*>(c->rawData()), c->nbytes())) / 4;
   }
   plan_.tensors.push_back(std::move(t));
   int id = static_cast<int>(plan_.tensors.size()) - 1;
@@ -221,6 +226,23 @@ static std::optional<rt::Conv2dShape> loweredConvShape(const Node* conv) {
 
 /// Whether the lowering itself handles a node (else the interpreter fallback does): every output and every
 /// non-constant input is a static float32 tensor.
+bool compiledDType(DType t) {
+  switch (t) {
+    case DType::Undefined: case DType::String: case DType::Complex64: case DType::Complex128: return false;
+    default: return true;
+  }
+}
+
+bool staticTensorsOnly(const Node* n) {
+  for (const Value* o : n->outputs())
+    if (o && (!compiledDType(o->type.dtype) || !o->type.isStatic())) return false;
+  for (size_t i = 0; i < n->numInputs(); ++i) {
+    const Value* v = n->input(i);
+    if (v && !isConst(v) && (!compiledDType(v->type.dtype) || !v->type.isStatic())) return false;
+  }
+  return true;
+}
+
 bool floatsOnly(const Node* n) {
   for (const Value* o : n->outputs())
     if (o && (o->type.dtype != DType::Float32 || !o->type.isStatic())) return false;
@@ -664,6 +686,7 @@ bool Lowerer::lowerNode(const Node* n) {
   if (op == "LayerNormalization") return lowerLayerNorm(n);
   if (op == "Transpose") return lowerTranspose(n);
   if (op == "Split") return lowerSplit(n);
+  if (op == "Gather" || op == "Slice") return lowerTypedNode(n);
   if (kAliasOps.count(op) && (op != "Dropout" || (n->numOutputs() == 1 && dropoutIsIdentity(n)))) {
     int x = tensorOf(n->input(0)), y = tensorOf(n->output(0));
     plan_.tensors[y].aliasOf = x;
@@ -703,11 +726,26 @@ bool Lowerer::lowerNode(const Node* n) {
   return lowerBinary(n);
 }
 
+bool Lowerer::lowerTypedNode(const Node* n) {
+  const std::string& op = n->opType();
+  if (!n->domain().empty()) return false;
+  if (kAliasOps.count(op) && n->numOutputs() == 1 && (op != "Dropout" || dropoutIsIdentity(n)) &&
+      n->input(0)->type.dtype == n->output(0)->type.dtype) {
+    int x = tensorOf(n->input(0)), y = tensorOf(n->output(0));
+    plan_.tensors[y].aliasOf = x;
+    return true;
+  }
+  if (op == "Gather") return lowerGather(n);
+  if (op == "Slice") return lowerSlice(n);
+  if (op == "Cast") return lowerCast(n);
+  return lowerBroadcastOp(n);
+}
+
 Plan Lowerer::run() {
   for (const Value* in : graph_.inputs()) {
-    if (in->type.dtype != DType::Float32 || !in->type.isStatic())
-      throw UserError(fmt::format("cpu target: input '{}' is {}; compiled models take float32 inputs with static "
-                                  "shapes (use --input-shape)",
+    if (!compiledDType(in->type.dtype) || !in->type.isStatic())
+      throw UserError(fmt::format("cpu target: input '{}' is {}; compiled models take tensors of static shape "
+                                  "(use --input-shape) with numeric or bool elements",
                                   in->name(), in->type.toString()));
     int id = tensorOf(in);
     plan_.tensors[id].kind = StorageKind::Input;
@@ -721,10 +759,10 @@ Plan Lowerer::run() {
       for (PlanStep& s : deferred_[n]) plan_.steps.push_back(std::move(s));
       continue;
     }
-    bool floats = floatsOnly(n);
-    if (floats && lowerNode(n)) continue;
-    if (!floats || !lowerFallback(n))
-      unsupported_.push_back(n->describe() + (floats ? " (a nested graph)" : " (a tensor that is not static float32)"));
+    if (floatsOnly(n) && lowerNode(n)) continue;
+    const bool typed = staticTensorsOnly(n);
+    if (typed && (lowerTypedNode(n) || lowerFallback(n))) continue;
+    unsupported_.push_back(n->describe() + (typed ? " (a nested graph)" : " (a tensor of dynamic shape or of strings)"));
   }
   if (!unsupported_.empty())
     throw UserError(fmt::format("cpu target: no code path for {} node(s): {}", unsupported_.size(),
@@ -746,7 +784,7 @@ Plan Lowerer::run() {
     copy.index = outIndex;
     copy.aliasOf = -1;
     copy.aliasOffset = 0;
-    const int64_t bytes = t.numel * static_cast<int64_t>(sizeof(float));
+    const int64_t bytes = t.numel * static_cast<int64_t>(dtypeSize(t.dtype));
     plan_.tensors.push_back(copy);  // invalidates t
     int cid = static_cast<int>(plan_.tensors.size()) - 1;
     addStep({out->name(), "copy to output", "memcpy"}, fmt::format("output '{}'", out->name()),

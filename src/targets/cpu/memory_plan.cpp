@@ -32,7 +32,9 @@ void applyInPlace(Plan& plan) {
     if (offsetInRoot(plan, s.inplaceCandidate) != 0) continue;  // a Concat slice, not a whole tensor
     int rc = rootOf(plan, s.inplaceCandidate);
     PlanTensor& in = plan.tensors[rc];
-    if (in.kind != StorageKind::Arena || in.lastStep != static_cast<int>(i) || in.numel != out.numel) continue;
+    if (in.kind != StorageKind::Arena || in.lastStep != static_cast<int>(i) || in.numel != out.numel ||
+        in.dtype != out.dtype)
+      continue;
     out.aliasOf = rc;
     in.lastStep = std::max(in.lastStep, out.lastStep);
   }
@@ -59,7 +61,7 @@ void planMemory(Plan& plan) {
   int64_t naive = 0;
   for (int id : roots) {
     PlanTensor& t = plan.tensors[id];
-    int64_t size = (t.numel + 15) / 16 * 16;  // 64-byte aligned blocks
+    int64_t size = (t.storageFloats() + 15) / 16 * 16;  // 64-byte aligned blocks
     naive += size;
     std::vector<Block> overlapping;
     for (const Block& b : placed)

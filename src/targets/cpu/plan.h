@@ -19,13 +19,19 @@ struct PlanTensor {
   std::string name;
   Shape shape;
   int64_t numel = 0;
+  DType dtype = DType::Float32;
   StorageKind kind = StorageKind::Arena;
   int index = -1;       ///< input/output position for Input/Output
   int64_t offset = 0;   ///< floats into the arena or the weights blob
   int aliasOf = -1;     ///< shares the storage of this tensor (reshapes, in-place ops, Concat slices)
   int64_t aliasOffset = 0;  ///< floats into aliasOf's storage: an in-place Concat input is a slice of its output
   int firstStep = -1, lastStep = -1;  ///< liveness (of the root, after alias resolution)
+  /// Storage in 4-byte units (offsets of the arena and of the weights blob are counted in floats).
+  int64_t storageFloats() const { return (numel * static_cast<int64_t>(dtypeSize(dtype)) + 3) / 4; }
 };
+
+/// The C++ element type of a tensor in generated code (bool as one byte, 16-bit floats as raw bits).
+const char* cppElementType(DType t);
 
 /// One statement group of the generated run function. `code` names tensors as @ID@; the emitter
 /// replaces them with pointer expressions once storage is planned.
@@ -84,6 +90,8 @@ void planMemory(Plan& plan);
 /// Renders the C++ source of a planned model.
 std::string emitSource(const Plan& plan, const std::string& weightsFileName, const std::string& modelName);
 
+/// C++ string literal (quotes included, escapes for quotes, backslashes and control characters).
+std::string cppString(const std::string& s);
 /// C++ literal for a float that round-trips (handles infinities).
 std::string floatLiteral(float v);
 

@@ -10,10 +10,23 @@ extern "C" {
 #endif
 
 /** Bumped whenever a signature below changes; the loader refuses other versions. */
-#define TESSEL_ABI_VERSION 2
+#define TESSEL_ABI_VERSION 3
 
-/** Element types (ONNX TensorProto codes). Compiled models currently take and return float32 only. */
+/** Element types (ONNX TensorProto codes). Buffers are dense, row-major, native endianness; BOOL is one
+ * byte per element (0 or 1), FLOAT16/BFLOAT16 are the raw 16-bit patterns. */
 #define TESSEL_DTYPE_FLOAT 1
+#define TESSEL_DTYPE_UINT8 2
+#define TESSEL_DTYPE_INT8 3
+#define TESSEL_DTYPE_UINT16 4
+#define TESSEL_DTYPE_INT16 5
+#define TESSEL_DTYPE_INT32 6
+#define TESSEL_DTYPE_INT64 7
+#define TESSEL_DTYPE_BOOL 9
+#define TESSEL_DTYPE_FLOAT16 10
+#define TESSEL_DTYPE_DOUBLE 11
+#define TESSEL_DTYPE_UINT32 12
+#define TESSEL_DTYPE_UINT64 13
+#define TESSEL_DTYPE_BFLOAT16 16
 
 /** Describes one model input or output. */
 typedef struct tessel_tensor_desc {
@@ -38,9 +51,10 @@ const tessel_tensor_desc* tessel_model_output(int32_t index);
 int64_t tessel_model_arena_bytes(void);
 /** Floating-point operations of one inference (2 x multiply-adds of convolutions and GEMMs). */
 double tessel_model_flops(void);
-/** Runs node `index` of the model's fallback list (operators without a compiled kernel) on dense float
- * buffers; returns 0 on success. Provided by the host (`tessel run` passes the reference interpreter). */
-typedef int32_t (*tessel_host_fn)(void* ctx, int32_t index, const float* const* inputs, float* const* outputs);
+/** Runs node `index` of the model's fallback list (operators without a compiled kernel) on dense
+ * buffers of the element types its one-node model declares; returns 0 on success. Provided by the host
+ * (`tessel run` passes the reference interpreter). */
+typedef int32_t (*tessel_host_fn)(void* ctx, int32_t index, const void* const* inputs, void* const* outputs);
 /** Number of nodes the model runs through the host, and each one as a one-node model in text IR with
  * its side data (large constants). */
 int32_t tessel_model_num_fallbacks(void);
@@ -68,9 +82,13 @@ void tessel_model_set_profile(tessel_model* model, double* ns);
 /** Creates an instance running on num_threads threads in total (<= 0: the default chosen at compile time with --threads, else all hardware threads); packs the
  * weights. Returns NULL when the CPU lacks AVX2/FMA or memory runs out. */
 tessel_model* tessel_model_create(int32_t num_threads);
-/** Runs one inference: inputs/outputs are dense row-major buffers in descriptor order. Returns 0, or
- * non-zero when a fallback node failed or had no host. */
+/** Runs one inference: inputs/outputs are dense row-major buffers of the descriptors' element types, in
+ * descriptor order. Returns 0; 1 when a fallback node failed or had no host; 2 when an index input was
+ * out of range (e.g. a Gather index past the table). */
 int32_t tessel_model_run(tessel_model* model, const void* const* inputs, void* const* outputs);
+/** Why the last tessel_model_run on this instance failed ("" after a success), e.g.
+ * "node '/tok/Gather' (Gather): an index is out of range [-100, 100)". */
+const char* tessel_model_error(const tessel_model* model);
 void tessel_model_destroy(tessel_model* model);
 
 #ifdef __cplusplus
