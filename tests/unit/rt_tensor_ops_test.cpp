@@ -3,12 +3,14 @@
 // several heads, 1 and 2 threads).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
 #include "rt_test_util.h"
 #include "tessel/rt/attention.h"
 #include "tessel/rt/gemm.h"
+#include "tessel/rt/indexing.h"
 #include "tessel/rt/transpose.h"
 
 namespace tessel::rt {
@@ -117,6 +119,46 @@ TEST(RtTensorOps, AttentionMatchesSoftmaxOfScaledScores) {
       attention(q.data(), kt.data(), v.data(), out.data(), c.batch, c.M, c.d, c.T, c.dv, scale, &pool);
       expect_close(out, want, 1e-5, "attention M=" + std::to_string(c.M) + " T=" + std::to_string(c.T));
     }
+}
+
+TEST(RtTensorOps, GatherRowsOfAnyWidthAndRejectsOutOfRange) {
+  // data [3][5][4] of int16 (8-byte rows), indices along axis 1, negative ones from the end.
+  const int64_t outer = 3, dim = 5, inner = 4;
+  std::vector<int16_t> data(outer * dim * inner);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<int16_t>(i * 7 - 50);
+  const std::vector<int64_t> idx = {4, -1, 0, 2, -5, 3};
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    std::vector<int16_t> out(outer * idx.size() * inner, -1);
+    ASSERT_TRUE(gather(data.data(), outer, dim, inner * 2, idx.data(), nullptr, static_cast<int64_t>(idx.size()),
+                       out.data(), &pool));
+    for (int64_t o = 0; o < outer; ++o)
+      for (size_t i = 0; i < idx.size(); ++i) {
+        const int64_t row = idx[i] < 0 ? idx[i] + dim : idx[i];
+        for (int64_t j = 0; j < inner; ++j)
+          ASSERT_EQ(out[(o * idx.size() + i) * inner + j], data[(o * dim + row) * inner + j]) << o << " " << i;
+      }
+    const std::vector<int32_t> bad = {1, 5};
+    std::vector<int16_t> untouched(outer * bad.size() * inner, 9);
+    EXPECT_FALSE(gather(data.data(), outer, dim, inner * 2, nullptr, bad.data(), 2, untouched.data(), &pool));
+    EXPECT_TRUE(std::all_of(untouched.begin(), untouched.end(), [](int16_t v) { return v == 9; }));
+  }
+}
+
+TEST(RtTensorOps, StridedCopyWithNegativeStepsAndOffsets) {
+  // x [4][6][5] floats; y = x[1::2, 5:0:-2, 0:5:3] -> [2][3][2]
+  const int64_t xs[] = {4, 6, 5}, starts[] = {1, 5, 0}, steps[] = {2, -2, 3}, ys[] = {2, 3, 2};
+  auto x = random_vector(4 * 6 * 5, 21);
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    std::vector<float> y(12, -7.0f);
+    strided_copy(x.data(), xs, starts, steps, ys, 3, sizeof(float), y.data(), &pool);
+    std::vector<double> want;
+    for (int64_t a = 0; a < 2; ++a)
+      for (int64_t b = 0; b < 3; ++b)
+        for (int64_t c = 0; c < 2; ++c) want.push_back(x[((1 + 2 * a) * 6 + (5 - 2 * b)) * 5 + 3 * c]);
+    expect_close(y, want, 0.0, "strided_copy");
+  }
 }
 
 }  // namespace
