@@ -307,28 +307,32 @@ __attribute__((noinline)) void store_tile512(const __m512* acc, int R, int NP, f
   }
 }
 
-// RAW: b is the unpacked row-major B (row stride b_ps) at the tile's first column, read with masked
-// loads at the right edge; otherwise b is the first of NP packed panels b_ps floats apart.
-template <int MP, int NP, bool RAW = false>
-void sgemm_avx512(int64_t kc, const float* a, int64_t a_ps, const float* b, int64_t b_ps, float* c, int mr,
-                  int nr, const TileStore& t, int64_t row, int64_t col, const float* b_next = nullptr) {
+// The register tile's K loop, shared by the micro-kernels: acc[r][p] = sum_k A[r][k] B[k][16 p ...], from
+// MP 6-row A panels (a_ps apart) and NP 16-column B panels (packed, b_ps apart; RAW: row-major B, row
+// stride b_ps, masked by bmask at the right edge). b_next (RAW): the next column tile's B rows, prefetched;
+// a_next: the next call's A panels, prefetched into L1. Always inlined, so acc stays in registers.
+template <int MP, int NP, bool RAW>
+__attribute__((always_inline)) inline void accumulate(int64_t kc, const float* a, int64_t a_ps, const float* b,
+                                                      int64_t b_ps, const __mmask16* bmask, const float* b_next,
+                                                      const float* a_next, __m512 (&acc)[MP * MR][NP]) {
   constexpr int R = MP * MR;
-  __m512 acc[R][NP];
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 2
     for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_setzero_ps();
-  __mmask16 bmask[NP];
-  for (int p = 0; p < NP; ++p) bmask[p] = first_lanes(std::max(nr - p * NR, 0));
 #pragma GCC unroll 2
   for (int64_t k = 0; k < kc; ++k) {
     __m512 bv[NP];
 #pragma GCC unroll 2
     for (int p = 0; p < NP; ++p)
       bv[p] = RAW ? _mm512_maskz_loadu_ps(bmask[p], b + k * b_ps + p * NR) : _mm512_load_ps(b + p * b_ps + k * NR);
-    if (RAW && b_next) {
+    if (b_next) {
       _mm_prefetch(reinterpret_cast<const char*>(b_next + k * b_ps), _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char*>(b_next + k * b_ps + NR), _MM_HINT_T0);
+    }
+    if (a_next) {
+#pragma GCC unroll 2
+      for (int p = 0; p < MP; ++p) _mm_prefetch(reinterpret_cast<const char*>(a_next + p * a_ps + k * MR), _MM_HINT_T0);
     }
 #pragma GCC unroll 12
     for (int r = 0; r < R; ++r) {
@@ -337,6 +341,18 @@ void sgemm_avx512(int64_t kc, const float* a, int64_t a_ps, const float* b, int6
       for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_fmadd_ps(av, bv[p], acc[r][p]);
     }
   }
+}
+
+// RAW: b is the unpacked row-major B (row stride b_ps) at the tile's first column, read with masked
+// loads at the right edge; otherwise b is the first of NP packed panels b_ps floats apart.
+template <int MP, int NP, bool RAW = false>
+void sgemm_avx512(int64_t kc, const float* a, int64_t a_ps, const float* b, int64_t b_ps, float* c, int mr,
+                  int nr, const TileStore& t, int64_t row, int64_t col, const float* b_next = nullptr) {
+  constexpr int R = MP * MR;
+  __m512 acc[R][NP];
+  __mmask16 bmask[NP];
+  for (int p = 0; p < NP; ++p) bmask[p] = first_lanes(std::max(nr - p * NR, 0));
+  accumulate<MP, NP, RAW>(kc, a, a_ps, b, b_ps, bmask, RAW ? b_next : nullptr, nullptr, acc);
   // A copy goes out of line: taking acc's own address would make the compiler keep it in memory
   // throughout the loop.
   alignas(64) __m512 tile[R * NP];
@@ -349,30 +365,10 @@ void sgemm_avx512(int64_t kc, const float* a, int64_t a_ps, const float* b, int6
 template <int NP>
 inline void tile_avx512(int64_t K, const float* a, int64_t a_ps, const float* b, int64_t b_ps, float* c,
                         int64_t ldc, const float* a_next) {
-  constexpr int R = 2 * MR;
-  __m512 acc[R][NP];
+  __m512 acc[2 * MR][NP];
+  accumulate<2, NP, false>(K, a, a_ps, b, b_ps, nullptr, nullptr, a_next, acc);
 #pragma GCC unroll 12
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 2
-    for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_setzero_ps();
-#pragma GCC unroll 2
-  for (int64_t k = 0; k < K; ++k) {
-    __m512 bv[NP];
-#pragma GCC unroll 2
-    for (int p = 0; p < NP; ++p) bv[p] = _mm512_load_ps(b + p * b_ps + k * NR);
-    if (a_next) {
-      _mm_prefetch(reinterpret_cast<const char*>(a_next + k * MR), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(a_next + a_ps + k * MR), _MM_HINT_T0);
-    }
-#pragma GCC unroll 12
-    for (int r = 0; r < R; ++r) {
-      const __m512 av = _mm512_set1_ps(a[(r / MR) * a_ps + k * MR + r % MR]);
-#pragma GCC unroll 2
-      for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_fmadd_ps(av, bv[p], acc[r][p]);
-    }
-  }
-#pragma GCC unroll 12
-  for (int r = 0; r < R; ++r)
+  for (int r = 0; r < 2 * MR; ++r)
 #pragma GCC unroll 2
     for (int p = 0; p < NP; ++p) _mm512_storeu_ps(c + r * ldc + p * NR, acc[r][p]);
 }
