@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "tessel/rt/aligned_buffer.h"
 #include "tessel/rt/epilogue_avx2.h"
@@ -360,6 +361,38 @@ void sgemm_avx512(int64_t kc, const float* a, int64_t a_ps, const float* b, int6
   for (int i = 0; i < R * NP; ++i) tile[i] = acc[i / NP][i % NP];
   store_tile512(tile, R, NP, c, mr, nr, t, row, col);
 }
+// The common single-pass epilogue (one K block, alpha 1, no C to add, bias per row or none, a residual
+// or none, ReLU / Clip / none) written inline after the K loop: without the out-of-line store's copy
+// of the accumulators. For short reductions (MobileNet's K = 16-32 expands) that copy is a large share.
+struct InlineEpilogue {
+  const float* bias;      // per row, or null
+  const float* residual;  // the output's shape (row stride res_ld), or null
+  int64_t res_ld;
+  __m512 lo, hi;          // clamp bounds (-inf/+inf for none, 0/+inf for ReLU)
+};
+
+template <int MP, int NP, bool RAW>
+void sgemm_avx512_inline(int64_t kc, const float* a, int64_t a_ps, const float* b, int64_t b_ps, float* c, int mr,
+                         int nr, int64_t ldc, const InlineEpilogue& e, int64_t row, int64_t col, const float* b_next) {
+  constexpr int R = MP * MR;
+  __m512 acc[R][NP];
+  __mmask16 bmask[NP];
+  for (int p = 0; p < NP; ++p) bmask[p] = first_lanes(std::max(nr - p * NR, 0));
+  accumulate<MP, NP, RAW>(kc, a, a_ps, b, b_ps, bmask, RAW ? b_next : nullptr, nullptr, acc);
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) {
+    if (r >= mr) break;
+    const __m512 bias = _mm512_set1_ps(e.bias ? e.bias[row + r] : 0.0f);
+    const float* res = e.residual ? e.residual + (row + r) * e.res_ld + col : nullptr;
+#pragma GCC unroll 2
+    for (int p = 0; p < NP; ++p) {
+      __m512 v = _mm512_add_ps(acc[r][p], bias);
+      if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(bmask[p], res + p * NR));
+      _mm512_mask_storeu_ps(c + r * ldc + p * NR, bmask[p], _mm512_min_ps(_mm512_max_ps(v, e.lo), e.hi));
+    }
+  }
+}
+
 // A 12 x (16 NP) tile with plain stores (sgemm_tile): the accumulators go straight to C, with no
 // epilogue to make them spill.
 template <int NP>
@@ -439,6 +472,14 @@ void gemm_task(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K, const 
 #if defined(__AVX512F__)
       // 12x32 tiles (two A panels by two B panels), narrower ones at the right and bottom edges.
       constexpr int64_t TM = 2 * MR, TN = 2 * NR;
+      const Epilogue& ep = *t.ep;
+      const bool inline_store = t.first && t.last && t.alpha == 1.0f && t.beta == 0.0f &&
+                                !(ep.bias && ep.bias_per_column) &&
+                                (ep.act == Activation::None || ep.act == Activation::Relu || ep.act == Activation::Clip);
+      const float inf = std::numeric_limits<float>::infinity();
+      const InlineEpilogue ie{ep.bias, ep.residual, t.res_ld,
+                              _mm512_set1_ps(ep.act == Activation::Clip ? ep.alpha : ep.act == Activation::Relu ? 0.0f : -inf),
+                              _mm512_set1_ps(ep.act == Activation::Clip ? ep.beta : inf)};
       auto tile = [&](int64_t ir, int64_t jr) {
         const int nr = static_cast<int>(std::min<int64_t>(TN, n1 - jr));
         const int mr = static_cast<int>(std::min<int64_t>(TM, mc - ir));
@@ -449,6 +490,10 @@ void gemm_task(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K, const 
           // The first row block of a column tile prefetches the next column tile's B rows (K rows a
           // plane apart, which the hardware prefetchers do not follow).
           const float* next = ir == 0 && jr + TN < n1 ? bp + TN : nullptr;
+          if (inline_store && mr > MR) {
+            sgemm_avx512_inline<2, 2, true>(kc, ap, a_panel_stride, bp, b.ldb, cp, mr, nr, t.ldc, ie, ic + ir, jr, next);
+            return;
+          }
           if (mr > MR)
             sgemm_avx512<2, 2, true>(kc, ap, a_panel_stride, bp, b.ldb, cp, mr, nr, t, ic + ir, jr, next);
           else
@@ -456,6 +501,13 @@ void gemm_task(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K, const 
           return;
         }
         const float* bp = b_block + ((jr - n0) / NR) * K * NR + pc * NR;
+        if (inline_store && mr > MR) {
+          if (nr > NR)
+            sgemm_avx512_inline<2, 2, false>(kc, ap, a_panel_stride, bp, K * NR, cp, mr, nr, t.ldc, ie, ic + ir, jr, nullptr);
+          else
+            sgemm_avx512_inline<2, 1, false>(kc, ap, a_panel_stride, bp, K * NR, cp, mr, nr, t.ldc, ie, ic + ir, jr, nullptr);
+          return;
+        }
         if (mr > MR && nr > NR)
           sgemm_avx512<2, 2>(kc, ap, a_panel_stride, bp, K * NR, cp, mr, nr, t, ic + ir, jr);
         else if (mr > MR)
