@@ -362,8 +362,9 @@ void sgemm_avx512(int64_t kc, const float* a, int64_t a_ps, const float* b, int6
   store_tile512(tile, R, NP, c, mr, nr, t, row, col);
 }
 // The common single-pass epilogue (one K block, alpha 1, no C to add, bias per row or none, a residual
-// or none, ReLU / Clip / none) written inline after the K loop: without the out-of-line store's copy
-// of the accumulators. For short reductions (MobileNet's K = 16-32 expands) that copy is a large share.
+// or none, ReLU / Clip / none) written inline after the K loop, for every tile shape: without the
+// out-of-line store's copy of the accumulators. For short reductions (MobileNet's K = 16-32 expands)
+// that copy is a large share.
 struct InlineEpilogue {
   const float* bias;      // per row, or null
   const float* residual;  // the output's shape (row stride res_ld), or null
@@ -490,8 +491,11 @@ void gemm_task(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K, const 
           // The first row block of a column tile prefetches the next column tile's B rows (K rows a
           // plane apart, which the hardware prefetchers do not follow).
           const float* next = ir == 0 && jr + TN < n1 ? bp + TN : nullptr;
-          if (inline_store && mr > MR) {
-            sgemm_avx512_inline<2, 2, true>(kc, ap, a_panel_stride, bp, b.ldb, cp, mr, nr, t.ldc, ie, ic + ir, jr, next);
+          if (inline_store) {
+            if (mr > MR)
+              sgemm_avx512_inline<2, 2, true>(kc, ap, a_panel_stride, bp, b.ldb, cp, mr, nr, t.ldc, ie, ic + ir, jr, next);
+            else
+              sgemm_avx512_inline<1, 2, true>(kc, ap, a_panel_stride, bp, b.ldb, cp, mr, nr, t.ldc, ie, ic + ir, jr, next);
             return;
           }
           if (mr > MR)
@@ -501,11 +505,15 @@ void gemm_task(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K, const 
           return;
         }
         const float* bp = b_block + ((jr - n0) / NR) * K * NR + pc * NR;
-        if (inline_store && mr > MR) {
-          if (nr > NR)
+        if (inline_store) {
+          if (mr > MR && nr > NR)
             sgemm_avx512_inline<2, 2, false>(kc, ap, a_panel_stride, bp, K * NR, cp, mr, nr, t.ldc, ie, ic + ir, jr, nullptr);
-          else
+          else if (mr > MR)
             sgemm_avx512_inline<2, 1, false>(kc, ap, a_panel_stride, bp, K * NR, cp, mr, nr, t.ldc, ie, ic + ir, jr, nullptr);
+          else if (nr > NR)
+            sgemm_avx512_inline<1, 2, false>(kc, ap, a_panel_stride, bp, K * NR, cp, mr, nr, t.ldc, ie, ic + ir, jr, nullptr);
+          else
+            sgemm_avx512_inline<1, 1, false>(kc, ap, a_panel_stride, bp, K * NR, cp, mr, nr, t.ldc, ie, ic + ir, jr, nullptr);
           return;
         }
         if (mr > MR && nr > NR)
