@@ -195,7 +195,9 @@ def main():
              "Peak used for the share: " + ", ".join(f"{t} thread(s) {p:.1f} GFLOP/s" for t, p in peaks.items()) +
              f" (the larger of: clock from /proc/cpuinfo x {fma_flops_per_cycle()} FLOP/cycle/core "
              f"({'AVX-512' if has_avx512() else 'AVX2'} FMA), and an FMA loop measured during the run: " +
-             ", ".join(f"{t} thread(s) {p:.1f} GFLOP/s" for t, p in measured.items()) + ")",
+             ", ".join(f"{t} thread(s) {p:.1f} GFLOP/s" for t, p in measured.items()) + "). "
+             "GFLOP/s count the model's direct-convolution FLOPs; Winograd convolutions do about a quarter of "
+             "those multiplications, so a model with many of them can exceed 100% of the FMA peak.",
              "",
              "| model | threads | Tessel ms | ORT ms | Tessel/ORT | rounds' range | Tessel GFLOP/s | % of peak | compile s |",
              "|---|---|---|---|---|---|---|---|---|"]
