@@ -26,6 +26,8 @@ constexpr int64_t kRowsOuterMaxK = 160;
 // 24: M = 32 products took 7-13% less time unpacked (K = 96-256, N = 729-3136; same-process alternating
 // minima), while M = 64 with K = 256 on 56x56 took 20-30% more.
 constexpr int64_t kRawBMaxM = 32;
+// Up to this many floats (16 MiB), a raw A that several column blocks would each pack is packed once.
+constexpr int64_t kPrepackAMaxFloats = int64_t{4} << 20;
 
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 inline int64_t ceil_div(int64_t x, int64_t m) { return (x + m - 1) / m; }
@@ -603,10 +605,23 @@ void gemm_driver(int64_t M, int64_t N, int64_t K, float alpha, const ASource& a,
   if (n_blocks < threads) m_chunks = std::min(ceil_div(threads, n_blocks), ceil_div(M, 2 * MR));
   const int64_t mchunk = round_up(ceil_div(M, m_chunks), MR);
   m_chunks = ceil_div(M, mchunk);
+  // A raw A (activations times pre-packed weights: FC and transformer layers) would be packed again by
+  // every column block's task: pack it once, in parallel, when that happens more than once and it is
+  // not huge. (BERT-base's 128 x 3072 A was packed 10 times per call: 15 MB of copies.)
+  ASource packedA = a;
+  if (!a.packed && n_blocks > 1 && M * K <= kPrepackAMaxFloats) {
+    static thread_local AlignedBuffer a_buf;
+    float* dst = a_buf.ensure(packed_a_size(M, K));
+    parallel_for(pool, ceil_div(M, MR), [&](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p)
+        pack_a_panel(a, p * MR, static_cast<int>(std::min<int64_t>(MR, M - p * MR)), 0, K, dst + p * MR * K);
+    });
+    packedA = ASource{dst, nullptr, 0, false};
+  }
   parallel_for(pool, n_blocks * m_chunks, [&](int64_t t0, int64_t t1) {
     for (int64_t task = t0; task < t1; ++task) {
       const int64_t nb = task / m_chunks, mb = task % m_chunks;
-      gemm_task(mb * mchunk, std::min(M, (mb + 1) * mchunk), nb * nc, std::min(N, (nb + 1) * nc), K, a,
+      gemm_task(mb * mchunk, std::min(M, (mb + 1) * mchunk), nb * nc, std::min(N, (nb + 1) * nc), K, packedA,
                 b, C, t);
     }
   });
