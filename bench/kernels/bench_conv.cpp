@@ -125,6 +125,7 @@ CONV_BENCH(BM_conv1x1_32_128_27_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(32
 CONV_BENCH(BM_conv1x1_32_128_27_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(32, 27, 128, 1, 1, 1))
 CONV_BENCH(BM_conv1x1_128_512_7_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(128, 7, 512, 1, 1, 1))
 CONV_BENCH(BM_conv1x1_128_512_7_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(128, 7, 512, 1, 1, 1))
+CONV_BENCH_RESIDUAL(BM_conv1x1_128_512_28_residual_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(128, 28, 512, 1, 1, 1))
 CONV_BENCH(BM_conv1x1_960_160_7_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(960, 7, 160, 1, 1, 1))
 CONV_BENCH(BM_conv1x1_960_160_7_nchwc8_direct, "conv2d_nchwc8_direct_avx2", conv_shape(960, 7, 160, 1, 1, 1))
 CONV_BENCH(BM_conv1x1_384_64_14_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(384, 14, 64, 1, 1, 1))

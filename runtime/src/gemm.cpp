@@ -598,8 +598,10 @@ void gemm_driver(int64_t M, int64_t N, int64_t K, float alpha, const ASource& a,
     n_blocks = std::max(round_up(n_blocks, threads),
                         std::min<int64_t>(n_panels / 2, int64_t{ThreadPool::kChunksPerThread} * threads));
   n_blocks = std::min(n_blocks, n_panels);
-  const int64_t nc = ceil_div(n_panels, n_blocks) * NR;
-  n_blocks = ceil_div(N, nc);
+  // Block nb covers panels [nb * n_panels / n_blocks, (nb + 1) * n_panels / n_blocks): sizes differ by at
+  // most one panel, so the blocks split evenly over the threads (49 panels in 8 blocks of 6 or 7, where
+  // rounding every block up to 7 panels left 7 blocks: 4 for one thread, 3 for the other).
+  auto block_start = [&](int64_t nb) { return std::min(N, nb * n_panels / n_blocks * NR); };
   // Too few column blocks for the threads: also split M (in multiples of MR).
   int64_t m_chunks = 1;
   if (n_blocks < threads) m_chunks = std::min(ceil_div(threads, n_blocks), ceil_div(M, 2 * MR));
@@ -621,8 +623,8 @@ void gemm_driver(int64_t M, int64_t N, int64_t K, float alpha, const ASource& a,
   parallel_for(pool, n_blocks * m_chunks, [&](int64_t t0, int64_t t1) {
     for (int64_t task = t0; task < t1; ++task) {
       const int64_t nb = task / m_chunks, mb = task % m_chunks;
-      gemm_task(mb * mchunk, std::min(M, (mb + 1) * mchunk), nb * nc, std::min(N, (nb + 1) * nc), K, packedA,
-                b, C, t);
+      gemm_task(mb * mchunk, std::min(M, (mb + 1) * mchunk), block_start(nb), block_start(nb + 1), K, packedA, b, C,
+                t);
     }
   });
 }
