@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tessel/rt/aligned_buffer.h"
+#include "plane_rows.h"
 #include "tessel/rt/conv.h"
 #include "tessel/rt/epilogue_avx2.h"
 
@@ -223,6 +224,9 @@ void conv2d_nchwc8_depthwise_avx2(const Conv2dShape& s, const float* in, const f
   });
 }
 
+// Both reorders move 8 channels x 8 pixels at a time through an in-register 8 x 8 transpose (a
+// channel block of 8 rows of 8 pixels <-> 8 pixels of 8 channels); missing channels of the last block are
+// zero rows going in and dropped coming out, tail pixels go one by one.
 void reorder_nchw_to_nchwc8(int64_t batch, int64_t channels, int64_t hw, const float* in, float* out,
                             ThreadPool* pool) {
   const int64_t blocks = (channels + 7) / 8;
@@ -232,7 +236,14 @@ void reorder_nchw_to_nchwc8(int64_t batch, int64_t channels, int64_t hw, const f
       const int valid = static_cast<int>(std::min<int64_t>(8, channels - cb * 8));
       const float* src = in + (n * channels + cb * 8) * hw;
       float* dst = out + nb * hw * 8;
-      for (int64_t p = 0; p < hw; ++p)
+      int64_t p = 0;
+      for (; p + 8 <= hw; p += 8) {
+        __m256 r[8];
+        for (int l = 0; l < 8; ++l) r[l] = l < valid ? _mm256_loadu_ps(src + l * hw + p) : _mm256_setzero_ps();
+        planes::Vec8::transpose(r);
+        for (int j = 0; j < 8; ++j) _mm256_storeu_ps(dst + (p + j) * 8, r[j]);
+      }
+      for (; p < hw; ++p)
         for (int l = 0; l < 8; ++l) dst[p * 8 + l] = l < valid ? src[l * hw + p] : 0.0f;
     }
   });
@@ -247,8 +258,15 @@ void reorder_nchwc8_to_nchw(int64_t batch, int64_t channels, int64_t hw, const f
       const int valid = static_cast<int>(std::min<int64_t>(8, channels - cb * 8));
       const float* src = in + nb * hw * 8;
       float* dst = out + (n * channels + cb * 8) * hw;
-      for (int l = 0; l < valid; ++l)
-        for (int64_t p = 0; p < hw; ++p) dst[l * hw + p] = src[p * 8 + l];
+      int64_t p = 0;
+      for (; p + 8 <= hw; p += 8) {
+        __m256 r[8];
+        for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(src + (p + j) * 8);
+        planes::Vec8::transpose(r);
+        for (int l = 0; l < valid; ++l) _mm256_storeu_ps(dst + l * hw + p, r[l]);
+      }
+      for (; p < hw; ++p)
+        for (int l = 0; l < valid; ++l) dst[l * hw + p] = src[p * 8 + l];
     }
   });
 }

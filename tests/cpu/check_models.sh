@@ -37,12 +37,16 @@ done
 # The default --march=native takes the runtime's AVX-512 paths on a machine that has them; the AVX2 paths
 # get the same end-to-end check through an AVX2-only target (MobileNetV2: stem, depthwise, GEMM, FC;
 # SqueezeNet 1.1: Winograd with 16-64 input channels, the fused stem + MaxPool, in-place Concat).
-for m in mobilenet_v2 squeezenet1_1; do
-  echo "AVX2-only build (--march haswell): $m"
-  "$tessel" compile "$models/$m.onnx" --march haswell -o "$work/$m.avx2.so" >/dev/null 2>&1 || { echo "  $m: --march haswell compile FAILED"; fail=1; continue; }
-  "$tessel" run "$work/$m.avx2.so" --input "input=$models/$m.input.npy" -o "$work/$m.avx2.out" -q --threads 2
-  mkdir -p "$work/$m-avx2"; cp "$work/$m.avx2.out/output.npy" "$work/$m-avx2/output.npy"
-  compare "$work/$m-avx2/output.npy" "$work/$m.ref/output.npy" 1e-4 || fail=1
+# Without AVX-512 the default layout (auto) blocks MobileNetV2's depthwise regions in NCHWc8; SqueezeNet
+# is also compiled with every conv region blocked (--layout nchwc8: Concat and MaxPool in NCHWc8).
+for case in mobilenet_v2:auto squeezenet1_1:auto squeezenet1_1:nchwc8; do
+  m=${case%%:*} layout=${case#*:}
+  echo "AVX2-only build (--march haswell --layout $layout): $m"
+  "$tessel" compile "$models/$m.onnx" --march haswell --layout "$layout" -o "$work/$m.$layout.avx2.so" >/dev/null 2>&1 ||
+    { echo "  $m: --march haswell --layout $layout compile FAILED"; fail=1; continue; }
+  "$tessel" run "$work/$m.$layout.avx2.so" --input "input=$models/$m.input.npy" -o "$work/$m.$layout.avx2.out" -q --threads 2
+  mkdir -p "$work/$m-avx2-$layout"; cp "$work/$m.$layout.avx2.out/output.npy" "$work/$m-avx2-$layout/output.npy"
+  compare "$work/$m-avx2-$layout/output.npy" "$work/$m.ref/output.npy" 1e-4 || fail=1
 done
 
 echo "emit-app (squeezenet1_1): build with CMake, compare with tessel run at 1 thread"

@@ -67,7 +67,8 @@ fs::path tempDir() {
 /// output's largest magnitude.
 /// Inputs listed in `given` (e.g. integer ones) are used as they are.
 cpu::CompileReport expectCompiledMatchesInterpreter(Builder& b, const std::string& name, int threads = 1,
-                                                    std::map<std::string, Tensor> given = {}) {
+                                                    std::map<std::string, Tensor> given = {},
+                                                    const cpu::CompileOptions& options = {}) {
   std::map<std::string, Tensor> inputs = std::move(given);
   uint32_t seed = 100;
   for (const Value* in : b.g.inputs())
@@ -75,9 +76,9 @@ cpu::CompileReport expectCompiledMatchesInterpreter(Builder& b, const std::strin
   std::unique_ptr<Model> original = b.model->clone();
   inferShapes(*original->graph);
   std::vector<Tensor> expected = Interpreter(*original->graph).run(inputs);
-  cpu::prepareModel(*b.model);
+  cpu::prepareModel(*b.model, options);
   fs::path so = tempDir() / (name + ".so");
-  cpu::CompileReport report = cpu::compileSharedLibrary(*b.model, so.string(), {});
+  cpu::CompileReport report = cpu::compileSharedLibrary(*b.model, so.string(), options);
   EXPECT_GT(report.steps, 0);
   cpu::CompiledModel compiled(so.string(), threads);
   std::vector<Tensor> actual = compiled.run(inputs);
@@ -442,6 +443,38 @@ TEST(CpuCodegen, IntegerAndBoolTensorsCompile) {
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("Gather"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
+  }
+}
+
+// --layout nchwc8: select-layout's blocked regions run the NCHWc8 kernels (1x1 and depthwise direct
+// convs with a residual, max pooling, channel Concat in place, element-wise ops and a fused loop on the
+// blocked buffers) with reorders on the region edges: from the NCHW input, to an NCHW consumer (Flatten
+// + Gemm) and to a graph output; at 1 and 2 threads.
+TEST(CpuCodegen, Nchwc8RegionsWithReordersOnTheirEdges) {
+  for (int threads : {1, 2}) {
+    Builder b;
+    Value* x = b.input("x", {1, 16, 14, 13});
+    Value* e = b.node("Clip", {b.conv(x, 16, 24, 1, 1, {0, 0, 0, 0}), b.g.addConstant("lo", Tensor::scalar(0.0f)),
+                               b.g.addConstant("hi", Tensor::scalar(6.0f))});
+    Value* d = b.node("Relu", {b.conv(e, 24, 24, 3, 2, {1, 1, 1, 1}, 24)});            // depthwise s2: 7x7
+    Value* p = b.conv(d, 24, 24, 1, 1, {0, 0, 0, 0});
+    Value* r = b.node("Add", {p, d});                                                    // residual
+    Value* q = b.node("Mul", {b.node("Sigmoid", {r}), b.g.addConstant("k", Tensor::scalar(0.5f))});
+    Value* cat = b.node("Concat", {q, r}, {{"axis", int64_t{1}}});                        // 48 channels
+    Value* mp = b.node("MaxPool", {cat}, {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                                          {"strides", std::vector<int64_t>{2, 2}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+    Value* flat = b.node("Flatten", {mp}, {{"axis", int64_t{1}}});
+    b.g.addOutput(b.node("Gemm", {flat, b.weight("fc", {5, 48 * 16}), b.weight("fcb", {5})}, {{"transB", int64_t{1}}}));
+    b.g.addOutput(mp);
+    cpu::CompileOptions options;
+    options.layout = "nchwc8";
+    const std::string name = "nchwc8_" + std::to_string(threads);
+    expectCompiledMatchesInterpreter(b, name, threads, {}, options);
+    const auto kernels = stepKernels(tempDir() / (name + ".so"));
+    for (const char* k : {"reorder_nchw_to_nchwc8", "conv2d_nchwc8_direct_avx2", "conv2d_nchwc8_depthwise_avx2",
+                          "maxpool2d_nchwc8", "reorder_nchwc8_to_nchw"})
+      EXPECT_TRUE(calls(kernels, k)) << "no call of " << k;
+    EXPECT_FALSE(calls(kernels, "conv2d_nchw_1x1_gemm_avx2"));
   }
 }
 

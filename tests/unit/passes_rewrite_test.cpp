@@ -106,13 +106,42 @@ std::string metaString(const Node* n, const std::string& key) {
   return it == n->meta.end() ? "" : std::get<std::string>(it->second);
 }
 
+// A 1x1 conv, Relu and a depthwise conv form a region; the 3x3 conv after them is one the runtime runs
+// with Winograd (NCHW only), so it and the pool behind it (a region without a conv) stay NCHW.
+const char* kLayoutNet = R"(tessel.model opset{"": 13}
+graph @main(%x: f32[1,16,12,12]) -> (%y: f32[1,24]) {
+  const %w1: f32[24,16,1,1] = @side(offset=0, bytes=1536)
+  const %dw: f32[24,1,3,3] = @side(offset=1536, bytes=864)
+  const %w3: f32[24,24,3,3] = @side(offset=2400, bytes=20736)
+  %a = Conv(%x, %w1) {kernel_shape=[1, 1]} : f32[1,24,12,12]
+  %r = Relu(%a) : f32[1,24,12,12]
+  %b = Conv(%r, %dw) {group=24, kernel_shape=[3, 3], pads=[1, 1, 1, 1]} : f32[1,24,12,12]
+  %c = Conv(%b, %w3) {kernel_shape=[3, 3], pads=[1, 1, 1, 1]} : f32[1,24,12,12]
+  %p = MaxPool(%c) {kernel_shape=[2, 2], strides=[2, 2]} : f32[1,24,6,6]
+  %g = GlobalAveragePool(%p) : f32[1,24,1,1]
+  %y = Flatten(%g) : f32[1,24]
+})";
+
 TEST(PassesSchedule, LayoutBlocksConvRegionsOnly) {
-  auto m = twoConvs();
-  PassPipeline({"select-layout"}).run(*m, {});
-  EXPECT_EQ(metaString(m->graph->findNode("a"), "layout"), "nchwc8");
-  EXPECT_EQ(metaString(m->graph->findNode("b"), "layout"), "nchwc8");
-  EXPECT_EQ(metaString(m->graph->findNode("p"), "layout"), "nchwc8");
-  EXPECT_EQ(metaString(m->graph->findNode("y"), "layout"), "");  // rank 2: stays NCHW
+  auto m = parseModelText(kLayoutNet, "layout_net.tir", std::string(2400 + 20736, '\0'));
+  for (const char* mode : {"nchwc8", "auto"}) {
+    PassOptions options;
+    options.values["select-layout.mode"] = mode;
+    PassPipeline({"select-layout"}).run(*m, options);
+    for (const char* blocked : {"a", "r", "b"})
+      EXPECT_EQ(metaString(m->graph->findNode(blocked), "layout"), "nchwc8") << blocked << " " << mode;
+    for (const char* nchw : {"c", "p", "g", "y"})
+      EXPECT_EQ(metaString(m->graph->findNode(nchw), "layout"), "") << nchw << " " << mode;
+  }
+  // In mode auto a region needs a depthwise conv: without %b's group, nothing is blocked.
+  auto dense = parseModelText(std::string(kLayoutNet), "layout_net.tir", std::string(2400 + 20736, '\0'));
+  PassOptions options;
+  options.values["select-layout.mode"] = "auto";
+  Node* b = dense->graph->findNode("b");
+  b->setAttr("group", int64_t{1});
+  b->input(1)->type = TensorType::fromShape(DType::Float32, {24, 24, 3, 3});
+  PassPipeline({"select-layout"}).run(*dense, options);
+  EXPECT_EQ(metaString(dense->graph->findNode("a"), "layout"), "");
   PassOptions nchw;
   nchw.values["select-layout.mode"] = "nchw";
   PassPipeline({"select-layout"}).run(*m, nchw);
@@ -125,7 +154,7 @@ TEST(PassesSchedule, KernelsFollowShapeAndLayout) {
   EXPECT_EQ(metaString(m->graph->findNode("a"), "kernel"), "conv2d_winograd_f43_avx2");  // 3x3 s1, 400 pixels
   EXPECT_EQ(metaString(m->graph->findNode("b"), "kernel"), "conv2d_nchw_depthwise_avx2");
   PassPipeline({"select-layout", "select-kernels"}).run(*m, {});
-  EXPECT_EQ(metaString(m->graph->findNode("a"), "kernel"), "conv2d_nchwc8_direct_avx2");
+  EXPECT_EQ(metaString(m->graph->findNode("a"), "kernel"), "conv2d_winograd_f43_avx2");  // stays NCHW (Winograd)
   EXPECT_EQ(metaString(m->graph->findNode("b"), "kernel"), "conv2d_nchwc8_depthwise_avx2");
 }
 

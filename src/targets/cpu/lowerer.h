@@ -41,6 +41,8 @@ class Lowerer {
   Lowerer(const Graph& g, bool tune, bool avx512, std::map<std::string, std::string>& choices)
       : graph_(g), tune_(tune), avx512_(avx512), choices_(choices) {}
   Plan run();
+  /// The node runs in the blocked NCHWc8 layout (meta layout = "nchwc8", from select-layout).
+  static bool blockedNode(const Node* n);
 
  private:
   // ---- tensors and weights
@@ -88,6 +90,11 @@ class Lowerer {
   std::string int64Array(const char* prefix, const std::vector<int64_t>& values);
   /// The epilogue of a tessel.FusedConv / FusedGemm (attributes activation, activation_params).
   static FusedAct fusedEpilogueOf(const Node* n);
+  // ---- NCHWc8 regions (select-layout)
+  /// Input i of a blocked node is an activation in the node's layout (not a weight, bias or scalar).
+  static bool blockedOperand(const Node* n, size_t i);
+  /// v's tensor reordered to NCHWc8 (toBlocked) or back to NCHW: one reorder step per value and direction.
+  int reordered(const Value* v, bool toBlocked);
   std::string epilogueExpr(int bias, int residual, const FusedAct& act, bool perColumn = false) const;
   const Node* singleUser(const Value* v) const;
 
@@ -105,6 +112,9 @@ class Lowerer {
   /// A fused chain is emitted where its last node was (its residual may be computed after the conv).
   const Node* emitAt_ = nullptr;
   std::map<const Node*, std::vector<PlanStep>> deferred_;
+  std::set<const Value*> blocked_;                     ///< values produced in NCHWc8
+  std::map<const Value*, int> blockedCopies_, nchwCopies_;  ///< reorders made so far
+  std::map<const Value*, int> operandOverride_;        ///< while lowering a node: its operands' reordered tensors
 };
 
 }  // namespace tessel::cpu

@@ -57,6 +57,7 @@ static const std::set<std::string> kAliasOps = {"Reshape", "Flatten", "Squeeze",
 
 
 int Lowerer::tensorOf(const Value* v) {
+  if (auto o = operandOverride_.find(v); o != operandOverride_.end()) return o->second;
   auto it = ids_.find(v);
   if (it != ids_.end()) return it->second;
   TESSEL_ASSERT(v->type.isStatic(), "cpu lowering: value without a static shape");
@@ -324,7 +325,17 @@ bool Lowerer::lowerConv(const Node* conv) {
     if (act.kind != "None") what += "+" + conv->attrString("activation"), plan_.report.fusedNodes++;
   }
   std::string key = convGeometryKey(s);
-  const rt::Conv2dKernel*& kernel = tuned_[key];
+  // A conv of an NCHWc8 region (select-layout) runs the NCHWc8 kernel select-kernels chose; tuning
+  // covers the NCHW kernels.
+  const rt::Conv2dKernel* blockedKernel = nullptr;
+  if (blockedNode(conv)) {
+    if (conv->meta.count("kernel"))
+      if (const auto* name = std::get_if<std::string>(&conv->meta.at("kernel")))
+        blockedKernel = rt::find_conv2d_kernel(name->c_str());
+    if (!blockedKernel || blockedKernel->layout != rt::ConvLayout::NCHWc8 || !blockedKernel->applicable(s))
+      blockedKernel = rt::select_conv2d_kernel(s, rt::ConvLayout::NCHWc8, avx512_);
+  }
+  const rt::Conv2dKernel*& kernel = blockedKernel ? blockedKernel : tuned_[key];
   if (kernel == nullptr) {
     auto known = choices_.find(key);
     // With tune_, the compile driver has timed every geometry of convTuneJobs (on the runtime built for
@@ -538,6 +549,12 @@ bool Lowerer::lowerPool(const Node* n) {
   if (!ps) return false;  // dilation, the Indices output
   int id = shapeCounter_++;
   plan_.globals += fmt::format("static const rt::Pool2dShape kPool{} = {};\n", id, poolShapeInit(*ps));
+  if (blockedNode(n)) {  // select-layout blocks MaxPool only
+    if (op != "MaxPool") return false;
+    addStep({n->name(), op, "maxpool2d_nchwc8"}, comment,
+            fmt::format("rt::maxpool2d_nchwc8(kPool{}, {}, {}, pool);", id, ref(x), ref(y)), {x}, {y});
+    return true;
+  }
   addStep({n->name(), op, op == "MaxPool" ? "maxpool2d_nchw" : "avgpool2d_nchw"}, comment,
           fmt::format("rt::{}pool2d_nchw(kPool{}, {}, {}, pool);", op == "MaxPool" ? "max" : "avg", id, ref(x),
                       ref(y)),
@@ -726,6 +743,43 @@ bool Lowerer::lowerNode(const Node* n) {
   return lowerBinary(n);
 }
 
+bool Lowerer::blockedNode(const Node* n) {
+  auto it = n->meta.find("layout");
+  if (it == n->meta.end()) return false;
+  const auto* layout = std::get_if<std::string>(&it->second);
+  return layout && *layout == "nchwc8";
+}
+
+bool Lowerer::blockedOperand(const Node* n, size_t i) {
+  const Value* v = n->input(i);
+  if (isConvNode(n)) return i == 0 || i == 3;  // the input and the residual; weights and bias stay as they are
+  return v->type.isStatic() && v->type.rank() == 4 && v->type.staticSize() > 1;  // not a scalar
+}
+
+int Lowerer::reordered(const Value* v, bool toBlocked) {
+  auto& cache = toBlocked ? blockedCopies_ : nchwCopies_;
+  if (auto it = cache.find(v); it != cache.end()) return it->second;
+  const int src = tensorOf(v);
+  const Shape shape = plan_.tensors[src].shape;  // a copy: push_back below
+  TESSEL_ASSERT(shape.size() == 4, "cpu lowering: a reorder needs a 4-D tensor");
+  const int64_t hw = shape[2] * shape[3];
+  PlanTensor t;
+  t.name = v->name() + (toBlocked ? ".nchwc8" : ".nchw");
+  t.shape = shape;
+  t.numel = toBlocked ? static_cast<int64_t>(rt::nchwc8_size(shape[0], shape[1], hw)) : shapeSize(shape);
+  plan_.tensors.push_back(std::move(t));
+  const int id = static_cast<int>(plan_.tensors.size()) - 1;
+  addStep({v->name(), toBlocked ? "reorder to NCHWc8" : "reorder to NCHW",
+           toBlocked ? "reorder_nchw_to_nchwc8" : "reorder_nchwc8_to_nchw"},
+          fmt::format("'{}' {} -> {}", v->name(), toBlocked ? "NCHW" : "NCHWc8", toBlocked ? "NCHWc8" : "NCHW"),
+          fmt::format("rt::{}({}, {}, {}, {}, {}, pool);",
+                      toBlocked ? "reorder_nchw_to_nchwc8" : "reorder_nchwc8_to_nchw", shape[0], shape[1], hw,
+                      ref(src), ref(id)),
+          {src}, {id});
+  cache[v] = id;
+  return id;
+}
+
 bool Lowerer::lowerTypedNode(const Node* n) {
   const std::string& op = n->opType();
   if (!n->domain().empty()) return false;
@@ -759,16 +813,31 @@ Plan Lowerer::run() {
       for (PlanStep& s : deferred_[n]) plan_.steps.push_back(std::move(s));
       continue;
     }
-    if (floatsOnly(n) && lowerNode(n)) continue;
+    // Operands in the layout the node runs in (select-layout's NCHWc8 regions): a reorder on each region edge.
+    const bool blocked = blockedNode(n);
+    for (size_t i = 0; i < n->numInputs(); ++i) {
+      const Value* v = n->input(i);
+      if (v && blocked != (blocked_.count(v) > 0) && (blocked ? blockedOperand(n, i) : !isConst(v)))
+        operandOverride_[v] = reordered(v, blocked);
+    }
+    bool done = floatsOnly(n) && lowerNode(n);
     const bool typed = staticTensorsOnly(n);
-    if (typed && (lowerTypedNode(n) || lowerFallback(n))) continue;
-    unsupported_.push_back(n->describe() + (typed ? " (a nested graph)" : " (a tensor of dynamic shape or of strings)"));
+    done = done || (typed && !blocked && (lowerTypedNode(n) || lowerFallback(n)));
+    operandOverride_.clear();
+    if (!done) {
+      if (blocked) throw InternalError(fmt::format("cpu lowering: no NCHWc8 code for {}", n->describe()));
+      unsupported_.push_back(n->describe() + (typed ? " (a nested graph)" : " (a tensor of dynamic shape or of strings)"));
+      continue;
+    }
+    if (blocked)
+      for (const Value* o : n->outputs())
+        if (o) blocked_.insert(o);
   }
   if (!unsupported_.empty())
     throw UserError(fmt::format("cpu target: no code path for {} node(s): {}", unsupported_.size(),
                                 fmt::join(unsupported_, "; ")));
   for (const Value* out : graph_.outputs()) {
-    int id = tensorOf(out);
+    int id = blocked_.count(out) ? reordered(out, false) : tensorOf(out);
     int outIndex = static_cast<int>(plan_.outputs.size());
     PlanTensor& t = plan_.tensors[id];
     bool producedHere = t.kind == StorageKind::Arena && t.aliasOf < 0;
@@ -809,7 +878,8 @@ std::vector<ConvTuneJob> convTuneJobs(const Graph& graph, bool avx512) {
   std::set<std::string> seen;
   for (const auto& node : graph.nodes()) {
     const Node* n = node.get();
-    if (!isConvNode(n) || !floatsOnly(n)) continue;  // the same nodes Lowerer::run sends to lowerConv
+    // The same nodes Lowerer::run sends to lowerConv in NCHW (NCHWc8 regions run select-kernels' choice).
+    if (!isConvNode(n) || !floatsOnly(n) || Lowerer::blockedNode(n)) continue;
     auto s = loweredConvShape(n);
     if (!s || !seen.insert(convGeometryKey(*s)).second) continue;
     ConvTuneJob job{convGeometryKey(*s), *s, {}, rt::select_conv2d_kernel(*s, rt::ConvLayout::NCHW, avx512)->name};

@@ -18,6 +18,10 @@ struct CompileOptions {
   /// written for another model).
   std::string tuningFile;
   int defaultThreads = 0;        ///< threads a created instance uses when not told (0: all cores)
+  /// Activation layout: "nchw"; "nchwc8" (select-layout's blocked regions around direct convolutions,
+  /// reorders on their edges); "auto" (for a target without AVX-512 the regions that have a depthwise
+  /// convolution, where the NCHWc8 kernels win; with AVX-512 nchw).
+  std::string layout = "auto";
   /// Called with a one-line description of each stage as it starts (the CLI prints it).
   std::function<void(const std::string&)> progress;
 };
