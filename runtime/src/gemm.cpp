@@ -22,10 +22,17 @@ constexpr int64_t kBBlockBytes = 1 << 20;
 // this took layer1's K=64 1x1 convs from 12.9 to 4.9 ms and the whole model from 92 to 81 ms; visiting
 // row-block-first for every K measured no better than up to 160.
 constexpr int64_t kRowsOuterMaxK = 160;
-// Up to this many rows of C (per task), B is read unpacked (AVX-512 path of gemm_task). 32 rather than
-// 24: M = 32 products took 7-13% less time unpacked (K = 96-256, N = 729-3136; same-process alternating
-// minima), while M = 64 with K = 256 on 56x56 took 20-30% more.
-constexpr int64_t kRawBMaxM = 32;
+// Up to this many rows of C (per task), B is read unpacked (AVX-512 path of gemm_task). On Sapphire
+// Rapids 32 rather than 24: M = 32 products took 7-13% less time unpacked (K = 96-256, N = 729-3136;
+// same-process alternating minima), while M = 64 with K = 256 on 56x56 took 20-30% more. On Zen 4 (AMD)
+// M = 64 gains too: 256->64 on 56x56 1070 -> 980 us, 64->64 265 -> 246 (minima of 3, 1 thread).
+[[maybe_unused]] int64_t raw_b_max_m() {
+  static const int64_t m = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_is("amd") ? int64_t{64} : int64_t{32};
+  }();
+  return m;
+}
 // Up to this many floats (16 MiB), a raw A that several column blocks would each pack is packed once.
 constexpr int64_t kPrepackAMaxFloats = int64_t{4} << 20;
 
@@ -427,9 +434,9 @@ void gemm_task(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K, const 
   const int64_t n_panels = ceil_div(n1 - n0, NR);
   const float* b_block = nullptr;
 #if defined(__AVX512F__)
-  // Few rows of C: each B element feeds at most kRawBMaxM FMAs, so packing B would cost about as much as
+  // Few rows of C: each B element feeds at most raw_b_max_m() FMAs, so packing B would cost about as much as
   // the product; read B where it is instead (row-major, not transposed, no custom packer).
-  const bool raw_b = b.raw && !b.trans && !b.packer && m1 - m0 <= kRawBMaxM;
+  const bool raw_b = b.raw && !b.trans && !b.packer && m1 - m0 <= raw_b_max_m();
 #else
   constexpr bool raw_b = false;
 #endif

@@ -96,7 +96,7 @@ TEST(RtGemm, FewRowsUnpackedBManyKBlocks) {
   Epilogue ep = Epilogue::with_act(Activation::Relu);
   ep.bias = &dummy;
   ep.residual = &dummy;
-  for (int64_t M : {1, 6, 12, 13, 24, 25, 31, 32, 33})
+  for (int64_t M : {1, 6, 12, 13, 24, 25, 31, 32, 33, 63, 64, 65})  // B unpacked up to 32 (64 on AMD) rows
     for (int64_t N : {5, 16, 33, 70})
       for (int threads : {1, 2}) {
         run_case({M, N, 800, false, false, 1.0f, 0.0f}, ep, Variant::PackedA, threads);
