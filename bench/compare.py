@@ -88,6 +88,66 @@ def measure_peak(threads):
                                         text=True).stdout.split()[0]) for _ in range(3))
 
 
+LATENCY_SOURCE = r"""
+// Cache-line round trip between CPU 0 and CPU 1: two pinned threads hand a flag back and forth; prints
+// the mean round trip in ns. On a VM this tells where the host put the two vCPUs: about 50 ns when they
+// share a last-level cache, several hundred when they do not, and then every line one thread reads
+// while it is dirty in the other's cache costs that much (2-thread kernels slow down, 1-thread ones not).
+#include <pthread.h>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+static void pin(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+alignas(64) static std::atomic<int> flag{0};
+int main() {
+  const int n = 100000;
+  std::thread other([&] {
+    pin(1);
+    for (int i = 0; i < n; ++i) {
+      while (flag.load(std::memory_order_acquire) != 2 * i + 1) {}
+      flag.store(2 * i + 2, std::memory_order_release);
+    }
+  });
+  pin(0);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) {
+    flag.store(2 * i + 1, std::memory_order_release);
+    while (flag.load(std::memory_order_acquire) != 2 * i + 2) {}
+  }
+  const auto t1 = std::chrono::steady_clock::now();
+  other.join();
+  std::printf("%.0f\n", std::chrono::duration<double, std::nano>(t1 - t0).count() / n);
+}
+"""
+
+
+class CoreLatency:
+    """Measures the CPU 0 <-> CPU 1 cache-line round trip (ns) with LATENCY_SOURCE; None without 2 CPUs
+    or a compiler."""
+
+    def __init__(self, workdir):
+        self.exe = None
+        if (os.cpu_count() or 1) < 2:
+            return
+        src, exe = os.path.join(workdir, "latency.cpp"), os.path.join(workdir, "latency")
+        with open(src, "w") as f:
+            f.write(LATENCY_SOURCE)
+        if subprocess.run(["g++", "-O2", "-pthread", src, "-o", exe], capture_output=True).returncode == 0:
+            self.exe = exe
+
+    def __call__(self):
+        if self.exe is None:
+            return None
+        r = subprocess.run([self.exe], capture_output=True, text=True, timeout=60)
+        return float(r.stdout.split()[0]) if r.returncode == 0 else None
+
+
 def cpu_info(key):
     with open("/proc/cpuinfo") as f:
         for line in f:
@@ -151,12 +211,14 @@ def main():
     measured = {t: measure_peak(t) for t in a.threads}
     peaks = {t: max(nominal_peak(t), measured[t]) for t in a.threads}
 
+    latency_dir = tempfile.TemporaryDirectory()
+    core_latency = CoreLatency(latency_dir.name)
     rows = []
     for t in a.threads:
         for m in a.models:
             inp = os.path.join(a.models_dir, f"{m}.input.npy")
             common = ["--threads", str(t), "--warmup", str(a.warmup), "--iterations", str(a.iterations), "--json"]
-            tessel_ms, ort_ms, gflop = [], [], 0.0
+            tessel_ms, ort_ms, gflop, latencies = [], [], 0.0, []
 
             def run_tessel():
                 r = run_json([a.tessel, "bench", os.path.join(a.models_dir, f"{m}.so"), "--input",
@@ -173,6 +235,7 @@ def main():
             # (this machine's speed drifts by 10-30 % over seconds): each round is a pair measured back
             # to back, and the ratio reported is the median of the rounds' ratios.
             for i in range(a.rounds):
+                latencies.append(core_latency())
                 if i % 2 == 0:
                     gflop = run_tessel()
                     run_ort()
@@ -184,7 +247,8 @@ def main():
             rate = gflop / (tm / 1e3)
             rows.append(dict(model=m, threads=t, tessel_ms=tm, ort_ms=om, ratio=statistics.median(pair_ratios),
                              ratio_lo=min(pair_ratios), ratio_hi=max(pair_ratios), gflop_s=rate,
-                             peak_share=rate / peaks[t], compile_s=compile_s[m]))
+                             peak_share=rate / peaks[t], compile_s=compile_s[m],
+                             latency=[x for x in latencies if x is not None]))
             print(f"{m} @{t}: tessel {tm:.2f} ms, ort {om:.2f} ms", file=sys.stderr)
 
     lines = [f"Date: {datetime.date.today()}; machine: {cpu_info('model name') or platform.machine()} "
@@ -197,14 +261,19 @@ def main():
              f"({'AVX-512' if has_avx512() else 'AVX2'} FMA), and an FMA loop measured during the run: " +
              ", ".join(f"{t} thread(s) {p:.1f} GFLOP/s" for t, p in measured.items()) + "). "
              "GFLOP/s count the model's direct-convolution FLOPs; Winograd convolutions do about a quarter of "
-             "those multiplications, so a model with many of them can exceed 100% of the FMA peak.",
+             "those multiplications, so a model with many of them can exceed 100% of the FMA peak. "
+             "Core-to-core: the CPU 0 <-> CPU 1 cache-line round trip measured before each round (range); on "
+             "a VM several hundred ns means the host put the two vCPUs apart, and 2-thread runs are then slower "
+             "(docs/performance.md).",
              "",
-             "| model | threads | Tessel ms | ORT ms | Tessel/ORT | rounds' range | Tessel GFLOP/s | % of peak | compile s |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| model | threads | Tessel ms | ORT ms | Tessel/ORT | rounds' range | Tessel GFLOP/s | % of peak "
+             "| compile s | core-to-core ns |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['model']} | {r['threads']} | {r['tessel_ms']:.2f} | {r['ort_ms']:.2f} | "
                      f"{r['ratio']:.2f} | {r['ratio_lo']:.2f}-{r['ratio_hi']:.2f} | {r['gflop_s']:.1f} | "
-                     f"{100 * r['peak_share']:.0f}% | {r['compile_s']:.1f} |")
+                     f"{100 * r['peak_share']:.0f}% | {r['compile_s']:.1f} | "
+                     + (f"{min(r['latency']):.0f}-{max(r['latency']):.0f} |" if r['latency'] else "- |"))
     for t in a.threads:
         ratios = [r["ratio"] for r in rows if r["threads"] == t]
         lines.append(f"\nGeometric mean Tessel/ORT at {t} thread(s): "
