@@ -60,8 +60,14 @@ NpyType npyType(int32_t dtype) {
   fail("element type " + std::to_string(dtype) + " has no .npy form");
 }
 
+int64_t numel(const tessel_tensor_desc& d) {
+  int64_t n = 1;
+  for (int i = 0; i < d.rank; ++i) n *= d.dims[i];
+  return n;
+}
+
 // Reads a little-endian C-order .npy file of the input's element type and element count.
-std::vector<char> readNpy(const std::string& path, const tessel_tensor_desc& d, int64_t expected) {
+std::vector<char> readNpy(const std::string& path, const tessel_tensor_desc& d) {
   const NpyType t = npyType(d.dtype);
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot read '" + path + "'");
@@ -81,7 +87,7 @@ std::vector<char> readNpy(const std::string& path, const tessel_tensor_desc& d, 
   if (header.find(std::string("'") + t.descr + "'") == std::string::npos ||
       header.find("'fortran_order': False") == std::string::npos)
     fail("'" + path + "' must hold " + t.descr + " elements in C order (input '" + d.name + "')");
-  std::vector<char> data(static_cast<size_t>(expected) * t.size);
+  std::vector<char> data(static_cast<size_t>(numel(d)) * t.size);
   in.read(data.data(), static_cast<std::streamsize>(data.size()));
   if (!in || in.peek() != EOF) fail("'" + path + "' does not have the model's input size");
   return data;
@@ -101,12 +107,6 @@ void writeNpy(const std::string& path, const tessel_tensor_desc& d, const std::v
   out << header;
   out.write(data.data(), static_cast<std::streamsize>(data.size()));
   if (!out) fail("cannot write '" + path + "'");
-}
-
-int64_t numel(const tessel_tensor_desc& d) {
-  int64_t n = 1;
-  for (int i = 0; i < d.rank; ++i) n *= d.dims[i];
-  return n;
 }
 
 std::string safeName(std::string s) {
@@ -138,8 +138,7 @@ int main(int argc, char** argv) {
   std::vector<std::vector<char>> in, out;
   std::vector<const void*> inPtr;
   std::vector<void*> outPtr;
-  for (int k = 0; k < tessel_model_num_inputs(); ++k)
-    in.push_back(readNpy(inputs[k], *tessel_model_input(k), numel(*tessel_model_input(k))));
+  for (int k = 0; k < tessel_model_num_inputs(); ++k) in.push_back(readNpy(inputs[k], *tessel_model_input(k)));
   for (auto& v : in) inPtr.push_back(v.data());
   for (int k = 0; k < tessel_model_num_outputs(); ++k) {
     const tessel_tensor_desc& d = *tessel_model_output(k);

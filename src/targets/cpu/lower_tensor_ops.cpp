@@ -20,17 +20,35 @@ int64_t product(const Shape& s, size_t from = 0, size_t to = SIZE_MAX) {
   return std::accumulate(first, last, int64_t{1}, std::multiplies<>());
 }
 
+/// An ONNX axis attribute (negative: from the end) as an index into a shape of `rank` dims, or nullopt.
+std::optional<size_t> axisIndex(int64_t axis, size_t rank) {
+  if (axis < 0) axis += static_cast<int64_t>(rank);
+  if (axis < 0 || axis >= static_cast<int64_t>(rank)) return std::nullopt;
+  return static_cast<size_t>(axis);
+}
+
+/// The strides, along each axis of `out`, of an operand of shape `dims` right-aligned against it (numpy
+/// broadcasting: 0 along the axes where the operand has size 1 or none), each element `unit` apart; nullopt
+/// when dims does not broadcast to out.
+std::optional<std::vector<int64_t>> broadcastStrides(const Shape& dims, const Shape& out, int64_t unit) {
+  const size_t r = out.size();
+  if (dims.size() > r) return std::nullopt;
+  std::vector<int64_t> stride(r, 0);
+  int64_t s = unit;
+  for (size_t k = 0; k < dims.size(); ++k) {
+    const size_t axis = r - 1 - k, d = dims.size() - 1 - k;
+    if (dims[d] != 1 && dims[d] != out[axis]) return std::nullopt;
+    stride[axis] = dims[d] == 1 ? 0 : s;
+    s *= dims[d];
+  }
+  return stride;
+}
+
 /// Offsets (in floats) of each batch of an operand with batch dims `dims` (right-aligned) inside an
 /// output batch of dims `out`, each batch `matrix` floats: numpy broadcasting (size-1 dims repeat).
 std::vector<int64_t> batchOffsets(const Shape& dims, const Shape& out, int64_t matrix) {
   const size_t r = out.size();
-  std::vector<int64_t> stride(r, 0);
-  int64_t s = matrix;
-  for (size_t k = 0; k < dims.size(); ++k) {
-    const size_t axis = r - 1 - k, d = dims.size() - 1 - k;
-    stride[axis] = dims[d] == 1 ? 0 : s;
-    s *= dims[d];
-  }
+  const std::vector<int64_t> stride = *broadcastStrides(dims, out, matrix);  // out is dims' broadcast
   std::vector<int64_t> offsets(static_cast<size_t>(product(out)));
   std::vector<int64_t> idx(r, 0);
   for (int64_t& off : offsets) {
@@ -104,15 +122,11 @@ bool Lowerer::lowerAttention(const Node* n) {
 bool Lowerer::lowerLayerNorm(const Node* n) {
   // Mean and InvStdDev outputs (training) are not computed by the kernel.
   for (size_t i = 1; i < n->numOutputs(); ++i)
-    if (n->output(i) && !n->output(i)->uses().empty()) return false;
-  for (const Value* o : graph_.outputs())
-    for (size_t i = 1; i < n->numOutputs(); ++i)
-      if (o == n->output(i)) return false;
+    if (n->output(i) && (!n->output(i)->uses().empty() || isGraphOutput(n->output(i)))) return false;
   const Shape xs = n->input(0)->type.staticShape();
-  int64_t axis = n->attrInt("axis");
-  if (axis < 0) axis += static_cast<int64_t>(xs.size());
-  if (axis < 0 || axis >= static_cast<int64_t>(xs.size())) return false;
-  const int64_t cols = product(xs, axis), rows = product(xs) / std::max<int64_t>(cols, 1);
+  const auto axis = axisIndex(n->attrInt("axis"), xs.size());
+  if (!axis) return false;
+  const int64_t cols = product(xs, *axis), rows = product(xs) / std::max<int64_t>(cols, 1);
   // Scale and bias must cover the normalised axes element for element (no broadcasting inside them).
   for (size_t i = 1; i < 3; ++i)
     if (n->hasInput(i) && n->input(i)->type.staticSize() != cols) return false;
@@ -147,14 +161,14 @@ bool Lowerer::lowerTranspose(const Node* n) {
 
 bool Lowerer::lowerSplit(const Node* n) {
   const Shape xs = n->input(0)->type.staticShape();
-  int64_t axis = n->attrInt("axis");
-  if (axis < 0) axis += static_cast<int64_t>(xs.size());
-  if (axis < 0 || axis >= static_cast<int64_t>(xs.size())) return false;
+  const auto found = axisIndex(n->attrInt("axis"), xs.size());
+  if (!found) return false;
+  const size_t axis = *found;
   const int64_t outer = product(xs, 0, axis), inner = product(xs, axis + 1);
   const int x = tensorOf(n->input(0));
   // With nothing outside the split axis, each output is a contiguous slice of the input: an alias with
   // an offset, no copy. Otherwise each output copies its rows.
-  const bool slices = outer == 1 && plan_.tensors[x].kind != StorageKind::Output;
+  const bool slices = outer == 1;
   std::string code;
   std::vector<int> writes;
   int64_t offset = 0;
@@ -163,9 +177,7 @@ bool Lowerer::lowerSplit(const Node* n) {
     if (!o) return false;
     const int64_t chunk = o->type.staticShape()[axis] * inner;
     const int y = tensorOf(o);
-    bool isGraphOutput = false;
-    for (const Value* g : graph_.outputs()) isGraphOutput = isGraphOutput || g == o;
-    if (slices && !isGraphOutput) {
+    if (slices && !isGraphOutput(o)) {
       plan_.tensors[y].aliasOf = x;
       plan_.tensors[y].aliasOffset = offset;
     } else {
@@ -182,19 +194,15 @@ bool Lowerer::lowerSplit(const Node* n) {
   return true;
 }
 
-}  // namespace tessel::cpu
-
-namespace tessel::cpu {
-
 bool Lowerer::lowerGather(const Node* n) {
   const Value* data = n->input(0);
   const Value* indices = n->input(1);
   const DType it = indices->type.dtype;
   if (it != DType::Int64 && it != DType::Int32) return false;
   const Shape ds = data->type.staticShape();
-  int64_t axis = n->attrInt("axis");
-  if (axis < 0) axis += static_cast<int64_t>(ds.size());
-  if (axis < 0 || axis >= static_cast<int64_t>(ds.size())) return false;
+  const auto found = axisIndex(n->attrInt("axis"), ds.size());
+  if (!found) return false;
+  const size_t axis = *found;
   const int64_t outer = product(ds, 0, axis), dim = ds[axis];
   const int64_t innerBytes = product(ds, axis + 1) * static_cast<int64_t>(dtypeSize(data->type.dtype));
   const int d = tensorOf(data), i = tensorOf(indices), y = tensorOf(n->output(0));
@@ -248,9 +256,7 @@ bool Lowerer::lowerSlice(const Node* n) {
     contiguous = contiguous && product(xs, 0, cut) == 1;
     for (size_t a = cut + 1; a < r; ++a) contiguous = contiguous && ys[a] == xs[a];
   }
-  bool isGraphOutput = false;
-  for (const Value* g : graph_.outputs()) isGraphOutput = isGraphOutput || g == n->output(0);
-  if (contiguous && !isGraphOutput && plan_.tensors[x].kind != StorageKind::Output) {
+  if (contiguous && !isGraphOutput(n->output(0))) {
     int64_t offset = 0;
     if (cut < r) offset = start[cut] * product(xs, cut + 1);
     plan_.tensors[y].aliasOf = x;
@@ -281,10 +287,6 @@ bool Lowerer::lowerCast(const Node* n) {
   return true;
 }
 
-}  // namespace tessel::cpu
-
-namespace tessel::cpu {
-
 bool Lowerer::lowerBroadcastOp(const Node* n) {
   // Element-wise ops of any element type with numpy broadcasting, written as one scalar expression per
   // element (masks and index arithmetic in transformer exports: Equal, Where, Expand, Not, ...).
@@ -305,18 +307,12 @@ bool Lowerer::lowerBroadcastOp(const Node* n) {
   for (size_t k = 0; k < arity; ++k) {
     const Value* v = n->input(k);
     const Shape vs = v->type.staticShape();
-    if (vs.size() > r) return false;
     // Strides of the input right-aligned against the output; 0 where it is broadcast.
-    std::vector<int64_t> st(8, 0);
-    int64_t s = 1;
-    for (size_t j = 0; j < vs.size(); ++j) {
-      const size_t a = r - 1 - j, d = vs.size() - 1 - j;
-      if (vs[d] != 1 && vs[d] != ys[a]) return false;
-      st[a] = vs[d] == 1 ? 0 : s;
-      s *= vs[d];
-    }
+    auto st = broadcastStrides(vs, ys, 1);
+    if (!st) return false;
+    st->resize(8, 0);
     ins.push_back(tensorOf(v));
-    strides += fmt::format("{}{{{}}}", k ? ", " : "", fmt::join(st, ", "));
+    strides += fmt::format("{}{{{}}}", k ? ", " : "", fmt::join(*st, ", "));
     params += fmt::format("    const auto {} = {}[off[{}]];\n", names[k], ref(ins.back()), k);
   }
   const std::string shape = int64Array("BcShape", ys.empty() ? std::vector<int64_t>{1} : std::vector<int64_t>(ys));

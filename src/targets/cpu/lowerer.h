@@ -97,6 +97,7 @@ class Lowerer {
   int reordered(const Value* v, bool toBlocked);
   std::string epilogueExpr(int bias, int residual, const FusedAct& act, bool perColumn = false) const;
   const Node* singleUser(const Value* v) const;
+  bool isGraphOutput(const Value* v) const;
 
   const Graph& graph_;
   bool tune_;

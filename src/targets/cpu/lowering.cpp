@@ -1,5 +1,6 @@
-// Lowers a typed graph to runtime kernel calls: fuses Conv/Gemm epilogues (BatchNorm, residual Add,
-// activation), chooses conv kernels, collects weights, and names every float tensor.
+// Lowers a typed graph (the cpu pass pipeline's result) to runtime kernel calls: reads the fused epilogues
+// of tessel.FusedConv / FusedGemm, chooses conv kernels, collects weights, and names every tensor.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fmt/format.h>
@@ -123,10 +124,13 @@ void Lowerer::addStep(StepMeta meta, std::string comment, std::string code, std:
   plan_.steps.push_back(std::move(step));
 }
 
+bool Lowerer::isGraphOutput(const Value* v) const {
+  const auto& outs = graph_.outputs();
+  return std::find(outs.begin(), outs.end(), v) != outs.end();
+}
+
 const Node* Lowerer::singleUser(const Value* v) const {
-  if (v->uses().size() != 1) return nullptr;
-  for (const Value* o : graph_.outputs())
-    if (o == v) return nullptr;
+  if (v->uses().size() != 1 || isGraphOutput(v)) return nullptr;
   return v->uses()[0].node;
 }
 
@@ -300,6 +304,19 @@ static bool isConvNode(const Node* n) {
   return (n->domain() == "tessel" && n->opType() == "FusedConv") || (n->domain().empty() && n->opType() == "Conv");
 }
 
+/// A string entry of a node's meta (the schedule data passes record), or null.
+static const std::string* metaString(const Node* n, const char* key) {
+  auto it = n->meta.find(key);
+  return it == n->meta.end() ? nullptr : std::get_if<std::string>(&it->second);
+}
+
+/// The kernel the select-kernels pass recorded for a conv, when it has `layout` and applies to s; else null.
+static const rt::Conv2dKernel* selectedKernel(const Node* conv, const rt::Conv2dShape& s, rt::ConvLayout layout) {
+  const std::string* name = metaString(conv, "kernel");
+  const rt::Conv2dKernel* kernel = name ? rt::find_conv2d_kernel(name->c_str()) : nullptr;
+  return kernel && kernel->layout == layout && kernel->applicable(s) ? kernel : nullptr;
+}
+
 bool Lowerer::lowerConv(const Node* conv) {
   const Value* x = conv->input(0);
   const Value* wv = conv->input(1);
@@ -329,11 +346,8 @@ bool Lowerer::lowerConv(const Node* conv) {
   // covers the NCHW kernels.
   const rt::Conv2dKernel* blockedKernel = nullptr;
   if (blockedNode(conv)) {
-    if (conv->meta.count("kernel"))
-      if (const auto* name = std::get_if<std::string>(&conv->meta.at("kernel")))
-        blockedKernel = rt::find_conv2d_kernel(name->c_str());
-    if (!blockedKernel || blockedKernel->layout != rt::ConvLayout::NCHWc8 || !blockedKernel->applicable(s))
-      blockedKernel = rt::select_conv2d_kernel(s, rt::ConvLayout::NCHWc8, avx512_);
+    blockedKernel = selectedKernel(conv, s, rt::ConvLayout::NCHWc8);
+    if (!blockedKernel) blockedKernel = rt::select_conv2d_kernel(s, rt::ConvLayout::NCHWc8, avx512_);
   }
   const rt::Conv2dKernel*& kernel = blockedKernel ? blockedKernel : tuned_[key];
   if (kernel == nullptr) {
@@ -345,11 +359,7 @@ bool Lowerer::lowerConv(const Node* conv) {
     if (kernel && (kernel->layout != rt::ConvLayout::NCHW || !kernel->applicable(s)))
       throw UserError(fmt::format("tuning file: kernel '{}' does not apply to {}", known->second, conv->describe()));
     // The select-kernels pass's choice (the same rule for the same target), else the rule itself.
-    if (kernel == nullptr && conv->meta.count("kernel"))
-      if (const auto* name = std::get_if<std::string>(&conv->meta.at("kernel"))) {
-        kernel = rt::find_conv2d_kernel(name->c_str());
-        if (kernel && (kernel->layout != rt::ConvLayout::NCHW || !kernel->applicable(s))) kernel = nullptr;
-      }
+    if (kernel == nullptr) kernel = selectedKernel(conv, s, rt::ConvLayout::NCHW);
     if (kernel == nullptr) kernel = rt::select_conv2d_kernel(s, rt::ConvLayout::NCHW, avx512_);
     choices_[key] = kernel->name;
   }
@@ -744,9 +754,7 @@ bool Lowerer::lowerNode(const Node* n) {
 }
 
 bool Lowerer::blockedNode(const Node* n) {
-  auto it = n->meta.find("layout");
-  if (it == n->meta.end()) return false;
-  const auto* layout = std::get_if<std::string>(&it->second);
+  const std::string* layout = metaString(n, "layout");
   return layout && *layout == "nchwc8";
 }
 
