@@ -192,6 +192,10 @@ Node* emitFused(Graph& graph, const EpilogueMatch& m, const std::string& opType)
   return fused;
 }
 
+bool isConvNode(const Node& n) {
+  return (n.opType() == "FusedConv" && n.domain() == "tessel") || (n.opType() == "Conv" && n.domain().empty());
+}
+
 std::optional<rt::Conv2dShape> convShape(const Node& n) {
   const Value* x = n.input(0);
   const Value* w = n.input(1);

@@ -19,6 +19,8 @@ Node* soleUser(const Value* v);
 bool isStaticF32(const Value* v);
 /// The constant data of `v`, or nullptr.
 const Tensor* constantData(const Value* v);
+/// A Conv or a tessel.FusedConv (a Conv with its fused epilogue).
+bool isConvNode(const Node& n);
 /// The runtime geometry of a 2-D float Conv / tessel.FusedConv with static shapes (auto_pad resolved from
 /// the inferred output size), or nullopt.
 std::optional<rt::Conv2dShape> convShape(const Node& n);

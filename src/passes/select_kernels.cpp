@@ -17,8 +17,7 @@ class SelectKernelsPass : public Pass {
   bool run(Model& model, const PassOptions& options) override {
     bool changed = false;
     for (const auto& n : model.graph->nodes()) {
-      const bool conv = (n->opType() == "FusedConv" && n->domain() == "tessel") || (n->opType() == "Conv" && n->domain().empty());
-      if (!conv) continue;
+      if (!passes::isConvNode(*n)) continue;
       auto shape = passes::convShape(*n);
       if (!shape) continue;
       const auto* layoutMeta = n->meta.count("layout") ? std::get_if<std::string>(&n->meta.at("layout")) : nullptr;

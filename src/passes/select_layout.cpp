@@ -21,16 +21,12 @@ bool isRank4F32(const Value* v) { return passes::isStaticF32(v) && v->type.rank(
 /// kernel of the region can treat it as a flat array where it works element by element.
 bool whole8(const Value* v) { return isRank4F32(v) && v->type.staticShape()[1] % 8 == 0; }
 
-bool isConvNode(const Node& n) {
-  return (n.opType() == "FusedConv" && n.domain() == "tessel") || (n.opType() == "Conv" && n.domain().empty());
-}
-
 /// Dense (groups 1) or depthwise 2-D convolutions whose NCHW kernel would not be faster: the NCHWc8
 /// kernels are direct convolutions, so a conv the runtime would run with Winograd (3x3 stride 1), with
 /// AVX-512 pixel tiles or with the stem kernel (at most 4 input channels, which NCHWc8 pads to 8) stays
 /// NCHW (select-layout.avx512 = 1 for an AVX-512 target, as select-kernels).
 bool blockableConv(const Node& n, bool avx512) {
-  if (!isConvNode(n) || !isRank4F32(n.input(0)) || !whole8(n.output(0)) || !n.input(1)) return false;
+  if (!passes::isConvNode(n) || !isRank4F32(n.input(0)) || !whole8(n.output(0)) || !n.input(1)) return false;
   const int64_t group = n.attrInt("group");
   const int64_t channels = n.input(0)->type.staticShape()[1];
   const int64_t outChannels = n.output(0)->type.staticShape()[1];
@@ -44,7 +40,7 @@ bool blockableConv(const Node& n, bool avx512) {
 }
 
 bool isDepthwise(const Node& n) {
-  return isConvNode(n) && n.attrInt("group") > 1 && n.attrInt("group") == n.input(0)->type.staticShape()[1];
+  return passes::isConvNode(n) && n.attrInt("group") > 1 && n.attrInt("group") == n.input(0)->type.staticShape()[1];
 }
 
 /// Max pooling, and element-wise ops whose inputs have the output's shape or are scalars (they run on
