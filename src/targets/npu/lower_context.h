@@ -13,6 +13,7 @@
 #include "tessel/ir/graph.h"
 #include "tessel/targets/npu/isa.h"
 #include "tessel/targets/npu/lowering.h"
+#include "tessel/targets/npu/schedule.h"
 
 namespace tessel::npu::lower {
 
@@ -70,9 +71,13 @@ struct TensorLoc {
 /// State of lowering one subgraph.
 class LowerContext {
  public:
-  LowerContext(const Graph& body, const hw::NpuConfig& cfg);
+  LowerContext(const Graph& body, const hw::NpuConfig& cfg, const NpuSchedule& schedule);
   const hw::NpuConfig& cfg;
+  const NpuSchedule& schedule;
   Emitter emitter;
+
+  /// The schedule's tiling of a node (internal error when the verified schedule has none).
+  const NodeTiling& tiling(const Node& node) const;
 
   /// DRAM location of a (non-constant, or constant) value of the body.
   const TensorLoc& loc(const Value* v);
@@ -90,8 +95,8 @@ class LowerContext {
   /// Word address of slot `i % 2` of a buffer.
   uint32_t slot(Buffer b, uint64_t i) const { return static_cast<uint32_t>((i % 2) * slotWords(b)); }
 
-  /// When a Conv/Gemm/MatMul's only consumer is an activation, the lowering applies it in place and the
-  /// activation node is skipped: fusedInto[activation node] = producer.
+  /// Activations the schedule fuses into a Conv/Gemm/MatMul (applied in place, the activation node is
+  /// skipped): fusedInto[activation node] = producer.
   std::map<const Node*, const Node*> fusedInto;
   /// The value a node's result must be stored to (the activation's output when fused).
   const Value* resultValue(const Node& node) const;

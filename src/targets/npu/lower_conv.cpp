@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "geometry.h"
 #include "lower_context.h"
 #include "tessel/support/error.h"
 
@@ -19,24 +20,6 @@ struct ConvProblem {
   uint64_t inAddr = 0, outAddr = 0;
   std::optional<Activation> activation;
 };
-
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-/// Output tile rows x cols such that the accumulator tile and the input tile fit one slot each.
-std::pair<int64_t, int64_t> chooseTile(const ConvProblem& p, int64_t channelsOut, int64_t channelsIn, uint64_t accSlot,
-                                       uint64_t inpSlot) {
-  auto inRows = [&](int64_t th) { return (th - 1) * p.sH + (p.KH - 1) * p.dH + 1; };
-  auto inCols = [&](int64_t tw) { return (tw - 1) * p.sW + (p.KW - 1) * p.dW + 1; };
-  for (int64_t parts = 1; parts <= p.OW; ++parts) {
-    int64_t tw = ceilDiv(p.OW, parts);
-    if (tw >= 65536 || static_cast<uint64_t>(inCols(tw) * channelsIn) > inpSlot) continue;
-    int64_t th = std::min<int64_t>({p.OH, 65535, static_cast<int64_t>(accSlot / static_cast<uint64_t>(tw * channelsOut))});
-    while (th >= 1 && static_cast<uint64_t>(inRows(th) * inCols(tw) * channelsIn) > inpSlot) --th;
-    if (th >= 1) return {th, tw};
-  }
-  throw UserError(fmt::format("npu lowering: a {}x{} convolution window of {} channels does not fit the input buffer "
-                              "({} words per slot)", p.KH, p.KW, channelsIn, inpSlot));
-}
 
 /// Window of one output tile in input coordinates, clipped to the image, with the zero padding around it.
 struct InputWindow {
@@ -85,14 +68,10 @@ void finishTile(LowerContext& ctx, const ConvProblem& p, SramOperand tile, int64
 
 /// Plain and grouped convolution on the matrix unit: per output tile and <=DIM output channels, one Gemm
 /// per (input-channel block, kernel tap), accumulating in `acc`.
-void lowerConvOnMatrix(LowerContext& ctx, const ConvProblem& p) {
-  const int64_t DIM = ctx.cfg.dim, Cg = p.C / p.group, Mg = p.M / p.group, taps = p.KH * p.KW;
-  // Input-channel blocks small enough that one output pixel's window fits an input slot.
-  const int64_t windowWords = ((p.KH - 1) * p.dH + 1) * ((p.KW - 1) * p.dW + 1);
-  const int64_t cb = std::max<int64_t>(1, std::min({DIM, Cg, static_cast<int64_t>(ctx.slotWords(Buffer::Input)) / windowWords}));
-  const int64_t nb = std::min(DIM, Mg);
+void lowerConvOnMatrix(LowerContext& ctx, const ConvProblem& p, const NodeTiling& tiling) {
+  const int64_t Cg = p.C / p.group, Mg = p.M / p.group, taps = p.KH * p.KW;
+  const int64_t cb = tiling.inChannels, nb = tiling.channels, th = tiling.rows, tw = tiling.cols;
   const int64_t cinBlocks = ceilDiv(Cg, cb), coutBlocks = ceilDiv(Mg, nb);
-  auto [th, tw] = chooseTile(p, nb, cb, ctx.slotWords(Buffer::Accumulator), ctx.slotWords(Buffer::Input));
   const uint64_t wgtSlot = ctx.slotWords(Buffer::Weight);
   uint64_t inpCount = 0, accCount = 0, wgtCount = 0, biasCount = 0;
   for (int64_t g = 0; g < p.group; ++g) {
@@ -116,7 +95,7 @@ void lowerConvOnMatrix(LowerContext& ctx, const ConvProblem& p) {
       std::vector<size_t> chunkStart{0};
       for (size_t b = 1; b + 1 < blockOffset.size(); ++b)
         if (blockOffset[b + 1] - blockOffset[chunkStart.back()] > wgtSlot) chunkStart.push_back(b);
-      const bool resident = chunkStart.size() == 1;
+      const bool resident = tiling.weightsResident && chunkStart.size() == 1;
       constexpr size_t kNoChunk = ~size_t{0};
       uint32_t chunkBase = 0;
       size_t chunkIndex = kNoChunk;
@@ -175,14 +154,9 @@ void lowerConvOnMatrix(LowerContext& ctx, const ConvProblem& p) {
 }
 
 /// Depthwise convolution on the vector unit: per tap one multiply-accumulate with a per-channel weight vector.
-void lowerDepthwise(LowerContext& ctx, const ConvProblem& p) {
+void lowerDepthwise(LowerContext& ctx, const ConvProblem& p, const NodeTiling& tiling) {
   const int64_t taps = p.KH * p.KW;
-  int64_t cb = std::min<int64_t>(p.C, 4 * ctx.cfg.dim);
-  cb = std::min<int64_t>(cb, static_cast<int64_t>(ctx.slotWords(Buffer::Weight)) / taps);
-  cb = std::min<int64_t>(cb, static_cast<int64_t>(ctx.slotWords(Buffer::Output)));
-  cb = std::min<int64_t>(cb, static_cast<int64_t>(ctx.slotWords(Buffer::Input)) / (((p.KH - 1) * p.dH + 1) * ((p.KW - 1) * p.dW + 1)));
-  TESSEL_ASSERT(cb >= 1, "npu lowering: depthwise kernel does not fit the weight buffer");
-  auto [th, tw] = chooseTile(p, cb, cb, ctx.slotWords(Buffer::Accumulator), ctx.slotWords(Buffer::Input));
+  const int64_t cb = tiling.channels, th = tiling.rows, tw = tiling.cols;
   uint64_t inpCount = 0, accCount = 0, blockCount = 0;
   for (int64_t c0 = 0; c0 < p.C; c0 += cb) {
     const int64_t cbk = std::min(cb, p.C - c0);
@@ -223,9 +197,9 @@ void lowerDepthwise(LowerContext& ctx, const ConvProblem& p) {
   }
 }
 
-void lowerConvProblem(LowerContext& ctx, const ConvProblem& p) {
-  if (p.group > 1 && p.group == p.C && p.group == p.M) return lowerDepthwise(ctx, p);
-  lowerConvOnMatrix(ctx, p);
+void lowerConvProblem(LowerContext& ctx, const ConvProblem& p, const NodeTiling& tiling) {
+  if (p.group > 1 && p.group == p.C && p.group == p.M) return lowerDepthwise(ctx, p, tiling);
+  lowerConvOnMatrix(ctx, p, tiling);
 }
 
 std::vector<int64_t> intsOr(const Node& n, const char* name, std::vector<int64_t> fallback) {
@@ -258,7 +232,7 @@ void lowerConv(const Node& n, LowerContext& ctx) {
   p.inAddr = x.addr;
   p.outAddr = ctx.loc(ctx.resultValue(n)).addr;
   p.activation = ctx.fusedActivation(n);
-  lowerConvProblem(ctx, p);
+  lowerConvProblem(ctx, p, ctx.tiling(n));
 }
 
 /// Gemm/MatMul as a 1x1 convolution over the rows of A (rows = pixels, the last axis = channels).
@@ -272,7 +246,7 @@ void lowerRowsTimesMatrix(const Node& n, LowerContext& ctx, const std::vector<fl
   p.inAddr = a.addr;
   p.outAddr = ctx.loc(ctx.resultValue(n)).addr;
   p.activation = ctx.fusedActivation(n);
-  lowerConvProblem(ctx, p);
+  lowerConvProblem(ctx, p, ctx.tiling(n));
 }
 
 hw::SupportResult checkGemm(const Node& n) {

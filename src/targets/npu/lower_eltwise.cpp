@@ -38,16 +38,13 @@ using TileOp = std::function<Instruction(SramOperand tile, std::optional<SramOpe
                                          const std::vector<SramOperand>& vectors, uint32_t pixels, uint32_t channels)>;
 
 /// Streams the output in tiles of pixels x channels: load a (and b), one vector instruction, store.
-void lowerTiled(LowerContext& ctx, const Value* a, const Value* bFull, const std::vector<ChannelVector>& vectors,
-                const Value* out, const TileOp& op) {
+void lowerTiled(LowerContext& ctx, const Node& node, const Value* a, const Value* bFull,
+                const std::vector<ChannelVector>& vectors, const Value* out, const TileOp& op) {
   const TensorLoc& y = ctx.loc(out);
   const TensorLoc& la = ctx.loc(a);
   const TensorLoc* lb = bFull ? &ctx.loc(bFull) : nullptr;
   const int64_t P = y.pixels(), Cc = y.channels();
-  const int64_t slot = static_cast<int64_t>(std::min({ctx.slotWords(Buffer::Input), ctx.slotWords(Buffer::Weight),
-                                                      ctx.slotWords(Buffer::Output)}));
-  const int64_t nc = std::min<int64_t>({Cc, slot, 65535});
-  const int64_t np = std::max<int64_t>(1, std::min<int64_t>({P, slot / nc, 65535}));
+  const int64_t nc = ctx.tiling(node).channels, np = ctx.tiling(node).cols;
   uint64_t tileCount = 0, vectorCount = 0;
   for (int64_t c0 = 0; c0 < Cc; c0 += nc) {
     const int64_t ck = std::min(nc, Cc - c0);
@@ -124,7 +121,7 @@ void lowerBinary(const Node& n, LowerContext& ctx) {
   }
   if (kb == Operand::ScalarConstant) {
     float c = static_cast<float>(b->constant().elementAsDouble(0));
-    lowerTiled(ctx, a, nullptr, {}, n.output(0), [&](SramOperand t, auto, const auto&, uint32_t p, uint32_t ch) {
+    lowerTiled(ctx, n, a, nullptr, {}, n.output(0), [&](SramOperand t, auto, const auto&, uint32_t p, uint32_t ch) {
       return scalarOp(op, c, scalarFirst, t, p, ch);
     });
     return;
@@ -133,7 +130,7 @@ void lowerBinary(const Node& n, LowerContext& ctx) {
   if (kb == Operand::PerChannel) vectors.push_back({ctx.loc(b).addr, Buffer::Output});
   const Value* bFull = kb == Operand::Full ? b : nullptr;
   VecOp vop = binaryOp(op);
-  lowerTiled(ctx, a, bFull, vectors, n.output(0),
+  lowerTiled(ctx, n, a, bFull, vectors, n.output(0),
              [&](SramOperand t, std::optional<SramOperand> full, const std::vector<SramOperand>& v, uint32_t p, uint32_t ch) {
                return makeVecBinary(vop, t, t, full ? *full : v.at(0), 1, p, ch);
              });
@@ -146,7 +143,7 @@ hw::SupportResult checkActivation(const Node& n) {
 
 void lowerActivation(const Node& n, LowerContext& ctx) {
   Activation act = *activationOf(n);
-  lowerTiled(ctx, n.input(0), nullptr, {}, n.output(0), [&](SramOperand t, auto, const auto&, uint32_t p, uint32_t ch) {
+  lowerTiled(ctx, n, n.input(0), nullptr, {}, n.output(0), [&](SramOperand t, auto, const auto&, uint32_t p, uint32_t ch) {
     return makeVecUnary(act.op, t, t, 1, p, ch, act.imm0, act.imm1);
   });
 }
@@ -173,7 +170,7 @@ void lowerBatchNorm(const Node& n, LowerContext& ctx) {
   if (x.size() != 4 && x.size() != 2)
     throw UserError(fmt::format("{}: BatchNormalization of rank {} is not lowered", n.describe(), x.size()));
   std::vector<ChannelVector> vectors{{ctx.addConstant(scale), Buffer::Weight}, {ctx.addConstant(bias), Buffer::Output}};
-  lowerTiled(ctx, n.input(0), nullptr, vectors, n.output(0),
+  lowerTiled(ctx, n, n.input(0), nullptr, vectors, n.output(0),
              [&](SramOperand t, auto, const std::vector<SramOperand>& v, uint32_t p, uint32_t ch) {
                Instruction i;
                i.opcode = Opcode::VecAffine;

@@ -10,8 +10,6 @@
 namespace tessel::npu::lower {
 namespace {
 
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 struct PoolProblem {
   int64_t N, C, H, W, KH, KW, sH, sW, pT, pL, OH, OW;
   bool isMax;
@@ -51,19 +49,10 @@ void lowerPool(const Node& n, LowerContext& ctx) {
   const PoolProblem q = poolProblem(n);
   const TensorLoc& x = ctx.loc(n.input(0));
   const TensorLoc& y = ctx.loc(n.output(0));
-  const uint64_t inpSlot = ctx.slotWords(Buffer::Input), accSlot = ctx.slotWords(Buffer::Accumulator);
-  int64_t cb = std::min<int64_t>(q.C, 4 * ctx.cfg.dim);
-  auto inRows = [&](int64_t th) { return (th - 1) * q.sH + q.KH; };
-  auto inCols = [&](int64_t tw) { return (tw - 1) * q.sW + q.KW; };
-  while (cb > 1 && static_cast<uint64_t>(q.KH * q.KW * cb) > inpSlot) cb = ceilDiv(cb, 2);
-  int64_t th = 0, tw = 0;
-  for (int64_t parts = 1; parts <= q.OW && th == 0; ++parts) {
-    tw = ceilDiv(q.OW, parts);
-    if (static_cast<uint64_t>(inCols(tw) * cb) > inpSlot) continue;
-    th = std::min<int64_t>(q.OH, static_cast<int64_t>(accSlot / static_cast<uint64_t>(tw * cb)));
-    while (th >= 1 && static_cast<uint64_t>(inRows(th) * inCols(tw) * cb) > inpSlot) --th;
-  }
-  if (th < 1) throw UserError(fmt::format("{}: pooling window does not fit the input buffer", n.describe()));
+  const NodeTiling& tiling = ctx.tiling(n);
+  const int64_t cb = tiling.channels, th = tiling.rows, tw = tiling.cols;
+  auto inRows = [&](int64_t rows) { return (rows - 1) * q.sH + q.KH; };
+  auto inCols = [&](int64_t cols) { return (cols - 1) * q.sW + q.KW; };
   const float fill = q.isMax ? -std::numeric_limits<float>::infinity() : 0.0f;
   uint64_t count = 0;
   for (int64_t n0 = 0; n0 < q.N; ++n0)
@@ -111,8 +100,7 @@ void lowerGlobalPool(const Node& n, LowerContext& ctx) {
   const bool isMax = n.opType() == "GlobalMaxPool";
   const TensorLoc& x = ctx.loc(n.input(0));
   const TensorLoc& y = ctx.loc(n.output(0));
-  const int64_t cb = std::min<int64_t>({C, 4 * ctx.cfg.dim, static_cast<int64_t>(ctx.slotWords(Buffer::Accumulator))});
-  const int64_t np = std::max<int64_t>(1, std::min<int64_t>(HW, static_cast<int64_t>(ctx.slotWords(Buffer::Input)) / cb));
+  const int64_t cb = ctx.tiling(n).channels, np = ctx.tiling(n).cols;
   uint64_t chunkCount = 0, blockCount = 0;
   for (int64_t n0 = 0; n0 < N; ++n0)
     for (int64_t c0 = 0; c0 < C; c0 += cb, ++blockCount) {

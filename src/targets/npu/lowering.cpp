@@ -82,7 +82,8 @@ int64_t TensorLoc::pixels() const {
   return c == 0 ? 0 : shapeSize(shape) / c;
 }
 
-LowerContext::LowerContext(const Graph& body, const hw::NpuConfig& config) : cfg(config), body_(body) {
+LowerContext::LowerContext(const Graph& body, const hw::NpuConfig& config, const NpuSchedule& sched)
+    : cfg(config), schedule(sched), body_(body) {
   uint64_t constantBound = 0;
   for (size_t i = 0; i < body.nodes().size(); ++i) {
     const Node* n = body.nodes()[i].get();
@@ -96,6 +97,12 @@ LowerContext::LowerContext(const Graph& body, const hw::NpuConfig& config) : cfg
   // Weights are packed into blocks of the same total size, so the constants' sizes bound their region.
   activationBase = (constantBound + 1023) / 1024 * 1024;
   dramWords = activationBase;
+}
+
+const NodeTiling& LowerContext::tiling(const Node& node) const {
+  const NodeTiling* t = schedule.tilingOf(node.name());
+  TESSEL_ASSERT(t, fmt::format("npu lowering: the schedule has no tiling for {}", node.describe()));
+  return *t;
 }
 
 const Tensor* LowerContext::constant(const Value* v) const { return v && v->isConstant() ? &v->constant() : nullptr; }
@@ -181,17 +188,13 @@ std::optional<Activation> LowerContext::fusedActivation(const Node& node) const 
 
 namespace {
 
-/// Conv/Gemm/MatMul whose only consumer is an activation apply it in place before storing.
+/// Activations the schedule fuses into their producer are applied in place before storing.
 void findFusions(const Graph& body, LowerContext& ctx) {
-  const auto& outs = body.outputs();
-  for (const auto& n : body.nodes()) {
-    const std::string& op = n->opType();
-    if (!n->domain().empty() || (op != "Conv" && op != "Gemm" && op != "MatMul")) continue;
-    const Value* y = n->output(0);
-    if (y->uses().size() != 1 || std::find(outs.begin(), outs.end(), y) != outs.end()) continue;
-    const Node* user = y->uses()[0].node;
-    if (y->uses()[0].index == 0 && activationOf(*user)) ctx.fusedInto[user] = n.get();
-  }
+  std::map<std::string, const Node*> byName;
+  for (const auto& n : body.nodes()) byName[n->name()] = n.get();
+  for (const GroupSchedule& g : ctx.schedule.groups)
+    for (const NodeTiling& t : g.tiling)
+      if (!t.fused.empty()) ctx.fusedInto[byName.at(t.fused)] = byName.at(t.node);
 }
 
 std::vector<float> toDramLayout(const Tensor& t, bool channelsLast) {
@@ -238,13 +241,20 @@ hw::SupportResult loweringSupport(const Node& node, const hw::Device& device) {
 }
 
 LoweredSubgraph lowerSubgraph(const Graph& body, const hw::Device& device, const std::string& name) {
+  return lowerSubgraph(body, device, defaultSchedule(body, device.npu, name));
+}
+
+LoweredSubgraph lowerSubgraph(const Graph& body, const hw::Device& device, const NpuSchedule& schedule) {
   using namespace lower;
   TESSEL_ASSERT(device.kind == hw::DeviceKind::Npu, "lowerSubgraph needs an npu device");
-  LowerContext ctx(body, device.npu);
+  const std::string& name = schedule.subgraph;
+  verifySchedule(schedule, body, device.npu);
+  LowerContext ctx(body, device.npu, schedule);
   findFusions(body, ctx);
   LoweredSubgraph out;
   out.name = name;
   out.device = device.name;
+  out.schedule = schedule;
   for (const Value* in : body.inputs()) {
     if (!in->type.isStatic() || in->type.dtype != DType::Float32)
       throw UserError(fmt::format("subgraph '{}': input '{}' has type {}, expected a static float32 shape", name,

@@ -10,6 +10,7 @@
 #include "tessel/hw/hardware_config.h"
 #include "tessel/ir/graph.h"
 #include "tessel/targets/npu/isa.h"
+#include "tessel/targets/npu/schedule.h"
 #include "tessel/targets/npu/simulator.h"
 
 namespace tessel::npu {
@@ -52,10 +53,13 @@ struct LoweredSubgraph {
   uint64_t dramWords = 0;                   ///< total DRAM image size
   uint64_t compulsoryDramBytes = 0;         ///< each input, output and constant moved once
   std::vector<LoweredOp> ops;
+  NpuSchedule schedule;                     ///< the schedule the program was lowered with
 };
 
-/// Lowers a subgraph body (nodes all accepted by loweringSupport) for the NPU `device`. Throws UserError
-/// naming the node when a node cannot be lowered.
+/// Lowers a subgraph body (nodes all accepted by loweringSupport) for the NPU `device` with the given
+/// (verified) schedule. Throws UserError naming the node when a node cannot be lowered.
+LoweredSubgraph lowerSubgraph(const Graph& body, const hw::Device& device, const NpuSchedule& schedule);
+/// The same with defaultSchedule().
 LoweredSubgraph lowerSubgraph(const Graph& body, const hw::Device& device, const std::string& name);
 
 /// Result of running a lowered subgraph.

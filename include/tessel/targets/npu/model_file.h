@@ -34,8 +34,8 @@ struct CompiledNpuModel {
   std::vector<IoTensor> inputs, outputs;
 };
 
-/// Prepares, partitions and lowers a model for `config` (which must have an npu device).
-CompiledNpuModel compileForNpu(Model& model, const hw::HardwareConfig& config);
+/// Prepares, partitions and lowers (a copy of) a model for `config` (which must have an npu device).
+CompiledNpuModel compileForNpu(const Model& model, const hw::HardwareConfig& config);
 
 /// Serialises to bytes / writes a file (UserError when not writable).
 std::vector<uint8_t> serializeNpuModel(const CompiledNpuModel& model);
