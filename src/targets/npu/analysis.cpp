@@ -29,6 +29,7 @@ struct HazardAccumulator {
 /// or finish). Counting per instruction keeps the liveness analysis O(instructions) in memory.
 struct LiveDeltas {
   uint32_t up = 0, downAfterStart = 0, downAfterFinish = 0;
+  uint32_t downAtFinish = 0;  ///< values this instruction read at its finish and replaced in place (accumulate)
 };
 
 /// Replays the program's SRAM accesses in program order through the shared dependency analysis
@@ -63,8 +64,10 @@ class HazardChecker {
     return k == AccessKind::ReadAtStart ? report_.timing[j].start : report_.timing[j].finish;
   }
 
-  /// A value overwritten or left at the end: live from its write to its last read (if read at all).
-  void close(const DependencyTracker::ClosedValue& v) {
+  /// A value overwritten (by instruction `by`, or -1 at the end): live from its write to its last read (if read
+  /// at all). A value read at the finish of the instruction that overwrites it (an accumulating gemm) is
+  /// replaced in place: it dies the cycle its successor appears.
+  void close(const DependencyTracker::ClosedValue& v, int64_t by = -1) {
     const uint64_t written = report_.timing[static_cast<size_t>(v.writer)].finish;
     int64_t reader = -1, lastRead = -1;
     bool atFinish = false;
@@ -78,7 +81,10 @@ class HazardChecker {
     const auto words = static_cast<uint32_t>(v.words);
     live_[v.space][static_cast<size_t>(v.writer)].up += words;
     LiveDeltas& d = live_[v.space][static_cast<size_t>(reader)];
-    (atFinish ? d.downAfterFinish : d.downAfterStart) += words;
+    if (atFinish && reader == by)
+      d.downAtFinish += words;
+    else
+      (atFinish ? d.downAfterFinish : d.downAfterStart) += words;
   }
 
   void visit(size_t j, std::vector<WordRun>& runs) {
@@ -109,7 +115,8 @@ class HazardChecker {
           break;
       }
     };
-    tracker_.visit(static_cast<uint32_t>(j), inst.unit(), runs, onDep, [&](const DependencyTracker::ClosedValue& v) { close(v); });
+    tracker_.visit(static_cast<uint32_t>(j), inst.unit(), runs, onDep,
+                   [&](const DependencyTracker::ClosedValue& v) { close(v, static_cast<int64_t>(j)); });
     // The simulator's own rules, minus tokens: in-order issue (occupancy) and in-order completion per unit.
     const InstructionCost cost = instructionCost(inst, cfg_);
     finishRaw_[j] = std::max(depStartRaw + cost.latency, depFinishRaw);
@@ -130,6 +137,7 @@ class HazardChecker {
         if (d.up) ev.emplace_back(tm.finish, d.up);
         if (d.downAfterStart) ev.emplace_back(tm.start + 1, -int64_t{d.downAfterStart});
         if (d.downAfterFinish) ev.emplace_back(tm.finish + 1, -int64_t{d.downAfterFinish});
+        if (d.downAtFinish) ev.emplace_back(tm.finish, -int64_t{d.downAtFinish});
       }
       std::vector<LiveDeltas>().swap(live_[b]);
       std::sort(ev.begin(), ev.end());

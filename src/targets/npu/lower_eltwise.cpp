@@ -45,32 +45,35 @@ void lowerTiled(LowerContext& ctx, const Node& node, const Value* a, const Value
   const TensorLoc* lb = bFull ? &ctx.loc(bFull) : nullptr;
   const int64_t P = y.pixels(), Cc = y.channels();
   const int64_t nc = ctx.tiling(node).channels, np = ctx.tiling(node).cols;
-  uint64_t tileCount = 0, vectorCount = 0;
+  uint32_t tileCount = 0;
   for (int64_t c0 = 0; c0 < Cc; c0 += nc) {
     const int64_t ck = std::min(nc, Cc - c0);
-    std::vector<SramOperand> staged;
-    for (const ChannelVector& v : vectors) {
-      uint32_t addr = ctx.slot(v.buffer, vectorCount);
-      loadContiguous(ctx.emitter, v.buffer, addr, v.dramAddr + c0, static_cast<uint64_t>(ck));
-      staged.push_back(operand(v.buffer, addr, 0, 0));
-    }
-    ++vectorCount;
+    std::vector<int32_t> staged;
     for (int64_t p0 = 0; p0 < P; p0 += np) {
+      ctx.beginTile(node, tileCount++);
+      if (staged.empty())
+        for (const ChannelVector& v : vectors) {
+          staged.push_back(ctx.region(v.buffer, static_cast<uint64_t>(ck)));
+          loadContiguous(ctx, staged.back(), 0, v.dramAddr + c0, static_cast<uint64_t>(ck));
+        }
       const auto pk = static_cast<uint32_t>(std::min(np, P - p0));
       const uint64_t offset = static_cast<uint64_t>(p0 * Cc + c0);
-      auto box = [&](Buffer buf, uint32_t addr) { return operand(buf, addr, pk * ck, ck); };
-      SramOperand tile = box(Buffer::Input, ctx.slot(Buffer::Input, tileCount));
+      const int32_t tile = ctx.region(Buffer::Input, uint64_t{pk} * static_cast<uint64_t>(ck));
       // outer = 1, inner = pixels: one DRAM burst when whole rows of channels are moved.
-      ctx.emitter.emit(makeLoad(tile, la.addr + offset, 0, Cc, 1, pk, static_cast<uint32_t>(ck)));
-      std::optional<SramOperand> b;
+      ctx.emit(makeLoad(ctx.at(tile, 0, pk * ck, ck), la.addr + offset, 0, Cc, 1, pk, static_cast<uint32_t>(ck)), tile);
+      int32_t b = -1;
       if (lb) {
-        b = box(Buffer::Weight, ctx.slot(Buffer::Weight, tileCount));
-        ctx.emitter.emit(makeLoad(*b, lb->addr + offset, 0, Cc, 1, pk, static_cast<uint32_t>(ck)));
+        b = ctx.region(Buffer::Weight, uint64_t{pk} * static_cast<uint64_t>(ck));
+        ctx.emit(makeLoad(ctx.at(b, 0, pk * ck, ck), lb->addr + offset, 0, Cc, 1, pk, static_cast<uint32_t>(ck)), b);
       }
-      ++tileCount;
-      Instruction inst = op(tile, b, staged, pk, static_cast<uint32_t>(ck));
-      ctx.emitter.emit(inst);
-      ctx.emitter.emit(makeStore(tile, y.addr + offset, 0, Cc, 1, pk, static_cast<uint32_t>(ck)));
+      std::vector<SramOperand> vectorOperands;
+      for (int32_t v : staged) vectorOperands.push_back(ctx.at(v));
+      std::optional<SramOperand> bOperand;
+      if (b >= 0) bOperand = ctx.at(b, 0, pk * ck, ck);
+      // Operand regions: dst and srcA the tile; srcB the full operand or the first vector; srcC the second.
+      ctx.emit(op(ctx.at(tile, 0, pk * ck, ck), bOperand, vectorOperands, pk, static_cast<uint32_t>(ck)), tile, tile,
+               b >= 0 ? b : (staged.empty() ? -1 : staged[0]), staged.size() > 1 ? staged[1] : -1);
+      ctx.emit(makeStore(ctx.at(tile, 0, pk * ck, ck), y.addr + offset, 0, Cc, 1, pk, static_cast<uint32_t>(ck)), -1, tile);
     }
   }
 }

@@ -30,9 +30,11 @@ struct WordRun {
   AccessKind kind = AccessKind::ReadAtStart;
 };
 
-/// Appends the runs of an instruction's SRAM accesses (space = buffer), merged where boxes are contiguous,
-/// and with `dram` its DRAM access (space kDramSpace, one conservative run: the bounding range).
-void instructionRuns(const Instruction& inst, std::vector<WordRun>& out, bool dram = true);
+/// Appends the runs of an instruction's SRAM accesses, merged where boxes are contiguous, and with `dram`
+/// its DRAM access (space kDramSpace). An SRAM operand's space is its buffer, or kFirstRegionSpace + r when
+/// `regions` gives it a virtual region r (per operand: dst, srcA, srcB, srcC; -1 = none).
+void instructionRuns(const Instruction& inst, std::vector<WordRun>& out, bool dram = true,
+                     const std::array<int32_t, 4>* regions = nullptr);
 
 /// One dependency of a later instruction (the consumer) on an earlier one (the producer).
 struct Dependency {

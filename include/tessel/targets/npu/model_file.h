@@ -17,7 +17,7 @@
 namespace tessel::npu {
 
 inline constexpr char kModelFileMagic[8] = {'T', 'E', 'S', 'S', 'N', 'P', 'U', '\0'};
-inline constexpr uint32_t kModelFileVersion = 1;
+inline constexpr uint32_t kModelFileVersion = 2;
 
 /// A model input or output as the file describes it.
 struct IoTensor {

@@ -56,10 +56,9 @@ struct GroupSchedule {
 /// The schedule of one NPU subgraph.
 struct NpuSchedule {
   std::string subgraph;
-  /// "legacy": the lowering's historical order with tokens fixed at emission; "window": list scheduling of
-  /// the instruction dependency graph with a sliding window of `window` tiles; "greedy": the same without a
-  /// window; "sequential": every instruction waits for the previous one.
-  std::string strategy = "legacy";
+  /// "window": list scheduling of the instruction dependency graph with a sliding window of `window` tiles;
+  /// "greedy": the same without a window; "sequential": every instruction waits for the previous one.
+  std::string strategy = "window";
   int64_t window = 2;
   std::vector<GroupSchedule> groups;
 

@@ -53,6 +53,8 @@ NodeTiling matrixTiling(const Node& n, const hw::NpuConfig& cfg) {
   const int64_t nb = std::min(DIM, Mg);
   auto [th, tw] = chooseTile(p, nb, cb, half(cfg, Buffer::Accumulator), half(cfg, Buffer::Input));
   t.rows = th, t.cols = tw, t.channels = nb, t.inChannels = cb;
+  // An output block's weights stay resident when they fit half the weight buffer, else they are streamed.
+  t.weightsResident = static_cast<uint64_t>(Cg * p.KH * p.KW * nb) <= half(cfg, Buffer::Weight);
   return t;
 }
 
@@ -113,7 +115,8 @@ const Node* fusedActivationNode(const Graph& body, const Node& n) {
 NpuSchedule defaultSchedule(const Graph& body, const hw::NpuConfig& cfg, const std::string& subgraph) {
   NpuSchedule s;
   s.subgraph = subgraph;
-  s.strategy = "legacy";
+  s.strategy = "window";
+  s.window = 2;
   std::map<const Node*, const Node*> fusedInto;
   for (const auto& n : body.nodes())
     if (const Node* act = fusedActivationNode(body, *n)) fusedInto[act] = n.get();

@@ -42,10 +42,13 @@ void boxRuns(uint32_t space, uint64_t addr, uint64_t strideOuter, uint64_t strid
 
 }  // namespace
 
-void instructionRuns(const Instruction& inst, std::vector<WordRun>& out, bool dram) {
-  for (const OperandAccess& a : sramAccesses(inst))
-    boxRuns(static_cast<uint32_t>(a.operand.buffer), a.operand.addr, a.operand.strideOuter, a.operand.strideInner, a.outer,
+void instructionRuns(const Instruction& inst, std::vector<WordRun>& out, bool dram, const std::array<int32_t, 4>* regions) {
+  for (const OperandAccess& a : sramAccesses(inst)) {
+    const int32_t r = regions ? (*regions)[a.slot] : -1;
+    const uint32_t space = r >= 0 ? kFirstRegionSpace + static_cast<uint32_t>(r) : static_cast<uint32_t>(a.operand.buffer);
+    boxRuns(space, a.operand.addr, a.operand.strideOuter, a.operand.strideInner, a.outer,
             a.inner, a.vecLen, a.kind, out);
+  }
   if (!dram) return;
   if (inst.opcode == Opcode::Load)
     boxRuns(kDramSpace, inst.dramAddr, inst.dramStrideOuter, inst.dramStrideInner, inst.outer, inst.inner, inst.vecLen,

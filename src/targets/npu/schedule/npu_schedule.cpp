@@ -148,7 +148,7 @@ NpuSchedule NpuSchedule::fromJson(const json& j, const std::string& origin) {
   NpuSchedule s;
   s.subgraph = r.string(j, "schedule", "subgraph");
   s.strategy = r.string(j, "schedule", "strategy");
-  static const std::set<std::string> strategies{"legacy", "window", "greedy", "sequential"};
+  static const std::set<std::string> strategies{"window", "greedy", "sequential"};
   if (!strategies.count(s.strategy)) r.fail("schedule.strategy", fmt::format("unknown strategy '{}'", s.strategy));
   s.window = r.integer(j, "schedule", "window", 1, 1 << 20);
   const json& gs = r.array(j, "schedule", "groups");
