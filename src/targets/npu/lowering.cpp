@@ -236,7 +236,7 @@ void scheduleProgram(sched::VirtualProgram vp, const hw::NpuConfig& cfg, const N
 }  // namespace
 
 LoweredSubgraph lowerSubgraph(const Graph& body, const hw::Device& device, const std::string& name) {
-  return lowerSubgraph(body, device, defaultSchedule(body, device.npu, name));
+  return lowerSubgraph(body, device, compilerSchedule(body, device.npu, name));
 }
 
 LoweredSubgraph lowerSubgraph(const Graph& body, const hw::Device& device, const NpuSchedule& schedule) {

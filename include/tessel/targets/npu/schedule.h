@@ -78,6 +78,11 @@ struct NpuSchedule {
 /// each fit half a buffer, cout-block-outer loops, two slots per buffer.
 NpuSchedule defaultSchedule(const Graph& body, const hw::NpuConfig& cfg, const std::string& subgraph);
 
+/// The compiler's choice: defaultSchedule's groups with every convolution, Gemm and MatMul tiled for the cheapest
+/// cost under the timing model (tiles sized to the buffers, output channels per input load, packed reductions
+/// for few input channels, weights resident or streamed), scheduled by the sliding window.
+NpuSchedule compilerSchedule(const Graph& body, const hw::NpuConfig& cfg, const std::string& subgraph);
+
 /// Checks a schedule against the body and the machine: every node scheduled once and in topological order,
 /// tile sizes legal for their node, each tile's working set within the buffers. Throws UserError listing
 /// every problem.

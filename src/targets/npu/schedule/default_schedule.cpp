@@ -7,6 +7,7 @@
 #include "../lower_context.h"
 #include "tessel/support/error.h"
 #include "tessel/targets/npu/schedule.h"
+#include "tiling_cost.h"
 
 namespace tessel::npu {
 namespace {
@@ -111,6 +112,22 @@ const Node* fusedActivationNode(const Graph& body, const Node& n) {
 }
 
 }  // namespace
+
+NpuSchedule compilerSchedule(const Graph& body, const hw::NpuConfig& cfg, const std::string& subgraph) {
+  NpuSchedule s = defaultSchedule(body, cfg, subgraph);
+  std::map<std::string, const Node*> byName;
+  for (const auto& n : body.nodes()) byName[n->name()] = n.get();
+  for (GroupSchedule& g : s.groups)
+    for (NodeTiling& t : g.tiling) {
+      if (t.variant != "matrix") continue;
+      const Node& n = *byName.at(t.node);
+      const bool bias = n.opType() == "Conv" ? n.hasInput(2) : n.opType() == "Gemm" && n.hasInput(2);
+      NodeTiling chosen = chooseMatrixTiling(n, convGeometry(n), cfg, bias, !t.fused.empty());
+      chosen.fused = t.fused;
+      t = chosen;
+    }
+  return s;
+}
 
 NpuSchedule defaultSchedule(const Graph& body, const hw::NpuConfig& cfg, const std::string& subgraph) {
   NpuSchedule s;

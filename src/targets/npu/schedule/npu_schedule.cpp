@@ -205,9 +205,9 @@ void verifySchedule(const NpuSchedule& schedule, const Graph& body, const hw::Np
     for (const NodeTiling& t : g.tiling) {
       if (std::find(g.nodes.begin(), g.nodes.end(), t.node) == g.nodes.end())
         problems.push_back(fmt::format("group {}: tiling for node '{}' outside the group", gi, t.node));
-      if (t.variant == "matrix" && (t.channels > cfg.dim || (t.inChannels > cfg.dim && t.variant == "matrix")))
-        problems.push_back(fmt::format("node '{}': {} output / {} input channels per block exceed the {}x{} array", t.node,
-                                       t.channels, t.inChannels, cfg.dim, cfg.dim));
+      if ((t.variant == "matrix" || t.variant == "packed") && t.channels > cfg.dim)
+        problems.push_back(fmt::format("node '{}': gemm blocks of {} output channels exceed the {}x{} array", t.node,
+                                       t.channels, cfg.dim, cfg.dim));
       if (t.rows >= (int64_t{1} << kCountBits) || t.cols >= (int64_t{1} << kCountBits))
         problems.push_back(fmt::format("node '{}': tile {}x{} exceeds the instruction's 16-bit counts", t.node, t.rows, t.cols));
     }
