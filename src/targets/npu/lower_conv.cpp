@@ -18,7 +18,8 @@ struct ConvProblem : ConvGeometry {
   std::vector<float> weights;  ///< [M][C/group][KH][KW]
   std::vector<float> bias;     ///< [M] or empty
   uint64_t inAddr = 0, outAddr = 0;
-  std::optional<Activation> activation;
+  std::vector<EpilogueStep> epilogue;
+  std::vector<uint64_t> epilogueAddr;  ///< per step: DRAM address of its tensor operand (binary steps)
 };
 
 /// Window of one output tile in input coordinates, clipped to the image, with the zero padding around it.
@@ -57,15 +58,35 @@ int32_t loadInputTile(LowerContext& ctx, const ConvProblem& p, const InputWindow
   return r;
 }
 
-/// Bias add (per-channel vector broadcast over the tile), the fused activation, and the store of a tile of
-/// rows x cols pixels x `channels` channels held in `acc` ([pixel][channels]) to output channel `m0`.
+/// Applies the fused epilogue in place to a tile of rows x cols pixels x `channels` channels held in `acc`
+/// ([pixel][channels]) whose result goes to DRAM word `dramAddr`: unary steps as one vector op each, binary
+/// steps after loading the matching tile of their other operand (same layout, same offset from its base).
+void applyEpilogue(LowerContext& ctx, const ConvProblem& p, int32_t acc, int64_t rows, int64_t cols, int64_t channels,
+                   uint64_t dramAddr) {
+  auto r = static_cast<uint32_t>(rows), c = static_cast<uint32_t>(cols), v = static_cast<uint32_t>(channels);
+  SramOperand tile = ctx.at(acc, 0, cols * channels, channels);
+  for (size_t k = 0; k < p.epilogue.size(); ++k) {
+    const EpilogueStep& e = p.epilogue[k];
+    if (e.unary) {
+      ctx.emit(makeVecUnary(e.op.op, tile, tile, r, c, v, e.op.imm0, e.op.imm1), acc, acc);
+      continue;
+    }
+    const int32_t other = ctx.region(Buffer::Output, static_cast<uint64_t>(rows * cols * channels));
+    ctx.emit(makeLoad(ctx.at(other, 0, cols * channels, channels), p.epilogueAddr[k] + (dramAddr - p.outAddr), p.OW * p.M, p.M,
+                      r, c, v),
+             other);
+    ctx.emit(makeVecBinary(e.op.op, tile, tile, ctx.at(other, 0, cols * channels, channels), r, c, v), acc, acc, other);
+  }
+}
+
+/// Bias add (per-channel vector broadcast over the tile), the fused epilogue, and the store of a tile of
+/// rows x cols pixels x `channels` channels held in `acc` ([pixel][channels]).
 void finishTile(LowerContext& ctx, const ConvProblem& p, int32_t acc, int64_t rows, int64_t cols, int64_t channels,
                 int32_t bias, uint64_t dramAddr) {
   auto r = static_cast<uint32_t>(rows), c = static_cast<uint32_t>(cols), v = static_cast<uint32_t>(channels);
   SramOperand tile = ctx.at(acc, 0, cols * channels, channels);
   if (bias >= 0) ctx.emit(makeVecBinary(VecOp::Add, tile, tile, ctx.at(bias), r, c, v), acc, acc, bias);
-  if (p.activation)
-    ctx.emit(makeVecUnary(p.activation->op, tile, tile, r, c, v, p.activation->imm0, p.activation->imm1), acc, acc);
+  applyEpilogue(ctx, p, acc, rows, cols, channels, dramAddr);
   ctx.emit(makeStore(tile, dramAddr, p.OW * p.M, p.M, r, c, v), -1, acc);
 }
 
@@ -255,9 +276,9 @@ void lowerDepthwise(LowerContext& ctx, const Node& node, const ConvProblem& p, c
             const bool init = tap == 0 && bias < 0;
             ctx.emit(makeVecBinary(init ? VecOp::Mul : VecOp::MulAcc, tile, window, ctx.at(wgt, tap * cbk), r, cl, v), acc, in, wgt);
           }
-          if (p.activation)
-            ctx.emit(makeVecUnary(p.activation->op, tile, tile, r, cl, v, p.activation->imm0, p.activation->imm1), acc, acc);
-          ctx.emit(makeStore(tile, p.outAddr + ((n * p.OH + oy0) * p.OW + ox0) * p.M + c0, p.OW * p.M, p.M, r, cl, v), -1, acc);
+          const uint64_t dst = p.outAddr + ((n * p.OH + oy0) * p.OW + ox0) * p.M + c0;
+          applyEpilogue(ctx, p, acc, rows, cols, cbk, dst);
+          ctx.emit(makeStore(tile, dst, p.OW * p.M, p.M, r, cl, v), -1, acc);
         }
   }
 }
@@ -282,6 +303,11 @@ hw::SupportResult checkConv(const Node& n) {
   return ok();
 }
 
+void setEpilogue(LowerContext& ctx, const Node& n, ConvProblem& p) {
+  p.epilogue = ctx.epilogue(n);
+  for (const EpilogueStep& e : p.epilogue) p.epilogueAddr.push_back(e.other ? ctx.loc(e.other).addr : 0);
+}
+
 void lowerConv(const Node& n, LowerContext& ctx) {
   ConvProblem p;
   static_cast<ConvGeometry&>(p) = convGeometry(n);
@@ -289,7 +315,7 @@ void lowerConv(const Node& n, LowerContext& ctx) {
   if (n.hasInput(2)) p.bias = constantFloats(n.input(2)->constant());
   p.inAddr = ctx.loc(n.input(0)).addr;
   p.outAddr = ctx.loc(ctx.resultValue(n)).addr;
-  p.activation = ctx.fusedActivation(n);
+  setEpilogue(ctx, n, p);
   lowerConvProblem(ctx, n, p, ctx.tiling(n));
 }
 
@@ -301,7 +327,7 @@ void lowerRowsTimesMatrix(const Node& n, LowerContext& ctx, const std::vector<fl
   p.bias = std::move(bias);
   p.inAddr = ctx.loc(n.input(0)).addr;
   p.outAddr = ctx.loc(ctx.resultValue(n)).addr;
-  p.activation = ctx.fusedActivation(n);
+  setEpilogue(ctx, n, p);
   lowerConvProblem(ctx, n, p, ctx.tiling(n));
 }
 
@@ -348,9 +374,9 @@ void lowerMatMul(const Node& n, LowerContext& ctx) {
   lowerRowsTimesMatrix(n, ctx, w, {});
 }
 
-const RegisterOpLowering kConv({"Conv"}, {checkConv, lowerConv});
-const RegisterOpLowering kGemm({"Gemm"}, {checkGemm, lowerGemm});
-const RegisterOpLowering kMatMul({"MatMul"}, {checkMatMul, lowerMatMul});
+const RegisterOpLowering kConv({"Conv"}, {OpFamily::Matrix, checkConv, lowerConv});
+const RegisterOpLowering kGemm({"Gemm"}, {OpFamily::Matrix, checkGemm, lowerGemm});
+const RegisterOpLowering kMatMul({"MatMul"}, {OpFamily::Matrix, checkMatMul, lowerMatMul});
 
 }  // namespace
 }  // namespace tessel::npu::lower

@@ -184,10 +184,10 @@ void lowerBatchNorm(const Node& n, LowerContext& ctx) {
              });
 }
 
-const RegisterOpLowering kBinary({"Add", "Sub", "Mul", "Div", "Max", "Min"}, {checkBinary, lowerBinary});
+const RegisterOpLowering kBinary({"Add", "Sub", "Mul", "Div", "Max", "Min"}, {OpFamily::Elementwise, checkBinary, lowerBinary});
 const RegisterOpLowering kActivations({"Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "Exp", "HardSigmoid", "HardSwish"},
-                                      {checkActivation, lowerActivation});
-const RegisterOpLowering kBatchNorm({"BatchNormalization"}, {checkBatchNorm, lowerBatchNorm});
+                                      {OpFamily::Elementwise, checkActivation, lowerActivation});
+const RegisterOpLowering kBatchNorm({"BatchNormalization"}, {OpFamily::Elementwise, checkBatchNorm, lowerBatchNorm});
 
 }  // namespace
 }  // namespace tessel::npu::lower

@@ -128,8 +128,8 @@ void lowerGlobalPool(const Node& n, LowerContext& ctx) {
     }
 }
 
-const RegisterOpLowering kPools({"MaxPool", "AveragePool"}, {checkPool, lowerPool});
-const RegisterOpLowering kGlobalPools({"GlobalAveragePool", "GlobalMaxPool"}, {checkGlobalPool, lowerGlobalPool});
+const RegisterOpLowering kPools({"MaxPool", "AveragePool"}, {OpFamily::Pool, checkPool, lowerPool});
+const RegisterOpLowering kGlobalPools({"GlobalAveragePool", "GlobalMaxPool"}, {OpFamily::GlobalPool, checkGlobalPool, lowerGlobalPool});
 
 }  // namespace
 }  // namespace tessel::npu::lower

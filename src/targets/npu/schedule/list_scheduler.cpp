@@ -177,9 +177,9 @@ class ListScheduler {
   };
 
   bool higher(uint32_t a, uint32_t b) const {  // a has higher priority than b
-    if (g_.height[a] != g_.height[b]) return g_.height[a] > g_.height[b];
     const uint32_t ta = p_.instructions[a].tile, tb = p_.instructions[b].tile;
     if (ta != tb) return ta < tb;
+    if (g_.height[a] != g_.height[b]) return g_.height[a] > g_.height[b];
     return a < b;
   }
   void pushReady(uint32_t i) {

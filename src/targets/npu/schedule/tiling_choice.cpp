@@ -54,7 +54,7 @@ int64_t reductionSlicesPerBlock(const ConvGeometry& p, bool packed, int64_t cb, 
   return p.KH * p.KW * ceilDiv(cb, dim);
 }
 
-MatrixCost matrixCost(const ConvGeometry& p, const NodeTiling& t, const hw::NpuConfig& cfg, bool bias, bool activation) {
+MatrixCost matrixCost(const ConvGeometry& p, const NodeTiling& t, const hw::NpuConfig& cfg, const EpilogueShape& e) {
   MatrixCost c;
   const int64_t DIM = cfg.dim, Cg = p.C / p.group, Mg = p.M / p.group;
   const bool packed = t.variant == "packed";
@@ -77,7 +77,7 @@ MatrixCost matrixCost(const ConvGeometry& p, const NodeTiling& t, const hw::NpuC
   const uint64_t passWeights = static_cast<uint64_t>(Cg * taps * cp);
   const uint64_t wgtCap = cfg.bufferWords(static_cast<size_t>(Buffer::Weight));
   c.wgtWords = t.weightsResident ? passWeights : std::min<uint64_t>(passWeights / static_cast<uint64_t>(blocks), wgtCap / 2);
-  c.outWords = bias ? static_cast<uint64_t>(cp) : 0;
+  c.outWords = (e.bias ? static_cast<uint64_t>(cp) : 0) + static_cast<uint64_t>(e.tensorSteps) * c.accWords;
   // Matrix unit: every gemm pays setup + a weight shift; rows are the output pixels.
   const uint64_t gemmOverhead = cfg.matrix.setupCycles + cfg.dim;
   const uint64_t gemms = static_cast<uint64_t>(tiles * blocks * slices * jTotal);
@@ -98,8 +98,10 @@ MatrixCost matrixCost(const ConvGeometry& p, const NodeTiling& t, const hw::NpuC
                   (contiguousLoadCycles(cfg, perTile) + (chunks > 1 ? (chunks - 1) * cfg.load.setupCycles : 0));
     c.dramBytes += static_cast<uint64_t>(passes * tiles) * perTile * 4;
   }
-  // Epilogue on the vector unit and the store, per tile and pass.
-  const uint64_t vecOps = (bias ? 1 : 0) + (activation ? 1 : 0);
+  // Epilogue on the vector unit (and the loads of its tensor operands) and the store, per tile and pass.
+  const uint64_t vecOps = (e.bias ? 1 : 0) + static_cast<uint64_t>(e.unarySteps + e.tensorSteps);
+  c.units[0] += static_cast<uint64_t>(passes * tiles * e.tensorSteps) *
+                loadCycles(cfg, static_cast<uint64_t>(th), static_cast<uint64_t>(tw), static_cast<uint64_t>(cp), cp == p.M);
   c.units[2] = static_cast<uint64_t>(passes * tiles) * vecOps * vectorCycles(cfg, static_cast<uint64_t>(th * tw), static_cast<uint64_t>(cp));
   c.units[3] = static_cast<uint64_t>(passes * tiles) *
                storeCycles(cfg, static_cast<uint64_t>(th), static_cast<uint64_t>(tw), static_cast<uint64_t>(cp), cp == p.M);
@@ -109,7 +111,8 @@ MatrixCost matrixCost(const ConvGeometry& p, const NodeTiling& t, const hw::NpuC
   const uint64_t wgtNeed = t.weightsResident ? c.wgtWords : 2 * c.wgtWords;
   c.fits = c.inpWords <= cap(Buffer::Input) && c.accWords <= cap(Buffer::Accumulator) && c.wgtWords <= wgtCap &&
            c.outWords <= cap(Buffer::Output) && (t.weightsResident || c.wgtWords * 1 <= wgtCap);
-  c.overlaps = 2 * c.inpWords <= cap(Buffer::Input) && 2 * c.accWords <= cap(Buffer::Accumulator) && wgtNeed <= wgtCap;
+  c.overlaps = 2 * c.inpWords <= cap(Buffer::Input) && 2 * c.accWords <= cap(Buffer::Accumulator) && wgtNeed <= wgtCap &&
+               2 * c.outWords <= cap(Buffer::Output);
   const uint64_t steady = *std::max_element(c.units.begin(), c.units.end());
   const uint64_t perTileSum = (c.units[0] + c.units[1] + c.units[2] + c.units[3]) / static_cast<uint64_t>(passes * tiles);
   c.cycles = c.overlaps ? steady + perTileSum : c.units[0] + c.units[1] + c.units[2] + c.units[3];
@@ -127,7 +130,7 @@ std::vector<int64_t> evenSplits(int64_t extent, int64_t maxParts) {
 
 }  // namespace
 
-NodeTiling chooseMatrixTiling(const Node& n, const ConvGeometry& p, const hw::NpuConfig& cfg, bool bias, bool activation) {
+NodeTiling chooseMatrixTiling(const Node& n, const ConvGeometry& p, const hw::NpuConfig& cfg, const EpilogueShape& e) {
   const int64_t DIM = cfg.dim, Cg = p.C / p.group, Mg = p.M / p.group;
   NodeTiling best;
   best.node = n.name(), best.op = n.opType();
@@ -153,7 +156,7 @@ NodeTiling chooseMatrixTiling(const Node& n, const ConvGeometry& p, const hw::Np
               t.variant = variant;
               t.rows = th, t.cols = tw, t.channels = std::min(DIM, Mg), t.inChannels = cb, t.coutPerPass = cp;
               t.weightsResident = resident;
-              const MatrixCost c = matrixCost(p, t, cfg, bias, activation);
+              const MatrixCost c = matrixCost(p, t, cfg, e);
               if (!c.fits) continue;
               if (!found || c.cycles < bestCost.cycles ||
                   (c.cycles == bestCost.cycles && c.dramBytes < bestCost.dramBytes)) {
