@@ -43,8 +43,11 @@ struct TensorLoc {
   uint64_t addr = 0;
   Shape shape;
   bool channelsLast = false;
+  int64_t stride = 0;  ///< words from one pixel to the next; 0: channels() (dense). A channel slice of a
+                       ///< Concat's output is a view with the output's stride.
   int64_t channels() const;
   int64_t pixels() const;
+  int64_t pixelStride() const { return stride ? stride : channels(); }
   int64_t words() const { return shapeSize(shape); }
 };
 
@@ -80,8 +83,11 @@ class LowerContext {
   /// Appends words to the constant region; returns their DRAM word address.
   uint64_t addConstant(const std::vector<float>& words);
   /// Gives a value produced by a node its own DRAM region (regions are not reused, so the scheduler may
-  /// overlap any two nodes that do not depend on each other).
+  /// overlap any two nodes that do not depend on each other). Nothing happens when it already has a location.
   void allocate(const Value* v);
+  /// Makes `v` a view of `base`'s location from channel `channelOffset` on (same pixels, base's stride).
+  void view(const Value* v, const TensorLoc& base, int64_t channelOffset);
+  bool hasLoc(const Value* v) const { return locs_.count(v) != 0; }
 
   /// Epilogue nodes the schedule fuses into their producer (applied in place, not lowered on their own):
   /// fusedInto[epilogue node] = producer.
@@ -108,6 +114,9 @@ struct OpLowering {
   std::function<hw::SupportResult(const Node&)> check;  ///< can this node be lowered?
   std::function<void(const Node&, LowerContext&)> lower;
 };
+/// Before lowering: every Concat input that its producer can write straight into its slice of the output gets
+/// that slice as its DRAM location (a view with the output's pixel stride).
+void placeConcatInputs(const Graph& body, LowerContext& ctx);
 /// The family of a node the NPU can lower (nullopt for other nodes).
 std::optional<OpFamily> opFamily(const Node& node);
 /// The table of op-family lowerings, by ONNX op type.

@@ -18,8 +18,9 @@ struct ConvProblem : ConvGeometry {
   std::vector<float> weights;  ///< [M][C/group][KH][KW]
   std::vector<float> bias;     ///< [M] or empty
   uint64_t inAddr = 0, outAddr = 0;
+  int64_t inStride = 1, outStride = 1;  ///< DRAM words from one pixel to the next (channels, or a Concat's)
   std::vector<EpilogueStep> epilogue;
-  std::vector<uint64_t> epilogueAddr;  ///< per step: DRAM address of its tensor operand (binary steps)
+  std::vector<TensorLoc> epilogueLoc;  ///< per step: DRAM location of its tensor operand (binary steps)
 };
 
 /// Window of one output tile in input coordinates, clipped to the image, with the zero padding around it.
@@ -49,8 +50,8 @@ InputWindow inputWindow(const ConvProblem& p, int64_t oy0, int64_t th, int64_t o
 /// Loads the input window of channels [c0, c0 + cb) of image n into a new `inp` region (padded tile layout).
 int32_t loadInputTile(LowerContext& ctx, const ConvProblem& p, const InputWindow& w, int64_t n, int64_t c0, int64_t cb) {
   const int32_t r = ctx.region(Buffer::Input, static_cast<uint64_t>(w.tileRows * w.tileCols * cb));
-  Instruction ld = makeLoad(ctx.at(r, 0, w.tileCols * cb, cb), p.inAddr + ((n * p.H + w.y0) * p.W + w.x0) * p.C + c0,
-                            p.W * p.C, p.C, static_cast<uint32_t>(w.rows), static_cast<uint32_t>(w.cols),
+  Instruction ld = makeLoad(ctx.at(r, 0, w.tileCols * cb, cb), p.inAddr + ((n * p.H + w.y0) * p.W + w.x0) * p.inStride + c0,
+                            p.W * p.inStride, p.inStride, static_cast<uint32_t>(w.rows), static_cast<uint32_t>(w.cols),
                             static_cast<uint32_t>(cb));
   ld.padTop = static_cast<uint8_t>(w.padTop), ld.padBottom = static_cast<uint8_t>(w.padBottom);
   ld.padLeft = static_cast<uint8_t>(w.padLeft), ld.padRight = static_cast<uint8_t>(w.padRight);
@@ -58,11 +59,17 @@ int32_t loadInputTile(LowerContext& ctx, const ConvProblem& p, const InputWindow
   return r;
 }
 
+/// Where a tile's result goes: output pixel `pixel` (n*OH*OW + oy*OW + ox) and channel `channel` on.
+struct TileAt {
+  int64_t pixel = 0, channel = 0;
+  uint64_t in(uint64_t addr, int64_t stride) const { return addr + static_cast<uint64_t>(pixel * stride + channel); }
+};
+
 /// Applies the fused epilogue in place to a tile of rows x cols pixels x `channels` channels held in `acc`
-/// ([pixel][channels]) whose result goes to DRAM word `dramAddr`: unary steps as one vector op each, binary
-/// steps after loading the matching tile of their other operand (same layout, same offset from its base).
+/// ([pixel][channels]): unary steps as one vector op each, binary steps after loading the matching tile of
+/// their other operand.
 void applyEpilogue(LowerContext& ctx, const ConvProblem& p, int32_t acc, int64_t rows, int64_t cols, int64_t channels,
-                   uint64_t dramAddr) {
+                   TileAt at) {
   auto r = static_cast<uint32_t>(rows), c = static_cast<uint32_t>(cols), v = static_cast<uint32_t>(channels);
   SramOperand tile = ctx.at(acc, 0, cols * channels, channels);
   for (size_t k = 0; k < p.epilogue.size(); ++k) {
@@ -71,9 +78,10 @@ void applyEpilogue(LowerContext& ctx, const ConvProblem& p, int32_t acc, int64_t
       ctx.emit(makeVecUnary(e.op.op, tile, tile, r, c, v, e.op.imm0, e.op.imm1), acc, acc);
       continue;
     }
+    const TensorLoc& o = p.epilogueLoc[k];
     const int32_t other = ctx.region(Buffer::Output, static_cast<uint64_t>(rows * cols * channels));
-    ctx.emit(makeLoad(ctx.at(other, 0, cols * channels, channels), p.epilogueAddr[k] + (dramAddr - p.outAddr), p.OW * p.M, p.M,
-                      r, c, v),
+    ctx.emit(makeLoad(ctx.at(other, 0, cols * channels, channels), at.in(o.addr, o.pixelStride()), p.OW * o.pixelStride(),
+                      o.pixelStride(), r, c, v),
              other);
     ctx.emit(makeVecBinary(e.op.op, tile, tile, ctx.at(other, 0, cols * channels, channels), r, c, v), acc, acc, other);
   }
@@ -82,12 +90,12 @@ void applyEpilogue(LowerContext& ctx, const ConvProblem& p, int32_t acc, int64_t
 /// Bias add (per-channel vector broadcast over the tile), the fused epilogue, and the store of a tile of
 /// rows x cols pixels x `channels` channels held in `acc` ([pixel][channels]).
 void finishTile(LowerContext& ctx, const ConvProblem& p, int32_t acc, int64_t rows, int64_t cols, int64_t channels,
-                int32_t bias, uint64_t dramAddr) {
+                int32_t bias, TileAt at) {
   auto r = static_cast<uint32_t>(rows), c = static_cast<uint32_t>(cols), v = static_cast<uint32_t>(channels);
   SramOperand tile = ctx.at(acc, 0, cols * channels, channels);
   if (bias >= 0) ctx.emit(makeVecBinary(VecOp::Add, tile, tile, ctx.at(bias), r, c, v), acc, acc, bias);
-  applyEpilogue(ctx, p, acc, rows, cols, channels, dramAddr);
-  ctx.emit(makeStore(tile, dramAddr, p.OW * p.M, p.M, r, c, v), -1, acc);
+  applyEpilogue(ctx, p, acc, rows, cols, channels, at);
+  ctx.emit(makeStore(tile, at.in(p.outAddr, p.outStride), p.OW * p.outStride, p.outStride, r, c, v), -1, acc);
 }
 
 /// One gemm's reduction slice: `k` consecutive words of an input pixel's window starting at `offset`, and the
@@ -235,7 +243,7 @@ void lowerConvOnMatrix(LowerContext& ctx, const Node& node, const ConvProblem& p
                 s0 = s1;
               }
             }
-            finishTile(ctx, p, acc, rows, cols, mk, bias, p.outAddr + ((n * p.OH + oy0) * p.OW + ox0) * p.M + g * Mg + m0);
+            finishTile(ctx, p, acc, rows, cols, mk, bias, TileAt{(n * p.OH + oy0) * p.OW + ox0, g * Mg + m0});
           }
     }
 }
@@ -276,9 +284,9 @@ void lowerDepthwise(LowerContext& ctx, const Node& node, const ConvProblem& p, c
             const bool init = tap == 0 && bias < 0;
             ctx.emit(makeVecBinary(init ? VecOp::Mul : VecOp::MulAcc, tile, window, ctx.at(wgt, tap * cbk), r, cl, v), acc, in, wgt);
           }
-          const uint64_t dst = p.outAddr + ((n * p.OH + oy0) * p.OW + ox0) * p.M + c0;
-          applyEpilogue(ctx, p, acc, rows, cols, cbk, dst);
-          ctx.emit(makeStore(tile, dst, p.OW * p.M, p.M, r, cl, v), -1, acc);
+          const TileAt at{(n * p.OH + oy0) * p.OW + ox0, c0};
+          applyEpilogue(ctx, p, acc, rows, cols, cbk, at);
+          ctx.emit(makeStore(tile, at.in(p.outAddr, p.outStride), p.OW * p.outStride, p.outStride, r, cl, v), -1, acc);
         }
   }
 }
@@ -303,9 +311,14 @@ hw::SupportResult checkConv(const Node& n) {
   return ok();
 }
 
-void setEpilogue(LowerContext& ctx, const Node& n, ConvProblem& p) {
+/// The node's DRAM operands (input, result, epilogue tensors) and its fused epilogue.
+void setOperands(LowerContext& ctx, const Node& n, ConvProblem& p) {
+  const TensorLoc& in = ctx.loc(n.input(0));
+  const TensorLoc& out = ctx.loc(ctx.resultValue(n));
+  p.inAddr = in.addr, p.inStride = in.pixelStride();
+  p.outAddr = out.addr, p.outStride = out.pixelStride();
   p.epilogue = ctx.epilogue(n);
-  for (const EpilogueStep& e : p.epilogue) p.epilogueAddr.push_back(e.other ? ctx.loc(e.other).addr : 0);
+  for (const EpilogueStep& e : p.epilogue) p.epilogueLoc.push_back(e.other ? ctx.loc(e.other) : TensorLoc{});
 }
 
 void lowerConv(const Node& n, LowerContext& ctx) {
@@ -313,9 +326,7 @@ void lowerConv(const Node& n, LowerContext& ctx) {
   static_cast<ConvGeometry&>(p) = convGeometry(n);
   p.weights = constantFloats(n.input(1)->constant());
   if (n.hasInput(2)) p.bias = constantFloats(n.input(2)->constant());
-  p.inAddr = ctx.loc(n.input(0)).addr;
-  p.outAddr = ctx.loc(ctx.resultValue(n)).addr;
-  setEpilogue(ctx, n, p);
+  setOperands(ctx, n, p);
   lowerConvProblem(ctx, n, p, ctx.tiling(n));
 }
 
@@ -325,9 +336,7 @@ void lowerRowsTimesMatrix(const Node& n, LowerContext& ctx, const std::vector<fl
   static_cast<ConvGeometry&>(p) = convGeometry(n);
   p.weights = bT;
   p.bias = std::move(bias);
-  p.inAddr = ctx.loc(n.input(0)).addr;
-  p.outAddr = ctx.loc(ctx.resultValue(n)).addr;
-  setEpilogue(ctx, n, p);
+  setOperands(ctx, n, p);
   lowerConvProblem(ctx, n, p, ctx.tiling(n));
 }
 

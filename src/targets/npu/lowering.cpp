@@ -179,6 +179,15 @@ std::optional<EpilogueStep> epilogueStep(const Node& user, const Value* value) {
   return EpilogueStep{false, {op->second}, other};
 }
 
+void LowerContext::view(const Value* v, const TensorLoc& base, int64_t channelOffset) {
+  TensorLoc l;
+  l.shape = v->type.staticShape();
+  l.channelsLast = l.shape.size() == 4;
+  l.addr = base.addr + static_cast<uint64_t>(channelOffset);
+  l.stride = base.pixelStride();
+  locs_[v] = l;
+}
+
 const Value* LowerContext::resultValue(const Node& node) const {
   const Node* last = &node;
   for (const std::string& e : tiling(node).epilogue)
@@ -312,13 +321,15 @@ sched::VirtualProgram lowerToVirtual(const Graph& body, const hw::Device& device
   }
   std::map<std::string, const Node*> byName;
   for (const auto& n : body.nodes()) byName[n->name()] = n.get();
+  placeConcatInputs(body, ctx);
   // Groups are lowered in schedule order (a fused epilogue's other operands come from earlier groups).
   for (size_t gi = 0; gi < schedule.groups.size(); ++gi)
     for (const NodeTiling& t : schedule.groups[gi].tiling) {
       const Node& n = *byName.at(t.node);
       hw::SupportResult r = loweringSupport(n, device);
       if (!r.supported) throw UserError(fmt::format("{} cannot be lowered to '{}': {}", n.describe(), device.name, r.reason));
-      for (const Value* v : n.outputs()) ctx.allocate(v == n.output(0) ? ctx.resultValue(n) : v);
+      if (opFamily(n) != OpFamily::Alias)  // views and concats place their outputs themselves
+        for (const Value* v : n.outputs()) ctx.allocate(v == n.output(0) ? ctx.resultValue(n) : v);
       ctx.group = static_cast<uint32_t>(gi);
       LoweredOp op{n.name(), n.opType(), 0, ""};
       opLowerings().at(n.opType()).lower(n, ctx);

@@ -168,7 +168,10 @@ NpuSchedule defaultSchedule(const Graph& body, const hw::NpuConfig& cfg, const s
       case lower::OpFamily::Matrix: t = matrixTiling(*n, cfg); break;
       case lower::OpFamily::Pool: t = poolTiling(*n, cfg); break;
       case lower::OpFamily::GlobalPool: t = globalPoolTiling(*n, cfg); break;
-      case lower::OpFamily::Alias: t = tilingFor(*n, "alias"); break;
+      case lower::OpFamily::Alias:
+        t = elementwiseTiling(*n, cfg);  // copy tiles, when a view is impossible
+        t.variant = "alias";
+        break;
       case lower::OpFamily::Elementwise: t = elementwiseTiling(*n, cfg); break;
     }
     for (const Node* e : chains[n.get()]) {
