@@ -98,42 +98,99 @@ void finishTile(LowerContext& ctx, const ConvProblem& p, int32_t acc, int64_t ro
   ctx.emit(makeStore(tile, at.in(p.outAddr, p.outStride), p.OW * p.outStride, p.outStride, r, c, v), -1, acc);
 }
 
-/// One gemm's reduction slice: `k` consecutive words of an input pixel's window starting at `offset`, and the
-/// weight rows they meet (for each k: input channel and kernel tap).
+/// How the input window of an output tile is held on chip. Unphased: one region with the whole window
+/// ([row][col][channel], zero padding included). Phased (a strided convolution): one region per stride phase
+/// (py, px) holding window rows py, py + sH, ... and columns px, px + sW, ...; a tap then reads its phase with
+/// unit strides, so tiles are as large as for a stride-1 convolution of the same output.
+struct Phasing {
+  int64_t ph = 1, pw = 1;  ///< phases along H and W (the strides when phased, else 1)
+  /// Rows and columns phase (py, px) needs for a tile of th x tw outputs (0 when no tap reads it).
+  std::pair<int64_t, int64_t> extent(const ConvProblem& p, int64_t py, int64_t px, int64_t th, int64_t tw) const {
+    int64_t maxRow = -1, maxCol = -1;
+    for (int64_t kh = 0; kh < p.KH; ++kh)
+      if ((kh * p.dH) % ph == py) maxRow = std::max(maxRow, kh * p.dH / ph);
+    for (int64_t kw = 0; kw < p.KW; ++kw)
+      if ((kw * p.dW) % pw == px) maxCol = std::max(maxCol, kw * p.dW / pw);
+    if (maxRow < 0 || maxCol < 0) return {0, 0};
+    return {maxRow + (th - 1) * (p.sH / ph) + 1, maxCol + (tw - 1) * (p.sW / pw) + 1};
+  }
+};
+
+/// One gemm's reduction slice: `k` consecutive words of an input pixel's window in phase `phase`'s region,
+/// starting at `offset`, and the weight rows they meet (for each k: input channel and kernel tap).
 struct ReductionSlice {
-  int64_t offset = 0, k = 0;
+  int64_t phase = 0, offset = 0, k = 0;
   std::vector<std::pair<int64_t, int64_t>> rows;  ///< per k: (channel within the group, tap kh*KW+kw)
 };
 
-/// The reduction slices of an input block of `cb` channels starting at channel `c0` (within the group), loaded
-/// as a padded tile with `tileCols` columns. Matrix: per tap, slices of <= DIM channels. Packed: per kernel
-/// row, the (kernel column, channel) pairs are consecutive words of the tile (needs dilation 1 along W), cut
-/// into slices of <= DIM words.
-std::vector<ReductionSlice> reductionSlices(const ConvProblem& p, bool packed, int64_t c0, int64_t cb, int64_t tileCols,
-                                            int64_t DIM) {
+/// The reduction slices of an input block of `cb` channels starting at channel `c0` (within the group), phase
+/// by phase (`cols[phase]`: columns of that phase's region). Matrix: per tap, slices of <= DIM channels.
+/// Packed: per kernel row, the (kernel column, channel) pairs of a phase are consecutive words (dilation 1
+/// along W), cut into slices of <= DIM words.
+std::vector<ReductionSlice> reductionSlices(const ConvProblem& p, const Phasing& ph, bool packed, int64_t c0, int64_t cb,
+                                            const std::vector<int64_t>& cols, int64_t DIM) {
   std::vector<ReductionSlice> out;
-  if (packed) {
-    const int64_t span = p.KW * cb, step = std::max<int64_t>(1, DIM / cb) * cb;
-    for (int64_t kh = 0; kh < p.KH; ++kh)
-      for (int64_t s0 = 0; s0 < span; s0 += step) {
-        ReductionSlice sl;
-        sl.offset = kh * p.dH * tileCols * cb + s0;
-        sl.k = std::min(step, span - s0);
-        for (int64_t k = 0; k < sl.k; ++k) sl.rows.push_back({c0 + (s0 + k) % cb, kh * p.KW + (s0 + k) / cb});
-        out.push_back(std::move(sl));
+  for (int64_t py = 0; py < ph.ph; ++py)
+    for (int64_t px = 0; px < ph.pw; ++px) {
+      const int64_t phase = py * ph.pw + px, C = cols[static_cast<size_t>(phase)];
+      if (C == 0) continue;
+      std::vector<int64_t> khs, kws;
+      for (int64_t kh = 0; kh < p.KH; ++kh)
+        if ((kh * p.dH) % ph.ph == py) khs.push_back(kh);
+      for (int64_t kw = 0; kw < p.KW; ++kw)
+        if ((kw * p.dW) % ph.pw == px) kws.push_back(kw);
+      if (packed) {
+        const int64_t span = static_cast<int64_t>(kws.size()) * cb, step = std::max<int64_t>(1, DIM / cb) * cb;
+        for (int64_t kh : khs)
+          for (int64_t s0 = 0; s0 < span; s0 += step) {
+            ReductionSlice sl{phase, (kh * p.dH / ph.ph * C + kws[0] * p.dW / ph.pw) * cb + s0, std::min(step, span - s0), {}};
+            for (int64_t k = 0; k < sl.k; ++k)
+              sl.rows.push_back({c0 + (s0 + k) % cb, kh * p.KW + kws[static_cast<size_t>((s0 + k) / cb)]});
+            out.push_back(std::move(sl));
+          }
+        continue;
       }
-    return out;
-  }
-  for (int64_t k0 = 0; k0 < cb; k0 += DIM)
-    for (int64_t kh = 0; kh < p.KH; ++kh)
-      for (int64_t kw = 0; kw < p.KW; ++kw) {
-        ReductionSlice sl;
-        sl.offset = (kh * p.dH * tileCols + kw * p.dW) * cb + k0;
-        sl.k = std::min(DIM, cb - k0);
-        for (int64_t k = 0; k < sl.k; ++k) sl.rows.push_back({c0 + k0 + k, kh * p.KW + kw});
-        out.push_back(std::move(sl));
-      }
+      for (int64_t k0 = 0; k0 < cb; k0 += DIM)
+        for (int64_t kh : khs)
+          for (int64_t kw : kws) {
+            ReductionSlice sl{phase, (kh * p.dH / ph.ph * C + kw * p.dW / ph.pw) * cb + k0, std::min(DIM, cb - k0), {}};
+            for (int64_t k = 0; k < sl.k; ++k) sl.rows.push_back({c0 + k0 + k, kh * p.KW + kw});
+            out.push_back(std::move(sl));
+          }
+    }
   return out;
+}
+
+/// Loads phase (py, px) of the input window of the tile whose first output is (oy0, ox0), channels [c0, c0+cb)
+/// of image n, into a new `inp` region of rows x cols x cb; rows and columns outside the image are zeros.
+int32_t loadPhase(LowerContext& ctx, const ConvProblem& p, const Phasing& ph, int64_t n, int64_t oy0, int64_t ox0, int64_t c0,
+                  int64_t cb, int64_t py, int64_t px, int64_t rows, int64_t cols) {
+  const int32_t r = ctx.region(Buffer::Input, static_cast<uint64_t>(rows * cols * cb));
+  const int64_t y0 = oy0 * p.sH - p.pT + py, x0 = ox0 * p.sW - p.pL + px;  // image row/col of the region's (0, 0)
+  auto inside = [](int64_t start, int64_t step, int64_t count, int64_t limit) {  // first and last index in [0, limit)
+    int64_t first = start >= 0 ? 0 : (-start + step - 1) / step;
+    int64_t last = start + (count - 1) * step < limit ? count - 1 : (limit - 1 - start) / step;
+    return std::pair<int64_t, int64_t>{first, std::min(last, count - 1)};
+  };
+  const auto [i0, i1] = inside(y0, ph.ph, rows, p.H);
+  const auto [j0, j1] = inside(x0, ph.pw, cols, p.W);
+  SramOperand region = ctx.at(r, 0, cols * cb, cb);
+  if (i1 < i0 || j1 < j0 || y0 + i0 * ph.ph >= p.H || x0 + j0 * ph.pw >= p.W) {  // all padding
+    ctx.emit(makeVecUnary(VecOp::Fill, region, region, static_cast<uint32_t>(rows), static_cast<uint32_t>(cols),
+                          static_cast<uint32_t>(cb), 0.0f),
+             r);
+    return r;
+  }
+  Instruction ld = makeLoad(ctx.at(r, 0, cols * cb, cb),
+                            p.inAddr + ((n * p.H + y0 + i0 * ph.ph) * p.W + x0 + j0 * ph.pw) * p.inStride + c0,
+                            ph.ph * p.W * p.inStride, ph.pw * p.inStride, static_cast<uint32_t>(i1 - i0 + 1),
+                            static_cast<uint32_t>(j1 - j0 + 1), static_cast<uint32_t>(cb));
+  ld.padTop = static_cast<uint8_t>(i0), ld.padBottom = static_cast<uint8_t>(rows - 1 - i1);
+  ld.padLeft = static_cast<uint8_t>(j0), ld.padRight = static_cast<uint8_t>(cols - 1 - j1);
+  TESSEL_ASSERT(i0 <= 15 && j0 <= 15 && rows - 1 - i1 <= 15 && cols - 1 - j1 <= 15,
+                "npu lowering: a convolution tile needs more than 15 rows or columns of padding");
+  ctx.emit(ld, r);
+  return r;
 }
 
 /// Packs the weight blocks of one input block for output channels [m0, m0 + mk) of group g: per slice, per
@@ -149,104 +206,141 @@ void packWeights(const ConvProblem& p, const std::vector<ReductionSlice>& slices
     }
 }
 
-/// Plain, grouped and packed convolution on the matrix unit. Per group and pass of output channels: weights
-/// (resident for the pass, or streamed per tile and input block) and bias; per output tile: the input blocks,
-/// each loaded once and used by every gemm block of the pass, accumulating into one [pixel][channels] tile.
-void lowerConvOnMatrix(LowerContext& ctx, const Node& node, const ConvProblem& p, const NodeTiling& t) {
-  const int64_t DIM = ctx.cfg.dim, Cg = p.C / p.group, Mg = p.M / p.group;
-  const bool packed = t.variant == "packed";
-  const int64_t cb = packed ? Cg : std::min(t.inChannels, Cg), th = t.rows, tw = t.cols;
-  const int64_t pass = t.coutPerPass > 0 ? std::min(t.coutPerPass, Mg) : std::min(t.channels, Mg);
-  const int64_t gemmN = std::min({t.channels, DIM, Mg});
-  uint32_t tileIndex = 0;
-  for (int64_t g = 0; g < p.group; ++g)
-    for (int64_t m0 = 0; m0 < Mg; m0 += pass) {
-      const int64_t mk = std::min(pass, Mg - m0);
-      int32_t resident = -1, bias = -1;
-      std::vector<uint64_t> residentOffset;  // per input block: its weights' offset in the resident region
-      std::map<std::pair<int64_t, size_t>, std::pair<uint64_t, uint64_t>> streamed;  // (block, first slice) -> DRAM, words
-      bool firstTile = true;
-      for (int64_t n = 0; n < p.N; ++n)
-        for (int64_t oy0 = 0; oy0 < p.OH; oy0 += th)
-          for (int64_t ox0 = 0; ox0 < p.OW; ox0 += tw) {
-            ctx.beginTile(node, tileIndex++);
-            const int64_t rows = std::min(th, p.OH - oy0), cols = std::min(tw, p.OW - ox0);
-            const InputWindow w = inputWindow(p, oy0, rows, ox0, cols);
-            if (firstTile) {
-              if (t.weightsResident) {
-                std::vector<float> all;
-                for (int64_t c0 = 0; c0 < Cg; c0 += cb) {
-                  residentOffset.push_back(all.size());
-                  packWeights(p, reductionSlices(p, packed, c0, std::min(cb, Cg - c0), w.tileCols, gemmN), g, m0, mk, gemmN, all);
-                }
-                resident = ctx.region(Buffer::Weight, all.size());
-                loadContiguous(ctx, resident, 0, ctx.addConstant(all), all.size());
+/// Plain, grouped, packed and phased convolution on the matrix unit. Per group and pass of output channels:
+/// weights (resident for the pass, or streamed per tile and input block) and bias; per output tile: the input
+/// blocks (each phase region loaded once and used by every gemm block of the pass), accumulating into one
+/// [pixel][channels] tile.
+class MatrixConv {
+ public:
+  MatrixConv(LowerContext& ctx, const Node& node, const ConvProblem& p, const NodeTiling& t)
+      : ctx_(ctx), node_(node), p_(p), t_(t), DIM_(ctx.cfg.dim), Cg_(p.C / p.group), Mg_(p.M / p.group) {
+    packed_ = t.variant == "packed";
+    cb_ = packed_ ? Cg_ : std::min(t.inChannels, Cg_);
+    pass_ = t.coutPerPass > 0 ? std::min(t.coutPerPass, Mg_) : std::min(t.channels, Mg_);
+    gemmN_ = std::min({t.channels, DIM_, Mg_});
+    if (t.phased) ph_.ph = p.sH, ph_.pw = p.sW;
+  }
+
+  void lower() {
+    for (int64_t g = 0; g < p_.group; ++g)
+      for (int64_t m0 = 0; m0 < Mg_; m0 += pass_) lowerPass(g, m0, std::min(pass_, Mg_ - m0));
+  }
+
+ private:
+  /// Columns of each phase region for a tile of th x tw outputs.
+  std::vector<int64_t> phaseCols(int64_t th, int64_t tw) const {
+    std::vector<int64_t> cols;
+    for (int64_t py = 0; py < ph_.ph; ++py)
+      for (int64_t px = 0; px < ph_.pw; ++px) cols.push_back(ph_.extent(p_, py, px, th, tw).second);
+    return cols;
+  }
+
+  void lowerPass(int64_t g, int64_t m0, int64_t mk) {
+    int32_t resident = -1, bias = -1;
+    std::vector<uint64_t> residentOffset;  // per input block: its weights' offset in the resident region
+    streamed_.clear();
+    bool firstTile = true;
+    for (int64_t n = 0; n < p_.N; ++n)
+      for (int64_t oy0 = 0; oy0 < p_.OH; oy0 += t_.rows)
+        for (int64_t ox0 = 0; ox0 < p_.OW; ox0 += t_.cols) {
+          ctx_.beginTile(node_, tileIndex_++);
+          const int64_t rows = std::min(t_.rows, p_.OH - oy0), cols = std::min(t_.cols, p_.OW - ox0);
+          if (firstTile) {
+            if (t_.weightsResident) {
+              std::vector<float> all;
+              for (int64_t c0 = 0; c0 < Cg_; c0 += cb_) {
+                residentOffset.push_back(all.size());
+                packWeights(p_, reductionSlices(p_, ph_, packed_, c0, std::min(cb_, Cg_ - c0), phaseCols(rows, cols), gemmN_), g,
+                            m0, mk, gemmN_, all);
               }
-              if (!p.bias.empty()) {
-                bias = ctx.region(Buffer::Output, static_cast<uint64_t>(mk));
-                std::vector<float> b(p.bias.begin() + g * Mg + m0, p.bias.begin() + g * Mg + m0 + mk);
-                loadContiguous(ctx, bias, 0, ctx.addConstant(b), static_cast<uint64_t>(mk));
-              }
-              firstTile = false;
+              resident = ctx_.region(Buffer::Weight, all.size());
+              loadContiguous(ctx_, resident, 0, ctx_.addConstant(all), all.size());
             }
-            const int32_t acc = ctx.region(Buffer::Accumulator, static_cast<uint64_t>(rows * cols * mk));
-            std::vector<bool> started(static_cast<size_t>(ceilDiv(mk, gemmN)), false);
-            for (int64_t c0 = 0, block = 0; c0 < Cg; c0 += cb, ++block) {
-              const int64_t cbk = std::min(cb, Cg - c0);
-              const int32_t in = loadInputTile(ctx, p, w, n, g * Cg + c0, cbk);
-              const std::vector<ReductionSlice> slices = reductionSlices(p, packed, c0, cbk, w.tileCols, gemmN);
-              // Streamed weights come in chunks of whole slices of at most half the weight buffer (double buffering).
-              const uint64_t chunkLimit = std::max<uint64_t>(1, ctx.cfg.bufferWords(static_cast<size_t>(Buffer::Weight)) / 2);
-              int32_t wgt = resident;
-              uint64_t woff = t.weightsResident ? residentOffset[static_cast<size_t>(block)] : 0;
-              for (size_t s0 = 0; s0 < slices.size();) {
-                size_t s1 = s0 + 1;
-                if (!t.weightsResident) {
-                  auto words = [&](size_t a, size_t b) {
-                    uint64_t w = 0;
-                    for (size_t k = a; k < b; ++k) w += static_cast<uint64_t>(slices[k].k * mk);
-                    return w;
-                  };
-                  while (s1 < slices.size() && words(s0, s1 + 1) <= chunkLimit) ++s1;
-                  // Packed once per pass; every tile streams the same DRAM words.
-                  auto [it, fresh] = streamed.try_emplace({block, s0}, 0, 0);
-                  if (fresh) {
-                    std::vector<float> mine;
-                    packWeights(p, std::vector<ReductionSlice>(slices.begin() + static_cast<long>(s0), slices.begin() + static_cast<long>(s1)),
-                                g, m0, mk, gemmN, mine);
-                    it->second = {ctx.addConstant(mine), mine.size()};
-                  }
-                  wgt = ctx.region(Buffer::Weight, it->second.second);
-                  loadContiguous(ctx, wgt, 0, it->second.first, it->second.second);
-                  woff = 0;
-                } else {
-                  s1 = slices.size();
-                }
-                for (size_t si = s0; si < s1; ++si) {
-                  const ReductionSlice& sl = slices[si];
-                  for (int64_t j0 = 0; j0 < mk; j0 += gemmN) {
-                    const int64_t nb = std::min(gemmN, mk - j0);
-                    Instruction gm;
-                    gm.opcode = Opcode::Gemm;
-                    gm.srcA = ctx.at(in, sl.offset, p.sH * w.tileCols * cbk, p.sW * cbk);
-                    gm.srcB = ctx.at(wgt, woff);
-                    gm.dst = ctx.at(acc, j0, cols * mk, mk);
-                    gm.outer = static_cast<uint32_t>(rows), gm.inner = static_cast<uint32_t>(cols);
-                    gm.gemmK = static_cast<uint32_t>(sl.k), gm.gemmN = static_cast<uint32_t>(nb);
-                    auto&& first = started[static_cast<size_t>(j0 / gemmN)];
-                    gm.accumulate = first;
-                    first = true;
-                    ctx.emit(gm, acc, in, wgt);
-                    woff += static_cast<uint64_t>(sl.k * nb);
-                  }
-                }
-                s0 = s1;
-              }
+            if (!p_.bias.empty()) {
+              bias = ctx_.region(Buffer::Output, static_cast<uint64_t>(mk));
+              std::vector<float> b(p_.bias.begin() + g * Mg_ + m0, p_.bias.begin() + g * Mg_ + m0 + mk);
+              loadContiguous(ctx_, bias, 0, ctx_.addConstant(b), static_cast<uint64_t>(mk));
             }
-            finishTile(ctx, p, acc, rows, cols, mk, bias, TileAt{(n * p.OH + oy0) * p.OW + ox0, g * Mg + m0});
+            firstTile = false;
           }
+          const int32_t acc = ctx_.region(Buffer::Accumulator, static_cast<uint64_t>(rows * cols * mk));
+          started_.assign(static_cast<size_t>(ceilDiv(mk, gemmN_)), false);
+          for (int64_t c0 = 0, block = 0; c0 < Cg_; c0 += cb_, ++block)
+            lowerBlock(n, oy0, ox0, rows, cols, g, m0, mk, c0, block, acc, resident,
+                       t_.weightsResident ? residentOffset[static_cast<size_t>(block)] : 0);
+          finishTile(ctx_, p_, acc, rows, cols, mk, bias, TileAt{(n * p_.OH + oy0) * p_.OW + ox0, g * Mg_ + m0});
+        }
+  }
+
+  /// The gemms of one input block of one tile: phase regions loaded on first use, weights resident or streamed
+  /// in chunks of whole slices of at most half the weight buffer.
+  void lowerBlock(int64_t n, int64_t oy0, int64_t ox0, int64_t rows, int64_t cols, int64_t g, int64_t m0, int64_t mk,
+                  int64_t c0, int64_t block, int32_t acc, int32_t resident, uint64_t residentOffset) {
+    const int64_t cbk = std::min(cb_, Cg_ - c0);
+    const std::vector<int64_t> pcols = phaseCols(rows, cols);
+    const std::vector<ReductionSlice> slices = reductionSlices(p_, ph_, packed_, c0, cbk, pcols, gemmN_);
+    std::vector<int32_t> regions(pcols.size(), -1);
+    const uint64_t chunkLimit = std::max<uint64_t>(1, ctx_.cfg.bufferWords(static_cast<size_t>(Buffer::Weight)) / 2);
+    int32_t wgt = resident;
+    uint64_t woff = residentOffset;
+    for (size_t s0 = 0; s0 < slices.size();) {
+      size_t s1 = slices.size();
+      if (!t_.weightsResident) {
+        s1 = s0 + 1;
+        uint64_t words = static_cast<uint64_t>(slices[s0].k * mk);
+        while (s1 < slices.size() && words + static_cast<uint64_t>(slices[s1].k * mk) <= chunkLimit)
+          words += static_cast<uint64_t>(slices[s1++].k * mk);
+        // Packed once per pass; every tile streams the same DRAM words.
+        auto [it, fresh] = streamed_.try_emplace({block, s0}, 0, 0);
+        if (fresh) {
+          std::vector<float> mine;
+          packWeights(p_, {slices.begin() + static_cast<long>(s0), slices.begin() + static_cast<long>(s1)}, g, m0, mk, gemmN_, mine);
+          it->second = {ctx_.addConstant(mine), mine.size()};
+        }
+        wgt = ctx_.region(Buffer::Weight, it->second.second);
+        loadContiguous(ctx_, wgt, 0, it->second.first, it->second.second);
+        woff = 0;
+      }
+      for (size_t si = s0; si < s1; ++si) {
+        const ReductionSlice& sl = slices[si];
+        const auto phase = static_cast<size_t>(sl.phase);
+        if (regions[phase] < 0) {
+          const int64_t py = sl.phase / ph_.pw, px = sl.phase % ph_.pw;
+          const auto [prow, pcol] = ph_.extent(p_, py, px, rows, cols);
+          regions[phase] = loadPhase(ctx_, p_, ph_, n, oy0, ox0, g * Cg_ + c0, cbk, py, px, prow, pcol);
+        }
+        for (int64_t j0 = 0; j0 < mk; j0 += gemmN_) {
+          const int64_t nb = std::min(gemmN_, mk - j0);
+          Instruction gm;
+          gm.opcode = Opcode::Gemm;
+          gm.srcA = ctx_.at(regions[phase], sl.offset, p_.sH / ph_.ph * pcols[phase] * cbk, p_.sW / ph_.pw * cbk);
+          gm.srcB = ctx_.at(wgt, woff);
+          gm.dst = ctx_.at(acc, j0, cols * mk, mk);
+          gm.outer = static_cast<uint32_t>(rows), gm.inner = static_cast<uint32_t>(cols);
+          gm.gemmK = static_cast<uint32_t>(sl.k), gm.gemmN = static_cast<uint32_t>(nb);
+          auto&& first = started_[static_cast<size_t>(j0 / gemmN_)];
+          gm.accumulate = first;
+          first = true;
+          ctx_.emit(gm, acc, regions[phase], wgt);
+          woff += static_cast<uint64_t>(sl.k * nb);
+        }
+      }
+      s0 = s1;
     }
-}
+  }
+
+  LowerContext& ctx_;
+  const Node& node_;
+  const ConvProblem& p_;
+  const NodeTiling& t_;
+  const int64_t DIM_, Cg_, Mg_;
+  bool packed_ = false;
+  int64_t cb_ = 1, pass_ = 1, gemmN_ = 1;
+  Phasing ph_;
+  uint32_t tileIndex_ = 0;
+  std::vector<bool> started_;
+  std::map<std::pair<int64_t, size_t>, std::pair<uint64_t, uint64_t>> streamed_;  // (block, first slice) -> DRAM, words
+};
 
 /// Depthwise convolution on the vector unit: per tap one multiply-accumulate with a per-channel weight vector.
 void lowerDepthwise(LowerContext& ctx, const Node& node, const ConvProblem& p, const NodeTiling& t) {
@@ -293,7 +387,7 @@ void lowerDepthwise(LowerContext& ctx, const Node& node, const ConvProblem& p, c
 
 void lowerConvProblem(LowerContext& ctx, const Node& node, const ConvProblem& p, const NodeTiling& tiling) {
   if (p.depthwise()) return lowerDepthwise(ctx, node, p, tiling);
-  lowerConvOnMatrix(ctx, node, p, tiling);
+  MatrixConv(ctx, node, p, tiling).lower();
 }
 
 std::vector<int64_t> intsOr(const Node& n, const char* name, std::vector<int64_t> fallback) {

@@ -34,6 +34,7 @@ std::string describeTiling(const NodeTiling& t) {
   if (t.inChannels) s += fmt::format(", {} in-ch per load", t.inChannels);
   if (t.coutPerPass) s += fmt::format(", {} out-ch per input load", t.coutPerPass);
   if (t.variant == "matrix" || t.variant == "packed") s += t.weightsResident ? ", weights resident" : ", weights streamed";
+  if (t.phased) s += ", input split into stride phases";
   s += fmt::format(", {} slots", t.slots);
   for (const std::string& e : t.epilogue) s += fmt::format(", + {}", e);
   return s;
@@ -44,7 +45,7 @@ json tilingJson(const NodeTiling& t) {
               {"variant", t.variant},   {"rows", t.rows},
               {"cols", t.cols},         {"channels", t.channels},
               {"in_channels", t.inChannels}, {"cout_per_pass", t.coutPerPass},
-              {"weights_resident", t.weightsResident}, {"slots", t.slots},
+              {"weights_resident", t.weightsResident}, {"phased", t.phased}, {"slots", t.slots},
               {"epilogue", t.epilogue}};
 }
 
@@ -99,6 +100,7 @@ NodeTiling tilingFromJson(const JsonReader& r, const json& j, const std::string&
   t.inChannels = r.integer(j, path, "in_channels", 0, kMaxCount);
   t.coutPerPass = r.integer(j, path, "cout_per_pass", 0, kMaxCount);
   t.weightsResident = r.boolean(j, path, "weights_resident");
+  t.phased = r.boolean(j, path, "phased");
   t.slots = r.integer(j, path, "slots", 1, 64);
   for (const json& e : r.array(j, path, "epilogue")) {
     if (!e.is_string()) r.fail(path + ".epilogue", "expected node names");

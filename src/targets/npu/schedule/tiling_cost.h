@@ -18,6 +18,7 @@ struct MatrixCost {
   std::array<uint64_t, 4> units{};
   uint64_t inpWords = 0, accWords = 0, wgtWords = 0, outWords = 0;
   uint64_t dramBytes = 0;
+  uint64_t streamStall = 0;  ///< matrix-unit cycles spent waiting for input regions that could not be prefetched
   bool fits = false, overlaps = false;
   uint64_t cycles = 0;
 };
@@ -30,7 +31,7 @@ struct EpilogueShape {
 };
 
 /// Reduction slices (gemms per output block) of one input block of `cb` channels.
-int64_t reductionSlicesPerBlock(const ConvGeometry& p, bool packed, int64_t cb, int64_t dim);
+int64_t reductionSlicesPerBlock(const ConvGeometry& p, bool packed, bool phased, int64_t cb, int64_t dim);
 
 MatrixCost matrixCost(const ConvGeometry& p, const NodeTiling& t, const hw::NpuConfig& cfg, const EpilogueShape& e);
 
