@@ -6,22 +6,11 @@
 #include <fmt/format.h>
 #include <map>
 
-#include "geometry.h"
-#include "lower_context.h"
+#include "lower_conv.h"
 #include "tessel/support/error.h"
 
 namespace tessel::npu::lower {
 namespace {
-
-/// A 2-D convolution in NHWC DRAM layout with OIHW weights (already scaled) and an optional bias.
-struct ConvProblem : ConvGeometry {
-  std::vector<float> weights;  ///< [M][C/group][KH][KW]
-  std::vector<float> bias;     ///< [M] or empty
-  uint64_t inAddr = 0, outAddr = 0;
-  int64_t inStride = 1, outStride = 1;  ///< DRAM words from one pixel to the next (channels, or a Concat's)
-  std::vector<EpilogueStep> epilogue;
-  std::vector<TensorLoc> epilogueLoc;  ///< per step: DRAM location of its tensor operand (binary steps)
-};
 
 /// Window of one output tile in input coordinates, clipped to the image, with the zero padding around it.
 struct InputWindow {
@@ -59,15 +48,8 @@ int32_t loadInputTile(LowerContext& ctx, const ConvProblem& p, const InputWindow
   return r;
 }
 
-/// Where a tile's result goes: output pixel `pixel` (n*OH*OW + oy*OW + ox) and channel `channel` on.
-struct TileAt {
-  int64_t pixel = 0, channel = 0;
-  uint64_t in(uint64_t addr, int64_t stride) const { return addr + static_cast<uint64_t>(pixel * stride + channel); }
-};
+}  // namespace
 
-/// Applies the fused epilogue in place to a tile of rows x cols pixels x `channels` channels held in `acc`
-/// ([pixel][channels]): unary steps as one vector op each, binary steps after loading the matching tile of
-/// their other operand.
 void applyEpilogue(LowerContext& ctx, const ConvProblem& p, int32_t acc, int64_t rows, int64_t cols, int64_t channels,
                    TileAt at) {
   auto r = static_cast<uint32_t>(rows), c = static_cast<uint32_t>(cols), v = static_cast<uint32_t>(channels);
@@ -87,8 +69,6 @@ void applyEpilogue(LowerContext& ctx, const ConvProblem& p, int32_t acc, int64_t
   }
 }
 
-/// Bias add (per-channel vector broadcast over the tile), the fused epilogue, and the store of a tile of
-/// rows x cols pixels x `channels` channels held in `acc` ([pixel][channels]).
 void finishTile(LowerContext& ctx, const ConvProblem& p, int32_t acc, int64_t rows, int64_t cols, int64_t channels,
                 int32_t bias, TileAt at) {
   auto r = static_cast<uint32_t>(rows), c = static_cast<uint32_t>(cols), v = static_cast<uint32_t>(channels);
@@ -97,6 +77,8 @@ void finishTile(LowerContext& ctx, const ConvProblem& p, int32_t acc, int64_t ro
   applyEpilogue(ctx, p, acc, rows, cols, channels, at);
   ctx.emit(makeStore(tile, at.in(p.outAddr, p.outStride), p.OW * p.outStride, p.outStride, r, c, v), -1, acc);
 }
+
+namespace {
 
 /// How the input window of an output tile is held on chip. Unphased: one region with the whole window
 /// ([row][col][channel], zero padding included). Phased (a strided convolution): one region per stride phase
@@ -206,187 +188,203 @@ void packWeights(const ConvProblem& p, const std::vector<ReductionSlice>& slices
     }
 }
 
-/// Plain, grouped, packed and phased convolution on the matrix unit. Per group and pass of output channels:
-/// weights (resident for the pass, or streamed per tile and input block) and bias; per output tile: the input
-/// blocks (each phase region loaded once and used by every gemm block of the pass), accumulating into one
-/// [pixel][channels] tile.
-class MatrixConv {
- public:
-  MatrixConv(LowerContext& ctx, const Node& node, const ConvProblem& p, const NodeTiling& t)
-      : ctx_(ctx), node_(node), p_(p), t_(t), DIM_(ctx.cfg.dim), Cg_(p.C / p.group), Mg_(p.M / p.group) {
-    packed_ = t.variant == "packed";
-    cb_ = packed_ ? Cg_ : std::min(t.inChannels, Cg_);
-    pass_ = t.coutPerPass > 0 ? std::min(t.coutPerPass, Mg_) : std::min(t.channels, Mg_);
-    gemmN_ = std::min({t.channels, DIM_, Mg_});
-    if (t.phased) ph_.ph = p.sH, ph_.pw = p.sW;
-  }
+}  // namespace
 
-  void lower() {
-    for (int64_t g = 0; g < p_.group; ++g)
-      for (int64_t m0 = 0; m0 < Mg_; m0 += pass_) lowerPass(g, m0, std::min(pass_, Mg_ - m0));
-  }
+MatrixConv::MatrixConv(LowerContext& ctx, const Node& node, const ConvProblem& p, const NodeTiling& t)
+    : ctx_(ctx), node_(node), p_(p), t_(t), DIM_(ctx.cfg.dim), Cg_(p.C / p.group), Mg_(p.M / p.group) {
+  packed_ = t.variant == "packed";
+  cb_ = packed_ ? Cg_ : std::min(t.inChannels, Cg_);
+  pass_ = t.coutPerPass > 0 ? std::min(t.coutPerPass, Mg_) : std::min(t.channels, Mg_);
+  gemmN_ = std::min({t.channels, DIM_, Mg_});
+  if (t.phased) ph_ = p.sH, pw_ = p.sW;
+}
 
- private:
-  /// Columns of each phase region for a tile of th x tw outputs.
-  std::vector<int64_t> phaseCols(int64_t th, int64_t tw) const {
-    std::vector<int64_t> cols;
-    for (int64_t py = 0; py < ph_.ph; ++py)
-      for (int64_t px = 0; px < ph_.pw; ++px) cols.push_back(ph_.extent(p_, py, px, th, tw).second);
-    return cols;
-  }
+void MatrixConv::lower() {
+  for (int64_t g = 0; g < p_.group; ++g)
+    for (int64_t m0 = 0; m0 < Mg_; m0 += pass_) {
+      bool first = true;
+      for (int64_t n = 0; n < p_.N; ++n)
+        for (int64_t oy0 = 0; oy0 < p_.OH; oy0 += t_.rows)
+          for (int64_t ox0 = 0; ox0 < p_.OW; ox0 += t_.cols) {
+            ctx_.beginTile(node_, tileIndex_++);
+            if (first) beginPass(g, m0, std::min(pass_, Mg_ - m0));
+            first = false;
+            const int64_t rows = std::min(t_.rows, p_.OH - oy0), cols = std::min(t_.cols, p_.OW - ox0);
+            const int32_t acc = computeTile(n, oy0, rows, ox0, cols, nullptr);
+            finishTile(ctx_, p_, acc, rows, cols, mk_, bias_, TileAt{(n * p_.OH + oy0) * p_.OW + ox0, passChannel()});
+          }
+    }
+}
 
-  void lowerPass(int64_t g, int64_t m0, int64_t mk) {
-    int32_t resident = -1, bias = -1;
-    std::vector<uint64_t> residentOffset;  // per input block: its weights' offset in the resident region
-    streamed_.clear();
-    bool firstTile = true;
+std::vector<int64_t> MatrixConv::phaseCols(int64_t th, int64_t tw) const {
+  std::vector<int64_t> cols;
+  for (int64_t py = 0; py < ph_; ++py)
+    for (int64_t px = 0; px < pw_; ++px) cols.push_back(p_.phaseExtent(ph_, pw_, py, px, th, tw).second);
+  return cols;
+}
+
+void MatrixConv::beginPass(int64_t g, int64_t m0, int64_t mk) {
+  g_ = g, m0_ = m0, mk_ = mk;
+  resident_ = bias_ = -1;
+  residentOffset_.clear();
+  streamed_.clear();
+  const Phasing ph{ph_, pw_};
+  if (t_.weightsResident) {
+    // The packing order of the weights does not depend on the tile's size.
+    std::vector<float> all;
+    const std::vector<int64_t> cols = phaseCols(std::min(t_.rows, p_.OH), std::min(t_.cols, p_.OW));
+    for (int64_t c0 = 0; c0 < Cg_; c0 += cb_) {
+      residentOffset_.push_back(all.size());
+      packWeights(p_, reductionSlices(p_, ph, packed_, c0, std::min(cb_, Cg_ - c0), cols, gemmN_), g, m0, mk, gemmN_, all);
+    }
+    resident_ = ctx_.region(Buffer::Weight, all.size());
+    loadContiguous(ctx_, resident_, 0, ctx_.addConstant(all), all.size());
+  }
+  if (!p_.bias.empty()) {
+    bias_ = ctx_.region(Buffer::Output, static_cast<uint64_t>(mk));
+    std::vector<float> b(p_.bias.begin() + g * Mg_ + m0, p_.bias.begin() + g * Mg_ + m0 + mk);
+    loadContiguous(ctx_, bias_, 0, ctx_.addConstant(b), static_cast<uint64_t>(mk));
+  }
+}
+
+int32_t MatrixConv::computeTile(int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, const OnChipInput* window) {
+  TESSEL_ASSERT(!window || (ph_ == 1 && pw_ == 1 && p_.group == 1), "npu lowering: an on-chip input needs an unphased, ungrouped conv");
+  const int32_t acc = ctx_.region(Buffer::Accumulator, static_cast<uint64_t>(rows * cols * mk_));
+  started_.assign(static_cast<size_t>(ceilDiv(mk_, gemmN_)), false);
+  const int64_t cb = window ? Cg_ : cb_;
+  for (int64_t c0 = 0, block = 0; c0 < Cg_; c0 += cb, ++block) computeBlock(n, oy0, rows, ox0, cols, c0, block, acc, window);
+  return acc;
+}
+
+/// The gemms of one input block of one tile: phase regions loaded on first use (or the on-chip window), weights
+/// resident or streamed in chunks of whole slices of at most half the weight buffer.
+void MatrixConv::computeBlock(int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, int64_t c0, int64_t block,
+                              int32_t acc, const OnChipInput* window) {
+  const Phasing ph{ph_, pw_};
+  const int64_t cbk = window ? Cg_ : std::min(cb_, Cg_ - c0);
+  const std::vector<int64_t> pcols = window ? std::vector<int64_t>{window->cols} : phaseCols(rows, cols);
+  const std::vector<ReductionSlice> slices = reductionSlices(p_, ph, packed_, c0, cbk, pcols, gemmN_);
+  std::vector<int32_t> regions(pcols.size(), -1);
+  uint64_t base = 0;  // offset of the tile's first output pixel's window in an on-chip input
+  if (window) {
+    regions[0] = window->region;
+    base = static_cast<uint64_t>(((oy0 * p_.sH - p_.pT - window->rowLo) * window->cols + ox0 * p_.sW) * cbk);
+  }
+  const uint64_t chunkLimit = std::max<uint64_t>(1, ctx_.cfg.bufferWords(static_cast<size_t>(Buffer::Weight)) / 2);
+  int32_t wgt = resident_;
+  uint64_t woff = t_.weightsResident ? residentOffset_.at(static_cast<size_t>(window ? 0 : block)) : 0;
+  for (size_t s0 = 0; s0 < slices.size();) {
+    size_t s1 = slices.size();
+    if (!t_.weightsResident) {
+      s1 = s0 + 1;
+      uint64_t words = static_cast<uint64_t>(slices[s0].k * mk_);
+      while (s1 < slices.size() && words + static_cast<uint64_t>(slices[s1].k * mk_) <= chunkLimit)
+        words += static_cast<uint64_t>(slices[s1++].k * mk_);
+      // Packed once per pass; every tile streams the same DRAM words.
+      auto [it, fresh] = streamed_.try_emplace({block, s0}, 0, 0);
+      if (fresh) {
+        std::vector<float> mine;
+        packWeights(p_, {slices.begin() + static_cast<long>(s0), slices.begin() + static_cast<long>(s1)}, g_, m0_, mk_, gemmN_, mine);
+        it->second = {ctx_.addConstant(mine), mine.size()};
+      }
+      wgt = ctx_.region(Buffer::Weight, it->second.second);
+      loadContiguous(ctx_, wgt, 0, it->second.first, it->second.second);
+      woff = 0;
+    }
+    for (size_t si = s0; si < s1; ++si) {
+      const ReductionSlice& sl = slices[si];
+      const auto phase = static_cast<size_t>(sl.phase);
+      if (regions[phase] < 0) {
+        const int64_t py = sl.phase / pw_, px = sl.phase % pw_;
+        const auto [prow, pcol] = p_.phaseExtent(ph_, pw_, py, px, rows, cols);
+        regions[phase] = loadPhase(ctx_, p_, ph, n, oy0, ox0, g_ * Cg_ + c0, cbk, py, px, prow, pcol);
+      }
+      for (int64_t j0 = 0; j0 < mk_; j0 += gemmN_) {
+        const int64_t nb = std::min(gemmN_, mk_ - j0);
+        Instruction gm;
+        gm.opcode = Opcode::Gemm;
+        gm.srcA = ctx_.at(regions[phase], base + static_cast<uint64_t>(sl.offset), p_.sH / ph_ * pcols[phase] * cbk, p_.sW / pw_ * cbk);
+        gm.srcB = ctx_.at(wgt, woff);
+        gm.dst = ctx_.at(acc, static_cast<uint64_t>(j0), cols * mk_, mk_);
+        gm.outer = static_cast<uint32_t>(rows), gm.inner = static_cast<uint32_t>(cols);
+        gm.gemmK = static_cast<uint32_t>(sl.k), gm.gemmN = static_cast<uint32_t>(nb);
+        auto&& first = started_[static_cast<size_t>(j0 / gemmN_)];
+        gm.accumulate = first;
+        first = true;
+        ctx_.emit(gm, acc, regions[phase], wgt);
+        woff += static_cast<uint64_t>(sl.k * nb);
+      }
+    }
+    s0 = s1;
+  }
+}
+
+DepthwiseConv::DepthwiseConv(LowerContext& ctx, const Node& node, const ConvProblem& p, const NodeTiling& t)
+    : ctx_(ctx), node_(node), p_(p), t_(t) {}
+
+void DepthwiseConv::lower() {
+  for (int64_t c0 = 0; c0 < p_.C; c0 += t_.channels) {
+    bool first = true;
     for (int64_t n = 0; n < p_.N; ++n)
       for (int64_t oy0 = 0; oy0 < p_.OH; oy0 += t_.rows)
         for (int64_t ox0 = 0; ox0 < p_.OW; ox0 += t_.cols) {
           ctx_.beginTile(node_, tileIndex_++);
+          if (first) beginBlock(c0);
+          first = false;
           const int64_t rows = std::min(t_.rows, p_.OH - oy0), cols = std::min(t_.cols, p_.OW - ox0);
-          if (firstTile) {
-            if (t_.weightsResident) {
-              std::vector<float> all;
-              for (int64_t c0 = 0; c0 < Cg_; c0 += cb_) {
-                residentOffset.push_back(all.size());
-                packWeights(p_, reductionSlices(p_, ph_, packed_, c0, std::min(cb_, Cg_ - c0), phaseCols(rows, cols), gemmN_), g,
-                            m0, mk, gemmN_, all);
-              }
-              resident = ctx_.region(Buffer::Weight, all.size());
-              loadContiguous(ctx_, resident, 0, ctx_.addConstant(all), all.size());
-            }
-            if (!p_.bias.empty()) {
-              bias = ctx_.region(Buffer::Output, static_cast<uint64_t>(mk));
-              std::vector<float> b(p_.bias.begin() + g * Mg_ + m0, p_.bias.begin() + g * Mg_ + m0 + mk);
-              loadContiguous(ctx_, bias, 0, ctx_.addConstant(b), static_cast<uint64_t>(mk));
-            }
-            firstTile = false;
-          }
-          const int32_t acc = ctx_.region(Buffer::Accumulator, static_cast<uint64_t>(rows * cols * mk));
-          started_.assign(static_cast<size_t>(ceilDiv(mk, gemmN_)), false);
-          for (int64_t c0 = 0, block = 0; c0 < Cg_; c0 += cb_, ++block)
-            lowerBlock(n, oy0, ox0, rows, cols, g, m0, mk, c0, block, acc, resident,
-                       t_.weightsResident ? residentOffset[static_cast<size_t>(block)] : 0);
-          finishTile(ctx_, p_, acc, rows, cols, mk, bias, TileAt{(n * p_.OH + oy0) * p_.OW + ox0, g * Mg_ + m0});
-        }
-  }
-
-  /// The gemms of one input block of one tile: phase regions loaded on first use, weights resident or streamed
-  /// in chunks of whole slices of at most half the weight buffer.
-  void lowerBlock(int64_t n, int64_t oy0, int64_t ox0, int64_t rows, int64_t cols, int64_t g, int64_t m0, int64_t mk,
-                  int64_t c0, int64_t block, int32_t acc, int32_t resident, uint64_t residentOffset) {
-    const int64_t cbk = std::min(cb_, Cg_ - c0);
-    const std::vector<int64_t> pcols = phaseCols(rows, cols);
-    const std::vector<ReductionSlice> slices = reductionSlices(p_, ph_, packed_, c0, cbk, pcols, gemmN_);
-    std::vector<int32_t> regions(pcols.size(), -1);
-    const uint64_t chunkLimit = std::max<uint64_t>(1, ctx_.cfg.bufferWords(static_cast<size_t>(Buffer::Weight)) / 2);
-    int32_t wgt = resident;
-    uint64_t woff = residentOffset;
-    for (size_t s0 = 0; s0 < slices.size();) {
-      size_t s1 = slices.size();
-      if (!t_.weightsResident) {
-        s1 = s0 + 1;
-        uint64_t words = static_cast<uint64_t>(slices[s0].k * mk);
-        while (s1 < slices.size() && words + static_cast<uint64_t>(slices[s1].k * mk) <= chunkLimit)
-          words += static_cast<uint64_t>(slices[s1++].k * mk);
-        // Packed once per pass; every tile streams the same DRAM words.
-        auto [it, fresh] = streamed_.try_emplace({block, s0}, 0, 0);
-        if (fresh) {
-          std::vector<float> mine;
-          packWeights(p_, {slices.begin() + static_cast<long>(s0), slices.begin() + static_cast<long>(s1)}, g, m0, mk, gemmN_, mine);
-          it->second = {ctx_.addConstant(mine), mine.size()};
-        }
-        wgt = ctx_.region(Buffer::Weight, it->second.second);
-        loadContiguous(ctx_, wgt, 0, it->second.first, it->second.second);
-        woff = 0;
-      }
-      for (size_t si = s0; si < s1; ++si) {
-        const ReductionSlice& sl = slices[si];
-        const auto phase = static_cast<size_t>(sl.phase);
-        if (regions[phase] < 0) {
-          const int64_t py = sl.phase / ph_.pw, px = sl.phase % ph_.pw;
-          const auto [prow, pcol] = ph_.extent(p_, py, px, rows, cols);
-          regions[phase] = loadPhase(ctx_, p_, ph_, n, oy0, ox0, g * Cg_ + c0, cbk, py, px, prow, pcol);
-        }
-        for (int64_t j0 = 0; j0 < mk; j0 += gemmN_) {
-          const int64_t nb = std::min(gemmN_, mk - j0);
-          Instruction gm;
-          gm.opcode = Opcode::Gemm;
-          gm.srcA = ctx_.at(regions[phase], sl.offset, p_.sH / ph_.ph * pcols[phase] * cbk, p_.sW / ph_.pw * cbk);
-          gm.srcB = ctx_.at(wgt, woff);
-          gm.dst = ctx_.at(acc, j0, cols * mk, mk);
-          gm.outer = static_cast<uint32_t>(rows), gm.inner = static_cast<uint32_t>(cols);
-          gm.gemmK = static_cast<uint32_t>(sl.k), gm.gemmN = static_cast<uint32_t>(nb);
-          auto&& first = started_[static_cast<size_t>(j0 / gemmN_)];
-          gm.accumulate = first;
-          first = true;
-          ctx_.emit(gm, acc, regions[phase], wgt);
-          woff += static_cast<uint64_t>(sl.k * nb);
-        }
-      }
-      s0 = s1;
-    }
-  }
-
-  LowerContext& ctx_;
-  const Node& node_;
-  const ConvProblem& p_;
-  const NodeTiling& t_;
-  const int64_t DIM_, Cg_, Mg_;
-  bool packed_ = false;
-  int64_t cb_ = 1, pass_ = 1, gemmN_ = 1;
-  Phasing ph_;
-  uint32_t tileIndex_ = 0;
-  std::vector<bool> started_;
-  std::map<std::pair<int64_t, size_t>, std::pair<uint64_t, uint64_t>> streamed_;  // (block, first slice) -> DRAM, words
-};
-
-/// Depthwise convolution on the vector unit: per tap one multiply-accumulate with a per-channel weight vector.
-void lowerDepthwise(LowerContext& ctx, const Node& node, const ConvProblem& p, const NodeTiling& t) {
-  const int64_t taps = p.KH * p.KW, cb = t.channels, th = t.rows, tw = t.cols;
-  uint32_t tileIndex = 0;
-  for (int64_t c0 = 0; c0 < p.C; c0 += cb) {
-    const int64_t cbk = std::min(cb, p.C - c0);
-    int32_t wgt = -1, bias = -1;
-    for (int64_t n = 0; n < p.N; ++n)
-      for (int64_t oy0 = 0; oy0 < p.OH; oy0 += th)
-        for (int64_t ox0 = 0; ox0 < p.OW; ox0 += tw) {
-          ctx.beginTile(node, tileIndex++);
-          if (wgt < 0) {
-            std::vector<float> packed;  // [tap][channel]
-            for (int64_t tap = 0; tap < taps; ++tap)
-              for (int64_t c = 0; c < cbk; ++c) packed.push_back(p.weights[(c0 + c) * taps + tap]);
-            wgt = ctx.region(Buffer::Weight, packed.size());
-            loadContiguous(ctx, wgt, 0, ctx.addConstant(packed), packed.size());
-            if (!p.bias.empty()) {
-              bias = ctx.region(Buffer::Output, static_cast<uint64_t>(cbk));
-              std::vector<float> b(p.bias.begin() + c0, p.bias.begin() + c0 + cbk);
-              loadContiguous(ctx, bias, 0, ctx.addConstant(b), static_cast<uint64_t>(cbk));
-            }
-          }
-          const int64_t rows = std::min(th, p.OH - oy0), cols = std::min(tw, p.OW - ox0);
-          auto r = static_cast<uint32_t>(rows), cl = static_cast<uint32_t>(cols), v = static_cast<uint32_t>(cbk);
-          const InputWindow w = inputWindow(p, oy0, rows, ox0, cols);
-          const int32_t in = loadInputTile(ctx, p, w, n, c0, cbk);
-          const int32_t acc = ctx.region(Buffer::Accumulator, static_cast<uint64_t>(rows * cols * cbk));
-          SramOperand tile = ctx.at(acc, 0, cols * cbk, cbk);
-          if (bias >= 0) ctx.emit(makeVecUnary(VecOp::Copy, tile, ctx.at(bias), r, cl, v), acc, bias);
-          for (int64_t tap = 0; tap < taps; ++tap) {
-            const int64_t kh = tap / p.KW, kw = tap % p.KW;
-            SramOperand window = ctx.at(in, (kh * p.dH * w.tileCols + kw * p.dW) * cbk, p.sH * w.tileCols * cbk, p.sW * cbk);
-            const bool init = tap == 0 && bias < 0;
-            ctx.emit(makeVecBinary(init ? VecOp::Mul : VecOp::MulAcc, tile, window, ctx.at(wgt, tap * cbk), r, cl, v), acc, in, wgt);
-          }
-          const TileAt at{(n * p.OH + oy0) * p.OW + ox0, c0};
-          applyEpilogue(ctx, p, acc, rows, cols, cbk, at);
-          ctx.emit(makeStore(tile, at.in(p.outAddr, p.outStride), p.OW * p.outStride, p.outStride, r, cl, v), -1, acc);
+          const int32_t acc = computeTile(n, oy0, rows, ox0, cols, nullptr);
+          finishTile(ctx_, p_, acc, rows, cols, cbk_, -1, TileAt{(n * p_.OH + oy0) * p_.OW + ox0, c0_});
         }
   }
 }
 
+void DepthwiseConv::beginBlock(int64_t c0) {
+  const int64_t taps = p_.KH * p_.KW;
+  c0_ = c0, cbk_ = std::min(t_.channels, p_.C - c0);
+  std::vector<float> packed;  // [tap][channel]
+  for (int64_t tap = 0; tap < taps; ++tap)
+    for (int64_t c = 0; c < cbk_; ++c) packed.push_back(p_.weights[(c0 + c) * taps + tap]);
+  wgt_ = ctx_.region(Buffer::Weight, packed.size());
+  loadContiguous(ctx_, wgt_, 0, ctx_.addConstant(packed), packed.size());
+  bias_ = -1;
+  if (!p_.bias.empty()) {
+    bias_ = ctx_.region(Buffer::Output, static_cast<uint64_t>(cbk_));
+    std::vector<float> b(p_.bias.begin() + c0, p_.bias.begin() + c0 + cbk_);
+    loadContiguous(ctx_, bias_, 0, ctx_.addConstant(b), static_cast<uint64_t>(cbk_));
+  }
+}
+
+int32_t DepthwiseConv::computeTile(int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, const OnChipInput* window) {
+  const int64_t taps = p_.KH * p_.KW;
+  auto r = static_cast<uint32_t>(rows), cl = static_cast<uint32_t>(cols), v = static_cast<uint32_t>(cbk_);
+  int32_t in = -1;
+  int64_t base = 0, winCols = 0, winChannels = cbk_;
+  if (window) {
+    in = window->region, winCols = window->cols, winChannels = p_.C;
+    base = ((oy0 * p_.sH - p_.pT - window->rowLo) * winCols + ox0 * p_.sW) * winChannels + c0_;
+  } else {
+    const InputWindow w = inputWindow(p_, oy0, rows, ox0, cols);
+    in = loadInputTile(ctx_, p_, w, n, c0_, cbk_);
+    winCols = w.tileCols;
+  }
+  const int32_t acc = ctx_.region(Buffer::Accumulator, static_cast<uint64_t>(rows * cols * cbk_));
+  SramOperand tile = ctx_.at(acc, 0, cols * cbk_, cbk_);
+  if (bias_ >= 0) ctx_.emit(makeVecUnary(VecOp::Copy, tile, ctx_.at(bias_), r, cl, v), acc, bias_);
+  for (int64_t tap = 0; tap < taps; ++tap) {
+    const int64_t kh = tap / p_.KW, kw = tap % p_.KW;
+    SramOperand src = ctx_.at(in, static_cast<uint64_t>(base + (kh * p_.dH * winCols + kw * p_.dW) * winChannels),
+                              p_.sH * winCols * winChannels, p_.sW * winChannels);
+    const bool init = tap == 0 && bias_ < 0;
+    ctx_.emit(makeVecBinary(init ? VecOp::Mul : VecOp::MulAcc, tile, src, ctx_.at(wgt_, static_cast<uint64_t>(tap * cbk_)), r, cl, v),
+              acc, in, wgt_);
+  }
+  return acc;
+}
+
+namespace {
+
 void lowerConvProblem(LowerContext& ctx, const Node& node, const ConvProblem& p, const NodeTiling& tiling) {
-  if (p.depthwise()) return lowerDepthwise(ctx, node, p, tiling);
+  if (p.depthwise()) return DepthwiseConv(ctx, node, p, tiling).lower();
   MatrixConv(ctx, node, p, tiling).lower();
 }
 
@@ -405,32 +403,8 @@ hw::SupportResult checkConv(const Node& n) {
   return ok();
 }
 
-/// The node's DRAM operands (input, result, epilogue tensors) and its fused epilogue.
-void setOperands(LowerContext& ctx, const Node& n, ConvProblem& p) {
-  const TensorLoc& in = ctx.loc(n.input(0));
-  const TensorLoc& out = ctx.loc(ctx.resultValue(n));
-  p.inAddr = in.addr, p.inStride = in.pixelStride();
-  p.outAddr = out.addr, p.outStride = out.pixelStride();
-  p.epilogue = ctx.epilogue(n);
-  for (const EpilogueStep& e : p.epilogue) p.epilogueLoc.push_back(e.other ? ctx.loc(e.other) : TensorLoc{});
-}
-
-void lowerConv(const Node& n, LowerContext& ctx) {
-  ConvProblem p;
-  static_cast<ConvGeometry&>(p) = convGeometry(n);
-  p.weights = constantFloats(n.input(1)->constant());
-  if (n.hasInput(2)) p.bias = constantFloats(n.input(2)->constant());
-  setOperands(ctx, n, p);
-  lowerConvProblem(ctx, n, p, ctx.tiling(n));
-}
-
-/// Gemm/MatMul as a 1x1 convolution over the rows of A (rows = pixels, the last axis = channels).
-void lowerRowsTimesMatrix(const Node& n, LowerContext& ctx, const std::vector<float>& bT, std::vector<float> bias) {
-  ConvProblem p;
-  static_cast<ConvGeometry&>(p) = convGeometry(n);
-  p.weights = bT;
-  p.bias = std::move(bias);
-  setOperands(ctx, n, p);
+void lowerMatrixNode(const Node& n, LowerContext& ctx) {
+  const ConvProblem p = convProblem(ctx, n);
   lowerConvProblem(ctx, n, p, ctx.tiling(n));
 }
 
@@ -446,40 +420,46 @@ hw::SupportResult checkGemm(const Node& n) {
   return ok();
 }
 
-void lowerGemm(const Node& n, LowerContext& ctx) {
-  const Tensor& B = n.input(1)->constant();
-  bool tb = n.attrInt("transB") != 0;
-  const int64_t K = B.shape()[tb ? 1 : 0], N = B.shape()[tb ? 0 : 1];
-  const float alpha = n.attrFloat("alpha"), beta = n.attrFloat("beta");
-  std::vector<float> b = constantFloats(B), w(static_cast<size_t>(K * N));
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t j = 0; j < N; ++j) w[j * K + k] = alpha * (tb ? b[j * K + k] : b[k * N + j]);
-  std::vector<float> bias;
-  if (n.hasInput(2)) {
-    std::vector<float> c = constantFloats(n.input(2)->constant());
-    for (int64_t j = 0; j < N; ++j) bias.push_back(beta * c[c.size() == 1 ? 0 : j]);
-  }
-  lowerRowsTimesMatrix(n, ctx, w, bias);
-}
-
 hw::SupportResult checkMatMul(const Node& n) {
   if (n.input(0)->type.dims->size() < 2) return refuse("A must have rank >= 2");
   if (!n.input(1)->isConstant() || n.input(1)->constant().rank() != 2) return refuse("B is not a rank-2 constant");
   return ok();
 }
 
-void lowerMatMul(const Node& n, LowerContext& ctx) {
-  const Tensor& B = n.input(1)->constant();
-  const int64_t K = B.shape()[0], N = B.shape()[1];
-  std::vector<float> b = constantFloats(B), w(static_cast<size_t>(K * N));
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t j = 0; j < N; ++j) w[j * K + k] = b[k * N + j];
-  lowerRowsTimesMatrix(n, ctx, w, {});
-}
-
-const RegisterOpLowering kConv({"Conv"}, {OpFamily::Matrix, checkConv, lowerConv});
-const RegisterOpLowering kGemm({"Gemm"}, {OpFamily::Matrix, checkGemm, lowerGemm});
-const RegisterOpLowering kMatMul({"MatMul"}, {OpFamily::Matrix, checkMatMul, lowerMatMul});
+const RegisterOpLowering kConv({"Conv"}, {OpFamily::Matrix, checkConv, lowerMatrixNode});
+const RegisterOpLowering kGemm({"Gemm"}, {OpFamily::Matrix, checkGemm, lowerMatrixNode});
+const RegisterOpLowering kMatMul({"MatMul"}, {OpFamily::Matrix, checkMatMul, lowerMatrixNode});
 
 }  // namespace
+
+ConvProblem convProblem(LowerContext& ctx, const Node& n) {
+  ConvProblem p;
+  static_cast<ConvGeometry&>(p) = convGeometry(n);
+  if (n.opType() == "Conv") {
+    p.weights = constantFloats(n.input(1)->constant());
+    if (n.hasInput(2)) p.bias = constantFloats(n.input(2)->constant());
+  } else {
+    // Gemm / MatMul: rows of A times B as a 1x1 convolution; weights [N][K], alpha and beta folded in.
+    const Tensor& B = n.input(1)->constant();
+    const bool gemm = n.opType() == "Gemm", tb = gemm && n.attrInt("transB") != 0;
+    const float alpha = gemm ? n.attrFloat("alpha") : 1.0f, beta = gemm ? n.attrFloat("beta") : 1.0f;
+    const int64_t K = p.C, N = p.M;
+    std::vector<float> b = constantFloats(B);
+    p.weights.resize(static_cast<size_t>(K * N));
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t j = 0; j < N; ++j) p.weights[j * K + k] = alpha * (tb ? b[j * K + k] : b[k * N + j]);
+    if (gemm && n.hasInput(2)) {
+      std::vector<float> c = constantFloats(n.input(2)->constant());
+      for (int64_t j = 0; j < N; ++j) p.bias.push_back(beta * c[c.size() == 1 ? 0 : j]);
+    }
+  }
+  const TensorLoc& in = ctx.loc(n.input(0));
+  const TensorLoc& out = ctx.loc(ctx.resultValue(n));
+  p.inAddr = in.addr, p.inStride = in.pixelStride();
+  p.outAddr = out.addr, p.outStride = out.pixelStride();
+  p.epilogue = ctx.epilogue(n);
+  for (const EpilogueStep& e : p.epilogue) p.epilogueLoc.push_back(e.other ? ctx.loc(e.other) : TensorLoc{});
+  return p;
+}
+
 }  // namespace tessel::npu::lower
