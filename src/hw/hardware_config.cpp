@@ -90,6 +90,17 @@ Device readDevice(const JsonReader& dev) {
   if (d.kind == DeviceKind::Npu) {
     readNpu(dev, d.npu);
     if (dev.has("data_movement")) d.dataMovement = dev.boolean("data_movement");
+    if (dev.has("fusion")) {
+      JsonReader fusion = dev.object("fusion");
+      JsonReader preset = fusion.array("preset_operators");
+      d.npu.presetOperators.clear();
+      for (size_t i = 0; i < preset.size(); ++i) {
+        const nlohmann::json& op = fusion.raw("preset_operators")[i];
+        if (!op.is_string()) preset.fail(std::to_string(i), "expected an operator name");
+        d.npu.presetOperators.push_back(op.get<std::string>());
+      }
+      fusion.rejectUnknownKeys();
+    }
   }
   dev.rejectUnknownKeys();
   return d;

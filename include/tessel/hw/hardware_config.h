@@ -35,6 +35,8 @@ struct NpuConfig {
   uint32_t vectorCyclesPerVector = 1;        ///< cycles per lanes-wide vector, simple ops
   uint32_t vectorCyclesPerVectorComplex = 4; ///< cycles per vector for sigmoid/tanh/exp/div
 
+  /// Operators a fused group of the NPU's tile scheduling is built around (S0.2): a group must contain one.
+  std::vector<std::string> presetOperators{"Conv"};
   /// Capacity in float32 words of a buffer (index as npu::Buffer).
   uint64_t bufferWords(size_t buffer) const { return bufferBytes.at(buffer) / 4; }
 };

@@ -64,7 +64,10 @@ class LowerContext {
   /// The schedule's tiling of a node (internal error when the verified schedule has none).
   const NodeTiling& tiling(const Node& node) const;
   /// Starts tile `index` of `node`: what follows is one unit of the sliding window.
-  void beginTile(const Node& node, uint32_t index) { builder.beginTile(node.name(), group, index); }
+  void beginTile(const Node& node, uint32_t index) {
+    builder.beginTile(group, index);
+    builder.setNode(node.name());
+  }
   /// A new SRAM region of the current tile.
   int32_t region(Buffer b, uint64_t words) { return builder.region(b, words); }
   /// An operand addressing a region.
@@ -97,6 +100,9 @@ class LowerContext {
   /// The epilogue steps fused into `node`, in order.
   std::vector<EpilogueStep> epilogue(const Node& node) const;
 
+  const Graph& body() const { return body_; }
+  bool isBodyOutput(const Value* v) const;
+
   std::vector<float> constants;
   uint64_t activationBase = 0;  ///< first word after the constants (fixed once lowering starts)
   uint64_t dramWords = 0;       ///< high-water mark
@@ -117,6 +123,10 @@ struct OpLowering {
 /// Before lowering: every Concat input that its producer can write straight into its slice of the output gets
 /// that slice as its DRAM location (a view with the output's pixel stride).
 void placeConcatInputs(const Graph& body, LowerContext& ctx);
+/// Cycles the instruction scheduler models for groups `groups` of the schedule lowered on their own (their
+/// inputs as if already in DRAM): prices one choice of the schedule against another.
+uint64_t modelledCycles(const Graph& body, const hw::NpuConfig& cfg, const NpuSchedule& schedule,
+                        const std::vector<size_t>& groups);
 /// The family of a node the NPU can lower (nullopt for other nodes).
 std::optional<OpFamily> opFamily(const Node& node);
 /// The table of op-family lowerings, by ONNX op type.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 #include <map>
+#include <tuple>
 
 #include "lower_conv.h"
 #include "tessel/support/error.h"
@@ -352,6 +353,12 @@ void DepthwiseConv::beginBlock(int64_t c0) {
     std::vector<float> b(p_.bias.begin() + c0, p_.bias.begin() + c0 + cbk_);
     loadContiguous(ctx_, bias_, 0, ctx_.addConstant(b), static_cast<uint64_t>(cbk_));
   }
+  blocks_[c0] = {wgt_, bias_};
+}
+
+void DepthwiseConv::useBlock(int64_t c0) {
+  c0_ = c0, cbk_ = std::min(t_.channels, p_.C - c0);
+  std::tie(wgt_, bias_) = blocks_.at(c0);
 }
 
 int32_t DepthwiseConv::computeTile(int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, const OnChipInput* window) {

@@ -91,8 +91,10 @@ class DepthwiseConv {
  public:
   DepthwiseConv(LowerContext& ctx, const Node& node, const ConvProblem& p, const NodeTiling& t);
   void lower();
-  /// Loads the weights and bias of channel block c0 (in the current tile).
+  /// Loads the weights and bias of channel block c0 (in the current tile) and makes it the current block.
   void beginBlock(int64_t c0);
+  /// Makes the already loaded channel block c0 the current one.
+  void useBlock(int64_t c0);
   /// Output tile of the current channel block; bias included, epilogue not. Returns the accumulator region.
   int32_t computeTile(int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, const OnChipInput* window);
   int64_t blockChannel() const { return c0_; }
@@ -105,7 +107,17 @@ class DepthwiseConv {
   const NodeTiling& t_;
   int64_t c0_ = 0, cbk_ = 0;
   int32_t wgt_ = -1, bias_ = -1;
+  std::map<int64_t, std::pair<int32_t, int32_t>> blocks_;  ///< loaded blocks: c0 -> (weights, bias) regions
   uint32_t tileIndex_ = 0;
 };
+
+/// A MaxPool / AveragePool output tile of channels [c0, c0 + ck) read from an on-chip window (its padding already
+/// filled with the pool's identity); returns the accumulator region ([pixel][ck]).
+int32_t poolTileOnChip(LowerContext& ctx, const Node& node, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, int64_t c0,
+                       int64_t ck, const OnChipInput& window);
+
+/// Lowers a fused group (S0.2): its nodes computed tile by tile along H, each tile the whole chain on its rows,
+/// intermediates kept on chip in per-tile windows (halo rows written into the next tile's window as well).
+void lowerFusedGroup(LowerContext& ctx, const GroupSchedule& group, uint32_t groupIndex);
 
 }  // namespace tessel::npu::lower

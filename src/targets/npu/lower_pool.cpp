@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 #include <limits>
 
-#include "lower_context.h"
+#include "lower_conv.h"
 #include "tessel/support/error.h"
 
 namespace tessel::npu::lower {
@@ -129,6 +129,30 @@ void lowerGlobalPool(const Node& n, LowerContext& ctx) {
       ctx.emit(makeStore(vec, y.addr + n0 * sy + c0, sy, sy, 1, 1, c), -1, sum);
     }
 }
+
+}  // namespace
+
+int32_t poolTileOnChip(LowerContext& ctx, const Node& node, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, int64_t c0,
+                       int64_t ck, const OnChipInput& window) {
+  const PoolProblem q = poolProblem(node);
+  const int64_t C = q.C, wc = window.cols;
+  const int64_t base = ((oy0 * q.sH - q.pT - window.rowLo) * wc + ox0 * q.sW) * C + c0;
+  const int32_t acc = ctx.region(Buffer::Accumulator, static_cast<uint64_t>(rows * cols * ck));
+  SramOperand tile = ctx.at(acc, 0, cols * ck, ck);
+  auto r = static_cast<uint32_t>(rows), cl = static_cast<uint32_t>(cols), c = static_cast<uint32_t>(ck);
+  for (int64_t kh = 0; kh < q.KH; ++kh)
+    for (int64_t kw = 0; kw < q.KW; ++kw) {
+      SramOperand src = ctx.at(window.region, static_cast<uint64_t>(base + (kh * wc + kw) * C), q.sH * wc * C, q.sW * C);
+      if (kh == 0 && kw == 0)
+        ctx.emit(makeVecUnary(VecOp::Copy, tile, src, r, cl, c), acc, window.region);
+      else
+        ctx.emit(makeVecBinary(q.isMax ? VecOp::Max : VecOp::Add, tile, tile, src, r, cl, c), acc, acc, window.region);
+    }
+  if (!q.isMax) ctx.emit(makeVecUnary(VecOp::Scale, tile, tile, r, cl, c, q.scale, 0.0f), acc, acc);
+  return acc;
+}
+
+namespace {
 
 const RegisterOpLowering kPools({"MaxPool", "AveragePool"}, {OpFamily::Pool, checkPool, lowerPool});
 const RegisterOpLowering kGlobalPools({"GlobalAveragePool", "GlobalMaxPool"}, {OpFamily::GlobalPool, checkGlobalPool, lowerGlobalPool});

@@ -7,8 +7,10 @@
 #include <fmt/format.h>
 #include <limits>
 #include <map>
+#include <set>
 
 #include "lower_context.h"
+#include "lower_conv.h"
 #include "schedule/instruction_scheduler.h"
 #include "tessel/passes/pass.h"
 #include "tessel/support/error.h"
@@ -179,6 +181,11 @@ std::optional<EpilogueStep> epilogueStep(const Node& user, const Value* value) {
   return EpilogueStep{false, {op->second}, other};
 }
 
+bool LowerContext::isBodyOutput(const Value* v) const {
+  const auto& outs = body_.outputs();
+  return std::find(outs.begin(), outs.end(), v) != outs.end();
+}
+
 void LowerContext::view(const Value* v, const TensorLoc& base, int64_t channelOffset) {
   TensorLoc l;
   l.shape = v->type.staticShape();
@@ -284,7 +291,7 @@ void scheduleProgram(sched::VirtualProgram vp, const hw::NpuConfig& cfg, const N
   out.instructionOp.resize(result.order.size());
   for (size_t k = 0; k < result.order.size(); ++k) {
     const sched::VirtualInstruction& vi = vp.instructions[result.order[k]];
-    const uint32_t op = opIndex.at(vp.nodes[vp.tiles[vi.tile].node]);
+    const uint32_t op = opIndex.at(vp.nodes[vi.node]);
     out.instructionOp[k] = op;
     out.ops[op].instructions++;
   }
@@ -300,8 +307,10 @@ LoweredSubgraph lowerSubgraph(const Graph& body, const hw::Device& device, const
 namespace {
 
 /// Lowers every node of the body onto virtual regions (the instructions are not scheduled yet).
+/// With `only`, just those groups are lowered (every other node's result gets a DRAM location but no code):
+/// to price a part of a schedule.
 sched::VirtualProgram lowerToVirtual(const Graph& body, const hw::Device& device, const NpuSchedule& schedule,
-                                     LoweredSubgraph& out) {
+                                     LoweredSubgraph& out, const std::set<size_t>* only = nullptr) {
   using namespace lower;
   TESSEL_ASSERT(device.kind == hw::DeviceKind::Npu, "lowerSubgraph needs an npu device");
   const std::string& name = schedule.subgraph;
@@ -322,9 +331,28 @@ sched::VirtualProgram lowerToVirtual(const Graph& body, const hw::Device& device
   std::map<std::string, const Node*> byName;
   for (const auto& n : body.nodes()) byName[n->name()] = n.get();
   placeConcatInputs(body, ctx);
+  if (only)
+    for (const auto& n : body.nodes())
+      if (!ctx.fusedInto.count(n.get())) ctx.allocate(ctx.schedule.tilingOf(n->name()) ? ctx.resultValue(*n) : n->output(0));
   // Groups are lowered in schedule order (a fused epilogue's other operands come from earlier groups).
-  for (size_t gi = 0; gi < schedule.groups.size(); ++gi)
-    for (const NodeTiling& t : schedule.groups[gi].tiling) {
+  for (size_t gi = 0; gi < schedule.groups.size(); ++gi) {
+    if (only && !only->count(gi)) continue;
+    const GroupSchedule& group = schedule.groups[gi];
+    if (group.tiling.size() > 1) {  // a fused group (S0): its row tiles compute the whole chain
+      ctx.group = static_cast<uint32_t>(gi);
+      for (const NodeTiling& t : group.tiling) {
+        const Node& n = *byName.at(t.node);
+        hw::SupportResult r = loweringSupport(n, device);
+        if (!r.supported) throw UserError(fmt::format("{} cannot be lowered to '{}': {}", n.describe(), device.name, r.reason));
+        ctx.allocate(ctx.resultValue(n));
+        LoweredOp op{n.name(), n.opType(), 0, fmt::format("fused group {}", gi)};
+        for (const std::string& e : t.epilogue) op.tiling += ", + " + e;
+        out.ops.push_back(op);
+      }
+      lowerFusedGroup(ctx, group, static_cast<uint32_t>(gi));
+      continue;
+    }
+    for (const NodeTiling& t : group.tiling) {
       const Node& n = *byName.at(t.node);
       hw::SupportResult r = loweringSupport(n, device);
       if (!r.supported) throw UserError(fmt::format("{} cannot be lowered to '{}': {}", n.describe(), device.name, r.reason));
@@ -336,6 +364,7 @@ sched::VirtualProgram lowerToVirtual(const Graph& body, const hw::Device& device
       for (const std::string& e : t.epilogue) op.tiling += (op.tiling.empty() ? "+ " : ", ") + e;
       out.ops.push_back(op);
     }
+  }
   for (const Value* o : body.outputs()) out.outputs.push_back(interfaceTensor(o, ctx.loc(o)));
   out.constants = std::move(ctx.constants);
   out.dramWords = ctx.dramWords;
@@ -353,6 +382,21 @@ LoweredSubgraph lowerSubgraph(const Graph& body, const hw::Device& device, const
   sched::VirtualProgram vp = lowerToVirtual(body, device, schedule, out);
   scheduleProgram(std::move(vp), device.npu, schedule, out);
   return out;
+}
+
+uint64_t lower::modelledCycles(const Graph& body, const hw::NpuConfig& cfg, const NpuSchedule& schedule,
+                        const std::vector<size_t>& groups) {
+  hw::Device device;
+  device.name = "npu";
+  device.kind = hw::DeviceKind::Npu;
+  device.npu = cfg;
+  LoweredSubgraph out;
+  const std::set<size_t> only(groups.begin(), groups.end());
+  const sched::VirtualProgram vp = lowerToVirtual(body, device, schedule, out, &only);
+  const sched::InstructionGraph graph = sched::buildInstructionGraph(vp, cfg);
+  sched::ScheduleOptions o;
+  o.window = static_cast<uint32_t>(schedule.window);
+  return sched::listSchedule(vp, graph, cfg, o).cycles;
 }
 
 std::string dependencyGraphDot(const Graph& body, const hw::Device& device, const NpuSchedule& schedule, size_t first,

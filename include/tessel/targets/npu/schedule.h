@@ -86,6 +86,16 @@ NpuSchedule defaultSchedule(const Graph& body, const hw::NpuConfig& cfg, const s
 /// for few input channels, weights resident or streamed), scheduled by the sliding window.
 NpuSchedule compilerSchedule(const Graph& body, const hw::NpuConfig& cfg, const std::string& subgraph);
 
+/// Groups of a schedule that can run as one fused group (S0.2): joined by values every use of which is the
+/// first input of another member (convolutions, depthwise convolutions, pools), containing a preset operator of
+/// the configuration (default Conv).
+std::vector<std::vector<size_t>> fusionCandidates(const NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg);
+
+/// Replaces candidate groups by fused groups where that takes no more cycles (modelled by the instruction
+/// scheduler) than running them layer by layer, with the number of row tiles that does best among those whose
+/// windows fit the input buffer.
+void chooseFusion(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg);
+
 /// Checks a schedule against the body and the machine: every node scheduled once and in topological order,
 /// tile sizes legal for their node, each tile's working set within the buffers. Throws UserError listing
 /// every problem.

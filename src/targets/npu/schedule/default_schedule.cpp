@@ -139,6 +139,7 @@ NpuSchedule compilerSchedule(const Graph& body, const hw::NpuConfig& cfg, const 
       chosen.epilogue = t.epilogue;
       t = chosen;
     }
+  chooseFusion(s, body, cfg);
   return s;
 }
 

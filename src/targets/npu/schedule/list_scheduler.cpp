@@ -15,35 +15,34 @@ namespace {
 
 constexpr uint64_t kNever = ~uint64_t{0};
 
-/// First-fit allocator of one buffer's words. Regions that outlive a tile (weights and vectors shared by
-/// several tiles) are taken from the top, a tile's own regions from the bottom, so the long-lived ones do not
-/// split the space the short-lived ones cycle through.
-class FirstFit {
+/// Allocator of one buffer's words. Regions that outlive a tile (weights and vectors shared by several tiles)
+/// form a stack at the top of the buffer; a tile's own regions are placed first-fit below the lowest of them.
+/// A long-lived region never lands between short-lived ones, so the space the short-lived regions cycle through
+/// is never split for good.
+class RegionAllocator {
  public:
-  explicit FirstFit(uint64_t capacity) { free_[0] = capacity; }
-  std::optional<uint64_t> allocate(uint64_t words, bool fromTop) {
-    auto take = [&](std::map<uint64_t, uint64_t>::iterator it, uint64_t addr) {
-      const uint64_t start = it->first, size = it->second;
-      free_.erase(it);
-      if (addr > start) free_[start] = addr - start;
-      if (addr + words < start + size) free_[addr + words] = start + size - addr - words;
-      inUse_ += words;
-      peak_ = std::max(peak_, inUse_);
-      return addr;
-    };
-    if (fromTop) {
+  explicit RegionAllocator(uint64_t capacity) : capacity_(capacity) { free_[0] = capacity; }
+
+  std::optional<uint64_t> allocate(uint64_t words, bool longLived) {
+    if (longLived) {
+      // A hole among the long-lived regions, highest first; else the words right below the stack.
       for (auto it = free_.end(); it != free_.begin();) {
         --it;
-        if (it->second >= words) return take(it, it->first + it->second - words);
+        if (it->first < top()) break;
+        if (it->second >= words) return take(it, it->first + it->second - words, words, true);
       }
-      return std::nullopt;
+      auto it = blockContaining(top() - 1);
+      if (top() < words || it == free_.end() || it->first > top() - words) return std::nullopt;
+      return take(it, top() - words, words, true);
     }
-    for (auto it = free_.begin(); it != free_.end(); ++it)
-      if (it->second >= words) return take(it, it->first);
+    for (auto it = free_.begin(); it != free_.end() && it->first < top(); ++it)
+      if (std::min(it->first + it->second, top()) - it->first >= words) return take(it, it->first, words, false);
     return std::nullopt;
   }
+
   void release(uint64_t addr, uint64_t words) {
     inUse_ -= words;
+    longLived_.erase(addr);
     auto next = free_.lower_bound(addr);
     if (next != free_.end() && next->first == addr + words) {
       words += next->second;
@@ -58,12 +57,40 @@ class FirstFit {
     }
     free_[addr] = words;
   }
+
   uint64_t peak() const { return peak_; }
+  std::string describe() const {
+    std::string s = fmt::format("in use {}, long-lived from {}, free:", inUse_, top());
+    for (const auto& [a, w] : free_) s += fmt::format(" [{}, +{})", a, w);
+    return s;
+  }
 
  private:
+  /// Lowest address of a live long-lived region (the capacity when there is none).
+  uint64_t top() const { return longLived_.empty() ? capacity_ : *longLived_.begin(); }
+  std::map<uint64_t, uint64_t>::iterator blockContaining(uint64_t word) {
+    auto it = free_.upper_bound(word);
+    if (it == free_.begin()) return free_.end();
+    --it;
+    return it->first + it->second > word ? it : free_.end();
+  }
+  uint64_t take(std::map<uint64_t, uint64_t>::iterator it, uint64_t addr, uint64_t words, bool longLived) {
+    const uint64_t start = it->first, size = it->second;
+    free_.erase(it);
+    if (addr > start) free_[start] = addr - start;
+    if (addr + words < start + size) free_[addr + words] = start + size - addr - words;
+    if (longLived) longLived_.insert(addr);
+    inUse_ += words;
+    peak_ = std::max(peak_, inUse_);
+    return addr;
+  }
+
+  uint64_t capacity_;
   std::map<uint64_t, uint64_t> free_;  ///< address -> words
+  std::set<uint64_t> longLived_;       ///< addresses of the live long-lived regions
   uint64_t inUse_ = 0, peak_ = 0;
 };
+
 
 class ListScheduler {
  public:
@@ -116,27 +143,43 @@ class ListScheduler {
         if (firstTile[static_cast<size_t>(r)] == ~uint32_t{0}) firstTile[static_cast<size_t>(r)] = t;
         if (firstTile[static_cast<size_t>(r)] != t) longLived_[static_cast<size_t>(r)] = true;
       }
-    fifo_.resize(R);
-    for (size_t r = 0; r < R; ++r) fifo_[r] = static_cast<uint32_t>(r);
-    std::stable_sort(fifo_.begin(), fifo_.end(), [&](uint32_t a, uint32_t b) { return firstUse_[a] < firstUse_[b]; });
+    // Per buffer, the regions in order of first use.
+    for (size_t r = 0; r < R; ++r) fifo_[static_cast<size_t>(p_.regions[r].buffer)].push_back(static_cast<uint32_t>(r));
     fifoRank_.resize(R);
-    for (size_t k = 0; k < R; ++k) fifoRank_[fifo_[k]] = static_cast<uint32_t>(k);
+    for (auto& f : fifo_) {
+      std::stable_sort(f.begin(), f.end(), [&](uint32_t a, uint32_t b) { return firstUse_[a] < firstUse_[b]; });
+      for (size_t k = 0; k < f.size(); ++k) fifoRank_[f[k]] = static_cast<uint32_t>(k);
+    }
   }
 
   bool allocated(int32_t r) const { return state_[static_cast<size_t>(r)] != RegionState::Waiting; }
 
   enum class Alloc { Done, NotOldest, NoSpace };
 
-  /// Gives space to the instruction's regions that have none. With `oldestFirst` only the instruction
-  /// holding the oldest region still waiting (in order of first use) may do so, so that a later tile never
-  /// takes the space the oldest one needs. Nothing changes unless the result is Done.
-  Alloc allocateFor(size_t i, bool oldestFirst, uint32_t* rank = nullptr) {
-    int32_t oldest = -1;
-    for (int32_t r : regionsOf_[i])
-      if (!allocated(r) && (oldest < 0 || fifoRank_[static_cast<size_t>(r)] < fifoRank_[static_cast<size_t>(oldest)])) oldest = r;
-    if (oldest < 0) return Alloc::Done;
-    if (rank) *rank = fifoRank_[static_cast<size_t>(oldest)];
-    if (oldestFirst && fifoRank_[static_cast<size_t>(oldest)] != fifoHead()) return Alloc::NotOldest;
+  /// Gives space to the instruction's regions that have none. With `oldestFirst` only an instruction whose
+  /// oldest waiting region of each buffer is that buffer's oldest waiting region (in order of first use) may do
+  /// so, so that a later tile never takes the space the oldest one needs. Nothing changes unless the result is
+  /// Done; NotOldest sets `waitFor` to the (buffer, rank) whose turn it waits for.
+  Alloc allocateFor(size_t i, bool oldestFirst, std::pair<size_t, uint32_t>* waitFor = nullptr) {
+    bool any = false;
+    for (int32_t r : regionsOf_[i]) {
+      if (allocated(r)) continue;
+      any = true;
+      const auto b = static_cast<size_t>(p_.regions[static_cast<size_t>(r)].buffer);
+      if (oldestFirst && fifoRank_[static_cast<size_t>(r)] != fifoHead(b)) {
+        // Unless a region of the same buffer and instruction is older and at the head.
+        bool olderAtHead = false;
+        for (int32_t q : regionsOf_[i])
+          if (!allocated(q) && static_cast<size_t>(p_.regions[static_cast<size_t>(q)].buffer) == b &&
+              fifoRank_[static_cast<size_t>(q)] == fifoHead(b))
+            olderAtHead = true;
+        if (!olderAtHead) {
+          if (waitFor) *waitFor = {b, fifoRank_[static_cast<size_t>(r)]};
+          return Alloc::NotOldest;
+        }
+      }
+    }
+    if (!any) return Alloc::Done;
     std::vector<int32_t> done;
     for (int32_t r : regionsOf_[i]) {
       if (allocated(r)) continue;
@@ -157,10 +200,11 @@ class ListScheduler {
     return Alloc::Done;
   }
 
-  /// Rank (in order of first use) of the oldest region still waiting for space.
-  uint32_t fifoHead() {
-    while (fifoPos_ < fifo_.size() && allocated(static_cast<int32_t>(fifo_[fifoPos_]))) ++fifoPos_;
-    return static_cast<uint32_t>(fifoPos_);
+  /// Rank (in order of first use) of buffer b's oldest region still waiting for space.
+  uint32_t fifoHead(size_t b) {
+    auto& pos = fifoPos_[b];
+    while (pos < fifo_[b].size() && allocated(static_cast<int32_t>(fifo_[b][pos]))) ++pos;
+    return static_cast<uint32_t>(pos);
   }
 
   /// Called when instruction i finishes: regions whose last access it was are released (S2.7).
@@ -272,16 +316,18 @@ class ListScheduler {
 
   /// Candidates that waited for space or for their region's turn may try again.
   void wakeAllocationWaiters() {
-    const uint32_t head = fifoHead();
-    for (auto w = notOldest_.begin(); w != notOldest_.end() && w->first <= head;) {
-      for (uint32_t i : w->second) pushReady(i);
-      w = notOldest_.erase(w);
+    for (size_t b = 0; b < kNumBuffers; ++b) {
+      const uint32_t head = fifoHead(b);
+      auto& waiting = notOldest_[b];
+      for (auto w = waiting.begin(); w != waiting.end() && w->first <= head;) {
+        for (uint32_t i : w->second) pushReady(i);
+        w = waiting.erase(w);
+      }
     }
-    if (spaceFreed_) {
-      for (uint32_t i : noSpace_) pushReady(i);
-      noSpace_.clear();
-      spaceFreed_ = false;
-    }
+    // Only the instructions holding a buffer's oldest waiting region get here, so there are few: retry them
+    // whenever anything changed.
+    for (uint32_t i : noSpace_) pushReady(i);
+    noSpace_.clear();
   }
 
   /// Picks and issues the best candidate of a free unit at time t.
@@ -297,9 +343,9 @@ class ListScheduler {
         windowBlocked_[tile].push_back(i);
         continue;
       }
-      uint32_t rank = 0;
-      switch (allocateFor(i, true, &rank)) {
-        case Alloc::NotOldest: notOldest_[rank].push_back(i); continue;
+      std::pair<size_t, uint32_t> waitFor{0, 0};
+      switch (allocateFor(i, true, &waitFor)) {
+        case Alloc::NotOldest: notOldest_[waitFor.first][waitFor.second].push_back(i); continue;
         case Alloc::NoSpace: noSpace_.push_back(i); continue;
         case Alloc::Done: break;
       }
@@ -348,18 +394,39 @@ class ListScheduler {
 
   std::string stuckMessage(uint64_t t, size_t at) {
     std::string msg = fmt::format("npu scheduling: no instruction can make progress at cycle {} ({} of {} issued)", t, issued_, n_);
-    if (fifoHead() < fifo_.size()) {
-      const Region& r = p_.regions[fifo_[fifoPos_]];
-      msg += fmt::format("; the oldest region waiting for space needs {} words of {} (capacity {} words)", r.words,
-                         bufferName(r.buffer), cfg_.bufferWords(static_cast<size_t>(r.buffer)));
-    }
+    for (size_t b = 0; b < kNumBuffers; ++b)
+      if (fifoHead(b) < fifo_[b].size()) {
+        const Region& r = p_.regions[fifo_[b][fifoPos_[b]]];
+        msg += fmt::format("; the oldest region of {} waiting for space needs {} words (capacity {} words)", bufferName(r.buffer),
+                           r.words, cfg_.bufferWords(static_cast<size_t>(r.buffer)));
+      }
     if (at < n_) msg += fmt::format("; instruction {}: {}", at, disassemble(p_.instructions[at].inst));
+    for (size_t i = 0; i < n_ && o_.mode != ScheduleOptions::Mode::Sequential; ++i) {
+      if (result_.timing[i].end != 0 || (i == 0 && issued_ > 0)) continue;
+      if (pending_.size() == n_ && pending_[i] == 0) {
+        msg += fmt::format("\n  oldest unissued #{} (tile {}, window limit {}): {}", i, p_.instructions[i].tile, windowLimit_,
+                           disassemble(p_.instructions[i].inst));
+        const auto inList = [&](const std::vector<uint32_t>& l) { return std::find(l.begin(), l.end(), i) != l.end(); };
+        bool notOld = false, blocked = false, ready = false;
+        for (const auto& m : notOldest_)
+          for (const auto& [rank, l] : m) notOld |= inList(l);
+        for (const auto& [tile, l] : windowBlocked_) blocked |= inList(l);
+        for (const UnitState& u : units_) ready |= inList(u.ready);
+        msg += fmt::format("\n    in noSpace {}, notOldest {}, windowBlocked {}, ready {}, earliest {}", inList(noSpace_), notOld,
+                           blocked, ready, earliest_[i]);
+        for (int32_t r : regionsOf_[i])
+          msg += fmt::format("\n    region {} {}w of {}: state {}, rank {} (head {})", r, p_.regions[static_cast<size_t>(r)].words,
+                             bufferName(p_.regions[static_cast<size_t>(r)].buffer), static_cast<int>(state_[static_cast<size_t>(r)]),
+                             fifoRank_[static_cast<size_t>(r)], fifoHead(static_cast<size_t>(p_.regions[static_cast<size_t>(r)].buffer)));
+        break;
+      }
+    }
     for (size_t b = 0; b < kNumBuffers; ++b) {
       std::string live;
       for (size_t r = 0; r < p_.regions.size(); ++r)
         if (state_[r] == RegionState::Live && static_cast<size_t>(p_.regions[r].buffer) == b)
           live += fmt::format(" {}w(tile {}, {} users left)", p_.regions[r].words, p_.regions[r].tile, usersLeft_[r]);
-      if (!live.empty()) msg += fmt::format("\n  live in {}:{}", bufferName(static_cast<Buffer>(b)), live);
+      if (!live.empty()) msg += fmt::format("\n  live in {}:{}; allocator {}", bufferName(static_cast<Buffer>(b)), live, alloc_[b].describe());
     }
     return msg;
   }
@@ -370,17 +437,18 @@ class ListScheduler {
   const ScheduleOptions& o_;
   const size_t n_;
   ScheduleResult result_;
-  std::vector<FirstFit> alloc_;
+  std::vector<RegionAllocator> alloc_;
   std::vector<uint32_t> usersLeft_;
   std::vector<uint64_t> firstUse_;
   std::vector<std::vector<int32_t>> regionsOf_;
-  std::vector<uint32_t> fifo_, fifoRank_;
+  std::array<std::vector<uint32_t>, kNumBuffers> fifo_;  ///< per buffer, regions in order of first use
+  std::vector<uint32_t> fifoRank_;                       ///< a region's place in its buffer's order
   std::vector<bool> longLived_;
-  size_t fifoPos_ = 0;
+  std::array<size_t, kNumBuffers> fifoPos_{};
   enum class RegionState : uint8_t { Waiting, Live, Released };
   std::vector<RegionState> state_;
   bool spaceFreed_ = false;
-  std::map<uint32_t, std::vector<uint32_t>> notOldest_;  ///< by the rank of the region they wait for
+  std::array<std::map<uint32_t, std::vector<uint32_t>>, kNumBuffers> notOldest_;  ///< per buffer, by the rank they wait for
   std::vector<uint32_t> noSpace_;
   std::vector<UnitState> units_;
   std::vector<uint32_t> pending_;

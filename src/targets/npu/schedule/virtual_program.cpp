@@ -1,17 +1,23 @@
 // ProgramBuilder: collects the operator interpreters' instructions on virtual regions, tile by tile.
 #include "virtual_program.h"
 
+#include <algorithm>
 #include <fmt/format.h>
 
 #include "tessel/support/error.h"
 
 namespace tessel::npu::sched {
 
-uint32_t ProgramBuilder::beginTile(const std::string& node, uint32_t group, uint32_t index) {
-  if (program_.nodes.empty() || program_.nodes.back() != node) program_.nodes.push_back(node);
-  program_.tiles.push_back(TileInfo{static_cast<uint32_t>(program_.nodes.size() - 1), group, index});
+uint32_t ProgramBuilder::beginTile(uint32_t group, uint32_t index) {
+  program_.tiles.push_back(TileInfo{group, index});
   currentTile_ = static_cast<uint32_t>(program_.tiles.size() - 1);
   return currentTile_;
+}
+
+void ProgramBuilder::setNode(const std::string& node) {
+  auto it = std::find(program_.nodes.begin(), program_.nodes.end(), node);
+  if (it == program_.nodes.end()) it = program_.nodes.insert(program_.nodes.end(), node);
+  currentNode_ = static_cast<uint32_t>(it - program_.nodes.begin());
 }
 
 int32_t ProgramBuilder::region(Buffer buffer, uint64_t words) {
@@ -32,7 +38,7 @@ SramOperand ProgramBuilder::at(int32_t region, uint64_t offset, uint64_t strideO
 
 size_t ProgramBuilder::emit(const Instruction& inst, std::array<int32_t, 4> regions) {
   TESSEL_ASSERT(!program_.tiles.empty(), "npu lowering: instruction emitted outside a tile");
-  program_.instructions.push_back(VirtualInstruction{inst, regions, currentTile_});
+  program_.instructions.push_back(VirtualInstruction{inst, regions, currentTile_, currentNode_});
   return program_.instructions.size() - 1;
 }
 

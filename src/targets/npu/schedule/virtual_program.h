@@ -21,9 +21,8 @@ struct Region {
 
 /// A tile: the unit the sliding window admits and retires (S0.6). Tiles are numbered in priority order.
 struct TileInfo {
-  uint32_t node = 0;   ///< index into VirtualProgram::nodes (the node whose work the tile is)
   uint32_t group = 0;  ///< schedule group
-  uint32_t index = 0;  ///< tile number within its node (or its group's row tile)
+  uint32_t index = 0;  ///< tile number within its node (layer by layer) or its group (a fused row tile)
 };
 
 /// One instruction with, per SRAM operand (dst, srcA, srcB, srcC), the region it addresses (-1: none).
@@ -31,6 +30,7 @@ struct VirtualInstruction {
   Instruction inst;
   std::array<int32_t, 4> region{-1, -1, -1, -1};
   uint32_t tile = 0;
+  uint32_t node = 0;  ///< index into VirtualProgram::nodes: whose work it is
 };
 
 struct VirtualProgram {
@@ -43,8 +43,10 @@ struct VirtualProgram {
 /// Appends instructions and regions while the operator interpreters lower a subgraph.
 class ProgramBuilder {
  public:
-  /// Starts a new tile of `node` (subsequent regions and instructions belong to it); returns its id.
-  uint32_t beginTile(const std::string& node, uint32_t group, uint32_t index);
+  /// Starts a new tile (subsequent regions and instructions belong to it); returns its id.
+  uint32_t beginTile(uint32_t group, uint32_t index);
+  /// The node subsequent instructions do the work of.
+  void setNode(const std::string& node);
   /// A new region of `words` words in `buffer`, owned by the current tile.
   int32_t region(Buffer buffer, uint64_t words);
   /// An operand addressing `region` at `offset` with the given strides (all in words).
@@ -58,7 +60,7 @@ class ProgramBuilder {
 
  private:
   VirtualProgram program_;
-  uint32_t currentTile_ = 0;
+  uint32_t currentTile_ = 0, currentNode_ = 0;
 };
 
 }  // namespace tessel::npu::sched

@@ -1,0 +1,209 @@
+// Tile fusion choices (S0.2, S0.5): which groups of a schedule can run as one fused group (connected by values
+// used only inside, around a preset operator), how many row tiles fit the buffers, and whether fusing pays:
+// each option is priced by scheduling it (the modelled cycles of the instruction scheduler) against the same
+// nodes layer by layer; a group that cannot gain stays layer by layer.
+#include <algorithm>
+#include <fmt/format.h>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "../geometry.h"
+#include "../lower_context.h"
+#include "tessel/support/error.h"
+#include "tessel/targets/npu/schedule.h"
+
+namespace tessel::npu {
+namespace {
+
+/// Spatial geometry of a fusable node: input H, W, C; output OH, OW, M; kernel rows, stride, padding.
+struct Spatial {
+  int64_t H = 0, W = 0, C = 0, OH = 0, OW = 0, M = 0, KH = 1, KW = 1, sH = 1, dH = 1, pT = 0;
+  bool pool = false, depthwise = false;
+};
+
+std::optional<Spatial> spatialOf(const Node& n) {
+  const auto family = lower::opFamily(n);
+  if (family == lower::OpFamily::Pool) {
+    const PoolGeometry q = poolGeometry(n);
+    if (q.N != 1) return std::nullopt;
+    Spatial s{q.H, q.W, q.C, q.OH, q.OW, q.C, q.KH, q.KW, q.sH, 1, q.pT, true, false};
+    return s;
+  }
+  if (family == lower::OpFamily::Matrix && n.opType() == "Conv") {
+    const ConvGeometry g = convGeometry(n);
+    if (g.N != 1 || (g.group != 1 && !g.depthwise())) return std::nullopt;
+    Spatial s{g.H, g.W, g.C, g.OH, g.OW, g.M, g.KH, g.KW, g.sH, g.dH, g.pT, false, g.depthwise()};
+    return s;
+  }
+  return std::nullopt;
+}
+
+struct Candidate {
+  std::vector<size_t> members;  ///< group indices, in schedule order
+};
+
+/// The result value of a single-node group (its anchor's last epilogue node's output).
+const Value* resultOf(const GroupSchedule& g, const std::map<std::string, const Node*>& byName) {
+  return byName.at(g.nodes.back())->output(0);
+}
+
+}  // namespace
+
+std::vector<std::vector<size_t>> fusionCandidates(const NpuSchedule& s, const Graph& body, const hw::NpuConfig& cfg) {
+  std::map<std::string, const Node*> byName;
+  for (const auto& n : body.nodes()) byName[n->name()] = n.get();
+  const auto& outs = body.outputs();
+  std::map<const Node*, size_t> groupOfAnchor;
+  for (size_t g = 0; g < s.groups.size(); ++g)
+    if (s.groups[g].tiling.size() == 1 && s.groups[g].rowTiles == 1) groupOfAnchor[byName.at(s.groups[g].tiling[0].node)] = g;
+  // Union of groups joined by a value every use of which is the first input of a fusable anchor.
+  std::vector<size_t> parent(s.groups.size());
+  for (size_t g = 0; g < parent.size(); ++g) parent[g] = g;
+  std::function<size_t(size_t)> find = [&](size_t g) { return parent[g] == g ? g : parent[g] = find(parent[g]); };
+  std::set<size_t> joined;
+  for (const auto& [anchor, g] : groupOfAnchor) {
+    if (!spatialOf(*anchor)) continue;
+    const Value* r = resultOf(s.groups[g], byName);
+    if (r->uses().empty() || std::find(outs.begin(), outs.end(), r) != outs.end()) continue;
+    std::vector<size_t> users;
+    for (const Use& u : r->uses()) {
+      auto it = groupOfAnchor.find(u.node);
+      if (u.index != 0 || it == groupOfAnchor.end() || !spatialOf(*u.node)) {
+        users.clear();
+        break;
+      }
+      users.push_back(it->second);
+    }
+    for (size_t h : users) {
+      parent[find(h)] = find(g);
+      joined.insert(g), joined.insert(h);
+    }
+  }
+  std::map<size_t, std::vector<size_t>> components;
+  for (size_t g : joined) components[find(g)].push_back(g);
+  std::vector<std::vector<size_t>> out;
+  for (auto& [root, members] : components) {
+    std::sort(members.begin(), members.end());
+    bool preset = false;
+    for (size_t g : members)
+      for (const std::string& op : cfg.presetOperators) preset |= byName.at(s.groups[g].tiling[0].node)->opType() == op;
+    if (preset && members.size() > 1) out.push_back(members);
+  }
+  return out;
+}
+
+namespace {
+
+/// The fused group of `members` with `rowTiles` row tiles. Every stage computes chunks of rows (full width, all
+/// output channels) whose accumulator tile fits half the accumulator; stages reading on chip are unphased;
+/// weights stay resident while they fit the weight buffer, the rest are streamed.
+GroupSchedule fuse(const NpuSchedule& s, const std::vector<size_t>& members, const std::map<std::string, const Node*>& byName,
+                   const hw::NpuConfig& cfg, int64_t rowTiles) {
+  GroupSchedule f;
+  f.rowTiles = rowTiles;
+  for (int64_t t = 0; t < rowTiles; ++t) f.tileOrder.push_back(t);
+  const uint64_t accHalf = cfg.bufferWords(static_cast<size_t>(Buffer::Accumulator)) / 2;
+  uint64_t wgtLeft = cfg.bufferWords(static_cast<size_t>(Buffer::Weight));
+  std::set<const Value*> produced;
+  for (size_t g : members) {
+    const GroupSchedule& src = s.groups[g];
+    f.nodes.insert(f.nodes.end(), src.nodes.begin(), src.nodes.end());
+    NodeTiling t = src.tiling[0];
+    const Node& n = *byName.at(t.node);
+    const Spatial sp = *spatialOf(n);
+    const bool onChip = produced.count(n.input(0)) != 0;
+    const int64_t channels = sp.pool || sp.depthwise ? std::min<int64_t>(sp.C, 4 * cfg.dim) : sp.M;
+    t.cols = std::min<int64_t>(sp.OW, std::max<int64_t>(1, static_cast<int64_t>(accHalf) / channels));
+    t.rows = std::max<int64_t>(1, std::min<int64_t>(sp.OH, static_cast<int64_t>(accHalf) / (t.cols * channels)));
+    if (sp.pool || sp.depthwise) {
+      t.channels = channels;
+    } else {
+      t.coutPerPass = sp.M;
+      t.channels = std::min<int64_t>(cfg.dim, sp.M);
+      if (onChip) t.variant = "matrix", t.phased = false, t.inChannels = sp.C;
+      const uint64_t weights = static_cast<uint64_t>(sp.C * sp.M * sp.KH * sp.KW);
+      t.weightsResident = weights <= wgtLeft;
+      if (t.weightsResident) wgtLeft -= weights;
+    }
+    f.tiling.push_back(t);
+    produced.insert(resultOf(src, byName));
+  }
+  return f;
+}
+
+/// Words of `inp` one row tile of the fused group holds for the windows of stages reading on chip, with
+/// `lastRows` output rows of the group per tile (the windows of two tiles can be live at once).
+uint64_t windowWords(const NpuSchedule& s, const std::vector<size_t>& members, const std::map<std::string, const Node*>& byName,
+                     int64_t lastRows) {
+  std::set<const Value*> produced;
+  const Spatial last = *spatialOf(*byName.at(s.groups[members.back()].tiling[0].node));
+  uint64_t words = 0;
+  for (size_t g : members) {
+    const Node& n = *byName.at(s.groups[g].tiling[0].node);
+    const Spatial sp = *spatialOf(n);
+    if (produced.count(n.input(0))) {
+      const int64_t rows = std::max<int64_t>(1, ceilDiv(lastRows * sp.OH, last.OH));
+      const int64_t inRows = (rows - 1) * sp.sH + (sp.KH - 1) * sp.dH + 1;
+      words += static_cast<uint64_t>(inRows * (sp.W + sp.KW) * sp.C);
+    }
+    produced.insert(resultOf(s.groups[g], byName));
+  }
+  return 2 * words;
+}
+
+}  // namespace
+
+void chooseFusion(NpuSchedule& s, const Graph& body, const hw::NpuConfig& cfg) {
+  std::map<std::string, const Node*> byName;
+  for (const auto& n : body.nodes()) byName[n->name()] = n.get();
+  const uint64_t inpWords = cfg.bufferWords(static_cast<size_t>(Buffer::Input));
+  std::vector<std::pair<std::vector<size_t>, GroupSchedule>> chosen;
+  for (const std::vector<size_t>& members : fusionCandidates(s, body, cfg)) {
+    const Spatial last = *spatialOf(*byName.at(s.groups[members.back()].tiling[0].node));
+    // Row tiles from the fewest whose windows fit (two tiles' windows and the first stage's input share `inp`)
+    // to a few more; each option priced against the same groups layer by layer.
+    int64_t minTiles = 1;
+    while (minTiles < last.OH && windowWords(s, members, byName, ceilDiv(last.OH, minTiles)) > inpWords * 3 / 4) ++minTiles;
+    if (windowWords(s, members, byName, ceilDiv(last.OH, minTiles)) > inpWords * 3 / 4) continue;
+    const uint64_t layered = lower::modelledCycles(body, cfg, s, members);
+    uint64_t best = layered;
+    std::optional<GroupSchedule> bestGroup;
+    std::set<int64_t> tried;
+    for (int64_t n = minTiles; n <= last.OH && tried.size() < 3; ++n) {
+      const int64_t tiles = ceilDiv(last.OH, ceilDiv(last.OH, n));
+      if (!tried.insert(tiles).second) continue;
+      NpuSchedule trial = s;
+      GroupSchedule f = fuse(s, members, byName, cfg, tiles);
+      // The fused group replaces its last member (its position), the others are dropped.
+      trial.groups[members.back()] = f;
+      for (size_t k = members.size() - 1; k-- > 0;) trial.groups.erase(trial.groups.begin() + static_cast<long>(members[k]));
+      const size_t at = members.back() - (members.size() - 1);
+      uint64_t cycles = 0;
+      try {
+        cycles = lower::modelledCycles(body, cfg, trial, {at});
+      } catch (const InternalError&) {
+        continue;  // the buffers cannot hold this option
+      }
+      if (cycles <= best) best = cycles, bestGroup = f;
+    }
+    if (bestGroup) chosen.push_back({members, *bestGroup});
+  }
+  // A fused group takes the place of its last member; the other members go.
+  std::map<size_t, const GroupSchedule*> replace;
+  std::set<size_t> drop;
+  for (const auto& [members, f] : chosen) {
+    replace[members.back()] = &f;
+    drop.insert(members.begin(), members.end() - 1);
+  }
+  std::vector<GroupSchedule> groups;
+  for (size_t g = 0; g < s.groups.size(); ++g) {
+    if (drop.count(g)) continue;
+    auto it = replace.find(g);
+    groups.push_back(it != replace.end() ? *it->second : s.groups[g]);
+  }
+  s.groups = std::move(groups);
+}
+
+}  // namespace tessel::npu
