@@ -2,7 +2,6 @@
 #include "rewrite.h"
 
 #include <algorithm>
-#include <limits>
 
 namespace tessel::passes {
 
@@ -59,36 +58,12 @@ bool replaceValue(Graph& graph, Value* oldValue, Value* replacement) {
 
 namespace {
 
-/// A scalar float constant input, or `fallback` when the input is omitted; nullopt when not constant.
-std::optional<float> scalarInput(const Node& node, size_t i, float fallback) {
-  if (!node.hasInput(i)) return fallback;
-  const Tensor* t = constantData(node.input(i));
-  if (!t || t->numel() != 1) return std::nullopt;
-  return static_cast<float>(t->elementAsDouble(0));
-}
-
+/// A float activation a fused epilogue can apply (OpTrait::FusibleEpilogue), with its parameters.
 std::optional<MatchedActivation> matchSingle(Node* n) {
-  if (!n->domain().empty() || !n->output(0) || n->output(0)->type.dtype != DType::Float32) return std::nullopt;
-  const std::string& op = n->opType();
-  MatchedActivation m{op, {}, {n}};
-  if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish") return m;
-  if (op == "LeakyRelu") {
-    m.params = {n->attrFloat("alpha")};
-    return m;
-  }
-  if (op == "HardSigmoid") {
-    m.params = {n->attrFloat("alpha"), n->attrFloat("beta")};
-    return m;
-  }
-  if (op == "Gelu" && n->attrString("approximate") == "none") return m;
-  if (op == "Clip") {
-    auto lo = scalarInput(*n, 1, -std::numeric_limits<float>::infinity());
-    auto hi = scalarInput(*n, 2, std::numeric_limits<float>::infinity());
-    if (!lo || !hi) return std::nullopt;
-    m.params = {*lo, *hi};
-    return m;
-  }
-  return std::nullopt;
+  if (!n->output(0) || n->output(0)->type.dtype != DType::Float32) return std::nullopt;
+  auto params = epilogueParams(*n, constantData);
+  if (!params) return std::nullopt;
+  return MatchedActivation{n->opType(), *params, {n}};
 }
 
 /// x * Sigmoid(x), the two nodes reading x.
@@ -96,8 +71,8 @@ std::optional<MatchedActivation> matchSilu(const Value* x) {
   Node* sigmoid = nullptr;
   Node* mul = nullptr;
   for (const Use& u : x->uses()) {
-    if (u.node->opType() == "Sigmoid" && u.node->domain().empty()) sigmoid = u.node;
-    else if (u.node->opType() == "Mul" && u.node->domain().empty()) mul = u.node;
+    if (isOp(*u.node, "Sigmoid")) sigmoid = u.node;
+    else if (isOp(*u.node, "Mul")) mul = u.node;
   }
   if (!sigmoid || !mul || soleUser(sigmoid->output(0)) != mul) return std::nullopt;
   const bool shape = mul->output(0) && mul->output(0)->type == x->type;
@@ -151,7 +126,7 @@ EpilogueMatch matchEpilogue(Graph& graph, Node* base, Value* bias, size_t channe
   Value* cur = base->output(0);
   Node* user = soleUser(cur);
   auto otherOperand = [&](Node* add) { return add->input(0) == cur ? add->input(1) : add->input(0); };
-  auto isAdd = [](Node* n) { return n && n->opType() == "Add" && n->domain().empty() && n->input(0) != n->input(1); };
+  auto isAdd = [](Node* n) { return n && isOp(*n, "Add") && n->input(0) != n->input(1); };
   // A constant per-channel Add becomes (part of) the bias, when the existing bias is absent or constant.
   if (allowBiasAdd && isAdd(user) && user->output(0)->type == cur->type && (!bias || constantData(bias))) {
     if (auto add = perChannelConstant(otherOperand(user), cur->type, channelAxis)) {
@@ -193,7 +168,7 @@ Node* emitFused(Graph& graph, const EpilogueMatch& m, const std::string& opType)
 }
 
 bool isConvNode(const Node& n) {
-  return (n.opType() == "FusedConv" && n.domain() == "tessel") || (n.opType() == "Conv" && n.domain().empty());
+  return isOp(n, "FusedConv", "tessel") || isOp(n, "Conv");
 }
 
 std::optional<rt::Conv2dShape> convShape(const Node& n) {

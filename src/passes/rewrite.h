@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tessel/ir/graph.h"
+#include "tessel/ops/registry.h"
 #include "tessel/rt/conv.h"
 
 namespace tessel::passes {
