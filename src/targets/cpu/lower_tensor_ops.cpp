@@ -1,7 +1,8 @@
 // Lowering of the tensor operators transformer models are made of: MatMul of two computed operands
 // (batched, numpy broadcasting resolved here into per-batch offsets), tessel.Attention, LayerNormalization
-// over trailing axes, Transpose and Split. A node outside what a kernel covers returns false and runs
-// through the host fallback.
+// over trailing axes, Transpose, Split and Concat (inputs written in place where they can be), and nodes of
+// any element type (Gather, Slice, Cast, broadcasting comparisons and logic). A node outside what a kernel
+// covers returns false and runs through the host fallback.
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -327,6 +328,46 @@ bool Lowerer::lowerBroadcastOp(const Node* n) {
           fmt::format("{} '{}' -> {} {}", n->opType(), n->name(), dtypeName(n->output(0)->type.dtype), shapeToString(ys)),
           code, ins, {y});
   return true;
+}
+
+void Lowerer::lowerConcat(const Node* n) {
+  int y = tensorOf(n->output(0));
+  const Shape ys = plan_.tensors[y].shape;  // a copy: tensorOf() below may grow plan_.tensors
+  int64_t axis = n->attrInt("axis");
+  if (axis < 0) axis += static_cast<int64_t>(ys.size());
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < axis; ++i) outer *= ys[i];
+  for (size_t i = axis + 1; i < ys.size(); ++i) inner *= ys[i];
+  // With nothing outside the concat axis (batch 1 along channels), each input is one contiguous slice
+  // of the output: an input computed by an earlier step is written there directly (an alias with an
+  // offset), and only the others (graph inputs, weights, aliases, repeated inputs) are copied.
+  std::set<int> seen;
+  auto sliceable = [&](int x) {
+    const PlanTensor& t = plan_.tensors[x];
+    return outer == 1 && plan_.tensors[y].kind == StorageKind::Arena && plan_.tensors[y].aliasOf < 0 &&
+           t.kind == StorageKind::Arena && t.aliasOf < 0 && producedBySteps_.count(x);
+  };
+  std::string code;
+  std::vector<int> reads;
+  int64_t offset = 0;
+  for (const Value* in : n->inputs()) {
+    int x = tensorOf(in);
+    int64_t chunk = plan_.tensors[x].shape[axis] * inner;
+    if (sliceable(x) && seen.insert(x).second) {
+      plan_.tensors[x].aliasOf = y;
+      plan_.tensors[x].aliasOffset = offset;
+      ++plan_.report.inPlaceConcatInputs;
+    } else {
+      code += fmt::format("concat_part({}, {}, {}, {}, {}, {});\n  ", ref(x), ref(y), outer, chunk, ys[axis] * inner,
+                          offset);
+      reads.push_back(x);
+    }
+    offset += chunk;
+  }
+  if (code.empty()) return;  // every input already sits in its slice
+  code.resize(code.size() - 3);
+  addStep({n->name(), "Concat", "concat_part"}, fmt::format("Concat '{}' -> {}", n->name(), shapeToString(ys)), code,
+          reads, {y});
 }
 
 }  // namespace tessel::cpu

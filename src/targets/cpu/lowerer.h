@@ -1,7 +1,9 @@
-// The cpu target's lowering (internal): the Lowerer turns a typed graph into runtime kernel calls. Its
-// op families live in lowering.cpp (tensors, steps, conv, GEMM, pools, element-wise, the host
-// fallback), lower_tensor_ops.cpp (batched MatMul, attention, LayerNorm, Transpose, Split) and
-// lower_fused_elementwise.cpp (a tessel.FusedElementwise chain as one generated vector loop).
+// The cpu target's lowering (internal): the Lowerer turns a typed graph into runtime kernel calls. One file
+// per concern: lowering.cpp (tensors, weights, steps, dispatch, NCHWc8 region edges, the host fallback),
+// lower_conv_gemm.cpp (convolutions, GEMMs), lower_pool.cpp, lower_elementwise.cpp (binary, unary,
+// activations, BatchNorm, epilogues), lower_fused_elementwise.cpp (a tessel.FusedElementwise chain as one
+// generated vector loop) and lower_tensor_ops.cpp (batched MatMul, attention, LayerNorm, Transpose, Split,
+// Concat, typed nodes).
 #pragma once
 
 #include <fmt/format.h>
@@ -14,6 +16,7 @@
 
 #include "plan.h"
 #include "tessel/rt/conv.h"
+#include "tessel/rt/pool.h"
 
 namespace tessel::cpu {
 
@@ -35,6 +38,15 @@ bool compiledDType(DType t);
 /// Every output and non-constant input has a static shape and a compiledDType: the node can at least
 /// run through the host fallback.
 bool staticTensorsOnly(const Node* n);
+/// A Conv or a tessel.FusedConv.
+bool isConvNode(const Node* n);
+/// A string entry of a node's meta (the schedule data passes record), or null.
+const std::string* metaString(const Node* n, const char* key);
+/// The runtime geometry of a MaxPool/AveragePool node on an NCHW input of shape xs, or nullopt when the
+/// compiled kernels do not cover it (not 2-D, dilations, the Indices output, storage_order 1).
+std::optional<rt::Pool2dShape> loweredPoolShape(const Node* n, const Shape& xs);
+/// The initializer of a generated `rt::Pool2dShape` constant.
+std::string poolShapeInit(const rt::Pool2dShape& p);
 
 class Lowerer {
  public:
