@@ -57,7 +57,7 @@ static std::optional<rt::Conv2dShape> loweredConvShape(const Node* conv) {
 }
 
 bool isConvNode(const Node* n) {
-  return (n->domain() == "tessel" && n->opType() == "FusedConv") || (n->domain().empty() && n->opType() == "Conv");
+  return isOp(*n, "FusedConv", "tessel") || isOp(*n, "Conv");
 }
 
 /// The kernel the select-kernels pass recorded for a conv, when it has `layout` and applies to s; else null.
@@ -72,24 +72,25 @@ bool Lowerer::lowerConv(const Node* conv) {
   const Value* wv = conv->input(1);
   auto shape = loweredConvShape(conv);
   if (!shape) return false;  // not 2-D, or weights computed at run time
+  // The epilogue (bias, residual Add, activation) is the fuse-conv-epilogue pass's: a tessel.FusedConv
+  // carries it; a plain Conv (a graph lowered without the pipeline) has none.
+  const bool fused = isOp(*conv, "FusedConv", "tessel");
+  const std::optional<FusedAct> act = fused ? fusedEpilogueOf(conv) : FusedAct{};
+  if (!act) return false;  // an activation the runtime lacks: the host fallback runs the node
   const rt::Conv2dShape& s = *shape;
   const std::vector<float> w = floatsOf(wv);
   const bool hasBias = conv->hasInput(2);
   const std::vector<float> bias = hasBias ? floatsOf(conv->input(2)) : std::vector<float>{};
-  // The epilogue (bias, residual Add, activation) is the fuse-conv-epilogue pass's: a tessel.FusedConv
-  // carries it; a plain Conv (a graph lowered without the pipeline) has none.
-  FusedAct act;
   int residual = -1;
   const Value* out = conv->output(0);
   std::string what = "conv";
-  if (conv->opType() == "FusedConv") {
+  if (fused) {
     if (conv->hasInput(3)) {
       residual = tensorOf(conv->input(3));
       what += "+add";
       plan_.report.fusedNodes++;  // the Add fuse-conv-epilogue merged
     }
-    act = fusedEpilogueOf(conv);
-    if (act.kind != "None") what += "+" + conv->attrString("activation"), plan_.report.fusedNodes++;
+    if (act->kind != rt::Activation::None) what += "+" + conv->attrString("activation"), plan_.report.fusedNodes++;
   }
   std::string key = convGeometryKey(s);
   // A conv of an NCHWc8 region (select-layout) runs the NCHWc8 kernel select-kernels chose; tuning
@@ -118,7 +119,7 @@ bool Lowerer::lowerConv(const Node* conv) {
   std::optional<rt::Pool2dShape> maxpool;
   if (std::string(kernel->name) == "conv2d_nchw_direct_small_cin" && residual < 0) {
     const Node* u = singleUser(out);
-    if (u && !absorbed_.count(u) && u->domain().empty() && u->opType() == "MaxPool" && u->input(0) == out &&
+    if (u && !absorbed_.count(u) && isOp(*u, "MaxPool") && u->input(0) == out &&
         out->type.isStatic()) {
       auto ps = loweredPoolShape(u, out->type.staticShape());
       if (ps && rt::conv2d_nchw_direct_small_cin_maxpool_applicable(s, *ps)) {
@@ -148,14 +149,14 @@ bool Lowerer::lowerConv(const Node* conv) {
   if (bid >= 0) reads.push_back(bid);
   if (residual >= 0) reads.push_back(residual);
   std::string call = fmt::format("rt::{}({}, {}, P + {}, {}, {}, pool);", kernel->name, shapeName, ref(x_id),
-                                 packedOffset, ref(y_id), epilogueExpr(bid, residual, act));
+                                 packedOffset, ref(y_id), epilogueExpr(bid, residual, *act));
   std::string kernelName = kernel->name;
   if (maxpool) {
     int id = shapeCounter_++;
     plan_.globals += fmt::format("static const rt::Pool2dShape kPool{} = {};\n", id, poolShapeInit(*maxpool));
     kernelName += "_maxpool";
     call = fmt::format("rt::{}({}, kPool{}, {}, P + {}, {}, {}, pool);", kernelName, shapeName, id, ref(x_id),
-                       packedOffset, ref(y_id), epilogueExpr(bid, residual, act));
+                       packedOffset, ref(y_id), epilogueExpr(bid, residual, *act));
   }
   addStep({conv->name(), what, kernelName, 2.0 * s.macs()},
           fmt::format("{} '{}' {}x{}/{} -> {}", what, conv->name(), s.kernel_h, s.kernel_w, s.stride_h,
@@ -166,8 +167,10 @@ bool Lowerer::lowerConv(const Node* conv) {
 }
 
 bool Lowerer::lowerGemm(const Node* n) {
-  const bool fused = n->opType() == "FusedGemm";
-  const bool isGemm = n->opType() == "Gemm" || fused;
+  const bool fused = isOp(*n, "FusedGemm", "tessel");
+  const bool isGemm = isOp(*n, "Gemm") || fused;
+  const std::optional<FusedAct> act = fused ? fusedEpilogueOf(n) : FusedAct{};
+  if (!act) return false;  // an activation the runtime lacks: the host fallback runs the node
   const Value* a = n->input(0);
   const Value* b = n->input(1);
   Shape as = a->type.staticShape(), bs = b->type.staticShape();
@@ -201,7 +204,6 @@ bool Lowerer::lowerGemm(const Node* n) {
       return false;  // C broadcasts neither as a row, a column nor the full matrix
     }
   }
-  FusedAct act;
   const Value* out = n->output(0);
   std::string what = fused ? "Gemm" : n->opType();
   if (fused) {  // tessel.FusedGemm from the cpu pass pipeline: residual and activation are in the node
@@ -211,8 +213,7 @@ bool Lowerer::lowerGemm(const Node* n) {
       what += "+add";
       plan_.report.fusedNodes++;
     }
-    act = fusedEpilogueOf(n);
-    if (act.kind != "None") what += "+" + n->attrString("activation"), plan_.report.fusedNodes++;
+    if (act->kind != rt::Activation::None) what += "+" + n->attrString("activation"), plan_.report.fusedNodes++;
   }
   int bw = tensorOf(b);
   int64_t packedOffset = plan_.packedFloats;
@@ -227,7 +228,7 @@ bool Lowerer::lowerGemm(const Node* n) {
   addStep({n->name(), what, "sgemm_packed_b", 2.0 * M * N * K}, fmt::format("{} '{}' {}x{}x{}", what, n->name(), M, N, K),
           fmt::format("rt::sgemm_packed_b({}, {}, {}, {}, {}, {}, {}, P + {}, 0.0f, {}, {}, {}, pool);", transA, M, N,
                       K, floatLiteral(alpha), ref(x_id), transA ? M : K, packedOffset, ref(y_id), N,
-                      epilogueExpr(bias, residual, act, perColumn)),
+                      epilogueExpr(bias, residual, *act, perColumn)),
           reads, {y_id});
   return true;
 }

@@ -1,64 +1,102 @@
-// Lowering of element-wise nodes to the runtime's kernels: binary ops with their broadcasting forms,
-// unary math, activations (as the fused kernels' epilogue, applied alone), inference BatchNormalization,
-// and the epilogue expression every fused kernel call takes.
+// Lowering of element-wise nodes to the runtime's kernels: activations (the registry's FusibleEpilogue ops,
+// applied alone with the fused kernels' epilogue), unary math, binary ops with their broadcasting forms,
+// inference BatchNormalization, and the epilogue expression every fused kernel call takes.
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <fmt/format.h>
-#include <limits>
+#include <iterator>
+#include <set>
+#include <string_view>
 
 #include "lowerer.h"
 
 namespace tessel::cpu {
 
-/// The epilogue activation an elementwise node computes, if it is one the kernels fuse.
-std::optional<FusedAct> Lowerer::activationOf(const Node* n) const {
-  const std::string& op = n->opType();
-  if (!n->domain().empty()) return std::nullopt;
-  if (op == "Relu") return FusedAct{"Relu"};
-  if (op == "Sigmoid") return FusedAct{"Sigmoid"};
-  if (op == "Tanh") return FusedAct{"Tanh"};
-  if (op == "HardSwish") return FusedAct{"HardSwish"};
-  if (op == "Gelu" && (!n->hasAttr("approximate") || n->attrString("approximate") == "none")) return FusedAct{"Gelu"};
-  if (op == "LeakyRelu") return FusedAct{"LeakyRelu", n->attrFloat("alpha")};
-  if (op == "HardSigmoid") return FusedAct{"HardSigmoid", n->attrFloat("alpha"), n->attrFloat("beta")};
-  if (op == "Clip") {
-    FusedAct a{"Clip", -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::infinity()};
-    for (size_t i = 1; i <= 2; ++i) {
-      if (!n->hasInput(i)) continue;
-      const Tensor* bound = constTensor(n->input(i));
-      if (!bound || bound->numel() != 1) return std::nullopt;
-      float v = static_cast<float>(bound->elementAsDouble(0));
-      (i == 1 ? a.alpha : a.beta) = v;
-    }
-    return a;
-  }
+namespace {
+
+/// rt::Activation's enumerators as C++ spells them, indexed by value (from the runtime's own list).
+constexpr const char* kActivationNames[] = {
+#define TESSEL_RT_ACTIVATION_NAME(name) #name,
+    TESSEL_RT_ACTIVATIONS(TESSEL_RT_ACTIVATION_NAME)
+#undef TESSEL_RT_ACTIVATION_NAME
+};
+
+bool equalIgnoringCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+/// The runtime's activation for an IR activation name: the enumerators are spelled as the ONNX ops they
+/// compute ("Relu", "HardSigmoid"; the SiLU pattern is Silu). Nullopt when the runtime has none.
+std::optional<rt::Activation> runtimeActivation(std::string_view name) {
+  for (size_t i = 1; i < std::size(kActivationNames); ++i)  // 0 is None
+    if (equalIgnoringCase(name, kActivationNames[i])) return static_cast<rt::Activation>(i);
   return std::nullopt;
 }
 
-FusedAct Lowerer::fusedEpilogueOf(const Node* n) {
+/// The epilogue for an activation name ("" = none) and its activation_params.
+std::optional<FusedAct> fusedAct(std::string_view name, const std::vector<float>& params) {
   FusedAct act;
-  const std::string a = n->attrString("activation");
-  auto params = n->attrFloats("activation_params");
-  if (!a.empty()) act.kind = a == "SiLU" ? "Silu" : a;
+  if (name.empty()) return act;
+  auto kind = runtimeActivation(name);
+  if (!kind) return std::nullopt;
+  act.kind = *kind;
   if (params.size() > 0) act.alpha = params[0];
   if (params.size() > 1) act.beta = params[1];
-  if (a == "LeakyRelu" && params.empty()) act.alpha = 0.01f;
-  if (a == "HardSigmoid" && params.empty()) act.alpha = 0.2f, act.beta = 0.5f;
   return act;
+}
+
+/// The ops rt::unary computes, as the rt::UnaryOp enumerator of the same name (its activations are reached
+/// as epilogue activations instead: rt::UnaryOp::Gelu is the exact form only).
+const std::set<std::string> kUnaryKernelOps = {"Exp", "Log", "Erf", "Neg", "Abs", "Sqrt", "Reciprocal"};
+/// The ops rt::binary_same / _scalar / _channel / _broadcast compute, as rt::BinaryOp enumerators.
+const std::set<std::string> kBinaryKernelOps = {"Add", "Sub", "Mul", "Div", "Max", "Min"};
+
+}  // namespace
+
+const char* activationName(rt::Activation a) { return kActivationNames[static_cast<size_t>(a)]; }
+
+std::optional<FusedAct> activationOf(const Node* n) {
+  auto params = epilogueParams(*n, constTensor);
+  return params ? fusedAct(n->opType(), *params) : std::nullopt;
+}
+
+std::optional<FusedAct> fusedEpilogueOf(const Node* n) {
+  return fusedAct(n->attrString("activation"), n->attrFloats("activation_params"));
 }
 
 std::string Lowerer::epilogueExpr(int bias, int residual, const FusedAct& act, bool perColumn) const {
   return fmt::format("epi({}, {}, rt::Activation::{}, {}, {}, {})", bias < 0 ? "nullptr" : ref(bias),
-                     residual < 0 ? "nullptr" : ref(residual), act.kind, floatLiteral(act.alpha),
+                     residual < 0 ? "nullptr" : ref(residual), activationName(act.kind), floatLiteral(act.alpha),
                      floatLiteral(act.beta), perColumn ? "true" : "false");
 }
 
+bool Lowerer::lowerElementwise(const Node* n) {
+  const std::string& op = n->opType();
+  if (auto act = activationOf(n)) {
+    int x = tensorOf(n->input(0)), y = tensorOf(n->output(0));
+    addStep({n->name(), op, "apply_activation"}, fmt::format("{} '{}'", op, n->name()),
+            fmt::format("activation({}, {}, {}, {});", ref(x), ref(y), plan_.tensors[x].numel,
+                        epilogueExpr(-1, -1, *act)),
+            {x}, {y}, x);
+    return true;
+  }
+  if (kUnaryKernelOps.count(op)) {
+    int x = tensorOf(n->input(0)), y = tensorOf(n->output(0));
+    addStep({n->name(), op, "unary"}, fmt::format("{} '{}'", op, n->name()),
+            fmt::format("rt::unary(rt::UnaryOp::{}, {}, {}, {}, pool);", op, ref(x), ref(y), plan_.tensors[x].numel),
+            {x}, {y}, x);
+    return true;
+  }
+  return lowerBinary(n);
+}
+
 bool Lowerer::lowerBinary(const Node* n) {
-  static const std::map<std::string, std::string> ops = {{"Add", "Add"}, {"Sub", "Sub"}, {"Mul", "Mul"},
-                                                         {"Div", "Div"}, {"Max", "Max"}, {"Min", "Min"}};
-  auto it = ops.find(n->opType());
-  if (it == ops.end() || n->numInputs() != 2) return false;
-  const std::string op = "rt::BinaryOp::" + it->second;
-  bool commutative = it->second != "Sub" && it->second != "Div";
+  if (!n->domain().empty() || !kBinaryKernelOps.count(n->opType()) || n->numInputs() != 2) return false;
+  const std::string op = "rt::BinaryOp::" + n->opType();
+  const bool commutative = hasTrait(*n, OpTrait::Commutative);
   int a = tensorOf(n->input(0)), b = tensorOf(n->input(1)), y = tensorOf(n->output(0));
   const Shape &as = plan_.tensors[a].shape, &bs = plan_.tensors[b].shape, &ys = plan_.tensors[y].shape;
   int64_t count = shapeSize(ys);
@@ -114,6 +152,7 @@ bool Lowerer::lowerBinary(const Node* n) {
 }
 
 bool Lowerer::lowerBatchNorm(const Node* n) {
+  if (n->numOutputs() != 1) return false;  // training outputs
   for (size_t i = 1; i < 5; ++i)
     if (!isConst(n->input(i))) return false;  // statistics computed at run time
   auto gamma = floatsOf(n->input(1)), beta = floatsOf(n->input(2)), mean = floatsOf(n->input(3)),

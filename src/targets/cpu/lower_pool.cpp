@@ -37,7 +37,7 @@ std::optional<rt::Pool2dShape> loweredPoolShape(const Node* n, const Shape& xs) 
   p.kernel_h = k[0], p.kernel_w = k[1], p.stride_h = st[0], p.stride_w = st[1];
   p.pad_top = pads[0], p.pad_left = pads[1], p.pad_bottom = pads[2], p.pad_right = pads[3];
   p.ceil_mode = ceil;
-  p.count_include_pad = n->opType() == "AveragePool" && n->attrInt("count_include_pad") != 0;
+  p.count_include_pad = isOp(*n, "AveragePool") && n->attrInt("count_include_pad") != 0;
   return p;
 }
 
@@ -53,7 +53,7 @@ bool Lowerer::lowerPool(const Node* n) {
   const Shape& xs = plan_.tensors[x].shape;
   std::string comment = fmt::format("{} '{}' -> {}", op, n->name(), shapeToString(plan_.tensors[y].shape));
   if (xs.size() != 4) return false;  // 1-D and 3-D pooling
-  if (op == "GlobalAveragePool") {
+  if (isOp(*n, "GlobalAveragePool")) {
     addStep({n->name(), op, "global_avgpool_nchw"}, comment, fmt::format("rt::global_avgpool_nchw({}, {}, {}, {}, {}, pool);", xs[0], xs[1], xs[2] * xs[3],
                                  ref(x), ref(y)),
             {x}, {y});
@@ -64,13 +64,14 @@ bool Lowerer::lowerPool(const Node* n) {
   int id = shapeCounter_++;
   plan_.globals += fmt::format("static const rt::Pool2dShape kPool{} = {};\n", id, poolShapeInit(*ps));
   if (blockedNode(n)) {  // select-layout blocks MaxPool only
-    if (op != "MaxPool") return false;
+    if (!isOp(*n, "MaxPool")) return false;
     addStep({n->name(), op, "maxpool2d_nchwc8"}, comment,
             fmt::format("rt::maxpool2d_nchwc8(kPool{}, {}, {}, pool);", id, ref(x), ref(y)), {x}, {y});
     return true;
   }
-  addStep({n->name(), op, op == "MaxPool" ? "maxpool2d_nchw" : "avgpool2d_nchw"}, comment,
-          fmt::format("rt::{}pool2d_nchw(kPool{}, {}, {}, pool);", op == "MaxPool" ? "max" : "avg", id, ref(x),
+  const bool max = isOp(*n, "MaxPool");
+  addStep({n->name(), op, max ? "maxpool2d_nchw" : "avgpool2d_nchw"}, comment,
+          fmt::format("rt::{}pool2d_nchw(kPool{}, {}, {}, pool);", max ? "max" : "avg", id, ref(x),
                       ref(y)),
           {x}, {y});
   return true;

@@ -26,13 +26,11 @@ std::string floatLiteral(float v) {
 /// The constant data behind v, looking through Identity chains (exporters share weights that way) and
 /// Constant nodes, or null.
 const Tensor* constTensor(const Value* v) {
-  while (v && !v->isConstant() && v->producer() && v->producer()->opType() == "Identity" &&
-         v->producer()->domain().empty())
-    v = v->producer()->input(0);
+  while (v && !v->isConstant() && v->producer() && isOp(*v->producer(), "Identity")) v = v->producer()->input(0);
   if (v == nullptr) return nullptr;
   if (v->isConstant()) return &v->constant();
   const Node* p = v->producer();
-  if (p && p->opType() == "Constant" && p->domain().empty() && p->hasAttr("value")) return &p->attrTensor("value");
+  if (p && isOp(*p, "Constant") && p->hasAttr("value")) return &p->attrTensor("value");
   return nullptr;
 }
 bool isConst(const Value* v) { return constTensor(v) != nullptr; }
@@ -49,9 +47,11 @@ static bool dropoutIsIdentity(const Node* n) {
   return ratio != nullptr && ratio->numel() == 1 && ratio->elementAsDouble(0) == 0;
 }
 
-/// Ops that only reinterpret their first input's buffer.
-static const std::set<std::string> kAliasOps = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"};
-
+/// A View (Reshape, Squeeze, ... in the registry) or an inference Dropout: output 0 can share the storage
+/// of input 0.
+static bool aliasesInput(const Node* n) {
+  return hasTrait(*n, OpTrait::View) || (isOp(*n, "Dropout") && n->numOutputs() == 1 && dropoutIsIdentity(n));
+}
 
 int Lowerer::tensorOf(const Value* v) {
   if (auto o = operandOverride_.find(v); o != operandOverride_.end()) return o->second;
@@ -230,62 +230,41 @@ int64_t Lowerer::addWeightBytes(const std::string& bytes) {
   return offset;
 }
 
+const std::map<std::pair<std::string, std::string>, Lowerer::LowerFn>& Lowerer::loweringByOp() {
+  static const std::map<std::pair<std::string, std::string>, LowerFn> table = {
+      {{"tessel", "FusedConv"}, &Lowerer::lowerConv},
+      {{"tessel", "FusedGemm"}, &Lowerer::lowerGemm},
+      {{"tessel", "Attention"}, &Lowerer::lowerAttention},
+      {{"tessel", "FusedElementwise"}, &Lowerer::lowerFusedElementwise},
+      {{"", "Conv"}, &Lowerer::lowerConv},
+      {{"", "Gemm"}, &Lowerer::lowerGemm},
+      {{"", "MatMul"}, &Lowerer::lowerGemm},
+      {{"", "MaxPool"}, &Lowerer::lowerPool},
+      {{"", "AveragePool"}, &Lowerer::lowerPool},
+      {{"", "GlobalAveragePool"}, &Lowerer::lowerPool},
+      {{"", "Concat"}, &Lowerer::lowerConcat},
+      {{"", "BatchNormalization"}, &Lowerer::lowerBatchNorm},
+      {{"", "LayerNormalization"}, &Lowerer::lowerLayerNorm},
+      {{"", "Softmax"}, &Lowerer::lowerSoftmax},
+      {{"", "LogSoftmax"}, &Lowerer::lowerSoftmax},
+      {{"", "Transpose"}, &Lowerer::lowerTranspose},
+      {{"", "Split"}, &Lowerer::lowerSplit},
+      {{"", "Gather"}, &Lowerer::lowerTypedNode},
+      {{"", "Slice"}, &Lowerer::lowerTypedNode},
+  };
+  return table;
+}
+
 bool Lowerer::lowerNode(const Node* n) {
-  const std::string& op = n->opType();
-  if (n->domain() == "tessel") {
-    if (op == "FusedConv") return lowerConv(n);
-    if (op == "FusedGemm") return lowerGemm(n);
-    if (op == "Attention") return lowerAttention(n);
-    if (op == "FusedElementwise") return lowerFusedElementwise(n) || lowerBodyNodes(n);
-    return false;
-  }
+  const auto& table = loweringByOp();
+  if (auto it = table.find({n->domain(), n->opType()}); it != table.end()) return (this->*it->second)(n);
   if (!n->domain().empty()) return false;
-  if (op == "Conv") return lowerConv(n);
-  if (op == "Gemm" || op == "MatMul") return lowerGemm(n);
-  if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool") return lowerPool(n);
-  if (op == "Concat") return lowerConcat(n), true;
-  if (op == "BatchNormalization" && n->numOutputs() == 1) return lowerBatchNorm(n);
-  if (op == "LayerNormalization") return lowerLayerNorm(n);
-  if (op == "Transpose") return lowerTranspose(n);
-  if (op == "Split") return lowerSplit(n);
-  if (op == "Gather" || op == "Slice") return lowerTypedNode(n);
-  if (kAliasOps.count(op) && (op != "Dropout" || (n->numOutputs() == 1 && dropoutIsIdentity(n)))) {
+  if (aliasesInput(n)) {
     int x = tensorOf(n->input(0)), y = tensorOf(n->output(0));
     plan_.tensors[y].aliasOf = x;
     return true;
   }
-  if (op == "Softmax" || op == "LogSoftmax") {
-    int x = tensorOf(n->input(0)), y = tensorOf(n->output(0));
-    const Shape& xs = plan_.tensors[x].shape;
-    int64_t axis = n->attrInt("axis");
-    if (axis < 0) axis += static_cast<int64_t>(xs.size());
-    if (axis != static_cast<int64_t>(xs.size()) - 1) return false;
-    addStep({n->name(), op, op == "Softmax" ? "softmax" : "log_softmax"}, fmt::format("{} '{}'", op, n->name()),
-            fmt::format("rt::{}({}, {}, {}, {}, pool);", op == "Softmax" ? "softmax" : "log_softmax", ref(x), ref(y),
-                        shapeSize(xs) / xs.back(), xs.back()),
-            {x}, {y});
-    return true;
-  }
-  static const std::map<std::string, std::string> unary = {
-      {"Exp", "Exp"}, {"Log", "Log"}, {"Erf", "Erf"}, {"Neg", "Neg"}, {"Abs", "Abs"}, {"Sqrt", "Sqrt"},
-      {"Reciprocal", "Reciprocal"}};
-  if (auto it = unary.find(op); it != unary.end()) {
-    int x = tensorOf(n->input(0)), y = tensorOf(n->output(0));
-    addStep({n->name(), op, "unary"}, fmt::format("{} '{}'", op, n->name()),
-            fmt::format("rt::unary(rt::UnaryOp::{}, {}, {}, {}, pool);", it->second, ref(x), ref(y),
-                        plan_.tensors[x].numel),
-            {x}, {y}, x);
-    return true;
-  }
-  if (auto act = activationOf(n)) {
-    int x = tensorOf(n->input(0)), y = tensorOf(n->output(0));
-    addStep({n->name(), op, "apply_activation"}, fmt::format("{} '{}'", op, n->name()),
-            fmt::format("activation({}, {}, {}, {});", ref(x), ref(y), plan_.tensors[x].numel,
-                        epilogueExpr(-1, -1, *act)),
-            {x}, {y}, x);
-    return true;
-  }
-  return lowerBinary(n);
+  return lowerElementwise(n);
 }
 
 bool Lowerer::blockedNode(const Node* n) {
@@ -324,17 +303,15 @@ int Lowerer::reordered(const Value* v, bool toBlocked) {
 }
 
 bool Lowerer::lowerTypedNode(const Node* n) {
-  const std::string& op = n->opType();
   if (!n->domain().empty()) return false;
-  if (kAliasOps.count(op) && n->numOutputs() == 1 && (op != "Dropout" || dropoutIsIdentity(n)) &&
-      n->input(0)->type.dtype == n->output(0)->type.dtype) {
+  if (aliasesInput(n) && n->numOutputs() == 1 && n->input(0)->type.dtype == n->output(0)->type.dtype) {
     int x = tensorOf(n->input(0)), y = tensorOf(n->output(0));
     plan_.tensors[y].aliasOf = x;
     return true;
   }
-  if (op == "Gather") return lowerGather(n);
-  if (op == "Slice") return lowerSlice(n);
-  if (op == "Cast") return lowerCast(n);
+  if (isOp(*n, "Gather")) return lowerGather(n);
+  if (isOp(*n, "Slice")) return lowerSlice(n);
+  if (isOp(*n, "Cast")) return lowerCast(n);
   return lowerBroadcastOp(n);
 }
 
@@ -351,7 +328,7 @@ Plan Lowerer::run() {
   }
   for (const auto& node : graph_.nodes()) {
     const Node* n = node.get();
-    if (n->opType() == "Constant" && n->domain().empty() && n->hasAttr("value")) continue;  // a weight on use
+    if (isOp(*n, "Constant") && n->hasAttr("value")) continue;  // a weight on use
     if (absorbed_.count(n)) {
       for (PlanStep& s : deferred_[n]) plan_.steps.push_back(std::move(s));
       continue;
