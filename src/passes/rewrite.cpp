@@ -167,36 +167,4 @@ Node* emitFused(Graph& graph, const EpilogueMatch& m, const std::string& opType)
   return fused;
 }
 
-bool isConvNode(const Node& n) {
-  return isOp(n, "FusedConv", "tessel") || isOp(n, "Conv");
-}
-
-std::optional<rt::Conv2dShape> convShape(const Node& n) {
-  const Value* x = n.input(0);
-  const Value* w = n.input(1);
-  const Value* y = n.output(0);
-  if (!isStaticF32(x) || !w || !w->type.isStatic() || !isStaticF32(y) || x->type.rank() != 4)
-    return std::nullopt;
-  Shape xs = x->type.staticShape(), ws = w->type.staticShape(), ys = y->type.staticShape();
-  rt::Conv2dShape s;
-  s.batch = xs[0], s.in_channels = xs[1], s.in_h = xs[2], s.in_w = xs[3];
-  s.out_channels = ws[0], s.kernel_h = ws[2], s.kernel_w = ws[3];
-  s.groups = n.attrInt("group");
-  if (n.hasAttr("strides")) s.stride_h = n.attrInts("strides")[0], s.stride_w = n.attrInts("strides")[1];
-  if (n.hasAttr("dilations")) s.dilation_h = n.attrInts("dilations")[0], s.dilation_w = n.attrInts("dilations")[1];
-  const std::string autoPad = n.attrString("auto_pad");
-  if (autoPad == "NOTSET" && n.hasAttr("pads")) {
-    auto p = n.attrInts("pads");
-    s.pad_top = p[0], s.pad_left = p[1], s.pad_bottom = p[2], s.pad_right = p[3];
-  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
-    // Total padding that yields the inferred output size; the odd unit goes last for SAME_UPPER.
-    const int64_t th = std::max<int64_t>(0, (ys[2] - 1) * s.stride_h + s.dilation_h * (s.kernel_h - 1) + 1 - s.in_h);
-    const int64_t tw = std::max<int64_t>(0, (ys[3] - 1) * s.stride_w + s.dilation_w * (s.kernel_w - 1) + 1 - s.in_w);
-    const bool upper = autoPad == "SAME_UPPER";
-    s.pad_top = upper ? th / 2 : th - th / 2, s.pad_bottom = th - s.pad_top;
-    s.pad_left = upper ? tw / 2 : tw - tw / 2, s.pad_right = tw - s.pad_left;
-  }
-  return s;
-}
-
 }  // namespace tessel::passes

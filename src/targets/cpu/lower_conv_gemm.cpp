@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <set>
 
+#include "kernel_rules.h"
 #include "lowerer.h"
 #include "tessel/rt/conv.h"
 #include "tessel/rt/gemm.h"
@@ -11,54 +12,14 @@
 
 namespace tessel::cpu {
 
-/// Reads Conv attributes into a runtime shape (2-D only; auto_pad resolved).
-static std::optional<rt::Conv2dShape> convShape(const Node* n, const Shape& x, const Shape& w) {
-  if (x.size() != 4 || w.size() != 4) return std::nullopt;
-  rt::Conv2dShape s;
-  s.batch = x[0];
-  s.in_channels = x[1];
-  s.in_h = x[2];
-  s.in_w = x[3];
-  s.out_channels = w[0];
-  s.kernel_h = w[2];
-  s.kernel_w = w[3];
-  s.groups = n->attrInt("group");
-  // strides, dilations and pads are optional (ONNX: 1, 1 and 0 along each axis).
-  auto ints = [&](const char* name) { return n->hasAttr(name) ? n->attrInts(name) : std::vector<int64_t>{}; };
-  auto strides = ints("strides");
-  auto dil = ints("dilations");
-  auto pads = ints("pads");
-  if (strides.size() == 2) s.stride_h = strides[0], s.stride_w = strides[1];
-  if (dil.size() == 2) s.dilation_h = dil[0], s.dilation_w = dil[1];
-  if (pads.size() == 4) s.pad_top = pads[0], s.pad_left = pads[1], s.pad_bottom = pads[2], s.pad_right = pads[3];
-  std::string autoPad = n->hasAttr("auto_pad") ? n->attrString("auto_pad") : "NOTSET";
-  if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
-    auto same = [&](int64_t in, int64_t k, int64_t st, int64_t d, int64_t& lo, int64_t& hi) {
-      int64_t out = (in + st - 1) / st;
-      int64_t total = std::max<int64_t>(0, (out - 1) * st + d * (k - 1) + 1 - in);
-      lo = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      hi = total - lo;
-    };
-    same(s.in_h, s.kernel_h, s.stride_h, s.dilation_h, s.pad_top, s.pad_bottom);
-    same(s.in_w, s.kernel_w, s.stride_w, s.dilation_w, s.pad_left, s.pad_right);
-  } else if (autoPad == "VALID") {
-    s.pad_top = s.pad_left = s.pad_bottom = s.pad_right = 0;
-  }
-  return s;
-}
-
 /// The geometry of a Conv / tessel.FusedConv that lowerConv turns into a kernel call: 2-D, constant
 /// weights and bias. Null otherwise (an unsupported node).
 static std::optional<rt::Conv2dShape> loweredConvShape(const Node* conv) {
-  const Value* wv = conv->input(1);
-  auto shape = convShape(conv, conv->input(0)->type.staticShape(), wv->type.staticShape());
-  if (!shape || !isConst(wv) || (conv->hasInput(2) && !isConst(conv->input(2)))) return std::nullopt;
+  auto shape = conv2dShape(*conv);
+  if (!shape || !isConst(conv->input(1)) || (conv->hasInput(2) && !isConst(conv->input(2)))) return std::nullopt;
   return shape;
 }
 
-bool isConvNode(const Node* n) {
-  return isOp(*n, "FusedConv", "tessel") || isOp(*n, "Conv");
-}
 
 /// The kernel the select-kernels pass recorded for a conv, when it has `layout` and applies to s; else null.
 static const rt::Conv2dKernel* selectedKernel(const Node* conv, const rt::Conv2dShape& s, rt::ConvLayout layout) {
@@ -245,7 +206,7 @@ std::vector<ConvTuneJob> convTuneJobs(const Graph& graph, bool avx512) {
   for (const auto& node : graph.nodes()) {
     const Node* n = node.get();
     // The same nodes Lowerer::run sends to lowerConv in NCHW (NCHWc8 regions run select-kernels' choice).
-    if (!isConvNode(n) || !floatsOnly(n) || Lowerer::blockedNode(n)) continue;
+    if (!isConvNode(*n) || !floatsOnly(n) || Lowerer::blockedNode(n)) continue;
     auto s = loweredConvShape(n);
     if (!s || !seen.insert(convGeometryKey(*s)).second) continue;
     ConvTuneJob job{convGeometryKey(*s), *s, {}, rt::select_conv2d_kernel(*s, rt::ConvLayout::NCHW, avx512)->name};

@@ -9,6 +9,7 @@
 #include <set>
 #include <string_view>
 
+#include "kernel_rules.h"
 #include "lowerer.h"
 
 namespace tessel::cpu {
@@ -91,6 +92,12 @@ bool Lowerer::lowerElementwise(const Node* n) {
     return true;
   }
   return lowerBinary(n);
+}
+
+bool runsAsElementwiseKernel(const Node& n) {
+  if (!n.domain().empty() || n.numOutputs() != 1) return false;
+  return activationOf(&n) || kUnaryKernelOps.count(n.opType()) ||
+         (kBinaryKernelOps.count(n.opType()) && n.numInputs() == 2);
 }
 
 bool Lowerer::lowerBinary(const Node* n) {

@@ -49,8 +49,6 @@ bool compiledDType(DType t);
 /// Every output and non-constant input has a static shape and a compiledDType: the node can at least
 /// run through the host fallback.
 bool staticTensorsOnly(const Node* n);
-/// A Conv or a tessel.FusedConv.
-bool isConvNode(const Node* n);
 /// A string entry of a node's meta (the schedule data passes record), or null.
 const std::string* metaString(const Node* n, const char* key);
 /// The runtime geometry of a MaxPool/AveragePool node on an NCHW input of shape xs, or nullopt when the

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "kernel_rules.h"
 #include "lowerer.h"
 #include "tessel/ir/text.h"
 #include "tessel/rt/conv.h"
@@ -274,7 +275,7 @@ bool Lowerer::blockedNode(const Node* n) {
 
 bool Lowerer::blockedOperand(const Node* n, size_t i) {
   const Value* v = n->input(i);
-  if (isConvNode(n)) return i == 0 || i == 3;  // the input and the residual; weights and bias stay as they are
+  if (isConvNode(*n)) return i == 0 || i == 3;  // the input and the residual; weights and bias stay as they are
   return v->type.isStatic() && v->type.rank() == 4 && v->type.staticSize() > 1;  // not a scalar
 }
 

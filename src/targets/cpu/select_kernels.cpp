@@ -1,15 +1,15 @@
-// Pass select-kernels: picks each 2-D convolution's CPU kernel from the runtime's kernel list
+// Pass select-kernels (cpu target): picks each 2-D convolution's CPU kernel from the runtime's kernel list
 // (tessel::rt::conv2d_kernels) with the runtime's own rule (rt::select_conv2d_kernel: which kernels pay
 // off on which shapes) and records it as node->meta["kernel"]; the cpu target's code generator calls
 // that kernel. Option select-kernels.avx512 = 1 targets a CPU with AVX-512 (tessel compile sets it from
 // --march); kernel.<node name> = <kernel> overrides the rule for one node.
 #include <fmt/format.h>
 
-#include "rewrite.h"
+#include "kernel_rules.h"
 #include "tessel/passes/pass.h"
 #include "tessel/rt/conv.h"
 
-namespace tessel {
+namespace tessel::cpu {
 namespace {
 
 class SelectKernelsPass : public Pass {
@@ -17,8 +17,8 @@ class SelectKernelsPass : public Pass {
   bool run(Model& model, const PassOptions& options) override {
     bool changed = false;
     for (const auto& n : model.graph->nodes()) {
-      if (!passes::isConvNode(*n)) continue;
-      auto shape = passes::convShape(*n);
+      if (!isConvNode(*n)) continue;
+      auto shape = conv2dShape(*n);
       if (!shape) continue;
       const auto* layoutMeta = n->meta.count("layout") ? std::get_if<std::string>(&n->meta.at("layout")) : nullptr;
       const rt::ConvLayout layout = layoutMeta && *layoutMeta == "nchwc8" ? rt::ConvLayout::NCHWc8 : rt::ConvLayout::NCHW;
@@ -45,4 +45,4 @@ TESSEL_REGISTER_PASS(select_kernels, "select-kernels",
                      "choose each convolution's CPU kernel (meta kernel); option kernel.<node> overrides",
                      [] { return std::make_unique<SelectKernelsPass>(); });
 
-}  // namespace tessel
+}  // namespace tessel::cpu
