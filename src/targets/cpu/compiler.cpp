@@ -270,15 +270,35 @@ std::string resolvedLayout(const CompileOptions& options) {
   return targetHasAvx512(options) ? "nchw" : "auto";
 }
 
-void prepareModel(Model& model, const CompileOptions& options) {
+/// The options of the cpu pipeline's passes for a compile: layout regions and kernel choice follow the
+/// target's vector width (the runtime's own rules) and --layout.
+PassOptions pipelineOptions(const CompileOptions& options) {
   PassOptions passOptions;
-  // Layout regions and kernel choice follow the target's vector width (the runtime's own rules).
   const std::string avx512 = targetHasAvx512(options) ? "1" : "0";
   passOptions.values["select-layout.mode"] = resolvedLayout(options);
   passOptions.values["select-layout.avx512"] = avx512;
   passOptions.values["select-kernels.avx512"] = avx512;
-  namedPipeline("cpu").run(model, passOptions);
+  return passOptions;
 }
+
+void prepareModel(Model& model, const CompileOptions& options) {
+  namedPipeline("cpu").run(model, pipelineOptions(options));
+}
+
+namespace {
+
+/// A copy of the model whose convolutions run the measured kernels (`choices`: conv geometry -> kernel):
+/// select-kernels, the one place a kernel is chosen, runs again with them.
+std::unique_ptr<Model> withTunedKernels(const Model& model, const std::map<std::string, std::string>& choices,
+                                        const CompileOptions& options) {
+  std::unique_ptr<Model> tuned = model.clone();
+  PassOptions passOptions = pipelineOptions(options);
+  for (const auto& [geometry, kernel] : choices) passOptions.values[kTunedKernelOption + geometry] = kernel;
+  PassPipeline({"select-kernels"}).run(*tuned, passOptions);
+  return tuned;
+}
+
+}  // namespace
 
 ConvTimings timeConvKernels(const std::vector<ConvTuneJob>& jobs, const CompileOptions& options) {
   checkCompiler(options);
@@ -340,7 +360,8 @@ GeneratedModel generateModel(const Model& model, const CompileOptions& options, 
   CompileReport tuning;
   nlohmann::json saved = nlohmann::json::object();
   if (options.tune) tuneConvKernels(*model.graph, options, choices, tuning, saved);
-  Plan plan = lowerGraph(*model.graph, options.tune, targetHasAvx512(options), choices);
+  const std::unique_ptr<Model> tuned = choices.empty() ? nullptr : withTunedKernels(model, choices, options);
+  Plan plan = lowerGraph(tuned ? *tuned->graph : *model.graph);
   if (!options.tuningFile.empty() && options.tune) {
     saved["model"] = modelKey;
     saved["conv_kernels"] = choices;

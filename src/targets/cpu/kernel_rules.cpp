@@ -1,4 +1,4 @@
-// What the cpu target's kernels cover: convolution geometry (see kernel_rules.h).
+// What the cpu target's kernels cover: the layout and geometry of convolutions (see kernel_rules.h).
 #include "kernel_rules.h"
 
 #include <algorithm>
@@ -6,6 +6,12 @@
 #include "tessel/ops/registry.h"
 
 namespace tessel::cpu {
+
+bool runsBlocked(const Node& n) {
+  auto it = n.meta.find("layout");
+  const std::string* layout = it == n.meta.end() ? nullptr : std::get_if<std::string>(&it->second);
+  return layout && *layout == "nchwc8";
+}
 
 bool isConvNode(const Node& n) { return isOp(n, "FusedConv", "tessel") || isOp(n, "Conv"); }
 

@@ -9,6 +9,9 @@
 
 namespace tessel::cpu {
 
+/// The node runs in the blocked NCHWc8 layout (select-layout's meta layout = "nchwc8").
+bool runsBlocked(const Node& n);
+
 /// A Conv or a tessel.FusedConv (a Conv with its fused epilogue).
 bool isConvNode(const Node& n);
 

@@ -21,11 +21,23 @@ static std::optional<rt::Conv2dShape> loweredConvShape(const Node* conv) {
 }
 
 
-/// The kernel the select-kernels pass recorded for a conv, when it has `layout` and applies to s; else null.
-static const rt::Conv2dKernel* selectedKernel(const Node* conv, const rt::Conv2dShape& s, rt::ConvLayout layout) {
+/// A string entry of a node's meta (the schedule data passes record), or null.
+static const std::string* metaString(const Node* n, const char* key) {
+  auto it = n->meta.find(key);
+  return it == n->meta.end() ? nullptr : std::get_if<std::string>(&it->second);
+}
+
+/// The kernel select-kernels recorded for a conv (meta kernel): the one place a kernel is chosen, --tune
+/// included (the compile driver re-runs select-kernels with the measured choices).
+static const rt::Conv2dKernel* recordedKernel(const Node* conv, const rt::Conv2dShape& s) {
   const std::string* name = metaString(conv, "kernel");
   const rt::Conv2dKernel* kernel = name ? rt::find_conv2d_kernel(name->c_str()) : nullptr;
-  return kernel && kernel->layout == layout && kernel->applicable(s) ? kernel : nullptr;
+  const rt::ConvLayout layout = runsBlocked(*conv) ? rt::ConvLayout::NCHWc8 : rt::ConvLayout::NCHW;
+  if (!kernel || kernel->layout != layout || !kernel->applicable(s))
+    throw InternalError(fmt::format("cpu lowering: {} has no applicable kernel choice (meta kernel {}); the cpu "
+                                    "pass pipeline's select-kernels records it",
+                                    conv->describe(), name ? *name : "absent"));
+  return kernel;
 }
 
 bool Lowerer::lowerConv(const Node* conv) {
@@ -53,28 +65,7 @@ bool Lowerer::lowerConv(const Node* conv) {
     }
     if (act->kind != rt::Activation::None) what += "+" + conv->attrString("activation"), plan_.report.fusedNodes++;
   }
-  std::string key = convGeometryKey(s);
-  // A conv of an NCHWc8 region (select-layout) runs the NCHWc8 kernel select-kernels chose; tuning
-  // covers the NCHW kernels.
-  const rt::Conv2dKernel* blockedKernel = nullptr;
-  if (blockedNode(conv)) {
-    blockedKernel = selectedKernel(conv, s, rt::ConvLayout::NCHWc8);
-    if (!blockedKernel) blockedKernel = rt::select_conv2d_kernel(s, rt::ConvLayout::NCHWc8, avx512_);
-  }
-  const rt::Conv2dKernel*& kernel = blockedKernel ? blockedKernel : tuned_[key];
-  if (kernel == nullptr) {
-    auto known = choices_.find(key);
-    // With tune_, the compile driver has timed every geometry of convTuneJobs (on the runtime built for
-    // the model's --march) and put the winners in choices_.
-    TESSEL_ASSERT(!tune_ || known != choices_.end(), "cpu lowering: conv geometry missing from convTuneJobs");
-    if (known != choices_.end()) kernel = rt::find_conv2d_kernel(known->second.c_str());
-    if (kernel && (kernel->layout != rt::ConvLayout::NCHW || !kernel->applicable(s)))
-      throw UserError(fmt::format("tuning file: kernel '{}' does not apply to {}", known->second, conv->describe()));
-    // The select-kernels pass's choice (the same rule for the same target), else the rule itself.
-    if (kernel == nullptr) kernel = selectedKernel(conv, s, rt::ConvLayout::NCHW);
-    if (kernel == nullptr) kernel = rt::select_conv2d_kernel(s, rt::ConvLayout::NCHW, avx512_);
-    choices_[key] = kernel->name;
-  }
+  const rt::Conv2dKernel* kernel = recordedKernel(conv, s);
   // A stem conv whose only user is a MaxPool: one kernel pools the conv rows while they are in cache,
   // so the full-resolution map (3 MB at 64 x 112 x 112) is never written and read back.
   std::optional<rt::Pool2dShape> maxpool;
@@ -205,11 +196,11 @@ std::vector<ConvTuneJob> convTuneJobs(const Graph& graph, bool avx512) {
   std::set<std::string> seen;
   for (const auto& node : graph.nodes()) {
     const Node* n = node.get();
-    // The same nodes Lowerer::run sends to lowerConv in NCHW (NCHWc8 regions run select-kernels' choice).
-    if (!isConvNode(*n) || !floatsOnly(n) || Lowerer::blockedNode(n)) continue;
+    // The same nodes Lowerer::run sends to lowerConv in NCHW (NCHWc8 regions keep the runtime's rule).
+    if (!isConvNode(*n) || !floatsOnly(n) || runsBlocked(*n)) continue;
     auto s = loweredConvShape(n);
     if (!s || !seen.insert(convGeometryKey(*s)).second) continue;
-    ConvTuneJob job{convGeometryKey(*s), *s, {}, rt::select_conv2d_kernel(*s, rt::ConvLayout::NCHW, avx512)->name};
+    ConvTuneJob job{convGeometryKey(*s), *s, {}, recordedKernel(n, *s)->name};
     for (const rt::Conv2dKernel& k : rt::conv2d_kernels())
       if (k.layout == rt::ConvLayout::NCHW && k.applicable(*s) && (avx512 || !k.avx512_only))
         job.candidates.push_back(k.name);

@@ -1,6 +1,7 @@
 // Lowering of 2-D pooling (MaxPool, AveragePool, GlobalAveragePool) to the runtime's NCHW and NCHWc8 kernels.
 #include <fmt/format.h>
 
+#include "kernel_rules.h"
 #include "lowerer.h"
 #include "tessel/rt/pool.h"
 
@@ -63,7 +64,7 @@ bool Lowerer::lowerPool(const Node* n) {
   if (!ps) return false;  // dilation, the Indices output
   int id = shapeCounter_++;
   plan_.globals += fmt::format("static const rt::Pool2dShape kPool{} = {};\n", id, poolShapeInit(*ps));
-  if (blockedNode(n)) {  // select-layout blocks MaxPool only
+  if (runsBlocked(*n)) {  // select-layout blocks MaxPool only
     if (!isOp(*n, "MaxPool")) return false;
     addStep({n->name(), op, "maxpool2d_nchwc8"}, comment,
             fmt::format("rt::maxpool2d_nchwc8(kPool{}, {}, {}, pool);", id, ref(x), ref(y)), {x}, {y});

@@ -49,8 +49,6 @@ bool compiledDType(DType t);
 /// Every output and non-constant input has a static shape and a compiledDType: the node can at least
 /// run through the host fallback.
 bool staticTensorsOnly(const Node* n);
-/// A string entry of a node's meta (the schedule data passes record), or null.
-const std::string* metaString(const Node* n, const char* key);
 /// The runtime geometry of a MaxPool/AveragePool node on an NCHW input of shape xs, or nullopt when the
 /// compiled kernels do not cover it (not 2-D, dilations, the Indices output, storage_order 1).
 std::optional<rt::Pool2dShape> loweredPoolShape(const Node* n, const Shape& xs);
@@ -59,11 +57,8 @@ std::string poolShapeInit(const rt::Pool2dShape& p);
 
 class Lowerer {
  public:
-  Lowerer(const Graph& g, bool tune, bool avx512, std::map<std::string, std::string>& choices)
-      : graph_(g), tune_(tune), avx512_(avx512), choices_(choices) {}
+  explicit Lowerer(const Graph& g) : graph_(g) {}
   Plan run();
-  /// The node runs in the blocked NCHWc8 layout (meta layout = "nchwc8", from select-layout).
-  static bool blockedNode(const Node* n);
 
  private:
   // ---- tensors and weights
@@ -128,10 +123,6 @@ class Lowerer {
   bool isGraphOutput(const Value* v) const;
 
   const Graph& graph_;
-  bool tune_;
-  bool avx512_;                                  ///< the target --march has AVX-512 (kernel selection)
-  std::map<std::string, std::string>& choices_;  ///< conv geometry -> kernel (tuning file)
-  std::map<std::string, const rt::Conv2dKernel*> tuned_;  ///< by conv geometry
   Plan plan_;
   std::map<const Value*, int> ids_;
   std::set<const Node*> absorbed_;

@@ -167,11 +167,6 @@ bool floatsOnly(const Node* n) {
   }
   return true;
 }
-/// A string entry of a node's meta (the schedule data passes record), or null.
-const std::string* metaString(const Node* n, const char* key) {
-  auto it = n->meta.find(key);
-  return it == n->meta.end() ? nullptr : std::get_if<std::string>(&it->second);
-}
 /// Runs a node without a kernel through the host's reference interpreter: the node, as a one-node model
 /// in text IR (constants included), goes into the weights blob; the step calls the host back.
 bool Lowerer::lowerFallback(const Node* n) {
@@ -268,10 +263,6 @@ bool Lowerer::lowerNode(const Node* n) {
   return lowerElementwise(n);
 }
 
-bool Lowerer::blockedNode(const Node* n) {
-  const std::string* layout = metaString(n, "layout");
-  return layout && *layout == "nchwc8";
-}
 
 bool Lowerer::blockedOperand(const Node* n, size_t i) {
   const Value* v = n->input(i);
@@ -335,7 +326,7 @@ Plan Lowerer::run() {
       continue;
     }
     // Operands in the layout the node runs in (select-layout's NCHWc8 regions): a reorder on each region edge.
-    const bool blocked = blockedNode(n);
+    const bool blocked = runsBlocked(*n);
     for (size_t i = 0; i < n->numInputs(); ++i) {
       const Value* v = n->input(i);
       if (v && blocked != (blocked_.count(v) > 0) && (blocked ? blockedOperand(n, i) : !isConst(v)))
@@ -388,8 +379,6 @@ Plan Lowerer::run() {
 }
 
 
-Plan lowerGraph(const Graph& graph, bool tune, bool avx512, std::map<std::string, std::string>& kernelChoices) {
-  return Lowerer(graph, tune, avx512, kernelChoices).run();
-}
+Plan lowerGraph(const Graph& graph) { return Lowerer(graph).run(); }
 
 }  // namespace tessel::cpu

@@ -1,16 +1,36 @@
-// Pass select-kernels (cpu target): picks each 2-D convolution's CPU kernel from the runtime's kernel list
-// (tessel::rt::conv2d_kernels) with the runtime's own rule (rt::select_conv2d_kernel: which kernels pay
-// off on which shapes) and records it as node->meta["kernel"]; the cpu target's code generator calls
-// that kernel. Option select-kernels.avx512 = 1 targets a CPU with AVX-512 (tessel compile sets it from
-// --march); kernel.<node name> = <kernel> overrides the rule for one node.
+// Pass select-kernels (cpu target): the one place a 2-D convolution's CPU kernel is chosen, recorded as
+// node->meta["kernel"] for the code generator. The choice is, by precedence: option kernel.<node name> =
+// <kernel> (a user's override); for an NCHW conv, option select-kernels.tuned.<geometry> = <kernel> (the
+// measured choice of tessel compile --tune or a tuning file, keyed by tuner.h's convGeometryKey); else the
+// runtime's own rule (rt::select_conv2d_kernel over tessel::rt::conv2d_kernels: which kernels pay off on
+// which shapes), for a CPU with AVX-512 when select-kernels.avx512 = 1 (tessel compile sets it from --march).
 #include <fmt/format.h>
 
 #include "kernel_rules.h"
 #include "tessel/passes/pass.h"
 #include "tessel/rt/conv.h"
+#include "tessel/targets/cpu/tuner.h"
 
 namespace tessel::cpu {
 namespace {
+
+/// The kernel name for one conv, checked to exist and apply (UserError naming the option that chose it).
+std::string chooseKernel(const Node& n, const rt::Conv2dShape& shape, rt::ConvLayout layout, const PassOptions& options) {
+  const bool avx512 = options.get("select-kernels.avx512", "0") == "1";
+  std::string name = rt::select_conv2d_kernel(shape, layout, avx512)->name;
+  std::string source = "the runtime's rule";
+  if (auto tuned = options.values.find(kTunedKernelOption + convGeometryKey(shape));
+      layout == rt::ConvLayout::NCHW && tuned != options.values.end())
+    name = tuned->second, source = "tuning file";
+  if (auto user = options.values.find("kernel." + n.name()); user != options.values.end())
+    name = user->second, source = "pass option " + user->first;
+  const rt::Conv2dKernel* k = rt::find_conv2d_kernel(name.c_str());
+  if (!k) throw UserError(fmt::format("{}: no convolution kernel '{}'", source, name));
+  if (k->layout != layout || !k->applicable(shape))
+    throw UserError(fmt::format("{}: kernel '{}' does not apply to {} ({} layout)", source, name, n.describe(),
+                                layout == rt::ConvLayout::NCHWc8 ? "nchwc8" : "nchw"));
+  return name;
+}
 
 class SelectKernelsPass : public Pass {
  public:
@@ -20,19 +40,8 @@ class SelectKernelsPass : public Pass {
       if (!isConvNode(*n)) continue;
       auto shape = conv2dShape(*n);
       if (!shape) continue;
-      const auto* layoutMeta = n->meta.count("layout") ? std::get_if<std::string>(&n->meta.at("layout")) : nullptr;
-      const rt::ConvLayout layout = layoutMeta && *layoutMeta == "nchwc8" ? rt::ConvLayout::NCHWc8 : rt::ConvLayout::NCHW;
-      const std::string key = "kernel." + n->name();
-      // The runtime's own rule (rt::select_conv2d_kernel), for a target with or without AVX-512.
-      const bool avx512 = options.get("select-kernels.avx512", "0") == "1";
-      const rt::Conv2dKernel* chosen = rt::select_conv2d_kernel(*shape, layout, avx512);
-      std::string name = options.get(key, chosen->name);
-      const rt::Conv2dKernel* k = rt::find_conv2d_kernel(name.c_str());
-      if (!k) throw UserError(fmt::format("pass option {}={}: no such convolution kernel", key, name));
-      if (k->layout != layout || !k->applicable(*shape))
-        throw UserError(fmt::format("pass option {}={}: the kernel does not apply to {} ({} layout)", key, name,
-                                    n->describe(), layout == rt::ConvLayout::NCHWc8 ? "nchwc8" : "nchw"));
-      n->meta["kernel"] = name;
+      const rt::ConvLayout layout = runsBlocked(*n) ? rt::ConvLayout::NCHWc8 : rt::ConvLayout::NCHW;
+      n->meta["kernel"] = chooseKernel(*n, *shape, layout, options);
       changed = true;
     }
     return changed;
@@ -42,7 +51,7 @@ class SelectKernelsPass : public Pass {
 }  // namespace
 
 TESSEL_REGISTER_PASS(select_kernels, "select-kernels",
-                     "choose each convolution's CPU kernel (meta kernel); option kernel.<node> overrides",
+                     "choose each convolution's CPU kernel (meta kernel); options kernel.<node>, select-kernels.tuned.<geometry>",
                      [] { return std::make_unique<SelectKernelsPass>(); });
 
 }  // namespace tessel::cpu
