@@ -200,7 +200,7 @@ TEST(PassesSchedule, KernelOverrideIsCheckedAndApplied) {
 TEST(PassesPipeline, CpuPipelineKeepsSemanticsOnSmallConvNet) {
   auto m = twoConvs();
   auto original = m->clone();
-  namedPipeline("cpu").run(*m, {}, testing::verifyEachPass());
+  namedPipeline("cpu").run(*m, testing::verifyEachPass());
   for (const auto& n : m->graph->nodes()) EXPECT_NE(n->opType(), "Conv");
   EXPECT_LE(semanticDifference(*original, *m), 1e-5);
 }

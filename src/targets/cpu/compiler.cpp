@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "host_compiler.h"
 #include "plan.h"
 #include "tessel/ir/text.h"
 #include "tessel/passes/pass.h"
@@ -98,17 +99,6 @@ void checkCompiler(const CompileOptions& o) {
                              shellQuote(o.march)), out, quiet, "") != 0)
     throw UserError(fmt::format("--march={} is not supported by '{}' (valid values: {} --help=target)", o.march,
                                 cxx, cxx));
-}
-
-/// True when code built with -march=o.march may use AVX-512F: asks the C++ compiler's preprocessor (for
-/// "native" that is this CPU). False when the compiler cannot be run (--emit=cpp without one).
-bool targetHasAvx512(const CompileOptions& o) {
-  std::string out;
-  CompileOptions quiet;
-  if (runCommand(fmt::format("{} -march={} -dM -E -x c++ /dev/null", shellQuote(compilerOf(o)), shellQuote(o.march)),
-                 out, quiet, "") != 0)
-    return false;
-  return out.find("#define __AVX512F__ 1") != std::string::npos;
 }
 
 fs::path cacheRoot() {
@@ -260,29 +250,13 @@ std::string abiHeader() { return readFile(fs::path(TESSEL_SOURCE_DIR) / "include
 
 }  // namespace
 
-/// The select-layout mode for the compile's --layout.
-std::string resolvedLayout(const CompileOptions& options) {
-  if (options.layout == "nchw" || options.layout == "nchwc8") return options.layout;
-  if (options.layout != "auto")
-    throw UserError(fmt::format("--layout {}: expected nchw, nchwc8 or auto", options.layout));
-  // Without AVX-512 the NCHWc8 depthwise and 1x1 kernels beat the NCHW ones (MobileNetV2 with
-  // --march haswell: 0.92x the time); with it the NCHW kernels are faster.
-  return targetHasAvx512(options) ? "nchw" : "auto";
-}
-
-/// The options of the cpu pipeline's passes for a compile: layout regions and kernel choice follow the
-/// target's vector width (the runtime's own rules) and --layout.
-PassOptions pipelineOptions(const CompileOptions& options) {
-  PassOptions passOptions;
-  const std::string avx512 = targetHasAvx512(options) ? "1" : "0";
-  passOptions.values["select-layout.mode"] = resolvedLayout(options);
-  passOptions.values["select-layout.avx512"] = avx512;
-  passOptions.values["select-kernels.avx512"] = avx512;
-  return passOptions;
-}
-
-void prepareModel(Model& model, const CompileOptions& options) {
-  namedPipeline("cpu").run(model, pipelineOptions(options));
+bool targetHasAvx512(const CompileOptions& o) {
+  std::string out;
+  CompileOptions quiet;
+  if (runCommand(fmt::format("{} -march={} -dM -E -x c++ /dev/null", shellQuote(compilerOf(o)), shellQuote(o.march)),
+                 out, quiet, "") != 0)
+    return false;
+  return out.find("#define __AVX512F__ 1") != std::string::npos;
 }
 
 namespace {
@@ -292,7 +266,7 @@ namespace {
 std::unique_ptr<Model> withTunedKernels(const Model& model, const std::map<std::string, std::string>& choices,
                                         const CompileOptions& options) {
   std::unique_ptr<Model> tuned = model.clone();
-  PassOptions passOptions = pipelineOptions(options);
+  PassOptions passOptions = passPipeline(options).options;
   for (const auto& [geometry, kernel] : choices) passOptions.values[kTunedKernelOption + geometry] = kernel;
   PassPipeline({"select-kernels"}).run(*tuned, passOptions);
   return tuned;
