@@ -6,35 +6,22 @@
 #include <cstring>
 #include <map>
 
-#include "tessel/interp/interpreter.h"
-#include "tessel/ops/registry.h"
-#include "tessel/ops/shape_inference.h"
-#include "tessel/support/error.h"
+#include "ops_test_util.h"
 
 namespace tessel {
 namespace {
 
-/// A one-node graph: `inputs` become graph inputs, `constants` constant inputs after them.
-struct OneNode {
-  Graph g;
-  Node* node = nullptr;
-  std::map<std::string, Tensor> feeds;
-  OneNode(const std::string& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& constants = {}) {
-    std::vector<Value*> ins;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      const std::string name = "in" + std::to_string(i);
-      ins.push_back(g.addInput(name, TensorType::fromShape(inputs[i].dtype(), inputs[i].shape())));
-      feeds[name] = inputs[i];
-    }
-    for (size_t i = 0; i < constants.size(); ++i) ins.push_back(g.addConstant("c" + std::to_string(i), constants[i]));
-    node = g.addNode(op, ins, {"out"}, "node_under_test");
-    g.addOutput(node->output(0));
-  }
-  Tensor run() {
-    inferShapes(g);
-    return Interpreter(g).run(feeds).at(0);
-  }
-};
+using testing::constant;
+using testing::data;
+using testing::SingleNode;
+
+/// A one-node graph: `inputs` are fed at run time, `constants` become initializers after them.
+SingleNode oneNode(const std::string& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& constants = {}) {
+  std::vector<std::pair<Tensor, bool>> all;
+  for (const Tensor& t : inputs) all.push_back(data(t));
+  for (const Tensor& t : constants) all.push_back(constant(t));
+  return SingleNode(op, all, 1);
+}
 
 const Tensor* initializerOf(const Value* v) { return v && v->isConstant() ? &v->constant() : nullptr; }
 
@@ -51,11 +38,11 @@ TEST(OpTraits, EpilogueFormulasMatchTheReferenceKernels) {
     EXPECT_TRUE(def->has(OpTrait::Activation) && def->has(OpTrait::Elementwise)) << def->name;
     std::vector<Tensor> bounds;
     if (def->maxInputs == 3) bounds = {Tensor::scalar(-0.75f), Tensor::scalar(1.5f)};  // Clip's min and max
-    OneNode m(def->name, {samples()}, bounds);
+    SingleNode m = oneNode(def->name, {samples()}, bounds);
     auto params = epilogueParams(*m.node, initializerOf);
     ASSERT_TRUE(params.has_value()) << def->name;
     EXPECT_EQ(params->size(), def->epilogue->paramCount) << def->name;
-    const Tensor x = samples(), y = m.run();
+    const Tensor x = samples(), y = m.run().at(0);
     for (int64_t i = 0; i < x.numel(); ++i) {
       const float expected = y.data<float>()[i], got = def->epilogue->apply(x.data<float>()[i], *params);
       EXPECT_NEAR(got, expected, 1e-6f * std::max(1.0f, std::fabs(expected))) << def->name << " at x = " << x.data<float>()[i];
@@ -64,15 +51,15 @@ TEST(OpTraits, EpilogueFormulasMatchTheReferenceKernels) {
 }
 
 TEST(OpTraits, EpilogueParamsRefuseFormsTheEpilogueCannotApply) {
-  OneNode tanhGelu("Gelu", {samples()});
+  SingleNode tanhGelu = oneNode("Gelu", {samples()});
   tanhGelu.node->setAttr("approximate", std::string("tanh"));
   EXPECT_FALSE(epilogueParams(*tanhGelu.node, initializerOf));
-  OneNode computedBound("Clip", {samples(), Tensor::scalar(0.0f)});  // min is a graph input
+  SingleNode computedBound = oneNode("Clip", {samples(), Tensor::scalar(0.0f)});  // min is a graph input
   EXPECT_FALSE(epilogueParams(*computedBound.node, initializerOf));
-  OneNode elu("Elu", {samples()});  // an activation without an epilogue form
+  SingleNode elu = oneNode("Elu", {samples()});  // an activation without an epilogue form
   EXPECT_TRUE(hasTrait(*elu.node, OpTrait::Activation));
   EXPECT_FALSE(epilogueParams(*elu.node, initializerOf));
-  OneNode leaky("LeakyRelu", {samples()});
+  SingleNode leaky = oneNode("LeakyRelu", {samples()});
   leaky.node->setAttr("alpha", 0.3f);
   EXPECT_EQ(*epilogueParams(*leaky.node, initializerOf), std::vector<float>{0.3f});
 }
@@ -88,15 +75,14 @@ TEST(OpTraits, ViewsKeepTheElementOrder) {
   for (const OpDef* def : opsWithTrait(OpTrait::View)) {
     ASSERT_TRUE(constants.count(def->name)) << def->name << " is a View: add a case here";
     EXPECT_TRUE(def->has(OpTrait::NoOpOnSameType)) << def->name;
-    OneNode m(def->name, {x}, constants.at(def->name));
-    Tensor y = m.run();
+    Tensor y = oneNode(def->name, {x}, constants.at(def->name)).run().at(0);
     ASSERT_EQ(y.numel(), x.numel()) << def->name;
     EXPECT_EQ(std::memcmp(y.rawData(), x.rawData(), x.nbytes()), 0) << def->name;
   }
 }
 
 /// a op b through the reference kernel, in float32 or (for logic ops) bool.
-Tensor apply(const std::string& op, const Tensor& a, const Tensor& b) { return OneNode(op, {a, b}).run(); }
+Tensor apply(const std::string& op, const Tensor& a, const Tensor& b) { return oneNode(op, {a, b}).run().at(0); }
 
 TEST(OpTraits, NeutralElementsAndCommutativityHold) {
   const Tensor x = samples();
