@@ -10,6 +10,11 @@
 
 namespace tessel::hw {
 
+bool isDataMovementOp(const std::string& opType) {
+  static const std::vector<std::string> ops = {"Concat", "Flatten", "Identity", "Reshape", "Squeeze", "Unsqueeze"};
+  return std::find(ops.begin(), ops.end(), opType) != ops.end();
+}
+
 const std::vector<std::string>& knownOperatorNames() {
   // The standard operators of the registry (sorted by name).
   static const std::vector<std::string> names = [] {

@@ -33,8 +33,11 @@ struct NodeTiling {
   int64_t inChannels = 0;       ///< matrix/packed: input channels per loaded block
   int64_t coutPerPass = 0;      ///< matrix: output channels computed from one input load (0 = one block)
   bool weightsResident = true;  ///< matrix: a node's weight blocks stay in SRAM for all its tiles
+  bool phased = false;          ///< matrix/packed, strided: the input window is held as one region per stride phase
   int64_t slots = 2;            ///< buffer depth: tiles of this node in flight (2 = double buffering)
-  std::string fused;            ///< activation node applied in place before the store ("" = none)
+  /// Nodes applied in place to each tile before the store, in order (fused epilogue): activations and
+  /// element-wise ops whose other operand is a scalar constant or a same-shape tensor read from DRAM.
+  std::vector<std::string> epilogue;
 
   bool operator==(const NodeTiling&) const = default;
 };

@@ -49,12 +49,19 @@ uint64_t contiguousLoadCycles(const hw::NpuConfig& cfg, uint64_t words) {
 
 }  // namespace
 
-int64_t reductionSlicesPerBlock(const ConvGeometry& p, bool packed, int64_t cb, int64_t dim) {
-  if (packed) return p.KH * ceilDiv(p.KW * cb, std::max<int64_t>(1, dim / cb) * cb);
-  return p.KH * p.KW * ceilDiv(cb, dim);
+int64_t reductionSlicesPerBlock(const ConvGeometry& p, bool packed, bool phased, int64_t cb, int64_t dim) {
+  if (!packed) return p.KH * p.KW * ceilDiv(cb, dim);
+  const int64_t pw = phased ? p.sW : 1, step = std::max<int64_t>(1, dim / cb) * cb;
+  int64_t slices = 0;
+  for (int64_t px = 0; px < pw; ++px) {
+    int64_t kws = 0;
+    for (int64_t kw = 0; kw < p.KW; ++kw) kws += (kw * p.dW) % pw == px;
+    slices += ceilDiv(kws * cb, step);
+  }
+  return p.KH * slices;
 }
 
-MatrixCost matrixCost(const ConvGeometry& p, const NodeTiling& t, const hw::NpuConfig& cfg, bool bias, bool activation) {
+MatrixCost matrixCost(const ConvGeometry& p, const NodeTiling& t, const hw::NpuConfig& cfg, const EpilogueShape& e) {
   MatrixCost c;
   const int64_t DIM = cfg.dim, Cg = p.C / p.group, Mg = p.M / p.group;
   const bool packed = t.variant == "packed";
@@ -65,29 +72,53 @@ MatrixCost matrixCost(const ConvGeometry& p, const NodeTiling& t, const hw::NpuC
   const int64_t tiles = p.N * ceilDiv(p.OH, th) * ceilDiv(p.OW, tw);
   const int64_t passes = p.group * ceilDiv(Mg, cp);
   const int64_t blocks = ceilDiv(Cg, cb);
-  const int64_t slices = reductionSlicesPerBlock(p, packed, cb, DIM);  // per full block
+  const int64_t slices = reductionSlicesPerBlock(p, packed, t.phased, cb, DIM);  // per full block
   const int64_t jPerPass = ceilDiv(cp, gemmN);
   const int64_t jTotal = p.group * ceilDiv(Mg, gemmN);
   const int64_t pixels = p.N * p.OH * p.OW;
   const int64_t taps = p.KH * p.KW;
-  // Regions of one tile.
-  const int64_t inRows = p.inRows(th), inCols = p.inCols(tw);
-  c.inpWords = static_cast<uint64_t>(inRows * inCols * cb);
+  // Regions of one tile: the input window, or its largest stride phase.
+  const int64_t ph = t.phased ? p.sH : 1, pw = t.phased ? p.sW : 1;
+  uint64_t inputLoad = 0, inputWords = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> stream;  // per region of a block: (load cycles, gemm cycles on it)
+  const uint64_t gemmCycles = cfg.matrix.setupCycles + cfg.dim + static_cast<uint64_t>(th * tw);
+  for (int64_t py = 0; py < ph; ++py)
+    for (int64_t px = 0; px < pw; ++px) {
+      const auto [r, cl] = p.phaseExtent(ph, pw, py, px, th, tw);
+      if (r == 0) continue;
+      c.inpWords = std::max(c.inpWords, static_cast<uint64_t>(r * cl * cb));
+      inputWords += static_cast<uint64_t>(r * cl * cb);
+      const uint64_t ld = loadCycles(cfg, static_cast<uint64_t>(r), static_cast<uint64_t>(cl), static_cast<uint64_t>(cb),
+                                     cb == p.C && pw == 1);
+      inputLoad += ld;
+      int64_t khs = 0, kws = 0;
+      for (int64_t kh = 0; kh < p.KH; ++kh) khs += (kh * p.dH) % ph == py;
+      for (int64_t kw = 0; kw < p.KW; ++kw) kws += (kw * p.dW) % pw == px;
+      const int64_t slicesHere = packed ? khs * ceilDiv(kws * cb, std::max<int64_t>(1, DIM / cb) * cb) : khs * kws * ceilDiv(cb, DIM);
+      stream.push_back({ld, static_cast<uint64_t>(slicesHere * ceilDiv(cp, gemmN)) * gemmCycles});
+    }
+  // The input regions stream through `inp`: with room for two, the load of the next waits for the gemms on the
+  // current one; with room for one, nothing overlaps.
+  const uint64_t depth = c.inpWords ? cfg.bufferWords(static_cast<size_t>(Buffer::Input)) / c.inpWords : 0;
+  uint64_t streamStall = 0;
+  for (size_t k = 0; k < stream.size(); ++k) {
+    const uint64_t before = stream[(k + stream.size() - 1) % stream.size()].second;
+    if (depth <= 1) streamStall += stream[k].first;
+    else if (depth == 2) streamStall += stream[k].first > before ? stream[k].first - before : 0;
+  }
   c.accWords = static_cast<uint64_t>(th * tw * cp);
   const uint64_t passWeights = static_cast<uint64_t>(Cg * taps * cp);
   const uint64_t wgtCap = cfg.bufferWords(static_cast<size_t>(Buffer::Weight));
   c.wgtWords = t.weightsResident ? passWeights : std::min<uint64_t>(passWeights / static_cast<uint64_t>(blocks), wgtCap / 2);
-  c.outWords = bias ? static_cast<uint64_t>(cp) : 0;
+  c.outWords = (e.bias ? static_cast<uint64_t>(cp) : 0) + static_cast<uint64_t>(e.tensorSteps) * c.accWords;
   // Matrix unit: every gemm pays setup + a weight shift; rows are the output pixels.
   const uint64_t gemmOverhead = cfg.matrix.setupCycles + cfg.dim;
   const uint64_t gemms = static_cast<uint64_t>(tiles * blocks * slices * jTotal);
   c.units[1] = gemms * gemmOverhead + static_cast<uint64_t>(pixels * blocks * slices * jTotal);
   // Loads: the input window of each tile and block once per pass (dense when the block is every channel),
   // the weights once per pass when resident, else per tile.
-  const uint64_t inputLoad = loadCycles(cfg, static_cast<uint64_t>(inRows), static_cast<uint64_t>(inCols),
-                                        static_cast<uint64_t>(cb), cb == p.C);
   c.units[0] = static_cast<uint64_t>(passes * tiles * blocks) * inputLoad;
-  c.dramBytes = static_cast<uint64_t>(passes * tiles * blocks) * c.inpWords * 4;
+  c.dramBytes = static_cast<uint64_t>(passes * tiles * blocks) * inputWords * 4;
   if (t.weightsResident) {
     c.units[0] += static_cast<uint64_t>(passes) * contiguousLoadCycles(cfg, passWeights);
     c.dramBytes += static_cast<uint64_t>(passes) * passWeights * 4;
@@ -98,8 +129,10 @@ MatrixCost matrixCost(const ConvGeometry& p, const NodeTiling& t, const hw::NpuC
                   (contiguousLoadCycles(cfg, perTile) + (chunks > 1 ? (chunks - 1) * cfg.load.setupCycles : 0));
     c.dramBytes += static_cast<uint64_t>(passes * tiles) * perTile * 4;
   }
-  // Epilogue on the vector unit and the store, per tile and pass.
-  const uint64_t vecOps = (bias ? 1 : 0) + (activation ? 1 : 0);
+  // Epilogue on the vector unit (and the loads of its tensor operands) and the store, per tile and pass.
+  const uint64_t vecOps = (e.bias ? 1 : 0) + static_cast<uint64_t>(e.unarySteps + e.tensorSteps);
+  c.units[0] += static_cast<uint64_t>(passes * tiles * e.tensorSteps) *
+                loadCycles(cfg, static_cast<uint64_t>(th), static_cast<uint64_t>(tw), static_cast<uint64_t>(cp), cp == p.M);
   c.units[2] = static_cast<uint64_t>(passes * tiles) * vecOps * vectorCycles(cfg, static_cast<uint64_t>(th * tw), static_cast<uint64_t>(cp));
   c.units[3] = static_cast<uint64_t>(passes * tiles) *
                storeCycles(cfg, static_cast<uint64_t>(th), static_cast<uint64_t>(tw), static_cast<uint64_t>(cp), cp == p.M);
@@ -109,8 +142,13 @@ MatrixCost matrixCost(const ConvGeometry& p, const NodeTiling& t, const hw::NpuC
   const uint64_t wgtNeed = t.weightsResident ? c.wgtWords : 2 * c.wgtWords;
   c.fits = c.inpWords <= cap(Buffer::Input) && c.accWords <= cap(Buffer::Accumulator) && c.wgtWords <= wgtCap &&
            c.outWords <= cap(Buffer::Output) && (t.weightsResident || c.wgtWords * 1 <= wgtCap);
-  c.overlaps = 2 * c.inpWords <= cap(Buffer::Input) && 2 * c.accWords <= cap(Buffer::Accumulator) && wgtNeed <= wgtCap;
-  const uint64_t steady = *std::max_element(c.units.begin(), c.units.end());
+  c.overlaps = 2 * c.inpWords <= cap(Buffer::Input) && 2 * c.accWords <= cap(Buffer::Accumulator) && wgtNeed <= wgtCap &&
+               2 * c.outWords <= cap(Buffer::Output);
+  c.streamStall = static_cast<uint64_t>(passes * tiles * blocks) * streamStall;
+  // Resident weights of the next pass load while the current pass runs only if both fit.
+  if (t.weightsResident && 2 * passWeights > wgtCap)
+    c.streamStall += static_cast<uint64_t>(passes) * contiguousLoadCycles(cfg, passWeights);
+  const uint64_t steady = std::max(*std::max_element(c.units.begin(), c.units.end()), c.units[1] + c.streamStall);
   const uint64_t perTileSum = (c.units[0] + c.units[1] + c.units[2] + c.units[3]) / static_cast<uint64_t>(passes * tiles);
   c.cycles = c.overlaps ? steady + perTileSum : c.units[0] + c.units[1] + c.units[2] + c.units[3];
   (void)jPerPass;
@@ -127,7 +165,7 @@ std::vector<int64_t> evenSplits(int64_t extent, int64_t maxParts) {
 
 }  // namespace
 
-NodeTiling chooseMatrixTiling(const Node& n, const ConvGeometry& p, const hw::NpuConfig& cfg, bool bias, bool activation) {
+NodeTiling chooseMatrixTiling(const Node& n, const ConvGeometry& p, const hw::NpuConfig& cfg, const EpilogueShape& e) {
   const int64_t DIM = cfg.dim, Cg = p.C / p.group, Mg = p.M / p.group;
   NodeTiling best;
   best.node = n.name(), best.op = n.opType();
@@ -146,14 +184,16 @@ NodeTiling chooseMatrixTiling(const Node& n, const ConvGeometry& p, const hw::Np
     for (int64_t cb : variant == "packed" ? std::vector<int64_t>{Cg} : cbs)
       for (int64_t cp : cps)
         for (bool resident : {true, false})
+          for (bool phased : {false, true})
           for (int64_t tw : tws)
             for (int64_t th : ths) {
+              if (phased && p.sH == 1 && p.sW == 1) continue;
               if (th * tw >= (int64_t{1} << 16) || p.inCols(tw) >= (int64_t{1} << 16)) continue;
               NodeTiling t = best;
               t.variant = variant;
               t.rows = th, t.cols = tw, t.channels = std::min(DIM, Mg), t.inChannels = cb, t.coutPerPass = cp;
-              t.weightsResident = resident;
-              const MatrixCost c = matrixCost(p, t, cfg, bias, activation);
+              t.weightsResident = resident, t.phased = phased;
+              const MatrixCost c = matrixCost(p, t, cfg, e);
               if (!c.fits) continue;
               if (!found || c.cycles < bestCost.cycles ||
                   (c.cycles == bestCost.cycles && c.dramBytes < bestCost.dramBytes)) {

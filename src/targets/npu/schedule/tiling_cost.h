@@ -18,17 +18,25 @@ struct MatrixCost {
   std::array<uint64_t, 4> units{};
   uint64_t inpWords = 0, accWords = 0, wgtWords = 0, outWords = 0;
   uint64_t dramBytes = 0;
+  uint64_t streamStall = 0;  ///< matrix-unit cycles spent waiting for input regions that could not be prefetched
   bool fits = false, overlaps = false;
   uint64_t cycles = 0;
 };
 
-/// Reduction slices (gemms per output block) of one input block of `cb` channels.
-int64_t reductionSlicesPerBlock(const ConvGeometry& p, bool packed, int64_t cb, int64_t dim);
+/// What a node's fused epilogue costs per tile: vector ops in place, and tensors loaded to combine with.
+struct EpilogueShape {
+  bool bias = false;
+  int unarySteps = 0;
+  int tensorSteps = 0;
+};
 
-MatrixCost matrixCost(const ConvGeometry& p, const NodeTiling& t, const hw::NpuConfig& cfg, bool bias, bool activation);
+/// Reduction slices (gemms per output block) of one input block of `cb` channels.
+int64_t reductionSlicesPerBlock(const ConvGeometry& p, bool packed, bool phased, int64_t cb, int64_t dim);
+
+MatrixCost matrixCost(const ConvGeometry& p, const NodeTiling& t, const hw::NpuConfig& cfg, const EpilogueShape& e);
 
 /// The cheapest legal tiling of a convolution (or Gemm/MatMul) on the matrix unit, including the packed
 /// variant for few input channels. Throws UserError when nothing fits the buffers.
-NodeTiling chooseMatrixTiling(const Node& n, const ConvGeometry& p, const hw::NpuConfig& cfg, bool bias, bool activation);
+NodeTiling chooseMatrixTiling(const Node& n, const ConvGeometry& p, const hw::NpuConfig& cfg, const EpilogueShape& e);
 
 }  // namespace tessel::npu
