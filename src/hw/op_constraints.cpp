@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "hw/config_reader.h"
+#include "tessel/ops/registry.h"
 #include "tessel/support/dtype.h"
 
 namespace tessel::hw {
@@ -15,10 +16,13 @@ bool isDataMovementOp(const std::string& opType) {
 }
 
 const std::vector<std::string>& knownOperatorNames() {
-  static const std::vector<std::string> names = {
-      "Add", "AveragePool", "BatchNormalization", "Clip", "Concat", "Conv", "Div", "Exp", "Flatten", "Gemm",
-      "GlobalAveragePool", "GlobalMaxPool", "HardSigmoid", "HardSwish", "Identity", "LeakyRelu", "MatMul", "Max",
-      "MaxPool", "Min", "Mul", "Pad", "Relu", "Reshape", "Sigmoid", "Softmax", "Sub", "Tanh", "Transpose"};
+  // The standard operators of the registry (sorted by name).
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const OpDef* def : OpRegistry::instance().all())
+      if (def->domain.empty()) out.push_back(def->name);
+    return out;
+  }();
   return names;
 }
 

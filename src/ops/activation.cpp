@@ -18,8 +18,40 @@ C softplus(C x) {
   return x > C(0) ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
 }
 
+// ---- how fused epilogues (tessel.FusedConv / FusedGemm) apply the activations that allow it; the
+// formulas are the fused ops' float reference epilogue.
+
+/// activation_params read from float attributes (their defaults when unset).
+EpilogueParamsFn attrParams(std::vector<const char*> names) {
+  return [names](const Node& n, const ConstantReader&) -> std::optional<std::vector<float>> {
+    std::vector<float> p;
+    for (const char* a : names) p.push_back(n.attrFloat(a));
+    return p;
+  };
+}
+
+/// Only the exact (erf) form fuses; the tanh approximation does not.
+std::optional<std::vector<float>> geluParams(const Node& n, const ConstantReader&) {
+  if (n.attrString("approximate") != "none") return std::nullopt;
+  return std::vector<float>{};
+}
+
+/// [min, max] from constant scalar inputs (infinite when absent); nullopt when a bound is computed.
+std::optional<std::vector<float>> clipParams(const Node& n, const ConstantReader& constant) {
+  std::vector<float> p = {-std::numeric_limits<float>::infinity(), std::numeric_limits<float>::infinity()};
+  for (size_t i = 1; i <= 2; ++i) {
+    if (!n.hasInput(i)) continue;
+    const Tensor* bound = constant(n.input(i));
+    if (!bound || bound->numel() != 1) return std::nullopt;
+    p[i - 1] = static_cast<float>(bound->elementAsDouble(0));
+  }
+  return p;
+}
+
 TESSEL_REGISTER_OP(Relu) {
   return OpDef("Relu").inputs(1).outputs(1).since(6).describe("y = max(x, 0)")
+      .traits({OpTrait::Elementwise})
+      .fusibleEpilogue({0, {}, [](float x, const std::vector<float>&) { return x > 0.0f ? x : 0.0f; }})
       .infer(inferUnary(TypeSet::Signed))
       .kernel(unaryKernel<TypeSet::Signed>([](auto x) { return x > decltype(x)(0) ? x : decltype(x)(0); }))
       .cost(costPerElement(1));
@@ -29,6 +61,8 @@ TESSEL_REGISTER_OP(LeakyRelu) {
   return OpDef("LeakyRelu").inputs(1).outputs(1).since(6)
       .attr("alpha", AttrKind::Float, 0.01f)
       .describe("y = x if x >= 0 else alpha * x")
+      .traits({OpTrait::Elementwise})
+      .fusibleEpilogue({1, attrParams({"alpha"}), [](float x, const std::vector<float>& p) { return x >= 0.0f ? x : p[0] * x; }})
       .infer(inferUnary(TypeSet::Float))
       .kernel(unaryKernelWith<TypeSet::Float>([](const KernelContext& ctx) {
         float alpha = ctx.attrFloat("alpha");
@@ -41,6 +75,7 @@ TESSEL_REGISTER_OP(ThresholdedRelu) {
   return OpDef("ThresholdedRelu").inputs(1).outputs(1).since(10)
       .attr("alpha", AttrKind::Float, 1.0f)
       .describe("y = x if x > alpha else 0")
+      .traits({OpTrait::Elementwise, OpTrait::Activation})
       .infer(inferUnary(TypeSet::Float))
       .kernel(unaryKernelWith<TypeSet::Float>([](const KernelContext& ctx) {
         float alpha = ctx.attrFloat("alpha");
@@ -53,6 +88,7 @@ TESSEL_REGISTER_OP(Elu) {
   return OpDef("Elu").inputs(1).outputs(1).since(6)
       .attr("alpha", AttrKind::Float, 1.0f)
       .describe("y = x if x >= 0 else alpha * (e^x - 1)")
+      .traits({OpTrait::Elementwise, OpTrait::Activation})
       .infer(inferUnary(TypeSet::Float))
       .kernel(unaryKernelWith<TypeSet::Float>([](const KernelContext& ctx) {
         float alpha = ctx.attrFloat("alpha");
@@ -65,6 +101,7 @@ TESSEL_REGISTER_OP(Celu) {
   return OpDef("Celu").inputs(1).outputs(1).since(12)
       .attr("alpha", AttrKind::Float, 1.0f)
       .describe("y = max(0, x) + min(0, alpha * (e^(x / alpha) - 1))")
+      .traits({OpTrait::Elementwise, OpTrait::Activation})
       .infer(inferUnary(TypeSet::Float))
       .kernel(unaryKernelWith<TypeSet::Float>([](const KernelContext& ctx) {
         float alpha = ctx.attrFloat("alpha");
@@ -83,6 +120,7 @@ TESSEL_REGISTER_OP(Selu) {
       .attr("alpha", AttrKind::Float, 1.67326319217681884765625f)
       .attr("gamma", AttrKind::Float, 1.05070102214813232421875f)
       .describe("y = gamma * (x if x > 0 else alpha * (e^x - 1))")
+      .traits({OpTrait::Elementwise, OpTrait::Activation})
       .infer(inferUnary(TypeSet::Float))
       .kernel(unaryKernelWith<TypeSet::Float>([](const KernelContext& ctx) {
         float alpha = ctx.attrFloat("alpha"), gamma = ctx.attrFloat("gamma");
@@ -96,6 +134,8 @@ TESSEL_REGISTER_OP(Selu) {
 
 TESSEL_REGISTER_OP(Sigmoid) {
   return OpDef("Sigmoid").inputs(1).outputs(1).since(6).describe("y = 1 / (1 + e^-x)")
+      .traits({OpTrait::Elementwise})
+      .fusibleEpilogue({0, {}, [](float x, const std::vector<float>&) { return 1.0f / (1.0f + std::exp(-x)); }})
       .infer(inferUnary(TypeSet::Float))
       .kernel(unaryKernel<TypeSet::Float>([](auto x) {
         using C = decltype(x);
@@ -111,6 +151,10 @@ TESSEL_REGISTER_OP(HardSigmoid) {
       .attr("alpha", AttrKind::Float, 0.2f)
       .attr("beta", AttrKind::Float, 0.5f)
       .describe("y = clamp(alpha * x + beta, 0, 1)")
+      .traits({OpTrait::Elementwise})
+      .fusibleEpilogue({2, attrParams({"alpha", "beta"}), [](float x, const std::vector<float>& p) {
+                          return std::max(0.0f, std::min(1.0f, p[0] * x + p[1]));
+                        }})
       .infer(inferUnary(TypeSet::Float))
       .kernel(unaryKernelWith<TypeSet::Float>([](const KernelContext& ctx) {
         float alpha = ctx.attrFloat("alpha"), beta = ctx.attrFloat("beta");
@@ -124,6 +168,10 @@ TESSEL_REGISTER_OP(HardSigmoid) {
 
 TESSEL_REGISTER_OP(HardSwish) {
   return OpDef("HardSwish").inputs(1).outputs(1).since(14).describe("y = x * clamp(x / 6 + 1/2, 0, 1)")
+      .traits({OpTrait::Elementwise})
+      .fusibleEpilogue({0, {}, [](float x, const std::vector<float>&) {
+                          return x * std::max(0.0f, std::min(1.0f, x / 6.0f + 0.5f));
+                        }})
       .infer(inferUnary(TypeSet::Float))
       .kernel(unaryKernel<TypeSet::Float>([](auto x) {
         using C = decltype(x);
@@ -134,6 +182,8 @@ TESSEL_REGISTER_OP(HardSwish) {
 
 TESSEL_REGISTER_OP(Tanh) {
   return OpDef("Tanh").inputs(1).outputs(1).since(6).describe("y = tanh(x)")
+      .traits({OpTrait::Elementwise})
+      .fusibleEpilogue({0, {}, [](float x, const std::vector<float>&) { return std::tanh(x); }})
       .infer(inferUnary(TypeSet::Float))
       .kernel(unaryKernel<TypeSet::Float>([](auto x) { return std::tanh(x); }))
       .cost(costPerElement(10));
@@ -141,6 +191,7 @@ TESSEL_REGISTER_OP(Tanh) {
 
 TESSEL_REGISTER_OP(Softplus) {
   return OpDef("Softplus").inputs(1).outputs(1).since(1).describe("y = ln(1 + e^x)")
+      .traits({OpTrait::Elementwise, OpTrait::Activation})
       .infer(inferUnary(TypeSet::Float))
       .kernel(unaryKernel<TypeSet::Float>([](auto x) { return softplus(x); }))
       .cost(costPerElement(10));
@@ -148,6 +199,7 @@ TESSEL_REGISTER_OP(Softplus) {
 
 TESSEL_REGISTER_OP(Softsign) {
   return OpDef("Softsign").inputs(1).outputs(1).since(1).describe("y = x / (1 + |x|)")
+      .traits({OpTrait::Elementwise, OpTrait::Activation})
       .infer(inferUnary(TypeSet::Float))
       .kernel(unaryKernel<TypeSet::Float>([](auto x) { return x / (decltype(x)(1) + std::abs(x)); }))
       .cost(costPerElement(3));
@@ -155,6 +207,7 @@ TESSEL_REGISTER_OP(Softsign) {
 
 TESSEL_REGISTER_OP(Mish) {
   return OpDef("Mish").inputs(1).outputs(1).since(18).describe("y = x * tanh(ln(1 + e^x))")
+      .traits({OpTrait::Elementwise, OpTrait::Activation})
       .infer(inferUnary(TypeSet::Float))
       .kernel(unaryKernel<TypeSet::Float>([](auto x) { return x * std::tanh(softplus(x)); }))
       .cost(costPerElement(20));
@@ -164,6 +217,10 @@ TESSEL_REGISTER_OP(Gelu) {
   return OpDef("Gelu").inputs(1).outputs(1).since(20)
       .attr("approximate", AttrKind::String, std::string("none"))
       .describe("y = x * Phi(x) (approximate='tanh': the tanh approximation)")
+      .traits({OpTrait::Elementwise})
+      .fusibleEpilogue({0, geluParams, [](float x, const std::vector<float>&) {
+                          return 0.5f * x * (1.0f + std::erf(x / std::sqrt(2.0f)));
+                        }})
       .infer(inferUnary(TypeSet::Float))
       .kernel(unaryKernelWith<TypeSet::Float>([](const KernelContext& ctx) {
         std::string mode = ctx.attrString("approximate");
@@ -187,6 +244,7 @@ TESSEL_REGISTER_OP(Shrink) {
       .attr("bias", AttrKind::Float, 0.0f)
       .attr("lambd", AttrKind::Float, 0.5f)
       .describe("y = x + bias if x < -lambd; x - bias if x > lambd; else 0")
+      .traits({OpTrait::Elementwise, OpTrait::Activation})
       .infer(inferUnary(TypeSet::Numeric))
       .kernel(unaryKernelWith<TypeSet::Numeric>([](const KernelContext& ctx) {
         double bias = ctx.attrFloat("bias"), lambd = ctx.attrFloat("lambd");
@@ -230,6 +288,7 @@ void preluKernel(KernelContext& ctx) {
 TESSEL_REGISTER_OP(PRelu) {
   return OpDef("PRelu").inputs(2).outputs(1).since(7)
       .describe("y = x if x >= 0 else slope * x (slope broadcasts to x)")
+      .traits({OpTrait::Elementwise, OpTrait::Activation})
       .infer(inferPRelu)
       .kernel(preluKernel)
       .cost(costPerElement(2));
@@ -289,6 +348,8 @@ TESSEL_REGISTER_OP(Clip) {
       .optionalAttr("min", AttrKind::Float)  // Clip-6 only; moved to an input by the upgrade
       .optionalAttr("max", AttrKind::Float)
       .describe("y = min(max(x, min), max); absent bounds do not clip")
+      .traits({OpTrait::Elementwise})
+      .fusibleEpilogue({2, clipParams, [](float x, const std::vector<float>& p) { return std::min(std::max(x, p[0]), p[1]); }})
       .infer(inferClip)
       .kernel(clipKernel)
       .cost(costPerElement(2))

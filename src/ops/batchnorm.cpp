@@ -149,6 +149,7 @@ TESSEL_REGISTER_OP(BatchNormalization) {
       .attr("training_mode", AttrKind::Int, int64_t{0})
       .attr("spatial", AttrKind::Int, int64_t{1})
       .describe("y = scale * (x - mean) / sqrt(var + epsilon) + B per channel; training mode uses batch statistics")
+      .traits({OpTrait::ChannelsFirst})
       .infer(inferBatchNorm)
       .kernel(batchNormKernel)
       .cost(costPerElement(4))
@@ -189,6 +190,7 @@ TESSEL_REGISTER_OP(InstanceNormalization) {
       .since(6)
       .attr("epsilon", AttrKind::Float, 1e-5f)
       .describe("per (n, c) normalisation over the spatial axes, then per-channel scale and bias")
+      .traits({OpTrait::ChannelsFirst})
       .infer(inferSameAsInput0)
       .kernel(instanceNormKernel)
       .cost(costPerElement(5));
@@ -232,6 +234,7 @@ TESSEL_REGISTER_OP(LRN) {
       .attr("bias", AttrKind::Float, 1.0f)
       .requiredAttr("size", AttrKind::Int)
       .describe("local response normalisation across `size` neighbouring channels")
+      .traits({OpTrait::ChannelsFirst})
       .infer(inferSameAsInput0)
       .kernel(lrnKernel)
       .cost([](const Node& node) {

@@ -47,6 +47,7 @@ TESSEL_REGISTER_OP(Cast) {
   return OpDef("Cast").inputs(1).outputs(1).since(6)
       .requiredAttr("to", AttrKind::Int)
       .describe("y = x converted to the element type `to` (numbers and strings)")
+      .traits({OpTrait::Elementwise, OpTrait::NoOpOnSameType})
       .infer([](InferContext& ctx) {
         ctx.setOutputType(0, TensorType(castTarget(ctx.node()), ctx.inputType(0).dims));
       })
@@ -57,6 +58,7 @@ TESSEL_REGISTER_OP(Cast) {
 TESSEL_REGISTER_OP(CastLike) {
   return OpDef("CastLike").inputs(2).outputs(1).since(15)
       .describe("y = x converted to the element type of target_type")
+      .traits({OpTrait::Elementwise})
       .infer([](InferContext& ctx) {
         ctx.setOutputType(0, TensorType(ctx.inputType(1).dtype, ctx.inputType(0).dims));
       })

@@ -207,6 +207,7 @@ TESSEL_REGISTER_OP(Range) {
 
 TESSEL_REGISTER_OP(Identity) {
   return OpDef("Identity").inputs(1).outputs(1).since(1).describe("y = x")
+      .traits({OpTrait::View, OpTrait::NoOpOnSameType})
       .infer(inferSameAsInput0)
       .kernel([](KernelContext& ctx) { ctx.setOutput(0, ctx.input(0)); })
       .cost(movementCost);

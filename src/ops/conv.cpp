@@ -298,7 +298,8 @@ Cost convCost(const Node& node) {
 }
 
 OpDef& convAttrs(OpDef& def) {
-  return def.attr("auto_pad", AttrKind::String, std::string("NOTSET"))
+  return def.traits({OpTrait::ChannelsFirst, OpTrait::SlidingWindow})
+      .attr("auto_pad", AttrKind::String, std::string("NOTSET"))
       .optionalAttr("dilations", AttrKind::Ints)
       .attr("group", AttrKind::Int, int64_t{1})
       .optionalAttr("kernel_shape", AttrKind::Ints)

@@ -24,6 +24,8 @@ void rejectIntegerZeroDivisor(const KernelContext& ctx, const Tensor& divisor) {
 
 TESSEL_REGISTER_OP(Add) {
   return OpDef("Add").inputs(2).outputs(1).since(7).describe("c = a + b (numpy broadcasting)")
+      .traits({OpTrait::Elementwise, OpTrait::Commutative})
+      .neutral(0.0)
       .infer(inferBroadcasting(TypeSet::Numeric))
       .kernel(binaryKernel<TypeSet::Numeric>([](auto a, auto b) { return a + b; }))
       .cost(costPerElement(1));
@@ -31,6 +33,8 @@ TESSEL_REGISTER_OP(Add) {
 
 TESSEL_REGISTER_OP(Sub) {
   return OpDef("Sub").inputs(2).outputs(1).since(7).describe("c = a - b (numpy broadcasting)")
+      .traits({OpTrait::Elementwise})
+      .neutral(0.0)
       .infer(inferBroadcasting(TypeSet::Numeric))
       .kernel(binaryKernel<TypeSet::Numeric>([](auto a, auto b) { return a - b; }))
       .cost(costPerElement(1));
@@ -38,6 +42,8 @@ TESSEL_REGISTER_OP(Sub) {
 
 TESSEL_REGISTER_OP(Mul) {
   return OpDef("Mul").inputs(2).outputs(1).since(7).describe("c = a * b (numpy broadcasting)")
+      .traits({OpTrait::Elementwise, OpTrait::Commutative})
+      .neutral(1.0)
       .infer(inferBroadcasting(TypeSet::Numeric))
       .kernel(binaryKernel<TypeSet::Numeric>([](auto a, auto b) { return a * b; }))
       .cost(costPerElement(1));
@@ -51,6 +57,8 @@ void divKernel(KernelContext& ctx) {
 
 TESSEL_REGISTER_OP(Div) {
   return OpDef("Div").inputs(2).outputs(1).since(7).describe("c = a / b (integers truncate toward zero)")
+      .traits({OpTrait::Elementwise})
+      .neutral(1.0)
       .infer(inferBroadcasting(TypeSet::Numeric))
       .kernel(divKernel)
       .cost(costPerElement(1));
@@ -92,6 +100,7 @@ TESSEL_REGISTER_OP(Mod) {
   return OpDef("Mod").inputs(2).outputs(1).since(10)
       .attr("fmod", AttrKind::Int, int64_t{0})
       .describe("c = a mod b: sign of b (fmod=0, integers) or sign of a (fmod=1, C fmod)")
+      .traits({OpTrait::Elementwise})
       .infer(inferBroadcasting(TypeSet::Numeric))
       .kernel(modKernel)
       .cost(costPerElement(2));
@@ -138,6 +147,7 @@ void inferPow(InferContext& ctx) {
 TESSEL_REGISTER_OP(Pow) {
   return OpDef("Pow").inputs(2).outputs(1).since(7)
       .describe("z = x ^ y (numpy broadcasting; y may have another numeric type than x)")
+      .traits({OpTrait::Elementwise})
       .infer(inferPow)
       .kernel(powKernel)
       .cost(costPerElement(8));
@@ -180,6 +190,7 @@ TESSEL_REGISTER_OP(BitShift) {
   return OpDef("BitShift").inputs(2).outputs(1).since(11)
       .requiredAttr("direction", AttrKind::String)
       .describe("z = x << y or x >> y on unsigned integers")
+      .traits({OpTrait::Elementwise})
       .infer(inferBitShift)
       .kernel(bitShiftKernel)
       .cost(costPerElement(1));
@@ -203,6 +214,7 @@ C minOf(C a, C b) {
 
 TESSEL_REGISTER_OP(Max) {
   return OpDef("Max").inputs(1, kVariadic).outputs(1).since(6).describe("element-wise maximum of all inputs")
+      .traits({OpTrait::Elementwise, OpTrait::Commutative})
       .infer(inferBroadcasting(TypeSet::Numeric))
       .kernel(variadicKernel<TypeSet::Numeric>([](auto a, auto b) { return maxOf(a, b); }))
       .cost(costPerElement(1));
@@ -210,6 +222,7 @@ TESSEL_REGISTER_OP(Max) {
 
 TESSEL_REGISTER_OP(Min) {
   return OpDef("Min").inputs(1, kVariadic).outputs(1).since(6).describe("element-wise minimum of all inputs")
+      .traits({OpTrait::Elementwise, OpTrait::Commutative})
       .infer(inferBroadcasting(TypeSet::Numeric))
       .kernel(variadicKernel<TypeSet::Numeric>([](auto a, auto b) { return minOf(a, b); }))
       .cost(costPerElement(1));
@@ -217,6 +230,7 @@ TESSEL_REGISTER_OP(Min) {
 
 TESSEL_REGISTER_OP(Sum) {
   return OpDef("Sum").inputs(1, kVariadic).outputs(1).since(6).describe("element-wise sum of all inputs")
+      .traits({OpTrait::Elementwise, OpTrait::Commutative})
       .infer(inferBroadcasting(TypeSet::Numeric))
       .kernel(variadicKernel<TypeSet::Numeric>([](auto a, auto b) { return a + b; }))
       .cost(costPerElement(1));
@@ -224,6 +238,7 @@ TESSEL_REGISTER_OP(Sum) {
 
 TESSEL_REGISTER_OP(Mean) {
   return OpDef("Mean").inputs(1, kVariadic).outputs(1).since(6).describe("element-wise mean of all inputs")
+      .traits({OpTrait::Elementwise, OpTrait::Commutative})
       .infer(inferBroadcasting(TypeSet::Float))
       .kernel(variadicKernel<TypeSet::Float>([](auto a, auto b) { return a + b; }, /*divideByCount=*/true))
       .cost(costPerElement(1));

@@ -17,6 +17,7 @@ using elementwise::unaryKernel;
 #define TESSEL_FLOAT_UNARY(Op, version, flops, doc, ...)                                                  \
   TESSEL_REGISTER_OP(Op) {                                                                               \
     return OpDef(#Op).inputs(1).outputs(1).since(version).describe(doc)                                  \
+        .traits({OpTrait::Elementwise})                                                                  \
         .infer(inferUnary(TypeSet::Float))                                                               \
         .kernel(unaryKernel<TypeSet::Float>(__VA_ARGS__))                                                \
         .cost(costPerElement(flops));                                                                    \
@@ -48,6 +49,7 @@ TESSEL_FLOAT_UNARY(Atanh, 9, 8, "y = artanh(x)", [](auto x) { return std::atanh(
 
 TESSEL_REGISTER_OP(Abs) {
   return OpDef("Abs").inputs(1).outputs(1).since(6).describe("y = |x|")
+      .traits({OpTrait::Elementwise})
       .infer(inferUnary(TypeSet::Numeric))
       .kernel(unaryKernel<TypeSet::Numeric>([](auto x) {
         using C = decltype(x);
@@ -59,6 +61,7 @@ TESSEL_REGISTER_OP(Abs) {
 
 TESSEL_REGISTER_OP(Neg) {
   return OpDef("Neg").inputs(1).outputs(1).since(6).describe("y = -x")
+      .traits({OpTrait::Elementwise})
       .infer(inferUnary(TypeSet::Signed))
       .kernel(unaryKernel<TypeSet::Signed>([](auto x) {
         if constexpr (std::is_same_v<decltype(x), bool>) return x;  // never reached: bool is not Signed
@@ -69,6 +72,7 @@ TESSEL_REGISTER_OP(Neg) {
 
 TESSEL_REGISTER_OP(Sign) {
   return OpDef("Sign").inputs(1).outputs(1).since(9).describe("y = -1, 0 or 1 by the sign of x (NaN stays NaN)")
+      .traits({OpTrait::Elementwise})
       .infer(inferUnary(TypeSet::Numeric))
       .kernel(unaryKernel<TypeSet::Numeric>([](auto x) {
         using C = decltype(x);
@@ -82,6 +86,7 @@ TESSEL_REGISTER_OP(Sign) {
 
 TESSEL_REGISTER_OP(IsNaN) {
   return OpDef("IsNaN").inputs(1).outputs(1).since(9).describe("y = (x is NaN)")
+      .traits({OpTrait::Elementwise})
       .infer(inferPredicate(TypeSet::Float))
       .kernel(predicateKernelWith<TypeSet::Float>([](const KernelContext&) {
         return [](auto x) { return std::isnan(x); };
@@ -94,6 +99,7 @@ TESSEL_REGISTER_OP(IsInf) {
       .attr("detect_negative", AttrKind::Int, int64_t{1})
       .attr("detect_positive", AttrKind::Int, int64_t{1})
       .describe("y = (x is +inf and detect_positive) or (x is -inf and detect_negative)")
+      .traits({OpTrait::Elementwise})
       .infer(inferPredicate(TypeSet::Float))
       .kernel(predicateKernelWith<TypeSet::Float>([](const KernelContext& ctx) {
         bool negative = ctx.attrInt("detect_negative") != 0, positive = ctx.attrInt("detect_positive") != 0;

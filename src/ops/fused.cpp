@@ -10,42 +10,49 @@
 namespace tessel {
 namespace {
 
-/// y = act(y) for the epilogue activations (the same formulas as the standard ops, in float).
+/// SiLU (x * Sigmoid(x), the pattern passes fuse) is the one epilogue activation that is not an op.
+constexpr const char* kSilu = "SiLU";
+
+/// The definition of an epilogue activation named by the `activation` attribute (an op with
+/// OpTrait::FusibleEpilogue), or null for "" and SiLU.
+const EpilogueActivation* epilogueOf(const std::string& act) {
+  const OpDef* def = act.empty() || act == kSilu ? nullptr : OpRegistry::instance().find("", act);
+  return def && def->epilogue ? &*def->epilogue : nullptr;
+}
+
+/// y = act(y) for the epilogue activations (the activation ops' float formulas).
 float applyActivation(const std::string& act, const std::vector<float>& p, float x) {
   if (act.empty()) return x;
-  if (act == "Relu") return x > 0.0f ? x : 0.0f;
-  if (act == "Clip") return std::min(std::max(x, p[0]), p[1]);
-  if (act == "LeakyRelu") return x >= 0.0f ? x : p[0] * x;
-  if (act == "Sigmoid") return 1.0f / (1.0f + std::exp(-x));
-  if (act == "HardSigmoid") return std::max(0.0f, std::min(1.0f, p[0] * x + p[1]));
-  if (act == "HardSwish") return x * std::max(0.0f, std::min(1.0f, x / 6.0f + 0.5f));
-  if (act == "SiLU") return x * (1.0f / (1.0f + std::exp(-x)));
-  if (act == "Gelu") return 0.5f * x * (1.0f + std::erf(x / std::sqrt(2.0f)));
-  if (act == "Tanh") return std::tanh(x);
-  TESSEL_ASSERT(false, "unknown fused activation '" + act + "'");
-  return x;
+  if (act == kSilu) return x * epilogueOf("Sigmoid")->apply(x, {});
+  const EpilogueActivation* e = epilogueOf(act);
+  TESSEL_ASSERT(e != nullptr, "unknown fused activation '" + act + "'");
+  return e->apply(x, p);
 }
 
 /// Number of parameters each activation takes in `activation_params`.
-int activationParamCount(const std::string& act) {
-  if (act == "Clip" || act == "HardSigmoid") return 2;
-  if (act == "LeakyRelu") return 1;
-  return 0;
+size_t activationParamCount(const std::string& act) {
+  const EpilogueActivation* e = epilogueOf(act);
+  return e ? e->paramCount : 0;
 }
 
-bool isKnownActivation(const std::string& act) {
-  for (const char* a : {"", "Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "SiLU", "Gelu", "Tanh"})
-    if (act == a) return true;
-  return false;
+bool isKnownActivation(const std::string& act) { return act.empty() || act == kSilu || epilogueOf(act); }
+
+/// "Clip, Gelu, ..., SiLU or \"\"" for the error message.
+std::string knownActivations() {
+  std::vector<std::string> names;
+  for (const OpDef* d : opsWithTrait(OpTrait::FusibleEpilogue))
+    if (d->domain.empty()) names.push_back(d->name);
+  names.push_back(kSilu);
+  return fmt::format("{} or \"\"", fmt::join(names, ", "));
 }
 
 /// Checks the activation attributes and the residual's type; shared by FusedConv and FusedGemm inference.
 void checkEpilogue(InferContext& ctx, size_t residualInput) {
   const Node& node = ctx.node();
   std::string act = node.attrString("activation");
-  if (!isKnownActivation(act)) ctx.fail("unknown activation '{}' (expected Relu, Clip, LeakyRelu, Sigmoid, HardSigmoid, HardSwish, SiLU, Gelu, Tanh or \"\")", act);
+  if (!isKnownActivation(act)) ctx.fail("unknown activation '{}' (expected {})", act, knownActivations());
   size_t params = node.attrFloats("activation_params").size();
-  if (static_cast<int>(params) != activationParamCount(act))
+  if (params != activationParamCount(act))
     ctx.fail("activation '{}' takes {} activation_params, has {}", act, activationParamCount(act), params);
   if (!ctx.hasInput(residualInput) || !node.output(0)) return;
   const TensorType& r = ctx.inputType(residualInput);
@@ -98,7 +105,8 @@ namespace {
 
 OpDef makeFusedConv() {
   OpDef def = fusedOp("FusedConv");
-  def.attr("auto_pad", AttrKind::String, std::string("NOTSET"))
+  def.traits({OpTrait::ChannelsFirst, OpTrait::SlidingWindow})
+      .attr("auto_pad", AttrKind::String, std::string("NOTSET"))
       .optionalAttr("dilations", AttrKind::Ints)
       .attr("group", AttrKind::Int, int64_t{1})
       .optionalAttr("kernel_shape", AttrKind::Ints)
@@ -177,6 +185,7 @@ OpDef makeFusedElementwise() {
       .since(1)
       .requiredAttr("body", AttrKind::Graph)
       .describe("runs the element-wise chain in `body` (inputs in order) as one loop over the output")
+      .traits({OpTrait::Elementwise})
       .infer(inferFusedElementwise)
       .kernel([](KernelContext& ctx) {
         std::vector<Tensor> inputs;

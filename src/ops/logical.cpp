@@ -10,6 +10,7 @@ using namespace elementwise;
 #define TESSEL_LOGICAL_BINARY(Op, version, doc, ...)                                                      \
   TESSEL_REGISTER_OP(Op) {                                                                               \
     return OpDef(#Op).inputs(2).outputs(1).since(version).describe(doc)                                  \
+        .traits({OpTrait::Elementwise, OpTrait::Commutative})                                            \
         .infer(inferBroadcasting(TypeSet::Bool, true))                                                   \
         .kernel(comparisonKernel<TypeSet::Bool>(__VA_ARGS__))                                            \
         .cost(costPerElement(1));                                                                        \
@@ -22,6 +23,7 @@ TESSEL_LOGICAL_BINARY(Xor, 7, "c = a xor b", [](bool a, bool b) { return a != b;
 
 TESSEL_REGISTER_OP(Not) {
   return OpDef("Not").inputs(1).outputs(1).since(1).describe("y = not x")
+      .traits({OpTrait::Elementwise})
       .infer(inferPredicate(TypeSet::Bool))
       .kernel(predicateKernelWith<TypeSet::Bool>([](const KernelContext&) { return [](auto x) { return !x; }; }))
       .cost(costPerElement(1));
@@ -30,6 +32,7 @@ TESSEL_REGISTER_OP(Not) {
 #define TESSEL_COMPARISON(Op, version, set, doc, ...)                                                     \
   TESSEL_REGISTER_OP(Op) {                                                                               \
     return OpDef(#Op).inputs(2).outputs(1).since(version).describe(doc)                                  \
+        .traits({OpTrait::Elementwise})                                                                  \
         .infer(inferBroadcasting(set, true))                                                             \
         .kernel(comparisonKernel<set>(__VA_ARGS__))                                                      \
         .cost(costPerElement(1));                                                                        \
@@ -73,6 +76,7 @@ void whereKernel(KernelContext& ctx) {
 TESSEL_REGISTER_OP(Where) {
   return OpDef("Where").inputs(3).outputs(1).since(9)
       .describe("out = X where condition else Y (numpy broadcasting of all three)")
+      .traits({OpTrait::Elementwise})
       .infer(inferWhere)
       .kernel(whereKernel)
       .cost(costPerElement(1));

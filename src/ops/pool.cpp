@@ -192,6 +192,7 @@ TESSEL_REGISTER_OP(MaxPool) {
       .attr("storage_order", AttrKind::Int, int64_t{0})
       .optionalAttr("strides", AttrKind::Ints)
       .describe("max over sliding windows; optional Indices output (flat input offsets)")
+      .traits({OpTrait::ChannelsFirst, OpTrait::SlidingWindow})
       .infer(inferPool)
       .kernel(maxPoolKernel)
       .cost(poolCost);
@@ -209,6 +210,7 @@ TESSEL_REGISTER_OP(AveragePool) {
       .optionalAttr("pads", AttrKind::Ints)
       .optionalAttr("strides", AttrKind::Ints)
       .describe("mean over sliding windows, padding counted when count_include_pad")
+      .traits({OpTrait::ChannelsFirst, OpTrait::SlidingWindow})
       .infer(inferPool)
       .kernel([](KernelContext& ctx) { averageOrLpPoolKernel(ctx, PoolKind::Average); })
       .cost(poolCost);
@@ -225,6 +227,7 @@ TESSEL_REGISTER_OP(LpPool) {
       .optionalAttr("pads", AttrKind::Ints)
       .optionalAttr("strides", AttrKind::Ints)
       .describe("(sum |x|^p)^(1/p) over sliding windows")
+      .traits({OpTrait::ChannelsFirst, OpTrait::SlidingWindow})
       .infer(inferPool)
       .kernel([](KernelContext& ctx) { averageOrLpPoolKernel(ctx, PoolKind::Lp); })
       .cost(poolCost);
@@ -278,6 +281,7 @@ void globalPoolKernel(KernelContext& ctx, PoolKind kind) {
 TESSEL_REGISTER_OP(GlobalAveragePool) {
   return OpDef("GlobalAveragePool").inputs(1).outputs(1).since(1)
       .describe("mean over all spatial axes (kept as extent 1)")
+      .traits({OpTrait::ChannelsFirst})
       .infer(inferGlobalPool)
       .kernel([](KernelContext& ctx) { globalPoolKernel(ctx, PoolKind::Average); })
       .cost(costPerElement(0));
@@ -286,6 +290,7 @@ TESSEL_REGISTER_OP(GlobalAveragePool) {
 TESSEL_REGISTER_OP(GlobalMaxPool) {
   return OpDef("GlobalMaxPool").inputs(1).outputs(1).since(1)
       .describe("max over all spatial axes (kept as extent 1)")
+      .traits({OpTrait::ChannelsFirst})
       .infer(inferGlobalPool)
       .kernel([](KernelContext& ctx) { globalPoolKernel(ctx, PoolKind::Max); })
       .cost(costPerElement(0));
@@ -295,6 +300,7 @@ TESSEL_REGISTER_OP(GlobalLpPool) {
   return OpDef("GlobalLpPool").inputs(1).outputs(1).since(2)
       .attr("p", AttrKind::Int, int64_t{2})
       .describe("(sum |x|^p)^(1/p) over all spatial axes (kept as extent 1)")
+      .traits({OpTrait::ChannelsFirst})
       .infer(inferGlobalPool)
       .kernel([](KernelContext& ctx) { globalPoolKernel(ctx, PoolKind::Lp); })
       .cost(costPerElement(0));
@@ -400,6 +406,7 @@ TESSEL_REGISTER_OP(MaxUnpool) {
       .optionalAttr("pads", AttrKind::Ints)
       .optionalAttr("strides", AttrKind::Ints)
       .describe("scatters values to the positions recorded by MaxPool's Indices, zeros elsewhere")
+      .traits({OpTrait::ChannelsFirst, OpTrait::SlidingWindow})
       .infer(inferMaxUnpool)
       .kernel(maxUnpoolKernel)
       .cost(movementCost);

@@ -33,6 +33,28 @@ std::vector<const OpDef*> OpRegistry::all() const {
   return out;
 }
 
+// ---------------------------------------------------------------- traits
+
+bool isOp(const Node& node, std::string_view opType, std::string_view domain) {
+  return node.opType() == opType && node.domain() == domain;
+}
+
+bool hasTrait(const Node& node, OpTrait trait) { return node.def() && node.def()->has(trait); }
+
+std::optional<std::vector<float>> epilogueParams(const Node& node, const ConstantReader& constant) {
+  if (!hasTrait(node, OpTrait::FusibleEpilogue)) return std::nullopt;
+  const EpilogueActivation& e = *node.def()->epilogue;
+  if (!e.params) return std::vector<float>{};
+  return e.params(node, constant);
+}
+
+std::vector<const OpDef*> opsWithTrait(OpTrait trait) {
+  std::vector<const OpDef*> out;
+  for (const OpDef* d : OpRegistry::instance().all())
+    if (d->has(trait)) out.push_back(d);
+  return out;
+}
+
 // ---------------------------------------------------------------- InferContext
 
 const TensorType& InferContext::inputType(size_t i) const {

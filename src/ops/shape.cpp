@@ -368,6 +368,7 @@ TESSEL_REGISTER_OP(Reshape) {
       .since(5)
       .attr("allowzero", AttrKind::Int, int64_t{0})
       .describe("same data, new shape (0 copies an input extent unless allowzero, -1 is inferred)")
+      .traits({OpTrait::View, OpTrait::NoOpOnSameType})
       .infer(inferReshape)
       .kernel(reshapeKernel)
       .cost([](const Node&) { return Cost{}; });
@@ -380,6 +381,7 @@ TESSEL_REGISTER_OP(Flatten) {
       .since(1)
       .attr("axis", AttrKind::Int, int64_t{1})
       .describe("reshape to 2-D: [prod(dims[:axis]), prod(dims[axis:])]")
+      .traits({OpTrait::View, OpTrait::NoOpOnSameType})
       .infer(inferFlatten)
       .kernel(flattenKernel)
       .cost([](const Node&) { return Cost{}; });
@@ -392,6 +394,7 @@ TESSEL_REGISTER_OP(Squeeze) {
       .since(1)
       .optionalAttr("axes", AttrKind::Ints)  // opset < 13; moved to input 1 by the upgrade
       .describe("removes axes of extent 1 (the given ones, or all)")
+      .traits({OpTrait::View, OpTrait::NoOpOnSameType})
       .infer(inferSqueeze)
       .kernel(squeezeKernel)
       .cost([](const Node&) { return Cost{}; })
@@ -405,6 +408,7 @@ TESSEL_REGISTER_OP(Unsqueeze) {
       .since(1)
       .optionalAttr("axes", AttrKind::Ints)  // opset < 13; moved to input 1 by the upgrade
       .describe("inserts axes of extent 1 at the given output positions")
+      .traits({OpTrait::View, OpTrait::NoOpOnSameType})
       .infer(inferUnsqueeze)
       .kernel(unsqueezeKernel)
       .cost([](const Node&) { return Cost{}; })
@@ -441,6 +445,7 @@ TESSEL_REGISTER_OP(Expand) {
       .outputs(1)
       .since(8)
       .describe("broadcasts the input to the given shape (bidirectional numpy broadcasting)")
+      .traits({OpTrait::NoOpOnSameType})
       .infer(inferExpand)
       .kernel(expandKernel)
       .cost(movementCost);

@@ -668,6 +668,7 @@ TESSEL_REGISTER_OP(DepthToSpace) {
       .requiredAttr("blocksize", AttrKind::Int)
       .attr("mode", AttrKind::String, std::string("DCR"))
       .describe("moves channel blocks into spatial blocks (DCR or CRD order)")
+      .traits({OpTrait::ChannelsFirst})
       .infer(inferDepthToSpace).kernel(depthToSpaceKernel).cost(movementCost);
 }
 
@@ -675,6 +676,7 @@ TESSEL_REGISTER_OP(SpaceToDepth) {
   return OpDef("SpaceToDepth").inputs(1).outputs(1).since(1)
       .requiredAttr("blocksize", AttrKind::Int)
       .describe("moves spatial blocks into channels")
+      .traits({OpTrait::ChannelsFirst})
       .infer(inferSpaceToDepth).kernel(spaceToDepthKernel).cost(movementCost);
 }
 

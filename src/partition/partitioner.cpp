@@ -8,11 +8,12 @@
 #include <set>
 #include <unordered_map>
 
+#include "tessel/ops/registry.h"
 #include "tessel/support/error.h"
 
 namespace tessel::partition {
 
-bool isSubgraphNode(const Node& node) { return node.domain() == "tessel" && node.opType() == "Subgraph"; }
+bool isSubgraphNode(const Node& node) { return isOp(node, "Subgraph", "tessel"); }
 
 namespace {
 
@@ -27,12 +28,6 @@ int64_t staticDim(const Value* v, int64_t axis) {
 
 size_t rankOf(const Value* v) { return v && v->type.hasRank() ? v->type.dims->size() : 0; }
 
-bool isConvOrPool(const std::string& op) {
-  static const std::set<std::string> ops = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool",
-                                            "GlobalMaxPool", "BatchNormalization"};
-  return ops.count(op) != 0;
-}
-
 }  // namespace
 
 hw::OpQuery queryFor(const Node& node) {
@@ -41,28 +36,27 @@ hw::OpQuery queryFor(const Node& node) {
   q.nodeName = node.name();
   const Value* x = node.input(0) ? node.input(0) : node.output(0);
   if (x) q.elementType = std::string(dtypeName(x->type.dtype));
-  if (node.domain().empty() && isConvOrPool(node.opType()) && rankOf(node.input(0)) >= 3) q.layout = "NCHW";
+  if (node.domain().empty() && hasTrait(node, OpTrait::ChannelsFirst) && rankOf(node.input(0)) >= 3) q.layout = "NCHW";
   if (node.domain() != "") return q;
-  const std::string& op = node.opType();
-  if (op == "Conv" || op == "MaxPool" || op == "AveragePool") {
+  if (hasTrait(node, OpTrait::SlidingWindow)) {
     if (node.hasAttr("kernel_shape")) {
       q.kernelShape = node.attrInts("kernel_shape");
-    } else if (op == "Conv" && node.input(1) && node.input(1)->type.hasRank()) {
+    } else if (isOp(node, "Conv") && node.input(1) && node.input(1)->type.hasRank()) {
       for (size_t a = 2; a < rankOf(node.input(1)); ++a) q.kernelShape.push_back(staticDim(node.input(1), a));
     }
     size_t spatial = q.kernelShape.size();
     q.strides = node.hasAttr("strides") ? node.attrInts("strides") : std::vector<int64_t>(spatial, 1);
     q.dilations = node.hasAttr("dilations") ? node.attrInts("dilations") : std::vector<int64_t>(spatial, 1);
   }
-  if (op == "Conv") {
+  if (isOp(node, "Conv")) {
     q.group = node.attrInt("group");
     q.inChannels = staticDim(node.input(0), 1);
     q.outChannels = staticDim(node.input(1), 0);
-  } else if (op == "Gemm") {
+  } else if (isOp(node, "Gemm")) {
     bool tb = node.attrInt("transB") != 0;
     q.inChannels = staticDim(node.input(1), tb ? 1 : 0);
     q.outChannels = staticDim(node.input(1), tb ? 0 : 1);
-  } else if (op == "MatMul") {
+  } else if (isOp(node, "MatMul")) {
     q.inChannels = staticDim(node.input(1), -2);
     q.outChannels = staticDim(node.input(1), -1);
   }

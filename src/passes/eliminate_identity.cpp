@@ -1,5 +1,6 @@
-// Pass eliminate-identity: removes nodes that return their input unchanged (Identity, inference Dropout,
-// same-type Cast, shape ops to the same shape, identity Transpose, x+0, x*1, one-input Concat).
+// Pass eliminate-identity: removes nodes that return their input unchanged: Identity, inference Dropout,
+// ops the registry marks NoOpOnSameType whose type does not change (Cast, Reshape, Expand, ...), an identity
+// Transpose, an operand combined with its op's neutral element (x+0, x*1) and a one-input Concat.
 #include <numeric>
 
 #include "rewrite.h"
@@ -21,32 +22,31 @@ bool sameType(const Value* a, const Value* b) { return a && b && a->type.isStati
 /// The input an identity-like node passes through unchanged, or nullptr.
 Value* passThrough(const Node& n) {
   if (!n.domain().empty() || !n.output(0)) return nullptr;
-  const std::string& op = n.opType();
   Value* x = n.input(0);
   Value* y = n.output(0);
-  if (op == "Identity") return x;
-  if (op == "Dropout") {
+  if (isOp(n, "Identity")) return x;
+  if (isOp(n, "Dropout")) {
     if (n.output(1) && (n.output(1)->hasUses() || passes::isGraphOutput(n.output(1)))) return nullptr;
     if (n.hasAttr("training_mode") && n.attrInt("training_mode") != 0) return nullptr;
     if (n.hasInput(2) && !constantAllEqual(n.input(2), 0.0)) return nullptr;
     return x;
   }
-  if (op == "Cast" || op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Expand")
-    return sameType(x, y) ? x : nullptr;
-  if (op == "Transpose") {
+  if (hasTrait(n, OpTrait::NoOpOnSameType)) return sameType(x, y) ? x : nullptr;
+  if (isOp(n, "Transpose")) {
     if (!x || !x->type.hasRank()) return nullptr;
     std::vector<int64_t> perm = n.hasAttr("perm") ? n.attrInts("perm") : std::vector<int64_t>{};
     std::vector<int64_t> iota(perm.size());
     std::iota(iota.begin(), iota.end(), 0);
     return !perm.empty() && perm == iota ? x : nullptr;
   }
-  if (op == "Concat" && n.numInputs() == 1) return x;
-  // Neutral element on the right (x + 0, x - 0, x * 1, x / 1) or on the left for the commutative ones.
-  const bool add = op == "Add", sub = op == "Sub", mul = op == "Mul", div = op == "Div";
-  if (!(add || sub || mul || div) || n.numInputs() != 2) return nullptr;
-  const double neutral = (add || sub) ? 0.0 : 1.0;
+  if (isOp(n, "Concat") && n.numInputs() == 1) return x;
+  // The neutral element on the right (x + 0, x - 0, x * 1, x / 1), or on the left for commutative ops.
+  const OpDef* def = n.def();
+  if (!def || !def->neutralElement || n.numInputs() != 2) return nullptr;
+  const double neutral = *def->neutralElement;
   if (constantAllEqual(n.input(1), neutral) && sameType(n.input(0), y)) return n.input(0);
-  if ((add || mul) && constantAllEqual(n.input(0), neutral) && sameType(n.input(1), y)) return n.input(1);
+  if (def->has(OpTrait::Commutative) && constantAllEqual(n.input(0), neutral) && sameType(n.input(1), y))
+    return n.input(1);
   return nullptr;
 }
 

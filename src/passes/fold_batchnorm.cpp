@@ -18,7 +18,7 @@ std::vector<float> floatVector(const Value* v, int64_t n) {
 }
 
 bool isInferenceBatchNorm(const Node& bn) {
-  if (bn.opType() != "BatchNormalization" || !bn.domain().empty() || bn.attrInt("training_mode") != 0) return false;
+  if (!isOp(bn, "BatchNormalization") || bn.attrInt("training_mode") != 0) return false;
   for (size_t i = 1; i < bn.numOutputs(); ++i)
     if (bn.output(i)) return false;
   return true;
@@ -75,7 +75,7 @@ std::optional<std::vector<float>> gemmColumnBias(const Node& gemm, int64_t colum
   const bool scalar = c->numel() == 1 && s.size() <= 2;
   const bool row = (s.size() == 1 && s[0] == columns) || (s.size() == 2 && s[0] == 1 && s[1] == columns);
   if (!scalar && !row) return std::nullopt;
-  const float beta = gemm.opType() == "Gemm" ? gemm.attrFloat("beta") : 1.0f;
+  const float beta = isOp(gemm, "Gemm") ? gemm.attrFloat("beta") : 1.0f;
   std::vector<float> out(static_cast<size_t>(columns));
   for (int64_t n = 0; n < columns; ++n) out[n] = beta * c->data<float>()[scalar ? 0 : n];
   return out;
@@ -84,7 +84,7 @@ std::optional<std::vector<float>> gemmColumnBias(const Node& gemm, int64_t colum
 /// Folds `bn` on a [M, N] result into the Gemm/MatMul producing it: B's column n is scaled by s[n] and C
 /// becomes the folded [N] bias (beta 1); a MatMul becomes a Gemm. False when the pattern does not apply.
 bool foldIntoGemm(Graph& graph, Node* bn, Node* gemm) {
-  const bool isMatMul = gemm->opType() == "MatMul";
+  const bool isMatMul = isOp(*gemm, "MatMul");
   if (gemm->input(0)->type.rank() != 2 || gemm->output(0)->type.rank() != 2) return false;
   const Tensor* b = passes::constantData(gemm->input(1));
   if (!b || b->dtype() != DType::Float32 || b->rank() != 2) return false;
@@ -110,9 +110,9 @@ bool foldIntoGemm(Graph& graph, Node* bn, Node* gemm) {
 /// Folds `bn` into its producer when that is a Conv, Gemm or MatMul read only by `bn`.
 bool foldBatchNorm(Graph& graph, Node* bn) {
   Node* producer = bn->input(0)->producer();
-  if (!producer || !producer->domain().empty() || passes::soleUser(producer->output(0)) != bn) return false;
-  if (producer->opType() == "Conv") return foldIntoConv(graph, bn, producer);
-  if (producer->opType() == "Gemm" || producer->opType() == "MatMul") return foldIntoGemm(graph, bn, producer);
+  if (!producer || passes::soleUser(producer->output(0)) != bn) return false;
+  if (isOp(*producer, "Conv")) return foldIntoConv(graph, bn, producer);
+  if (isOp(*producer, "Gemm") || isOp(*producer, "MatMul")) return foldIntoGemm(graph, bn, producer);
   return false;
 }
 

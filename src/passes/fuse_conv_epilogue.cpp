@@ -7,7 +7,7 @@ namespace tessel {
 namespace {
 
 bool isFusableConv(const Node& n) {
-  return n.opType() == "Conv" && n.domain().empty() && n.numOutputs() == 1 && passes::isStaticF32(n.input(0)) &&
+  return isOp(n, "Conv") && n.numOutputs() == 1 && passes::isStaticF32(n.input(0)) &&
          n.input(0)->type.rank() == 4 && passes::isStaticF32(n.output(0));
 }
 

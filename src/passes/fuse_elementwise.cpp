@@ -12,21 +12,21 @@
 namespace tessel {
 namespace {
 
-/// Standard ops computing each output element from the same-index elements of their (broadcast) inputs.
-/// The registry has no element-wise trait yet, so the pass keeps the list.
-bool isElementwiseOp(const Node& n) {
-  static const std::set<std::string> ops = {
-      "Add", "Sub", "Mul", "Div", "Max", "Min", "Pow", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid",
-      "HardSwish", "Clip", "Exp", "Log", "Abs", "Neg", "Sqrt", "Reciprocal", "Erf", "Elu", "Selu", "Softplus",
-      "Softsign", "Floor", "Ceil", "Round", "Sign", "Sin", "Cos", "Gelu", "Mish", "PRelu", "ThresholdedRelu"};
-  return n.domain().empty() && ops.count(n.opType()) && n.numOutputs() == 1;
+/// A standard op the registry marks Elementwise (each output element from the same-index elements of its
+/// broadcast inputs) computing floats from floats: every input is float32 or a one-element constant (Clip's
+/// bounds, Pow's exponent). Masks (Where's bool condition) and conversions stay out of the loop.
+bool isFloatElementwiseOp(const Node& n) {
+  if (!n.domain().empty() || !hasTrait(n, OpTrait::Elementwise) || n.numOutputs() != 1) return false;
+  for (Value* in : n.inputs())
+    if (in && in->type.dtype != DType::Float32 && !(in->isConstant() && in->constant().numel() == 1)) return false;
+  return true;
 }
 
 /// Inputs other than the chained one may be any value of the output's shape or one that broadcasts
 /// into it (scalars, per-channel constants); Clip's bounds must be constants.
 bool fusable(const Node& n) {
-  if (!isElementwiseOp(n) || !n.subgraphs().empty() || !passes::isStaticF32(n.output(0))) return false;
-  if (n.opType() == "Clip")
+  if (!isFloatElementwiseOp(n) || !n.subgraphs().empty() || !passes::isStaticF32(n.output(0))) return false;
+  if (isOp(n, "Clip"))
     for (size_t i = 1; i < n.numInputs(); ++i)
       if (n.input(i) && !n.input(i)->isConstant()) return false;
   for (Value* in : n.inputs())

@@ -12,13 +12,13 @@ namespace {
 
 /// A MatMul that is a plain GEMM: float, both operands 2-D (batched or vector MatMuls stay as they are).
 bool isMatrixMatMul(const Node& n) {
-  return n.opType() == "MatMul" && n.domain().empty() && passes::isStaticF32(n.output(0)) && n.input(0)->type.rank() == 2 &&
+  return isOp(n, "MatMul") && passes::isStaticF32(n.output(0)) && n.input(0)->type.rank() == 2 &&
          n.input(1)->type.rank() == 2 && n.input(1)->type.dtype == DType::Float32;
 }
 
 /// MatMul(A [..., M, K], B [K, N]) with static float shapes, A of rank >= 3.
 bool isBatchedByMatrixMatMul(const Node& n) {
-  return n.opType() == "MatMul" && n.domain().empty() && passes::isStaticF32(n.output(0)) && passes::isStaticF32(n.input(0)) &&
+  return isOp(n, "MatMul") && passes::isStaticF32(n.output(0)) && passes::isStaticF32(n.input(0)) &&
          n.input(0)->type.rank() >= 3 && passes::isStaticF32(n.input(1)) && n.input(1)->type.rank() == 2;
 }
 
@@ -60,7 +60,7 @@ class FuseGemmEpiloguePass : public Pass {
     Graph& graph = *model.graph;
     std::vector<Node*> gemms;
     for (const auto& n : graph.nodes())
-      if ((n->opType() == "Gemm" && n->domain().empty() && passes::isStaticF32(n->output(0))) || isMatrixMatMul(*n))
+      if ((isOp(*n, "Gemm") && passes::isStaticF32(n->output(0))) || isMatrixMatMul(*n))
         gemms.push_back(n.get());
     for (Node* gemm : gemms) {
       const bool hadC = gemm->hasInput(2);

@@ -12,7 +12,7 @@
 namespace tessel {
 namespace {
 
-bool isStd(const Node* n, const char* op) { return n && n->domain().empty() && n->opType() == op; }
+bool isStd(const Node* n, const char* op) { return n && isOp(*n, op); }
 
 /// The producer of `v` when it is the standard op `op` and `v` is read only by `reader`.
 Node* producerReadOnlyBy(const Value* v, const char* op, const Node* reader) {
@@ -184,7 +184,7 @@ bool fuseAttention(Graph& graph, Node* softmax) {
   if (isStd(scaling, "Mul") || isStd(scaling, "Div")) {
     auto c = scalarConstant(scaling->input(1));
     if (!c || passes::soleUser(scores) != softmax || *c == 0.0f) return false;
-    scale = scaling->opType() == "Mul" ? *c : 1.0f / *c;
+    scale = isOp(*scaling, "Mul") ? *c : 1.0f / *c;
     scores = scaling->input(0);
     chain.push_back(scaling);
   }

@@ -2,7 +2,6 @@
 #include "rewrite.h"
 
 #include <algorithm>
-#include <limits>
 
 namespace tessel::passes {
 
@@ -59,36 +58,12 @@ bool replaceValue(Graph& graph, Value* oldValue, Value* replacement) {
 
 namespace {
 
-/// A scalar float constant input, or `fallback` when the input is omitted; nullopt when not constant.
-std::optional<float> scalarInput(const Node& node, size_t i, float fallback) {
-  if (!node.hasInput(i)) return fallback;
-  const Tensor* t = constantData(node.input(i));
-  if (!t || t->numel() != 1) return std::nullopt;
-  return static_cast<float>(t->elementAsDouble(0));
-}
-
+/// A float activation a fused epilogue can apply (OpTrait::FusibleEpilogue), with its parameters.
 std::optional<MatchedActivation> matchSingle(Node* n) {
-  if (!n->domain().empty() || !n->output(0) || n->output(0)->type.dtype != DType::Float32) return std::nullopt;
-  const std::string& op = n->opType();
-  MatchedActivation m{op, {}, {n}};
-  if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish") return m;
-  if (op == "LeakyRelu") {
-    m.params = {n->attrFloat("alpha")};
-    return m;
-  }
-  if (op == "HardSigmoid") {
-    m.params = {n->attrFloat("alpha"), n->attrFloat("beta")};
-    return m;
-  }
-  if (op == "Gelu" && n->attrString("approximate") == "none") return m;
-  if (op == "Clip") {
-    auto lo = scalarInput(*n, 1, -std::numeric_limits<float>::infinity());
-    auto hi = scalarInput(*n, 2, std::numeric_limits<float>::infinity());
-    if (!lo || !hi) return std::nullopt;
-    m.params = {*lo, *hi};
-    return m;
-  }
-  return std::nullopt;
+  if (!n->output(0) || n->output(0)->type.dtype != DType::Float32) return std::nullopt;
+  auto params = epilogueParams(*n, constantData);
+  if (!params) return std::nullopt;
+  return MatchedActivation{n->opType(), *params, {n}};
 }
 
 /// x * Sigmoid(x), the two nodes reading x.
@@ -96,8 +71,8 @@ std::optional<MatchedActivation> matchSilu(const Value* x) {
   Node* sigmoid = nullptr;
   Node* mul = nullptr;
   for (const Use& u : x->uses()) {
-    if (u.node->opType() == "Sigmoid" && u.node->domain().empty()) sigmoid = u.node;
-    else if (u.node->opType() == "Mul" && u.node->domain().empty()) mul = u.node;
+    if (isOp(*u.node, "Sigmoid")) sigmoid = u.node;
+    else if (isOp(*u.node, "Mul")) mul = u.node;
   }
   if (!sigmoid || !mul || soleUser(sigmoid->output(0)) != mul) return std::nullopt;
   const bool shape = mul->output(0) && mul->output(0)->type == x->type;
@@ -151,7 +126,7 @@ EpilogueMatch matchEpilogue(Graph& graph, Node* base, Value* bias, size_t channe
   Value* cur = base->output(0);
   Node* user = soleUser(cur);
   auto otherOperand = [&](Node* add) { return add->input(0) == cur ? add->input(1) : add->input(0); };
-  auto isAdd = [](Node* n) { return n && n->opType() == "Add" && n->domain().empty() && n->input(0) != n->input(1); };
+  auto isAdd = [](Node* n) { return n && isOp(*n, "Add") && n->input(0) != n->input(1); };
   // A constant per-channel Add becomes (part of) the bias, when the existing bias is absent or constant.
   if (allowBiasAdd && isAdd(user) && user->output(0)->type == cur->type && (!bias || constantData(bias))) {
     if (auto add = perChannelConstant(otherOperand(user), cur->type, channelAxis)) {
@@ -190,38 +165,6 @@ Node* emitFused(Graph& graph, const EpilogueMatch& m, const std::string& opType)
   for (const auto& [k, v] : attrs) fused->setAttr(k, v);
   if (m.activation) setActivation(*fused, *m.activation);
   return fused;
-}
-
-bool isConvNode(const Node& n) {
-  return (n.opType() == "FusedConv" && n.domain() == "tessel") || (n.opType() == "Conv" && n.domain().empty());
-}
-
-std::optional<rt::Conv2dShape> convShape(const Node& n) {
-  const Value* x = n.input(0);
-  const Value* w = n.input(1);
-  const Value* y = n.output(0);
-  if (!isStaticF32(x) || !w || !w->type.isStatic() || !isStaticF32(y) || x->type.rank() != 4)
-    return std::nullopt;
-  Shape xs = x->type.staticShape(), ws = w->type.staticShape(), ys = y->type.staticShape();
-  rt::Conv2dShape s;
-  s.batch = xs[0], s.in_channels = xs[1], s.in_h = xs[2], s.in_w = xs[3];
-  s.out_channels = ws[0], s.kernel_h = ws[2], s.kernel_w = ws[3];
-  s.groups = n.attrInt("group");
-  if (n.hasAttr("strides")) s.stride_h = n.attrInts("strides")[0], s.stride_w = n.attrInts("strides")[1];
-  if (n.hasAttr("dilations")) s.dilation_h = n.attrInts("dilations")[0], s.dilation_w = n.attrInts("dilations")[1];
-  const std::string autoPad = n.attrString("auto_pad");
-  if (autoPad == "NOTSET" && n.hasAttr("pads")) {
-    auto p = n.attrInts("pads");
-    s.pad_top = p[0], s.pad_left = p[1], s.pad_bottom = p[2], s.pad_right = p[3];
-  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
-    // Total padding that yields the inferred output size; the odd unit goes last for SAME_UPPER.
-    const int64_t th = std::max<int64_t>(0, (ys[2] - 1) * s.stride_h + s.dilation_h * (s.kernel_h - 1) + 1 - s.in_h);
-    const int64_t tw = std::max<int64_t>(0, (ys[3] - 1) * s.stride_w + s.dilation_w * (s.kernel_w - 1) + 1 - s.in_w);
-    const bool upper = autoPad == "SAME_UPPER";
-    s.pad_top = upper ? th / 2 : th - th / 2, s.pad_bottom = th - s.pad_top;
-    s.pad_left = upper ? tw / 2 : tw - tw / 2, s.pad_right = tw - s.pad_left;
-  }
-  return s;
 }
 
 }  // namespace tessel::passes

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "tessel/ir/graph.h"
-#include "tessel/rt/conv.h"
+#include "tessel/ops/registry.h"
 
 namespace tessel::passes {
 
@@ -19,11 +19,6 @@ Node* soleUser(const Value* v);
 bool isStaticF32(const Value* v);
 /// The constant data of `v`, or nullptr.
 const Tensor* constantData(const Value* v);
-/// A Conv or a tessel.FusedConv (a Conv with its fused epilogue).
-bool isConvNode(const Node& n);
-/// The runtime geometry of a 2-D float Conv / tessel.FusedConv with static shapes (auto_pad resolved from
-/// the inferred output size), or nullopt.
-std::optional<rt::Conv2dShape> convShape(const Node& n);
 
 /// Replaces `chain` (nodes computing one result: the last node's output 0; every other output of the chain
 /// must be read only inside the chain) by one new node. The new node takes the result's name (so graph

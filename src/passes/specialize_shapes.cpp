@@ -49,14 +49,14 @@ void applyShapeOptions(Graph& graph, const PassOptions& options) {
 
 /// The constant Shape(x) / Size(x) evaluates to, when x's shape is static.
 std::optional<Tensor> shapeConstant(const Node& n) {
-  if (!n.domain().empty() || !n.input(0) || !n.input(0)->type.isStatic()) return std::nullopt;
+  if (!n.input(0) || !n.input(0)->type.isStatic()) return std::nullopt;
   Shape s = n.input(0)->type.staticShape();
-  if (n.opType() == "Size") {
+  if (isOp(n, "Size")) {
     int64_t size = 1;
     for (int64_t d : s) size *= d;
     return Tensor::scalar<int64_t>(size);
   }
-  if (n.opType() != "Shape") return std::nullopt;
+  if (!isOp(n, "Shape")) return std::nullopt;
   const int64_t rank = static_cast<int64_t>(s.size());
   auto clampAxis = [&](int64_t a) { return std::clamp<int64_t>(a < 0 ? a + rank : a, 0, rank); };
   const int64_t start = clampAxis(n.hasAttr("start") ? n.attrInt("start") : 0);

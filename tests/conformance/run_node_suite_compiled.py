@@ -28,7 +28,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_EXPECTED = os.path.join(HERE, "expected_compiled_pass.txt")
 
 # Operators the cpu target lowers to a runtime kernel (or, for the alias ops, to no code at all), read
-# off src/targets/cpu/lowering.cpp, Lowerer::lowerNode. A node of these types can still go through the
+# off src/targets/cpu/lowering.cpp, Lowerer::lowerNode (and the registry traits it asks: the activations
+# marked fusibleEpilogue, the View ops). A node of these types can still go through the
 # host interpreter when its attributes are outside the kernel's reach (e.g. Softmax on another axis
 # than the last, MatMul with a non-constant B is refused); the report names every such step.
 COMPILED_OPS = frozenset({
@@ -37,11 +38,11 @@ COMPILED_OPS = frozenset({
     "MaxPool", "AveragePool", "GlobalAveragePool",     # lowerPool
     "Concat",                                          # lowerConcat
     "BatchNormalization",                              # lowerBatchNorm (one output)
-    "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout",  # kAliasOps
+    "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout",  # View trait, inference Dropout
     "Softmax", "LogSoftmax",                           # last axis
-    "Exp", "Log", "Erf", "Neg", "Abs", "Sqrt", "Reciprocal",              # the `unary` map
-    "Relu", "Sigmoid", "Tanh", "HardSwish", "LeakyRelu", "HardSigmoid", "Clip",  # activationOf
-    "Add", "Sub", "Mul", "Div", "Max", "Min",          # lowerBinary (two inputs)
+    "Exp", "Log", "Erf", "Neg", "Abs", "Sqrt", "Reciprocal",              # kUnaryKernelOps
+    "Relu", "Sigmoid", "Tanh", "HardSwish", "LeakyRelu", "HardSigmoid", "Clip",  # activationOf (registry)
+    "Add", "Sub", "Mul", "Div", "Max", "Min",          # kBinaryKernelOps (two inputs)
     "Gelu",                                            # activationOf (approximate none)
     "LayerNormalization", "Transpose", "Split",        # lower_tensor_ops.cpp
     "Gather", "Slice", "Cast",                         # any element type (lowerTypedNode)

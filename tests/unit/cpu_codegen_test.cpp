@@ -2,6 +2,7 @@
 // memory planning, and the errors of the compile driver.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <random>
@@ -476,6 +477,24 @@ TEST(CpuCodegen, Nchwc8RegionsWithReordersOnTheirEdges) {
       EXPECT_TRUE(calls(kernels, k)) << "no call of " << k;
     EXPECT_FALSE(calls(kernels, "conv2d_nchw_1x1_gemm_avx2"));
   }
+}
+
+// Element-wise nodes inside an NCHWc8 region (a lone Div by a scalar, Neg, a Max of two blocked values)
+// run their flat kernels on the blocked buffers: no reorder between the convs, results as the interpreter's.
+TEST(CpuCodegen, Nchwc8RegionsRunElementwiseKernelsOnBlockedBuffers) {
+  Builder b;
+  Value* x = b.input("x", {1, 16, 10, 10});
+  Value* d = b.node("Div", {b.conv(x, 16, 16, 1, 1, {0, 0, 0, 0}), b.g.addConstant("four", Tensor::scalar(4.0f))});
+  Value* n = b.node("Neg", {b.conv(d, 16, 16, 3, 1, {1, 1, 1, 1}, 16)});
+  b.g.addOutput(b.node("Max", {b.conv(n, 16, 16, 1, 1, {0, 0, 0, 0}), d}));
+  cpu::CompileOptions options;
+  options.layout = "nchwc8";
+  expectCompiledMatchesInterpreter(b, "nchwc8_elementwise", 1, {}, options);
+  const auto kernels = stepKernels(tempDir() / "nchwc8_elementwise.so");
+  for (const char* k : {"binary_scalar", "unary", "binary_same", "conv2d_nchwc8_depthwise_avx2"})
+    EXPECT_TRUE(calls(kernels, k)) << "no call of " << k;
+  EXPECT_EQ(std::count(kernels.begin(), kernels.end(), "reorder_nchw_to_nchwc8"), 1);
+  EXPECT_EQ(std::count(kernels.begin(), kernels.end(), "reorder_nchwc8_to_nchw"), 1);
 }
 
 }  // namespace

@@ -5,54 +5,15 @@
 #include <cmath>
 #include <random>
 
-#include "tessel/interp/interpreter.h"
-#include "tessel/ops/registry.h"
-#include "tessel/ops/shape_inference.h"
+#include "ops_test_util.h"
 
 namespace tessel {
 namespace {
 
-/// One node in a graph of its own. Inputs marked constant become initializers (so inference sees them).
-struct SingleNode {
-  Graph graph;
-  Node* node = nullptr;
-  std::map<std::string, Tensor> feeds;
+using testing::constant;
+using testing::data;
+using testing::SingleNode;
 
-  SingleNode(const std::string& op, const std::vector<std::pair<Tensor, bool>>& inputs, size_t numOutputs,
-             const std::map<std::string, AttrValue>& attrs = {}, int64_t opset = 17) {
-    std::vector<Value*> ins;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      const auto& [t, constant] = inputs[i];
-      std::string name = "in" + std::to_string(i);
-      if (!t.defined()) ins.push_back(nullptr);
-      else if (constant) ins.push_back(graph.addConstant(name, t));
-      else {
-        ins.push_back(graph.addInput(name, TensorType::fromShape(t.dtype(), t.shape())));
-        feeds[name] = t;
-      }
-    }
-    std::vector<std::string> outs;
-    for (size_t i = 0; i < numOutputs; ++i) outs.push_back("out" + std::to_string(i));
-    node = graph.addNode(op, ins, outs, "n_" + op);
-    for (const auto& [k, v] : attrs) node->setAttr(k, v);
-    if (node->def() && node->def()->upgradeFn) {
-      UpgradeContext ctx{*node, opset, graph};
-      node->def()->upgradeFn(ctx);
-    }
-    for (Value* v : node->outputs()) graph.addOutput(v);
-  }
-  std::vector<Tensor> run() {
-    inferShapes(graph);
-    return Interpreter(graph).run(feeds);
-  }
-  std::string outputType(size_t i) {
-    inferShapes(graph);
-    return node->output(i)->type.toString();
-  }
-};
-
-std::pair<Tensor, bool> data(Tensor t) { return {std::move(t), false}; }
-std::pair<Tensor, bool> constant(Tensor t) { return {std::move(t), true}; }
 Tensor ints(std::vector<int64_t> v) { return Tensor::fromVector<int64_t>({static_cast<int64_t>(v.size())}, v); }
 
 Tensor randomTensor(Shape shape, uint32_t seed, float lo = -2.f, float hi = 2.f) {

@@ -81,7 +81,7 @@ graph @main(%a: f32[3,4]) -> (%y: f32[3,2]) {
   %y = Mul(%m, %half) : f32[3,2]
 })");
   auto original = m->clone();
-  namedPipeline("cpu").run(*m, {}, testing::verifyEachPass());
+  namedPipeline("cpu").run(*m, testing::verifyEachPass());
   ASSERT_EQ(m->graph->numNodes(), 1u);
   const Node* fused = m->graph->nodes().front().get();
   EXPECT_EQ(fused->opType(), "FusedGemm");

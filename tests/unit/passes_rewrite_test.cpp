@@ -148,6 +148,33 @@ TEST(PassesSchedule, LayoutBlocksConvRegionsOnly) {
   EXPECT_EQ(metaString(m->graph->findNode("a"), "layout"), "");
 }
 
+// Element-wise nodes join a region when the runtime computes them element by element (the registry's
+// Elementwise ops with an activation, rt::unary or two-operand rt::binary kernel) on operands of their
+// shape or scalars; a Clip whose bound is computed has no such kernel and stays NCHW.
+const char* kElementwiseRegion = R"(tessel.model opset{"": 13}
+graph @main(%x: f32[1,16,10,10], %lo: f32[]) -> (%m: f32[1,16,10,10], %k: f32[1,16,10,10]) {
+  const %w1: f32[16,16,1,1] = @side(offset=0, bytes=1024)
+  const %dw: f32[16,1,3,3] = @side(offset=1024, bytes=576)
+  const %four: f32[] = @side(offset=1600, bytes=4)
+  %c1 = Conv(%x, %w1) {kernel_shape=[1, 1]} : f32[1,16,10,10]
+  %d = Div(%c1, %four) : f32[1,16,10,10]
+  %c2 = Conv(%d, %dw) {group=16, kernel_shape=[3, 3], pads=[1, 1, 1, 1]} : f32[1,16,10,10]
+  %n = Neg(%c2) : f32[1,16,10,10]
+  %c3 = Conv(%n, %w1) {kernel_shape=[1, 1]} : f32[1,16,10,10]
+  %m = Max(%c3, %d) : f32[1,16,10,10]
+  %k = Clip(%c3, %lo) : f32[1,16,10,10]
+})";
+
+TEST(PassesSchedule, LayoutBlocksElementwiseOpsWithAFlatKernel) {
+  auto m = parseModelText(kElementwiseRegion, "elementwise_region.tir", std::string(1604, '\0'));
+  PassOptions options;
+  options.values["select-layout.mode"] = "nchwc8";
+  PassPipeline({"select-layout"}).run(*m, options);
+  for (const char* blocked : {"c1", "d", "c2", "n", "c3", "m"})
+    EXPECT_EQ(metaString(m->graph->findNode(blocked), "layout"), "nchwc8") << blocked;
+  EXPECT_EQ(metaString(m->graph->findNode("k"), "layout"), "");
+}
+
 TEST(PassesSchedule, KernelsFollowShapeAndLayout) {
   auto m = twoConvs();
   PassPipeline({"select-kernels"}).run(*m, {});
@@ -173,7 +200,7 @@ TEST(PassesSchedule, KernelOverrideIsCheckedAndApplied) {
 TEST(PassesPipeline, CpuPipelineKeepsSemanticsOnSmallConvNet) {
   auto m = twoConvs();
   auto original = m->clone();
-  namedPipeline("cpu").run(*m, {}, testing::verifyEachPass());
+  namedPipeline("cpu").run(*m, testing::verifyEachPass());
   for (const auto& n : m->graph->nodes()) EXPECT_NE(n->opType(), "Conv");
   EXPECT_LE(semanticDifference(*original, *m), 1e-5);
 }

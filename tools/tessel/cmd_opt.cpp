@@ -26,9 +26,10 @@ void optCommand(OptOptions& o) {
     return;
   }
   if (o.model.path.empty()) throw UserError("tessel opt: a MODEL is required (or --list-passes)");
-  PassPipeline pipeline = o.passes.empty() ? namedPipeline(o.pipeline) : PassPipeline::parse(o.passes);
+  // A named pipeline runs with the options its target compiles with (cpu: those of tessel compile).
+  Pipeline pipeline = o.passes.empty() ? namedPipeline(o.pipeline) : Pipeline{"", PassPipeline::parse(o.passes), {}};
   auto model = o.model.load(InferenceMode::Strict);
-  pipeline.run(*model, PassOptions{}, o.debug);
+  pipeline.run(*model, o.debug);
   if (o.output.empty() || o.output == "-") fmt::print("{}", printGraphText(*model->graph));
   else writeModelTextFile(*model, o.output);
 }

@@ -143,7 +143,8 @@ bool isDataMovementOp(const std::string& opType);
 /// FNV-1a 64-bit hash of a byte string.
 uint64_t fnv1a64(const std::string& bytes);
 
-/// The ONNX operator names a configuration may mention (anything else is rejected as unknown).
+/// The ONNX operator names a configuration may mention: the standard operators of the registry (anything
+/// else is rejected as unknown).
 const std::vector<std::string>& knownOperatorNames();
 
 }  // namespace tessel::hw

@@ -4,8 +4,11 @@
 #pragma once
 
 #include <climits>
+#include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <map>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -130,6 +133,48 @@ struct UpgradeContext {
   Value* addConstant(const std::string& nameHint, Tensor t);
 };
 
+/// Properties of an operator that passes and targets ask instead of keeping their own lists of op names
+/// (MLIR's op traits). Declared once, in the op's definition: OpDef("Add").traits({OpTrait::Elementwise, ...}).
+enum class OpTrait : uint32_t {
+  /// Each output element depends only on the same-index elements of the (numpy-broadcast) inputs, so the op
+  /// runs on any layout of same-shape operands (Add, Relu, Where, Cast, ...).
+  Elementwise = 1u << 0,
+  /// op(a, b) == op(b, a) for two inputs (Add, Mul, Max, Equal, ...).
+  Commutative = 1u << 1,
+  /// Output 0 holds input 0's elements in the same order; only the shape may differ (Reshape, Flatten,
+  /// Squeeze, Unsqueeze, Identity): a target can alias the storage.
+  View = 1u << 2,
+  /// Output 0 equals input 0 whenever the two have the same type (Cast to the same type, Expand to the same
+  /// shape, every View): such a node can be removed.
+  NoOpOnSameType = 1u << 3,
+  /// Reads its input as N, C, spatial... (the channel axis is axis 1): Conv, pools, BatchNormalization, ...
+  ChannelsFirst = 1u << 4,
+  /// Slides a window over the spatial axes (attributes kernel_shape, strides, dilations, pads): Conv,
+  /// ConvTranspose, MaxPool, AveragePool, LpPool.
+  SlidingWindow = 1u << 5,
+  /// A unary element-wise nonlinearity applied to a layer's output (Relu, Sigmoid, Clip, Gelu, Elu, ...).
+  Activation = 1u << 6,
+  /// An Activation a fused kernel's epilogue can apply (set by OpDef::fusibleEpilogue, which says how).
+  FusibleEpilogue = 1u << 7,
+};
+
+/// Reads a constant input's data, or nullptr when the value is computed at run time (each caller decides
+/// what counts as constant: an initializer, a Constant node, an Identity of a constant...).
+using ConstantReader = std::function<const Tensor*(const Value*)>;
+/// A node's activation_params, or nullopt when the node's form cannot be fused (see EpilogueActivation).
+using EpilogueParamsFn = std::function<std::optional<std::vector<float>>(const Node&, const ConstantReader&)>;
+
+/// How a fused kernel's epilogue applies an activation op: tessel.FusedConv / FusedGemm carry the op's name
+/// in `activation` and its parameters in `activation_params`.
+struct EpilogueActivation {
+  size_t paramCount = 0;  ///< entries of activation_params (Clip: min, max; LeakyRelu: alpha; ...)
+  /// The activation_params of this node, or nullopt when its form cannot be fused (Clip bounds computed at
+  /// run time, Gelu's tanh approximation). Absent: the op has no parameters and always fuses.
+  EpilogueParamsFn params;
+  /// act(x) in float with those parameters: the fused ops' reference epilogue.
+  std::function<float(float, const std::vector<float>&)> apply;
+};
+
 using InferFn = std::function<void(InferContext&)>;
 using KernelFn = std::function<void(KernelContext&)>;
 using CostFn = std::function<Cost(const Node&)>;
@@ -148,6 +193,10 @@ struct OpDef {
   int sinceVersion = 1;  ///< oldest opset this definition accepts (after upgrade)
   bool deterministic = true;  ///< false for random ops (never constant-folded)
   std::string doc;            ///< one line: what the op computes
+  uint32_t traitBits = 0;     ///< OpTrait flags
+  /// x op e == x for this e (and e op x == x when Commutative): Add 0, Mul 1, Sub 0, Div 1.
+  std::optional<double> neutralElement;
+  std::optional<EpilogueActivation> epilogue;  ///< set with FusibleEpilogue
   InferFn inferFn;
   KernelFn kernelFn;
   CostFn costFn;
@@ -166,6 +215,17 @@ struct OpDef {
   OpDef& since(int v) { sinceVersion = v; return *this; }
   OpDef& nondeterministic() { deterministic = false; return *this; }
   OpDef& describe(std::string d) { doc = std::move(d); return *this; }
+  OpDef& traits(std::initializer_list<OpTrait> ts) {
+    for (OpTrait t : ts) traitBits |= static_cast<uint32_t>(t);
+    return *this;
+  }
+  OpDef& neutral(double e) { neutralElement = e; return *this; }
+  /// Marks an Activation a fused epilogue can apply and says how (sets FusibleEpilogue).
+  OpDef& fusibleEpilogue(EpilogueActivation e) {
+    epilogue = std::move(e);
+    return traits({OpTrait::Activation, OpTrait::FusibleEpilogue});
+  }
+  bool has(OpTrait t) const { return (traitBits & static_cast<uint32_t>(t)) != 0; }
   OpDef& infer(InferFn f) { inferFn = std::move(f); return *this; }
   OpDef& kernel(KernelFn f) { kernelFn = std::move(f); return *this; }
   OpDef& cost(CostFn f) { costFn = std::move(f); return *this; }
@@ -185,6 +245,17 @@ class OpRegistry {
  private:
   std::map<std::pair<std::string, std::string>, std::unique_ptr<OpDef>, std::less<>> defs_;
 };
+
+/// True when `node` is the operator `opType` of `domain` ("" = ai.onnx): for a rewrite of one specific op
+/// (the Conv a pass fuses); classes of ops (activations, element-wise ops) are asked with hasTrait.
+bool isOp(const Node& node, std::string_view opType, std::string_view domain = "");
+/// True when node's operator definition declares `trait` (false for an operator the registry does not know).
+bool hasTrait(const Node& node, OpTrait trait);
+/// The activation_params a fused epilogue would apply for `node`, or nullopt when node is not an activation
+/// an epilogue can fuse in this form (see EpilogueActivation).
+std::optional<std::vector<float>> epilogueParams(const Node& node, const ConstantReader& constant);
+/// Every registered operator with `trait`, by name (standard domain first).
+std::vector<const OpDef*> opsWithTrait(OpTrait trait);
 
 }  // namespace tessel
 

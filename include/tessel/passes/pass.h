@@ -77,11 +77,34 @@ class PassPipeline {
   std::vector<std::string> names_;
 };
 
-/// The named pipelines ("cpu", "npu", "cleanup"); see src/passes/pipelines.cpp.
-PassPipeline namedPipeline(const std::string& name);
+/// A pipeline with the options its passes run with, under one name: what a target compiles with and what
+/// `tessel opt --pipeline NAME` runs, so the IR a user inspects is the IR the target generates code from.
+struct Pipeline {
+  std::string name;
+  PassPipeline passes;
+  PassOptions options;
+  void run(Model& model, const PipelineDebugOptions& debug = {}) const { passes.run(model, options, debug); }
+};
+
+/// The options of a named pipeline for its target's default configuration, registered by that target
+/// (the cpu target: the vector width of --march native, --layout auto, as `tessel compile` without flags).
+using PipelineOptionsFn = std::function<PassOptions()>;
+void registerPipelineOptions(const std::string& pipeline, PipelineOptionsFn options);
+
+/// The named pipelines ("cleanup", "cpu", "npu"): the pass list of src/passes/pipelines.cpp with the
+/// options its target registered (none: the passes' defaults). UserError for an unknown name.
+Pipeline namedPipeline(const std::string& name);
+/// The same list with the given options (a target compiling with its own flags).
+Pipeline namedPipeline(const std::string& name, PassOptions options);
 std::vector<std::string> pipelineNames();
 
 }  // namespace tessel
+
+/// Registers the options of a named pipeline (see registerPipelineOptions):
+///   TESSEL_REGISTER_PIPELINE_OPTIONS(cpu, "cpu", [] { return ...; });
+#define TESSEL_REGISTER_PIPELINE_OPTIONS(ident, pipeline, fn)                                            \
+  [[maybe_unused]] static const bool tesselPipelineOptions_##ident =                                    \
+      (::tessel::registerPipelineOptions(pipeline, fn), true)
 
 /// Registers a pass: TESSEL_REGISTER_PASS(fold_constants, "fold-constants", "evaluate ...", [] { return ...; });
 #define TESSEL_REGISTER_PASS(ident, name, description, factory)                                   \

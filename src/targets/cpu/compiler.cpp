@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "host_compiler.h"
 #include "plan.h"
 #include "tessel/ir/text.h"
 #include "tessel/passes/pass.h"
@@ -98,17 +99,6 @@ void checkCompiler(const CompileOptions& o) {
                              shellQuote(o.march)), out, quiet, "") != 0)
     throw UserError(fmt::format("--march={} is not supported by '{}' (valid values: {} --help=target)", o.march,
                                 cxx, cxx));
-}
-
-/// True when code built with -march=o.march may use AVX-512F: asks the C++ compiler's preprocessor (for
-/// "native" that is this CPU). False when the compiler cannot be run (--emit=cpp without one).
-bool targetHasAvx512(const CompileOptions& o) {
-  std::string out;
-  CompileOptions quiet;
-  if (runCommand(fmt::format("{} -march={} -dM -E -x c++ /dev/null", shellQuote(compilerOf(o)), shellQuote(o.march)),
-                 out, quiet, "") != 0)
-    return false;
-  return out.find("#define __AVX512F__ 1") != std::string::npos;
 }
 
 fs::path cacheRoot() {
@@ -260,25 +250,29 @@ std::string abiHeader() { return readFile(fs::path(TESSEL_SOURCE_DIR) / "include
 
 }  // namespace
 
-/// The select-layout mode for the compile's --layout.
-std::string resolvedLayout(const CompileOptions& options) {
-  if (options.layout == "nchw" || options.layout == "nchwc8") return options.layout;
-  if (options.layout != "auto")
-    throw UserError(fmt::format("--layout {}: expected nchw, nchwc8 or auto", options.layout));
-  // Without AVX-512 the NCHWc8 depthwise and 1x1 kernels beat the NCHW ones (MobileNetV2 with
-  // --march haswell: 0.92x the time); with it the NCHW kernels are faster.
-  return targetHasAvx512(options) ? "nchw" : "auto";
+bool targetHasAvx512(const CompileOptions& o) {
+  std::string out;
+  CompileOptions quiet;
+  if (runCommand(fmt::format("{} -march={} -dM -E -x c++ /dev/null", shellQuote(compilerOf(o)), shellQuote(o.march)),
+                 out, quiet, "") != 0)
+    return false;
+  return out.find("#define __AVX512F__ 1") != std::string::npos;
 }
 
-void prepareModel(Model& model, const CompileOptions& options) {
-  PassOptions passOptions;
-  // Layout regions and kernel choice follow the target's vector width (the runtime's own rules).
-  const std::string avx512 = targetHasAvx512(options) ? "1" : "0";
-  passOptions.values["select-layout.mode"] = resolvedLayout(options);
-  passOptions.values["select-layout.avx512"] = avx512;
-  passOptions.values["select-kernels.avx512"] = avx512;
-  namedPipeline("cpu").run(model, passOptions);
+namespace {
+
+/// A copy of the model whose convolutions run the measured kernels (`choices`: conv geometry -> kernel):
+/// select-kernels, the one place a kernel is chosen, runs again with them.
+std::unique_ptr<Model> withTunedKernels(const Model& model, const std::map<std::string, std::string>& choices,
+                                        const CompileOptions& options) {
+  std::unique_ptr<Model> tuned = model.clone();
+  PassOptions passOptions = passPipeline(options).options;
+  for (const auto& [geometry, kernel] : choices) passOptions.values[kTunedKernelOption + geometry] = kernel;
+  PassPipeline({"select-kernels"}).run(*tuned, passOptions);
+  return tuned;
 }
+
+}  // namespace
 
 ConvTimings timeConvKernels(const std::vector<ConvTuneJob>& jobs, const CompileOptions& options) {
   checkCompiler(options);
@@ -340,7 +334,8 @@ GeneratedModel generateModel(const Model& model, const CompileOptions& options, 
   CompileReport tuning;
   nlohmann::json saved = nlohmann::json::object();
   if (options.tune) tuneConvKernels(*model.graph, options, choices, tuning, saved);
-  Plan plan = lowerGraph(*model.graph, options.tune, targetHasAvx512(options), choices);
+  const std::unique_ptr<Model> tuned = choices.empty() ? nullptr : withTunedKernels(model, choices, options);
+  Plan plan = lowerGraph(tuned ? *tuned->graph : *model.graph);
   if (!options.tuningFile.empty() && options.tune) {
     saved["model"] = modelKey;
     saved["conv_kernels"] = choices;

@@ -20,19 +20,40 @@ std::optional<float> scalarConst(const Value* v) {
 
 std::string set1(float v) { return fmt::format("_mm256_set1_ps({})", floatLiteral(v)); }
 
+/// act(x) on a vector of 8 floats (the runtime's epilogue activations, as rt::activate computes them).
+std::string activationVectorExpr(const FusedAct& act, const std::string& x) {
+  switch (act.kind) {
+    case rt::Activation::None: return x;
+    case rt::Activation::Relu: return fmt::format("_mm256_max_ps({}, _mm256_setzero_ps())", x);
+    case rt::Activation::Clip:
+      return fmt::format("_mm256_min_ps(_mm256_max_ps({}, {}), {})", x, set1(act.alpha), set1(act.beta));
+    case rt::Activation::LeakyRelu:
+      return fmt::format("_mm256_blendv_ps(_mm256_mul_ps({0}, {1}), {0}, _mm256_cmp_ps({0}, _mm256_setzero_ps(), _CMP_GE_OQ))",
+                         x, set1(act.alpha));
+    case rt::Activation::Sigmoid: return fmt::format("rt::vsigmoid({})", x);
+    case rt::Activation::HardSigmoid:
+      return fmt::format("rt::vhardsigmoid({}, {}, {})", x, floatLiteral(act.alpha), floatLiteral(act.beta));
+    case rt::Activation::HardSwish: return fmt::format("rt::vhardswish({})", x);
+    case rt::Activation::Silu: return fmt::format("rt::vsilu({})", x);
+    case rt::Activation::Gelu: return fmt::format("rt::vgelu({})", x);
+    case rt::Activation::Tanh: return fmt::format("rt::vtanh({})", x);
+  }
+  return "";
+}
+
 /// The vector expression of one body node over its operands' expressions, or "" when it has none.
 std::string vectorExpr(const Node& n, const std::vector<std::string>& in) {
   const std::string& op = n.opType();
   if (!n.domain().empty()) return "";
+  if (auto act = activationOf(&n)) return activationVectorExpr(*act, in[0]);
   static const std::map<std::string, std::string> binary = {{"Add", "_mm256_add_ps"}, {"Sub", "_mm256_sub_ps"},
                                                             {"Mul", "_mm256_mul_ps"}, {"Div", "_mm256_div_ps"},
                                                             {"Max", "_mm256_max_ps"}, {"Min", "_mm256_min_ps"}};
   if (auto it = binary.find(op); it != binary.end())
     return in.size() == 2 ? fmt::format("{}({}, {})", it->second, in[0], in[1]) : "";
+  // Unary math (activations are above).
   static const std::map<std::string, std::string> unary = {
-      {"Exp", "rt::vexp({})"},       {"Log", "rt::vlog({})"},         {"Tanh", "rt::vtanh({})"},
-      {"Erf", "rt::verf({})"},       {"Sigmoid", "rt::vsigmoid({})"}, {"HardSwish", "rt::vhardswish({})"},
-      {"Sqrt", "_mm256_sqrt_ps({})"}, {"Relu", "_mm256_max_ps({}, _mm256_setzero_ps())"},
+      {"Exp", "rt::vexp({})"}, {"Log", "rt::vlog({})"}, {"Erf", "rt::verf({})"}, {"Sqrt", "_mm256_sqrt_ps({})"},
       {"Neg", "_mm256_sub_ps(_mm256_setzero_ps(), {})"},
       {"Abs", "_mm256_andnot_ps(_mm256_set1_ps(-0.0f), {})"},
       {"Reciprocal", "_mm256_div_ps(_mm256_set1_ps(1.0f), {})"},
@@ -40,27 +61,7 @@ std::string vectorExpr(const Node& n, const std::vector<std::string>& in) {
       {"Ceil", "_mm256_round_ps({}, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC)"},
       {"Round", "_mm256_round_ps({}, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)"}};
   if (auto it = unary.find(op); it != unary.end()) return fmt::format(fmt::runtime(it->second), in[0]);
-  if (op == "Gelu") {
-    if (n.hasAttr("approximate") && n.attrString("approximate") != "none") return "";
-    return fmt::format("rt::vgelu({})", in[0]);
-  }
-  if (op == "HardSigmoid")
-    return fmt::format("rt::vhardsigmoid({}, {}, {})", in[0], floatLiteral(n.attrFloat("alpha")),
-                       floatLiteral(n.attrFloat("beta")));
-  if (op == "LeakyRelu")
-    return fmt::format("_mm256_blendv_ps(_mm256_mul_ps({0}, {1}), {0}, _mm256_cmp_ps({0}, _mm256_setzero_ps(), _CMP_GE_OQ))",
-                       in[0], set1(n.attrFloat("alpha")));
-  if (op == "Clip") {
-    float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
-    for (size_t i = 1; i < 3; ++i) {
-      if (!n.hasInput(i)) continue;
-      auto bound = scalarConst(n.input(i));
-      if (!bound) return "";
-      (i == 1 ? lo : hi) = *bound;
-    }
-    return fmt::format("_mm256_min_ps(_mm256_max_ps({}, {}), {})", in[0], set1(lo), set1(hi));
-  }
-  if (op == "Pow") {
+  if (isOp(n, "Pow")) {
     auto e = scalarConst(n.input(1));
     if (!e) return "";
     if (*e == 1.0f) return in[0];
@@ -75,7 +76,9 @@ std::string vectorExpr(const Node& n, const std::vector<std::string>& in) {
 
 }  // namespace
 
-bool Lowerer::lowerFusedElementwise(const Node* n) {
+bool Lowerer::lowerFusedElementwise(const Node* n) { return lowerFusedLoop(n) || lowerBodyNodes(n); }
+
+bool Lowerer::lowerFusedLoop(const Node* n) {
   const Graph& body = n->attrGraph("body");
   const Value* out = n->output(0);
   const Shape ys = out->type.staticShape();
@@ -107,7 +110,7 @@ bool Lowerer::lowerFusedElementwise(const Node* n) {
   int t = 0;
   for (const auto& node : body.nodes()) {
     const Node& bn = *node;
-    if (bn.opType() == "Constant" && bn.domain().empty()) continue;  // read through constTensor
+    if (isOp(bn, "Constant")) continue;  // read through constTensor
     std::vector<std::string> in;
     for (size_t i = 0; i < bn.numInputs(); ++i) {
       const Value* v = bn.input(i);
@@ -119,8 +122,6 @@ bool Lowerer::lowerFusedElementwise(const Node* n) {
         in.push_back(it->second);
       } else if (auto c = scalarConst(v)) {
         in.push_back(set1(*c));
-      } else if (bn.opType() == "Clip" || bn.opType() == "Pow") {
-        in.emplace_back();  // bounds / exponent: read by vectorExpr
       } else {
         return false;  // a constant with several elements
       }
@@ -136,7 +137,7 @@ bool Lowerer::lowerFusedElementwise(const Node* n) {
   const int y = tensorOf(out);
   std::string ops;
   for (const auto& node : body.nodes())
-    if (node->opType() != "Constant") ops += (ops.empty() ? "" : ", ") + node->opType();
+    if (!isOp(*node, "Constant")) ops += (ops.empty() ? "" : ", ") + node->opType();
   constexpr int64_t kChunk = 1024;
   std::string code = fmt::format(
       "{{\n{}    auto chain = [&]({}) {{\n{}      return {};\n    }};\n"
@@ -169,7 +170,7 @@ bool Lowerer::lowerBodyNodes(const Node* n) {
   ids_[body.outputs()[0]] = tensorOf(n->output(0));
   for (const auto& node : body.nodes()) {
     const Node* bn = node.get();
-    if (bn->opType() == "Constant" && bn->domain().empty() && bn->hasAttr("value")) continue;
+    if (isOp(*bn, "Constant") && bn->hasAttr("value")) continue;
     if (!lowerNode(bn) && !lowerFallback(bn)) unsupported_.push_back(bn->describe() + " (inside " + n->describe() + ")");
   }
   return true;

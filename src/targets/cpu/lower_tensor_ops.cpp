@@ -1,7 +1,8 @@
 // Lowering of the tensor operators transformer models are made of: MatMul of two computed operands
 // (batched, numpy broadcasting resolved here into per-batch offsets), tessel.Attention, LayerNormalization
-// over trailing axes, Transpose and Split. A node outside what a kernel covers returns false and runs
-// through the host fallback.
+// over trailing axes, Transpose, Split and Concat (inputs written in place where they can be), and nodes of
+// any element type (Gather, Slice, Cast, broadcasting comparisons and logic). A node outside what a kernel
+// covers returns false and runs through the host fallback.
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -290,13 +291,18 @@ bool Lowerer::lowerCast(const Node* n) {
 bool Lowerer::lowerBroadcastOp(const Node* n) {
   // Element-wise ops of any element type with numpy broadcasting, written as one scalar expression per
   // element (masks and index arithmetic in transformer exports: Equal, Where, Expand, Not, ...).
-  static const std::map<std::string, std::string> exprs = {
-      {"Equal", "a == b"},          {"Less", "a < b"},       {"Greater", "a > b"},      {"LessOrEqual", "a <= b"},
-      {"GreaterOrEqual", "a >= b"}, {"And", "(a != 0) && (b != 0)"}, {"Or", "(a != 0) || (b != 0)"},
-      {"Xor", "(a != 0) != (b != 0)"}, {"Not", "a == 0"}, {"Where", "a ? b : c"}, {"Expand", "a"}};
+  // op -> the C++ expression over its broadcast operands a, b, c, and how many operands it reads (Expand's
+  // shape input is not one).
+  static const std::map<std::string, std::pair<std::string, size_t>> exprs = {
+      {"Equal", {"a == b", 2}},          {"Less", {"a < b", 2}},
+      {"Greater", {"a > b", 2}},         {"LessOrEqual", {"a <= b", 2}},
+      {"GreaterOrEqual", {"a >= b", 2}}, {"And", {"(a != 0) && (b != 0)", 2}},
+      {"Or", {"(a != 0) || (b != 0)", 2}}, {"Xor", {"(a != 0) != (b != 0)", 2}},
+      {"Not", {"a == 0", 1}},            {"Where", {"a ? b : c", 3}},
+      {"Expand", {"a", 1}}};
   auto it = exprs.find(n->opType());
   if (it == exprs.end() || n->numOutputs() != 1) return false;
-  const size_t arity = n->opType() == "Where" ? 3 : (n->opType() == "Not" || n->opType() == "Expand") ? 1 : 2;
+  const auto& [expr, arity] = it->second;
   if (n->numInputs() < arity) return false;
   const Shape ys = n->output(0)->type.staticShape();
   const size_t r = ys.size();
@@ -322,10 +328,65 @@ bool Lowerer::lowerBroadcastOp(const Node* n) {
       "    for_each_broadcast<{}>({}, {}, kStrides, [&](int64_t i, const int64_t* off) {{\n{}"
       "      y[i] = static_cast<{}>({});\n    }});\n  }}",
       arity, strides, ref(y), arity, shape, std::max<size_t>(r, 1), params, cppElementType(n->output(0)->type.dtype),
-      it->second);
+      expr);
   addStep({n->name(), n->opType(), "broadcast_loop"},
           fmt::format("{} '{}' -> {} {}", n->opType(), n->name(), dtypeName(n->output(0)->type.dtype), shapeToString(ys)),
           code, ins, {y});
+  return true;
+}
+
+bool Lowerer::lowerConcat(const Node* n) {
+  int y = tensorOf(n->output(0));
+  const Shape ys = plan_.tensors[y].shape;  // a copy: tensorOf() below may grow plan_.tensors
+  int64_t axis = n->attrInt("axis");
+  if (axis < 0) axis += static_cast<int64_t>(ys.size());
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < axis; ++i) outer *= ys[i];
+  for (size_t i = axis + 1; i < ys.size(); ++i) inner *= ys[i];
+  // With nothing outside the concat axis (batch 1 along channels), each input is one contiguous slice
+  // of the output: an input computed by an earlier step is written there directly (an alias with an
+  // offset), and only the others (graph inputs, weights, aliases, repeated inputs) are copied.
+  std::set<int> seen;
+  auto sliceable = [&](int x) {
+    const PlanTensor& t = plan_.tensors[x];
+    return outer == 1 && plan_.tensors[y].kind == StorageKind::Arena && plan_.tensors[y].aliasOf < 0 &&
+           t.kind == StorageKind::Arena && t.aliasOf < 0 && producedBySteps_.count(x);
+  };
+  std::string code;
+  std::vector<int> reads;
+  int64_t offset = 0;
+  for (const Value* in : n->inputs()) {
+    int x = tensorOf(in);
+    int64_t chunk = plan_.tensors[x].shape[axis] * inner;
+    if (sliceable(x) && seen.insert(x).second) {
+      plan_.tensors[x].aliasOf = y;
+      plan_.tensors[x].aliasOffset = offset;
+      ++plan_.report.inPlaceConcatInputs;
+    } else {
+      code += fmt::format("concat_part({}, {}, {}, {}, {}, {});\n  ", ref(x), ref(y), outer, chunk, ys[axis] * inner,
+                          offset);
+      reads.push_back(x);
+    }
+    offset += chunk;
+  }
+  if (code.empty()) return true;  // every input already sits in its slice
+  code.resize(code.size() - 3);
+  addStep({n->name(), "Concat", "concat_part"}, fmt::format("Concat '{}' -> {}", n->name(), shapeToString(ys)), code,
+          reads, {y});
+  return true;
+}
+
+bool Lowerer::lowerSoftmax(const Node* n) {
+  const std::string& op = n->opType();
+  const char* kernel = isOp(*n, "Softmax") ? "softmax" : "log_softmax";
+  int x = tensorOf(n->input(0)), y = tensorOf(n->output(0));
+  const Shape& xs = plan_.tensors[x].shape;
+  int64_t axis = n->attrInt("axis");
+  if (axis < 0) axis += static_cast<int64_t>(xs.size());
+  if (axis != static_cast<int64_t>(xs.size()) - 1) return false;
+  addStep({n->name(), op, kernel}, fmt::format("{} '{}'", op, n->name()),
+          fmt::format("rt::{}({}, {}, {}, {}, pool);", kernel, ref(x), ref(y), shapeSize(xs) / xs.back(), xs.back()),
+          {x}, {y});
   return true;
 }
 

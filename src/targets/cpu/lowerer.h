@@ -1,7 +1,9 @@
-// The cpu target's lowering (internal): the Lowerer turns a typed graph into runtime kernel calls. Its
-// op families live in lowering.cpp (tensors, steps, conv, GEMM, pools, element-wise, the host
-// fallback), lower_tensor_ops.cpp (batched MatMul, attention, LayerNorm, Transpose, Split) and
-// lower_fused_elementwise.cpp (a tessel.FusedElementwise chain as one generated vector loop).
+// The cpu target's lowering (internal): the Lowerer turns a typed graph into runtime kernel calls. One file
+// per concern: lowering.cpp (tensors, weights, steps, dispatch, NCHWc8 region edges, the host fallback),
+// lower_conv_gemm.cpp (convolutions, GEMMs), lower_pool.cpp, lower_elementwise.cpp (binary, unary,
+// activations, BatchNorm, epilogues), lower_fused_elementwise.cpp (a tessel.FusedElementwise chain as one
+// generated vector loop) and lower_tensor_ops.cpp (batched MatMul, attention, LayerNorm, Transpose, Split,
+// Concat, typed nodes).
 #pragma once
 
 #include <fmt/format.h>
@@ -13,15 +15,27 @@
 #include <vector>
 
 #include "plan.h"
+#include "tessel/ops/registry.h"
 #include "tessel/rt/conv.h"
+#include "tessel/rt/epilogue.h"
+#include "tessel/rt/pool.h"
 
 namespace tessel::cpu {
 
 /// Activation fused into a kernel's epilogue.
 struct FusedAct {
-  std::string kind = "None";  ///< rt::Activation enumerator
-  float alpha = 0, beta = 0;
+  rt::Activation kind = rt::Activation::None;
+  float alpha = 0, beta = 0;  ///< rt::Epilogue's parameters
 };
+
+/// The C++ spelling of an rt::Activation enumerator ("Relu", "HardSigmoid", ...).
+const char* activationName(rt::Activation a);
+/// The epilogue activation a node computes when it is an activation the registry marks FusibleEpilogue and
+/// the runtime has (constant parameters read through constTensor), else nullopt.
+std::optional<FusedAct> activationOf(const Node* n);
+/// The epilogue of a tessel.FusedConv / FusedGemm (attributes activation, activation_params); nullopt when
+/// the runtime has no such activation.
+std::optional<FusedAct> fusedEpilogueOf(const Node* n);
 
 /// The constant data behind v, looking through Identity chains (exporters share weights that way) and
 /// Constant nodes, or null.
@@ -35,14 +49,16 @@ bool compiledDType(DType t);
 /// Every output and non-constant input has a static shape and a compiledDType: the node can at least
 /// run through the host fallback.
 bool staticTensorsOnly(const Node* n);
+/// The runtime geometry of a MaxPool/AveragePool node on an NCHW input of shape xs, or nullopt when the
+/// compiled kernels do not cover it (not 2-D, dilations, the Indices output, storage_order 1).
+std::optional<rt::Pool2dShape> loweredPoolShape(const Node* n, const Shape& xs);
+/// The initializer of a generated `rt::Pool2dShape` constant.
+std::string poolShapeInit(const rt::Pool2dShape& p);
 
 class Lowerer {
  public:
-  Lowerer(const Graph& g, bool tune, bool avx512, std::map<std::string, std::string>& choices)
-      : graph_(g), tune_(tune), avx512_(avx512), choices_(choices) {}
+  explicit Lowerer(const Graph& g) : graph_(g) {}
   Plan run();
-  /// The node runs in the blocked NCHWc8 layout (meta layout = "nchwc8", from select-layout).
-  static bool blockedNode(const Node* n);
 
  private:
   // ---- tensors and weights
@@ -61,22 +77,29 @@ class Lowerer {
   static std::string ref(int id) { return fmt::format("@{}@", id); }
 
   // ---- ops
+  using LowerFn = bool (Lowerer::*)(const Node*);
+  /// The lowering of each op that has a kernel family of its own, by (domain, op); views and element-wise
+  /// ops are found through the registry's traits instead.
+  static const std::map<std::pair<std::string, std::string>, LowerFn>& loweringByOp();
   bool lowerNode(const Node* n);
   bool lowerFallback(const Node* n);
-  std::optional<FusedAct> activationOf(const Node* n) const;
   // Each returns false, with nothing emitted, for a node it cannot express (the host fallback runs it).
   bool lowerConv(const Node* conv);
   bool lowerGemm(const Node* n);
+  // lower_elementwise.cpp
+  /// An element-wise node through the runtime's activation, unary or binary kernels.
+  bool lowerElementwise(const Node* n);
   bool lowerBinary(const Node* n);
-  bool lowerPool(const Node* n);
-  void lowerConcat(const Node* n);
   bool lowerBatchNorm(const Node* n);
+  bool lowerPool(const Node* n);
   // lower_tensor_ops.cpp
   bool lowerMatMulBatched(const Node* n);
   bool lowerAttention(const Node* n);
   bool lowerLayerNorm(const Node* n);
   bool lowerTranspose(const Node* n);
   bool lowerSplit(const Node* n);
+  bool lowerConcat(const Node* n);
+  bool lowerSoftmax(const Node* n);
   /// Nodes of any element type: aliases (Reshape, ...), Gather, Slice, Cast, comparisons, logic, Where, Expand.
   bool lowerTypedNode(const Node* n);
   bool lowerGather(const Node* n);
@@ -84,12 +107,12 @@ class Lowerer {
   bool lowerCast(const Node* n);
   bool lowerBroadcastOp(const Node* n);
   // lower_fused_elementwise.cpp
+  /// A tessel.FusedElementwise as one vector loop, or else its body node by node.
   bool lowerFusedElementwise(const Node* n);
+  bool lowerFusedLoop(const Node* n);
   bool lowerBodyNodes(const Node* n);
   /// A namespace-scope `static const int64_t kNAME<k>[]` holding `values`; returns its name.
   std::string int64Array(const char* prefix, const std::vector<int64_t>& values);
-  /// The epilogue of a tessel.FusedConv / FusedGemm (attributes activation, activation_params).
-  static FusedAct fusedEpilogueOf(const Node* n);
   // ---- NCHWc8 regions (select-layout)
   /// Input i of a blocked node is an activation in the node's layout (not a weight, bias or scalar).
   static bool blockedOperand(const Node* n, size_t i);
@@ -100,10 +123,6 @@ class Lowerer {
   bool isGraphOutput(const Value* v) const;
 
   const Graph& graph_;
-  bool tune_;
-  bool avx512_;                                  ///< the target --march has AVX-512 (kernel selection)
-  std::map<std::string, std::string>& choices_;  ///< conv geometry -> kernel (tuning file)
-  std::map<std::string, const rt::Conv2dKernel*> tuned_;  ///< by conv geometry
   Plan plan_;
   std::map<const Value*, int> ids_;
   std::set<const Node*> absorbed_;

@@ -80,11 +80,9 @@ inline int64_t offsetInRoot(const Plan& plan, int id) {
   return offset;
 }
 
-/// Lowers a typed, cleaned-up graph (UserError listing the unsupported nodes). With `tune`, every conv
-/// kernel is chosen by timing the applicable ones on this machine.
-/// `kernelChoices` (conv geometry -> kernel name) is read for shapes it lists and filled with every choice made.
-/// `avx512`: the target --march has AVX-512 (rt::select_conv2d_kernel's choice depends on it).
-Plan lowerGraph(const Graph& graph, bool tune, bool avx512, std::map<std::string, std::string>& kernelChoices);
+/// Lowers the cpu pass pipeline's result (UserError listing the unsupported nodes); each conv runs the kernel
+/// select-kernels recorded.
+Plan lowerGraph(const Graph& graph);
 /// Assigns arena offsets from liveness, reusing dead blocks and honouring in-place candidates.
 void planMemory(Plan& plan);
 /// Renders the C++ source of a planned model.

@@ -17,13 +17,7 @@
 
 namespace tessel::npu {
 
-void prepareModelForNpu(Model& model) {
-  PassOptions options;
-  options.target = "npu";
-  PassPipeline({"infer-shapes", "specialize-shapes", "fold-constants", "eliminate-identity", "cse", "fold-batchnorm",
-                "dce", "infer-shapes"})
-      .run(model, options);
-}
+void prepareModelForNpu(Model& model) { namedPipeline("npu").run(model); }
 
 namespace lower {
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tessel/ir/graph.h"
+#include "tessel/passes/pass.h"
 
 namespace tessel::cpu {
 
@@ -59,8 +60,13 @@ struct GeneratedModel {
 GeneratedModel generateModel(const Model& model, const CompileOptions& options,
                              const std::string& weightsFileName = "model.weights.bin");
 
-/// Runs the "cpu" pass pipeline (src/passes/pipelines.cpp: clean-ups, constant folding, fusions, kernel
-/// selection for options.march) whose result the code generator turns into kernel calls.
+/// The cpu target's pass pipeline for a compile with `options`: the "cpu" list of src/passes/pipelines.cpp
+/// (clean-ups, constant folding, fusions, layout regions, kernel selection) with the pass options the flags
+/// imply (the vector width of options.march, options.layout). `tessel opt --pipeline cpu` runs it with the
+/// default options, as `tessel compile` without flags.
+Pipeline passPipeline(const CompileOptions& options = {});
+
+/// Runs passPipeline(options), whose result the code generator turns into kernel calls.
 void prepareModel(Model& model, const CompileOptions& options = {});
 
 /// Compiles a model into a shared library at outPath (C ABI of tessel/targets/cpu/abi.h).

@@ -16,15 +16,18 @@ struct ConvTuneJob {
   std::string key;                      ///< the tuning file's geometry key (the 16 fields of rt::Conv2dShape)
   rt::Conv2dShape shape;
   std::vector<std::string> candidates;  ///< every applicable NCHW kernel, in the runtime's list order
-  std::string untuned;                  ///< what lowering picks without tuning (rt::select_conv2d_kernel)
+  std::string untuned;                  ///< what select-kernels chose without tuning (meta kernel)
 };
 
 /// The tuning file's key of a conv geometry.
 std::string convGeometryKey(const rt::Conv2dShape& s);
 
-/// The distinct geometries of the convolutions lowerGraph chooses a kernel for, in graph order
-/// (src/targets/cpu/lowering.cpp). With `tune`, lowerGraph expects a choice for each of them. `avx512`: the
-/// target has AVX-512 (what `untuned` is).
+/// The select-kernels option that carries a measured choice: kTunedKernelOption + convGeometryKey = kernel.
+inline const std::string kTunedKernelOption = "select-kernels.tuned.";
+
+/// The distinct geometries of the NCHW convolutions the code generator calls a kernel for, in graph order
+/// (src/targets/cpu/lower_conv_gemm.cpp), each with the kernel select-kernels recorded (`untuned`) and
+/// the candidates: every applicable NCHW kernel, AVX-512 ones only when `avx512` (the target has it).
 std::vector<ConvTuneJob> convTuneJobs(const Graph& graph, bool avx512);
 
 /// What the tuner measured.

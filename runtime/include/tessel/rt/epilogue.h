@@ -6,18 +6,30 @@
 
 namespace tessel::rt {
 
-/// Activation kinds a kernel can fuse. Parameters live in Epilogue::alpha / beta.
+/// Activation kinds a kernel can fuse, as one list X(enumerator): the enum below and the names the cpu code
+/// generator spells in generated code both come from it. Parameters live in Epilogue::alpha / beta:
+///   Clip         min(max(x, alpha), beta); Relu6 is Clip(0, 6)
+///   LeakyRelu    x >= 0 ? x : alpha x
+///   HardSigmoid  max(0, min(1, alpha x + beta))
+///   HardSwish    x * HardSigmoid(x; 1/6, 1/2)
+///   Silu         x * sigmoid(x)
+///   Gelu         0.5 x (1 + erf(x / sqrt 2))
+#define TESSEL_RT_ACTIVATIONS(X) \
+  X(None)                        \
+  X(Relu)                        \
+  X(Clip)                        \
+  X(LeakyRelu)                   \
+  X(Sigmoid)                     \
+  X(HardSigmoid)                 \
+  X(HardSwish)                   \
+  X(Silu)                        \
+  X(Gelu)                        \
+  X(Tanh)
+
 enum class Activation : uint8_t {
-  None,
-  Relu,
-  Clip,         ///< min(max(x, alpha), beta); Relu6 is Clip(0, 6)
-  LeakyRelu,    ///< x >= 0 ? x : alpha x
-  Sigmoid,
-  HardSigmoid,  ///< max(0, min(1, alpha x + beta))
-  HardSwish,    ///< x * HardSigmoid(x; 1/6, 1/2)
-  Silu,         ///< x * sigmoid(x)
-  Gelu,         ///< 0.5 x (1 + erf(x / sqrt 2))
-  Tanh,
+#define TESSEL_RT_ACTIVATION_ENUMERATOR(name) name,
+  TESSEL_RT_ACTIVATIONS(TESSEL_RT_ACTIVATION_ENUMERATOR)
+#undef TESSEL_RT_ACTIVATION_ENUMERATOR
 };
 
 /// What to do to each output value y[c, p] after accumulation:

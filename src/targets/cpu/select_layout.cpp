@@ -1,6 +1,6 @@
-// Pass select-layout: chooses which 4-D nodes run in the blocked NCHWc8 layout (8 channels per vector).
-// Connected regions of layout-capable nodes are blocked only when they contain a convolution, so a lone
-// pool or add between NCHW nodes never costs two reorders. Every value a blocked node produces has a
+// Pass select-layout (cpu target): chooses which 4-D nodes run in the blocked NCHWc8 layout (8 channels per
+// vector). Connected regions of layout-capable nodes are blocked only when they contain a convolution, so a
+// lone pool or add between NCHW nodes never costs two reorders. Every value a blocked node produces has a
 // multiple of 8 channels (no padding lanes). Convolutions the runtime runs faster in NCHW (Winograd,
 // AVX-512 pixel tiles) stay NCHW. The IR stays NCHW semantically; the choice is node->meta["layout"] =
 // "nchwc8", and the cpu code generator puts reorders on the region edges. Options: select-layout.mode =
@@ -9,13 +9,14 @@
 #include <fmt/format.h>
 #include <numeric>
 
-#include "rewrite.h"
+#include "kernel_rules.h"
+#include "tessel/ops/registry.h"
 #include "tessel/passes/pass.h"
 
-namespace tessel {
+namespace tessel::cpu {
 namespace {
 
-bool isRank4F32(const Value* v) { return passes::isStaticF32(v) && v->type.rank() == 4; }
+bool isRank4F32(const Value* v) { return v && v->type.dtype == DType::Float32 && v->type.isStatic() && v->type.rank() == 4; }
 
 /// A 4-D float value whose channel count is a multiple of 8: blocked, it has no padding lanes, so every
 /// kernel of the region can treat it as a flat array where it works element by element.
@@ -26,12 +27,12 @@ bool whole8(const Value* v) { return isRank4F32(v) && v->type.staticShape()[1] %
 /// AVX-512 pixel tiles or with the stem kernel (at most 4 input channels, which NCHWc8 pads to 8) stays
 /// NCHW (select-layout.avx512 = 1 for an AVX-512 target, as select-kernels).
 bool blockableConv(const Node& n, bool avx512) {
-  if (!passes::isConvNode(n) || !isRank4F32(n.input(0)) || !whole8(n.output(0)) || !n.input(1)) return false;
+  if (!isConvNode(n) || !isRank4F32(n.input(0)) || !whole8(n.output(0)) || !n.input(1)) return false;
   const int64_t group = n.attrInt("group");
   const int64_t channels = n.input(0)->type.staticShape()[1];
   const int64_t outChannels = n.output(0)->type.staticShape()[1];
   if (group != 1 && !(group == channels && group == outChannels)) return false;
-  auto shape = passes::convShape(n);
+  auto shape = conv2dShape(n);
   if (!shape) return false;
   const rt::Conv2dKernel* nchw = rt::select_conv2d_kernel(*shape, rt::ConvLayout::NCHW, avx512);
   const std::string name = nchw ? nchw->name : "";
@@ -40,24 +41,23 @@ bool blockableConv(const Node& n, bool avx512) {
 }
 
 bool isDepthwise(const Node& n) {
-  return passes::isConvNode(n) && n.attrInt("group") > 1 && n.attrInt("group") == n.input(0)->type.staticShape()[1];
+  return isConvNode(n) && n.attrInt("group") > 1 && n.attrInt("group") == n.input(0)->type.staticShape()[1];
 }
 
-/// Max pooling, and element-wise ops whose inputs have the output's shape or are scalars (they run on
-/// the blocked buffer as it is); channel Concat of such values.
+/// Max pooling, a channel Concat of such values, and element-wise ops (the registry's) that the runtime
+/// computes element by element, or a fused chain of them, whose inputs have the output's shape or are
+/// scalars: they run on the blocked buffer as it is.
 bool blockableOther(const Node& n) {
   if (!whole8(n.output(0)) || n.numOutputs() != 1) return false;
-  const std::string& op = n.opType();
-  if (n.domain().empty() && op == "MaxPool") return isRank4F32(n.input(0)) && !n.hasAttr("dilations");
-  if (n.domain().empty() && op == "Concat") {
+  if (isOp(n, "MaxPool")) return isRank4F32(n.input(0)) && !n.hasAttr("dilations");
+  if (isOp(n, "Concat")) {
     if (n.attrInt("axis") != 1 && n.attrInt("axis") != -3) return false;
     for (Value* in : n.inputs())
       if (!whole8(in)) return false;
     return true;
   }
-  const bool elementwise = (n.domain() == "tessel" && op == "FusedElementwise") ||
-                           (n.domain().empty() && (op == "Add" || op == "Mul" || op == "Sub" || op == "Relu" ||
-                                                   op == "Clip" || op == "Sigmoid" || op == "HardSwish"));
+  const bool elementwise = isOp(n, "FusedElementwise", "tessel") ||
+                           (hasTrait(n, OpTrait::Elementwise) && runsAsElementwiseKernel(n));
   if (!elementwise) return false;
   for (Value* in : n.inputs()) {
     if (!in) continue;
@@ -124,4 +124,4 @@ TESSEL_REGISTER_PASS(select_layout, "select-layout",
                      "mark regions of convs/pools/element-wise ops that run in blocked NCHWc8 (meta layout)",
                      [] { return std::make_unique<SelectLayoutPass>(); });
 
-}  // namespace tessel
+}  // namespace tessel::cpu

@@ -1,0 +1,26 @@
+// What the cpu target's kernels cover (internal): asked alike by its schedule passes (select-layout,
+// select-kernels) and by its lowering, so the passes decide on what the code generator will emit.
+#pragma once
+
+#include <optional>
+
+#include "tessel/ir/graph.h"
+#include "tessel/rt/conv.h"
+
+namespace tessel::cpu {
+
+/// The node runs in the blocked NCHWc8 layout (select-layout's meta layout = "nchwc8").
+bool runsBlocked(const Node& n);
+
+/// A Conv or a tessel.FusedConv (a Conv with its fused epilogue).
+bool isConvNode(const Node& n);
+
+/// The runtime geometry of a 2-D float convolution with static shapes (auto_pad resolved), or nullopt.
+std::optional<rt::Conv2dShape> conv2dShape(const Node& conv);
+
+/// A standard element-wise node the runtime computes element by element with one flat kernel: an
+/// activation of the registry the runtime has (constant parameters), an rt::unary op, or a two-operand
+/// rt::binary op. On operands of the output's shape (or scalars) it runs on any layout's buffer.
+bool runsAsElementwiseKernel(const Node& n);
+
+}  // namespace tessel::cpu

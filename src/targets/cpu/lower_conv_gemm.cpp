@@ -1,0 +1,212 @@
+// Lowering of convolutions and GEMMs (Conv / tessel.FusedConv, Gemm / MatMul / tessel.FusedGemm) to the
+// runtime's packed-weight kernels with their fused epilogues, and the conv geometries `--tune` times.
+#include <fmt/format.h>
+#include <set>
+
+#include "kernel_rules.h"
+#include "lowerer.h"
+#include "tessel/rt/conv.h"
+#include "tessel/rt/gemm.h"
+#include "tessel/support/error.h"
+#include "tessel/targets/cpu/tuner.h"
+
+namespace tessel::cpu {
+
+/// The geometry of a Conv / tessel.FusedConv that lowerConv turns into a kernel call: 2-D, constant
+/// weights and bias. Null otherwise (an unsupported node).
+static std::optional<rt::Conv2dShape> loweredConvShape(const Node* conv) {
+  auto shape = conv2dShape(*conv);
+  if (!shape || !isConst(conv->input(1)) || (conv->hasInput(2) && !isConst(conv->input(2)))) return std::nullopt;
+  return shape;
+}
+
+
+/// A string entry of a node's meta (the schedule data passes record), or null.
+static const std::string* metaString(const Node* n, const char* key) {
+  auto it = n->meta.find(key);
+  return it == n->meta.end() ? nullptr : std::get_if<std::string>(&it->second);
+}
+
+/// The kernel select-kernels recorded for a conv (meta kernel): the one place a kernel is chosen, --tune
+/// included (the compile driver re-runs select-kernels with the measured choices).
+static const rt::Conv2dKernel* recordedKernel(const Node* conv, const rt::Conv2dShape& s) {
+  const std::string* name = metaString(conv, "kernel");
+  const rt::Conv2dKernel* kernel = name ? rt::find_conv2d_kernel(name->c_str()) : nullptr;
+  const rt::ConvLayout layout = runsBlocked(*conv) ? rt::ConvLayout::NCHWc8 : rt::ConvLayout::NCHW;
+  if (!kernel || kernel->layout != layout || !kernel->applicable(s))
+    throw InternalError(fmt::format("cpu lowering: {} has no applicable kernel choice (meta kernel {}); the cpu "
+                                    "pass pipeline's select-kernels records it",
+                                    conv->describe(), name ? *name : "absent"));
+  return kernel;
+}
+
+bool Lowerer::lowerConv(const Node* conv) {
+  const Value* x = conv->input(0);
+  const Value* wv = conv->input(1);
+  auto shape = loweredConvShape(conv);
+  if (!shape) return false;  // not 2-D, or weights computed at run time
+  // The epilogue (bias, residual Add, activation) is the fuse-conv-epilogue pass's: a tessel.FusedConv
+  // carries it; a plain Conv (a graph lowered without the pipeline) has none.
+  const bool fused = isOp(*conv, "FusedConv", "tessel");
+  const std::optional<FusedAct> act = fused ? fusedEpilogueOf(conv) : FusedAct{};
+  if (!act) return false;  // an activation the runtime lacks: the host fallback runs the node
+  const rt::Conv2dShape& s = *shape;
+  const std::vector<float> w = floatsOf(wv);
+  const bool hasBias = conv->hasInput(2);
+  const std::vector<float> bias = hasBias ? floatsOf(conv->input(2)) : std::vector<float>{};
+  int residual = -1;
+  const Value* out = conv->output(0);
+  std::string what = "conv";
+  if (fused) {
+    if (conv->hasInput(3)) {
+      residual = tensorOf(conv->input(3));
+      what += "+add";
+      plan_.report.fusedNodes++;  // the Add fuse-conv-epilogue merged
+    }
+    if (act->kind != rt::Activation::None) what += "+" + conv->attrString("activation"), plan_.report.fusedNodes++;
+  }
+  const rt::Conv2dKernel* kernel = recordedKernel(conv, s);
+  // A stem conv whose only user is a MaxPool: one kernel pools the conv rows while they are in cache,
+  // so the full-resolution map (3 MB at 64 x 112 x 112) is never written and read back.
+  std::optional<rt::Pool2dShape> maxpool;
+  if (std::string(kernel->name) == "conv2d_nchw_direct_small_cin" && residual < 0) {
+    const Node* u = singleUser(out);
+    if (u && !absorbed_.count(u) && isOp(*u, "MaxPool") && u->input(0) == out &&
+        out->type.isStatic()) {
+      auto ps = loweredPoolShape(u, out->type.staticShape());
+      if (ps && rt::conv2d_nchw_direct_small_cin_maxpool_applicable(s, *ps)) {
+        maxpool = ps;
+        absorbed_.insert(u);
+        plan_.report.fusedNodes++;
+        out = u->output(0);
+        what += "+MaxPool";
+        emitAt_ = u;
+      }
+    }
+  }
+  int wid = weightTensor(wv->name(), w, wv->type.staticShape());
+  int bid = hasBias ? weightTensor(conv->name() + ".bias", bias, {s.out_channels}) : -1;
+  std::string shapeName = fmt::format("kShape{}", shapeCounter_++);
+  plan_.globals += fmt::format(
+      "static const rt::Conv2dShape {} = {{{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}}};\n",
+      shapeName, s.batch, s.in_channels, s.in_h, s.in_w, s.out_channels, s.kernel_h, s.kernel_w, s.stride_h,
+      s.stride_w, s.pad_top, s.pad_left, s.pad_bottom, s.pad_right, s.dilation_h, s.dilation_w, s.groups);
+  int64_t packedOffset = plan_.packedFloats;
+  plan_.packedFloats += (static_cast<int64_t>(kernel->packed_weight_size(s)) + 15) / 16 * 16;
+  plan_.initCode += fmt::format("  rt::find_conv2d_kernel(\"{}\")->pack_weights({}, W + {}, P + {});\n", kernel->name,
+                                shapeName, plan_.tensors[wid].offset, packedOffset);
+  plan_.report.flops += 2 * s.macs();
+  int x_id = tensorOf(x), y_id = tensorOf(out);
+  std::vector<int> reads = {x_id};
+  if (bid >= 0) reads.push_back(bid);
+  if (residual >= 0) reads.push_back(residual);
+  std::string call = fmt::format("rt::{}({}, {}, P + {}, {}, {}, pool);", kernel->name, shapeName, ref(x_id),
+                                 packedOffset, ref(y_id), epilogueExpr(bid, residual, *act));
+  std::string kernelName = kernel->name;
+  if (maxpool) {
+    int id = shapeCounter_++;
+    plan_.globals += fmt::format("static const rt::Pool2dShape kPool{} = {};\n", id, poolShapeInit(*maxpool));
+    kernelName += "_maxpool";
+    call = fmt::format("rt::{}({}, kPool{}, {}, P + {}, {}, {}, pool);", kernelName, shapeName, id, ref(x_id),
+                       packedOffset, ref(y_id), epilogueExpr(bid, residual, *act));
+  }
+  addStep({conv->name(), what, kernelName, 2.0 * s.macs()},
+          fmt::format("{} '{}' {}x{}/{} -> {}", what, conv->name(), s.kernel_h, s.kernel_w, s.stride_h,
+                      shapeToString(out->type.staticShape())),
+          call,
+          reads, {y_id});
+  return true;
+}
+
+bool Lowerer::lowerGemm(const Node* n) {
+  const bool fused = isOp(*n, "FusedGemm", "tessel");
+  const bool isGemm = isOp(*n, "Gemm") || fused;
+  const std::optional<FusedAct> act = fused ? fusedEpilogueOf(n) : FusedAct{};
+  if (!act) return false;  // an activation the runtime lacks: the host fallback runs the node
+  const Value* a = n->input(0);
+  const Value* b = n->input(1);
+  Shape as = a->type.staticShape(), bs = b->type.staticShape();
+  // A MatMul whose right operand is computed at run time or batched: the batched kernel.
+  if (!isGemm && (!isConst(b) || bs.size() != 2 || as.size() < 2)) return lowerMatMulBatched(n);
+  if (!isConst(b) || bs.size() != 2 || as.size() < 2 || (isGemm && as.size() != 2)) return false;
+  bool transA = isGemm && n->attrInt("transA") != 0;
+  bool transB = isGemm && n->attrInt("transB") != 0;
+  float alpha = isGemm ? n->attrFloat("alpha") : 1.0f;
+  float beta = isGemm ? n->attrFloat("beta") : 1.0f;
+  int64_t K = transA ? as[0] : as.back();
+  int64_t M = transA ? as[1] : shapeSize(as) / K;
+  int64_t N = transB ? bs[0] : bs[1];
+  int bias = -1, residual = -1;
+  bool perColumn = true;
+  if (isGemm && n->hasInput(2)) {
+    const Value* c = n->input(2);
+    if (!isConst(c)) return false;
+    auto cv = floatsOf(c);
+    for (float& v : cv) v *= beta;
+    Shape cs = c->type.staticShape();
+    if (cv.size() == 1) cv.assign(static_cast<size_t>(N), cv[0]), cs = {N};  // a 1-element C is a scalar
+    if (static_cast<int64_t>(cv.size()) == N && (cs.empty() || cs.back() == N)) {
+      bias = weightTensor(n->name() + ".bias", cv, {N});
+    } else if (static_cast<int64_t>(cv.size()) == M && cs.size() == 2 && cs[1] == 1) {
+      bias = weightTensor(n->name() + ".bias", cv, {M});
+      perColumn = false;
+    } else if (static_cast<int64_t>(cv.size()) == M * N) {
+      residual = weightTensor(n->name() + ".c", cv, {M, N});
+    } else {
+      return false;  // C broadcasts neither as a row, a column nor the full matrix
+    }
+  }
+  const Value* out = n->output(0);
+  std::string what = fused ? "Gemm" : n->opType();
+  if (fused) {  // tessel.FusedGemm from the cpu pass pipeline: residual and activation are in the node
+    if (n->hasInput(3)) {
+      if (residual >= 0) return false;  // a full-matrix C and a residual: not one epilogue
+      residual = tensorOf(n->input(3));
+      what += "+add";
+      plan_.report.fusedNodes++;
+    }
+    if (act->kind != rt::Activation::None) what += "+" + n->attrString("activation"), plan_.report.fusedNodes++;
+  }
+  int bw = tensorOf(b);
+  int64_t packedOffset = plan_.packedFloats;
+  plan_.packedFloats += (static_cast<int64_t>(rt::packed_b_size(N, K)) + 15) / 16 * 16;
+  plan_.initCode += fmt::format("  rt::pack_b({}, {}, {}, W + {}, {}, P + {});\n", transB, N, K,
+                                plan_.tensors[bw].offset, bs[1], packedOffset);
+  plan_.report.flops += 2.0 * M * N * K;
+  int x_id = tensorOf(a), y_id = tensorOf(out);
+  std::vector<int> reads = {x_id};
+  if (bias >= 0) reads.push_back(bias);
+  if (residual >= 0) reads.push_back(residual);
+  addStep({n->name(), what, "sgemm_packed_b", 2.0 * M * N * K}, fmt::format("{} '{}' {}x{}x{}", what, n->name(), M, N, K),
+          fmt::format("rt::sgemm_packed_b({}, {}, {}, {}, {}, {}, {}, P + {}, 0.0f, {}, {}, {}, pool);", transA, M, N,
+                      K, floatLiteral(alpha), ref(x_id), transA ? M : K, packedOffset, ref(y_id), N,
+                      epilogueExpr(bias, residual, *act, perColumn)),
+          reads, {y_id});
+  return true;
+}
+
+std::string convGeometryKey(const rt::Conv2dShape& s) {
+  return fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}", s.batch, s.in_channels, s.in_h, s.in_w,
+                     s.out_channels, s.kernel_h, s.kernel_w, s.stride_h, s.stride_w, s.pad_top, s.pad_left,
+                     s.pad_bottom, s.pad_right, s.dilation_h, s.dilation_w, s.groups);
+}
+
+std::vector<ConvTuneJob> convTuneJobs(const Graph& graph, bool avx512) {
+  std::vector<ConvTuneJob> jobs;
+  std::set<std::string> seen;
+  for (const auto& node : graph.nodes()) {
+    const Node* n = node.get();
+    // The same nodes Lowerer::run sends to lowerConv in NCHW (NCHWc8 regions keep the runtime's rule).
+    if (!isConvNode(*n) || !floatsOnly(n) || runsBlocked(*n)) continue;
+    auto s = loweredConvShape(n);
+    if (!s || !seen.insert(convGeometryKey(*s)).second) continue;
+    ConvTuneJob job{convGeometryKey(*s), *s, {}, recordedKernel(n, *s)->name};
+    for (const rt::Conv2dKernel& k : rt::conv2d_kernels())
+      if (k.layout == rt::ConvLayout::NCHW && k.applicable(*s) && (avx512 || !k.avx512_only))
+        job.candidates.push_back(k.name);
+    jobs.push_back(std::move(job));
+  }
+  return jobs;
+}
+
+}  // namespace tessel::cpu

@@ -1,0 +1,81 @@
+// Lowering of 2-D pooling (MaxPool, AveragePool, GlobalAveragePool) to the runtime's NCHW and NCHWc8 kernels.
+#include <fmt/format.h>
+
+#include "kernel_rules.h"
+#include "lowerer.h"
+#include "tessel/rt/pool.h"
+
+namespace tessel::cpu {
+
+/// The runtime geometry of a MaxPool/AveragePool node on an NCHW input of shape xs, or nullopt when the
+/// compiled kernels do not cover it (not 2-D, dilations, the Indices output, storage_order 1).
+std::optional<rt::Pool2dShape> loweredPoolShape(const Node* n, const Shape& xs) {
+  auto k = n->attrInts("kernel_shape");
+  auto st = n->hasAttr("strides") ? n->attrInts("strides") : std::vector<int64_t>{};
+  auto pads = n->hasAttr("pads") ? n->attrInts("pads") : std::vector<int64_t>{};
+  auto dil = n->hasAttr("dilations") ? n->attrInts("dilations") : std::vector<int64_t>{};
+  std::string autoPad = n->hasAttr("auto_pad") ? n->attrString("auto_pad") : "NOTSET";
+  bool dilated = false;
+  for (int64_t d : dil) dilated = dilated || d != 1;
+  bool same = autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER";
+  if (xs.size() != 4 || k.size() != 2 || dilated || (autoPad != "NOTSET" && autoPad != "VALID" && !same) ||
+      n->numOutputs() > 1 || (n->hasAttr("storage_order") && n->attrInt("storage_order") != 0))
+    return std::nullopt;
+  if (st.size() != 2) st = {1, 1};
+  if (pads.size() != 4 || autoPad != "NOTSET") pads = {0, 0, 0, 0};
+  bool ceil = n->hasAttr("ceil_mode") && n->attrInt("ceil_mode") != 0;
+  if (same) {  // out = ceil(in / stride); the odd pad goes at the end (UPPER) or the start (LOWER)
+    for (int axis = 0; axis < 2; ++axis) {
+      int64_t in = xs[2 + axis], out = (in + st[axis] - 1) / st[axis];
+      int64_t total = std::max<int64_t>(0, (out - 1) * st[axis] + k[axis] - in);
+      int64_t lo = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pads[axis] = lo, pads[axis + 2] = total - lo;
+    }
+    ceil = false;
+  }
+  rt::Pool2dShape p;
+  p.batch = xs[0], p.channels = xs[1], p.in_h = xs[2], p.in_w = xs[3];
+  p.kernel_h = k[0], p.kernel_w = k[1], p.stride_h = st[0], p.stride_w = st[1];
+  p.pad_top = pads[0], p.pad_left = pads[1], p.pad_bottom = pads[2], p.pad_right = pads[3];
+  p.ceil_mode = ceil;
+  p.count_include_pad = isOp(*n, "AveragePool") && n->attrInt("count_include_pad") != 0;
+  return p;
+}
+
+std::string poolShapeInit(const rt::Pool2dShape& p) {
+  return fmt::format("{{{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}}}", p.batch, p.channels, p.in_h,
+                     p.in_w, p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.pad_top, p.pad_left, p.pad_bottom,
+                     p.pad_right, p.ceil_mode, p.count_include_pad);
+}
+
+bool Lowerer::lowerPool(const Node* n) {
+  const std::string& op = n->opType();
+  int x = tensorOf(n->input(0)), y = tensorOf(n->output(0));
+  const Shape& xs = plan_.tensors[x].shape;
+  std::string comment = fmt::format("{} '{}' -> {}", op, n->name(), shapeToString(plan_.tensors[y].shape));
+  if (xs.size() != 4) return false;  // 1-D and 3-D pooling
+  if (isOp(*n, "GlobalAveragePool")) {
+    addStep({n->name(), op, "global_avgpool_nchw"}, comment, fmt::format("rt::global_avgpool_nchw({}, {}, {}, {}, {}, pool);", xs[0], xs[1], xs[2] * xs[3],
+                                 ref(x), ref(y)),
+            {x}, {y});
+    return true;
+  }
+  auto ps = loweredPoolShape(n, xs);
+  if (!ps) return false;  // dilation, the Indices output
+  int id = shapeCounter_++;
+  plan_.globals += fmt::format("static const rt::Pool2dShape kPool{} = {};\n", id, poolShapeInit(*ps));
+  if (runsBlocked(*n)) {  // select-layout blocks MaxPool only
+    if (!isOp(*n, "MaxPool")) return false;
+    addStep({n->name(), op, "maxpool2d_nchwc8"}, comment,
+            fmt::format("rt::maxpool2d_nchwc8(kPool{}, {}, {}, pool);", id, ref(x), ref(y)), {x}, {y});
+    return true;
+  }
+  const bool max = isOp(*n, "MaxPool");
+  addStep({n->name(), op, max ? "maxpool2d_nchw" : "avgpool2d_nchw"}, comment,
+          fmt::format("rt::{}pool2d_nchw(kPool{}, {}, {}, pool);", max ? "max" : "avg", id, ref(x),
+                      ref(y)),
+          {x}, {y});
+  return true;
+}
+
+}  // namespace tessel::cpu
