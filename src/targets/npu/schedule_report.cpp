@@ -85,10 +85,8 @@ json runVariant(const Model& model, const hw::HardwareConfig& config, const Vari
   const hw::HardwareConfig target = v.unbounded ? unboundedBuffers(config) : config;
   ScheduleChooser chooser = [&](const Graph& body, const hw::Device& device, const std::string& name) {
     // Tiles are chosen for the real buffers in every variant, so only the scheduling differs.
-    NpuSchedule s = compilerSchedule(body, config.device(device.name).npu, name);
+    NpuSchedule s = compilerSchedule(body, config.device(device.name).npu, name, v.fusion);
     s.strategy = v.strategy;
-    if (!v.fusion)
-      for (GroupSchedule& g : s.groups) g.rowTiles = 1, g.tileOrder = {0}, g.onChip.clear();
     return s;
   };
   CompiledNpuModel compiled = compileForNpu(model, target, chooser);

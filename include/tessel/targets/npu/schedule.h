@@ -84,7 +84,8 @@ NpuSchedule defaultSchedule(const Graph& body, const hw::NpuConfig& cfg, const s
 /// The compiler's choice: defaultSchedule's groups with every convolution, Gemm and MatMul tiled for the cheapest
 /// cost under the timing model (tiles sized to the buffers, output channels per input load, packed reductions
 /// for few input channels, weights resident or streamed), scheduled by the sliding window.
-NpuSchedule compilerSchedule(const Graph& body, const hw::NpuConfig& cfg, const std::string& subgraph);
+/// With `fusion` false no group is fused (the layer-by-layer baseline of `tessel sched --compare`).
+NpuSchedule compilerSchedule(const Graph& body, const hw::NpuConfig& cfg, const std::string& subgraph, bool fusion = true);
 
 /// Groups of a schedule that can run as one fused group (S0.2): joined by values every use of which is the
 /// first input of another member (convolutions, depthwise convolutions, pools), containing a preset operator of

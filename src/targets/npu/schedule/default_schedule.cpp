@@ -118,7 +118,7 @@ std::vector<const Node*> epilogueChain(const Graph& body, const Node& n) {
 
 }  // namespace
 
-NpuSchedule compilerSchedule(const Graph& body, const hw::NpuConfig& cfg, const std::string& subgraph) {
+NpuSchedule compilerSchedule(const Graph& body, const hw::NpuConfig& cfg, const std::string& subgraph, bool fusion) {
   NpuSchedule s = defaultSchedule(body, cfg, subgraph);
   std::map<std::string, const Node*> byName;
   for (const auto& n : body.nodes()) byName[n->name()] = n.get();
@@ -139,7 +139,7 @@ NpuSchedule compilerSchedule(const Graph& body, const hw::NpuConfig& cfg, const 
       chosen.epilogue = t.epilogue;
       t = chosen;
     }
-  chooseFusion(s, body, cfg);
+  if (fusion) chooseFusion(s, body, cfg);
   return s;
 }
 
