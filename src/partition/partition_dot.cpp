@@ -7,9 +7,15 @@
 namespace tessel::partition {
 namespace {
 
+/// A Graphviz quoted string; a newline becomes Graphviz's line break "\n" (escaping its backslash would
+/// print a literal \n in the label).
 std::string dotQuoted(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
     if (c == '"' || c == '\\') out += '\\';
     out += c;
   }
@@ -43,7 +49,7 @@ std::string partitionDot(const Graph& graph) {
                          dotQuoted(fmt::format("{} on {}", n->name(), n->device)));
       for (const auto& b : body.nodes()) {
         std::string id = n->name() + "/" + b->name();
-        out += fmt::format("    {} [label={}, fillcolor={}];\n", dotQuoted(id), dotQuoted(b->name() + "\\n" + b->opType()),
+        out += fmt::format("    {} [label={}, fillcolor={}];\n", dotQuoted(id), dotQuoted(b->name() + "\n" + b->opType()),
                            colourFor(n->device, colours));
         for (const Value* o : b->outputs())
           if (o) producerId[o->name()] = id;  // body outputs keep the outer names
@@ -54,7 +60,7 @@ std::string partitionDot(const Graph& graph) {
       continue;
     }
     std::string id = n->name();
-    out += fmt::format("  {} [label={}, fillcolor={}];\n", dotQuoted(id), dotQuoted(n->name() + "\\n" + n->opType()),
+    out += fmt::format("  {} [label={}, fillcolor={}];\n", dotQuoted(id), dotQuoted(n->name() + "\n" + n->opType()),
                        colourFor(n->device, colours));
     for (const Value* o : n->outputs())
       if (o) producerId[o->name()] = id;

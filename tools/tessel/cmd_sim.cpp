@@ -1,25 +1,34 @@
 // `tessel sim`: runs a compiled NPU model (.tnpu) and reports cycles, unit busy/stall, matrix utilisation,
-// DRAM traffic and peak SRAM per buffer against capacity (text or --json), with an optional Chrome trace.
-#include <filesystem>
+// DRAM traffic and peak SRAM per buffer against capacity (text or --json), with an optional Chrome trace and
+// a chart of unit activity and SRAM use over time.
+#include <algorithm>
+#include <cmath>
 #include <fmt/format.h>
 #include <fstream>
 #include <sstream>
 
 #include "command.h"
+#include "common.h"
 #include "npu_cli.h"
-#include "tessel/frontend/tensor_io.h"
+#include "plot.h"
+#include "tessel/eval/runner.h"
 
 namespace tessel::cli {
 namespace {
 
 struct SimCmdOptions {
-  std::string path, hw, trace, outputDir;
+  std::string path, hw, trace, outputDir, plot;
   InputOptions inputs;
   bool json = false;
 };
 
-/// One Chrome trace for the whole run: each subgraph's trace shifted to start after the previous one.
-void writeTrace(const npu::CompiledNpuModel& model, const npu::NpuModelRun& run, const std::string& path) {
+/// Intervals of the --plot chart.
+constexpr size_t kPlotBins = 400;
+
+/// The subgraph calls of a run on one time line: each subgraph's Chrome trace (the simulator's public
+/// output) shifted to start after the previous one; `starts` gets each call's start in microseconds.
+nlohmann::json mergedTrace(const npu::CompiledNpuModel& model, const npu::NpuModelRun& run,
+                           std::vector<std::pair<std::string, double>>& starts) {
   nlohmann::json events = nlohmann::json::array();
   double offsetUs = 0;
   for (const auto& s : run.subgraphs) {
@@ -32,13 +41,87 @@ void writeTrace(const npu::CompiledNpuModel& model, const npu::NpuModelRun& run,
     for (auto& e : doc["traceEvents"]) {
       if (e.contains("ts")) e["ts"] = e["ts"].get<double>() + offsetUs;
       if (e.contains("args") && e["args"].is_object() && e.value("ph", "") == "X") e["args"]["subgraph"] = s.name;
+      if (e.value("ph", "") == "M" && !starts.empty()) continue;  // track names once
       events.push_back(e);
     }
+    starts.emplace_back(s.name, offsetUs);
     offsetUs += static_cast<double>(s.report.totalCycles) / s.report.clockMhz;
   }
+  return {{"traceEvents", events}, {"displayTimeUnit", "ns"}};
+}
+
+void writeTrace(const nlohmann::json& trace, const std::string& path) {
   std::ofstream f(path);
   if (!f) throw UserError(fmt::format("cannot write trace '{}'", path));
-  f << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ns"}}.dump() << "\n";
+  f << trace.dump() << "\n";
+  if (!f) throw UserError(fmt::format("cannot write trace '{}'", path));
+}
+
+/// Per unit, the busy fraction of each of `bins` equal intervals of [0, endUs) from the trace's slices.
+nlohmann::json unitBusy(const nlohmann::json& events, double endUs, size_t bins) {
+  std::map<int, std::string> names;
+  std::map<int, std::vector<double>> busy;
+  const double width = endUs / static_cast<double>(bins);
+  for (const auto& e : events) {
+    std::string ph = e.value("ph", "");
+    if (ph == "M" && e.value("name", "") == "thread_name") names[e["tid"].get<int>()] = e["args"]["name"].get<std::string>();
+    if (ph != "X") continue;
+    std::vector<double>& b = busy.try_emplace(e["tid"].get<int>(), bins, 0.0).first->second;
+    double a = e["ts"].get<double>(), z = a + e["dur"].get<double>();
+    for (size_t k = static_cast<size_t>(a / width); k < bins && static_cast<double>(k) * width < z; ++k)
+      b[k] += std::min(z, static_cast<double>(k + 1) * width) - std::max(a, static_cast<double>(k) * width);
+  }
+  nlohmann::json units = nlohmann::json::array();
+  for (const auto& [tid, name] : names) {
+    std::vector<double> b = busy.count(tid) ? busy[tid] : std::vector<double>(bins, 0.0);
+    for (double& v : b) v = std::clamp(v / width, 0.0, 1.0);
+    units.push_back({{"name", name}, {"busy", b}});
+  }
+  return units;
+}
+
+/// Per SRAM buffer, the peak live bytes within each interval (from the trace's counter tracks).
+nlohmann::json sramUse(const nlohmann::json& events, const nlohmann::json& capacities, double endUs, size_t bins) {
+  std::map<std::string, std::vector<std::pair<double, double>>> steps;  // buffer -> (ts, bytes from ts on)
+  for (const auto& e : events)
+    if (e.value("ph", "") == "C") {
+      std::string name = e["name"].get<std::string>();  // "sram <buffer> bytes"
+      if (name.rfind("sram ", 0) == 0 && name.size() > 11) name = name.substr(5, name.size() - 11);
+      steps[name].emplace_back(e["ts"].get<double>(), e["args"]["live"].get<double>());
+    }
+  const double width = endUs / static_cast<double>(bins);
+  nlohmann::json out = nlohmann::json::array();
+  for (auto& [name, s] : steps) {
+    std::stable_sort(s.begin(), s.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    std::vector<double> peak(bins, 0.0);
+    double current = 0;
+    size_t i = 0;
+    for (size_t k = 0; k < bins; ++k) {
+      double best = current, end = static_cast<double>(k + 1) * width;
+      for (; i < s.size() && s[i].first < end; ++i) current = s[i].second, best = std::max(best, current);
+      peak[k] = best;
+    }
+    out.push_back({{"name", name}, {"capacity", capacities.value(name, uint64_t{0})}, {"bytes", peak}});
+  }
+  return out;
+}
+
+/// The --plot chart's data (tessel_plot.py npu-timeline), in cycles.
+nlohmann::json timelineChart(const nlohmann::json& trace, const nlohmann::json& summary, const npu::NpuModelRun& run,
+                             const std::vector<std::pair<std::string, double>>& starts, const std::string& model) {
+  const double clockMhz = run.subgraphs.front().report.clockMhz;
+  const double endUs = std::max(1e-9, static_cast<double>(summary["cycles"].get<uint64_t>()) / clockMhz);
+  std::vector<double> edges;
+  for (size_t k = 0; k <= kPlotBins; ++k) edges.push_back(static_cast<double>(k) * endUs / kPlotBins * clockMhz);
+  nlohmann::json calls = nlohmann::json::array();
+  for (const auto& [name, us] : starts) calls.push_back({{"name", name}, {"start", us * clockMhz}});
+  return {{"title", fmt::format("{}: {} cycles in {} NPU call(s); matrix-unit utilisation {:.1f}%", model,
+                                summary["cycles"].get<uint64_t>(), run.subgraphs.size(),
+                                100 * summary["mm_utilization"].get<double>())},
+          {"bin_edges", edges},
+          {"units", unitBusy(trace["traceEvents"], endUs, kPlotBins)},
+          {"sram", sramUse(trace["traceEvents"], summary["sram_capacity_bytes"], endUs, kPlotBins)},
+          {"calls", calls}};
 }
 
 void printText(const nlohmann::json& j) {
@@ -61,20 +144,31 @@ void printText(const nlohmann::json& j) {
 
 void simCommand(const SimCmdOptions& o) {
   if (!isNpuModelPath(o.path)) throw UserError(fmt::format("tessel sim: '{}' is not a compiled NPU model (.tnpu)", o.path));
-  npu::CompiledNpuModel model = loadNpuModel(o.path, o.hw);
-  auto tensors = npuModelInputs(model, o.inputs, true);
+  if (!o.plot.empty()) checkPictureOutput("--plot", o.plot);
+  if (!o.outputDir.empty()) makeOutputDirectory(o.outputDir);
+  npu::CompiledNpuModel model = eval::readNpuArtifact(o.path, o.hw);
+  auto tensors = o.inputs.resolve(*eval::inputSignature(model.inputs), true);
   npu::NpuModelRun run = npu::runNpuModel(model, tensors);
   nlohmann::json summary = npu::runSummaryJson(model, run);
   if (!o.outputDir.empty()) {
-    std::filesystem::create_directories(o.outputDir);
-    for (size_t i = 0; i < run.outputs.size(); ++i)
-      writeNpy((std::filesystem::path(o.outputDir) / (fileNameFor(model.outputs[i].name) + ".npy")).string(), run.outputs[i]);
+    std::vector<std::string> names;
+    for (const auto& out : model.outputs) names.push_back(out.name);
+    writeOutputFiles(o.outputDir, names, run.outputs);
+  }
+  if (!o.trace.empty() || !o.plot.empty()) {
+    std::vector<std::pair<std::string, double>> starts;
+    nlohmann::json trace = mergedTrace(model, run, starts);
+    if (!o.trace.empty()) writeTrace(trace, o.trace);
+    if (!o.plot.empty()) {
+      if (run.subgraphs.empty())
+        throw UserError(fmt::format("--plot: nothing of '{}' runs on the NPU (all nodes are on the CPU)", o.path));
+      drawChart("npu-timeline", timelineChart(trace, summary, run, starts, o.path), o.plot);
+    }
   }
   if (o.json)
     fmt::print("{}\n", summary.dump());
   else
     printText(summary);
-  if (!o.trace.empty()) writeTrace(model, run, o.trace);
 }
 
 }  // namespace
@@ -86,13 +180,18 @@ TESSEL_REGISTER_COMMAND(sim, 45, [](CLI::App& app) {
       "Examples:\n"
       "  tessel sim resnet18.tnpu\n"
       "  tessel sim resnet18.tnpu --json --trace trace.json   (open the trace in ui.perfetto.dev)\n"
+      "  tessel sim resnet18.tnpu --plot timeline.svg         (unit activity and SRAM use over time)\n"
       "Exit status: 0 success, 2 bad input, 1 internal error.");
   cmd->add_option("model", o->path, "compiled NPU model (.tnpu)")->required();
-  cmd->add_option("--hw", o->hw, "refuse the file unless it was compiled for this configuration");
+  cmd->add_option("--hw", o->hw, "refuse the file unless it was compiled for this configuration (file or name)");
   o->inputs.addTo(cmd);
   cmd->add_option("--output-dir,-o", o->outputDir, "also write each output as DIR/<output name>.npy");
   cmd->add_flag("--json", o->json, "print one JSON object instead of text");
   cmd->add_option("--trace", o->trace, "write a Chrome/Perfetto trace (one track per unit, SRAM counters)");
+  cmd->add_option("--plot", o->plot,
+                  "draw each unit's busy fraction and each SRAM buffer's live bytes over time (.svg, .png or .pdf; "
+                  "needs matplotlib)")
+      ->type_name("FILE");
   cmd->callback([o]() { simCommand(*o); });
 });
 

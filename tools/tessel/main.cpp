@@ -10,6 +10,8 @@
 #include "tessel/support/error.h"
 
 namespace tessel::cli {
+std::string versionText();  // generated at build time (cmake/tessel_version.cmake)
+
 std::vector<CommandRegistration>& commandRegistry() {
   static std::vector<CommandRegistration> registry;
   return registry;
@@ -23,7 +25,7 @@ int main(int argc, char** argv) {
       "Run `tessel <command> --help` for a command's options."};
   app.name("tessel");
   app.require_subcommand(1);
-  app.set_version_flag("--version", "tessel 0.1.0");
+  app.set_version_flag("--version", tessel::cli::versionText());
   auto& registry = tessel::cli::commandRegistry();
   std::sort(registry.begin(), registry.end(), [](const auto& a, const auto& b) { return a.order < b.order; });
   for (const auto& cmd : registry) cmd.setup(app);
@@ -48,6 +50,8 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const CLI::RuntimeError& e) {  // a command's own exit status (compare: 1 on a mismatch)
+    return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "tessel: error: %s\nRun with --help for usage.\n", e.what());
     return 2;
