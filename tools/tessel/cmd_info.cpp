@@ -34,12 +34,12 @@ nlohmann::json modelFacts(const Model& model, const std::string& path, const std
     nlohmann::json dims = nlohmann::json::array();
     if (v->type.hasRank())
       for (const Dim& d : *v->type.dims) dims.push_back(d.isKnown() ? nlohmann::json(d.value) : nlohmann::json(d.toString()));
-    auto it = declared.find(v->name());
-    return nlohmann::json{{"name", v->name()},
-                          {"dtype", dtypeName(v->type.dtype)},
-                          {"shape", v->type.hasRank() ? dims : nlohmann::json(nullptr)},
-                          {"type", v->type.toString()},
-                          {"declared_type", it != declared.end() ? it->second : v->type.toString()}};
+    nlohmann::json j = {{"name", v->name()},
+                        {"dtype", dtypeName(v->type.dtype)},
+                        {"shape", v->type.hasRank() ? dims : nlohmann::json(nullptr)},
+                        {"type", v->type.toString()}};
+    if (auto it = declared.find(v->name()); it != declared.end()) j["declared_type"] = it->second;
+    return j;
   };
   for (Value* in : g.inputs())
     if (!in->isConstant()) inputs.push_back(valueJson(in));
@@ -88,7 +88,8 @@ void infoCommand(const InfoOptions& o) {
   // Loaded with the undefined dimensions kept, to show them as declared; then fixed for the counts.
   auto model = o.model.load(InferenceMode::Lenient, {}, /*keepOpenDims=*/true);
   std::map<std::string, std::string> declared;
-  for (Value* in : model->graph->inputs()) declared[in->name()] = in->type.toString();
+  for (Value* in : model->graph->inputs())
+    if (!in->isConstant()) declared[in->name()] = in->type.toString();
   ImportOptions fix = o.model.importOptions(InferenceMode::Lenient);
   fixOpenInputDims(*model->graph, fix);
   inferShapesWithMode(*model->graph, InferenceMode::Lenient);

@@ -25,10 +25,8 @@ struct SimCmdOptions {
 /// Intervals of the --plot chart.
 constexpr size_t kPlotBins = 400;
 
-/// The subgraph calls of a run on one time line: each subgraph's Chrome trace (the simulator's public
-/// output) shifted to start after the previous one; `starts` gets each call's start in microseconds.
-nlohmann::json mergedTrace(const npu::CompiledNpuModel& model, const npu::NpuModelRun& run,
-                           std::vector<std::pair<std::string, double>>& starts) {
+/// One Chrome trace for the whole run: each subgraph's trace shifted to start after the previous one.
+nlohmann::json mergedTrace(const npu::CompiledNpuModel& model, const npu::NpuModelRun& run) {
   nlohmann::json events = nlohmann::json::array();
   double offsetUs = 0;
   for (const auto& s : run.subgraphs) {
@@ -41,10 +39,9 @@ nlohmann::json mergedTrace(const npu::CompiledNpuModel& model, const npu::NpuMod
     for (auto& e : doc["traceEvents"]) {
       if (e.contains("ts")) e["ts"] = e["ts"].get<double>() + offsetUs;
       if (e.contains("args") && e["args"].is_object() && e.value("ph", "") == "X") e["args"]["subgraph"] = s.name;
-      if (e.value("ph", "") == "M" && !starts.empty()) continue;  // track names once
+      if (e.value("ph", "") == "M" && offsetUs > 0) continue;  // track names once
       events.push_back(e);
     }
-    starts.emplace_back(s.name, offsetUs);
     offsetUs += static_cast<double>(s.report.totalCycles) / s.report.clockMhz;
   }
   return {{"traceEvents", events}, {"displayTimeUnit", "ns"}};
@@ -57,70 +54,81 @@ void writeTrace(const nlohmann::json& trace, const std::string& path) {
   if (!f) throw UserError(fmt::format("cannot write trace '{}'", path));
 }
 
-/// Per unit, the busy fraction of each of `bins` equal intervals of [0, endUs) from the trace's slices.
-nlohmann::json unitBusy(const nlohmann::json& events, double endUs, size_t bins) {
-  std::map<int, std::string> names;
-  std::map<int, std::vector<double>> busy;
-  const double width = endUs / static_cast<double>(bins);
-  for (const auto& e : events) {
-    std::string ph = e.value("ph", "");
-    if (ph == "M" && e.value("name", "") == "thread_name") names[e["tid"].get<int>()] = e["args"]["name"].get<std::string>();
-    if (ph != "X") continue;
-    std::vector<double>& b = busy.try_emplace(e["tid"].get<int>(), bins, 0.0).first->second;
-    double a = e["ts"].get<double>(), z = a + e["dur"].get<double>();
-    for (size_t k = static_cast<size_t>(a / width); k < bins && static_cast<double>(k) * width < z; ++k)
-      b[k] += std::min(z, static_cast<double>(k + 1) * width) - std::max(a, static_cast<double>(k) * width);
+/// Where one subgraph call of a run starts on the run's time line (calls run one after another).
+struct CallSpan {
+  const npu::LoweredSubgraph* lowered;
+  const npu::SimReport* report;
+  uint64_t offset;  ///< cycles before the call
+};
+
+std::vector<CallSpan> callSpans(const npu::CompiledNpuModel& model, const npu::NpuModelRun& run) {
+  std::vector<CallSpan> spans;
+  uint64_t offset = 0;
+  for (const auto& s : run.subgraphs) {
+    for (const auto& l : model.subgraphs)
+      if (l.name == s.name) spans.push_back({&l, &s.report, offset});
+    offset += s.report.totalCycles;
   }
+  return spans;
+}
+
+/// Per unit, the busy fraction of each of `bins` intervals of `width` cycles (from the per-instruction timing).
+nlohmann::json unitBusy(const std::vector<CallSpan>& spans, double width, size_t bins) {
+  std::vector<std::vector<double>> busy(npu::kNumUnits, std::vector<double>(bins, 0.0));
+  for (const CallSpan& c : spans)
+    for (size_t i = 0; i < c.lowered->program.instructions.size() && i < c.report->timing.size(); ++i) {
+      std::vector<double>& b = busy[static_cast<size_t>(c.lowered->program.instructions[i].unit())];
+      double a = static_cast<double>(c.offset + c.report->timing[i].start);
+      double z = static_cast<double>(c.offset + c.report->timing[i].end);
+      for (size_t k = static_cast<size_t>(a / width); k < bins && static_cast<double>(k) * width < z; ++k)
+        b[k] += std::min(z, static_cast<double>(k + 1) * width) - std::max(a, static_cast<double>(k) * width);
+    }
   nlohmann::json units = nlohmann::json::array();
-  for (const auto& [tid, name] : names) {
-    std::vector<double> b = busy.count(tid) ? busy[tid] : std::vector<double>(bins, 0.0);
-    for (double& v : b) v = std::clamp(v / width, 0.0, 1.0);
-    units.push_back({{"name", name}, {"busy", b}});
+  for (size_t u = 0; u < npu::kNumUnits; ++u) {
+    for (double& v : busy[u]) v = std::clamp(v / width, 0.0, 1.0);
+    units.push_back({{"name", std::string(npu::unitName(static_cast<npu::Unit>(u)))}, {"busy", busy[u]}});
   }
   return units;
 }
 
-/// Per SRAM buffer, the peak live bytes within each interval (from the trace's counter tracks).
-nlohmann::json sramUse(const nlohmann::json& events, const nlohmann::json& capacities, double endUs, size_t bins) {
-  std::map<std::string, std::vector<std::pair<double, double>>> steps;  // buffer -> (ts, bytes from ts on)
-  for (const auto& e : events)
-    if (e.value("ph", "") == "C") {
-      std::string name = e["name"].get<std::string>();  // "sram <buffer> bytes"
-      if (name.rfind("sram ", 0) == 0 && name.size() > 11) name = name.substr(5, name.size() - 11);
-      steps[name].emplace_back(e["ts"].get<double>(), e["args"]["live"].get<double>());
-    }
-  const double width = endUs / static_cast<double>(bins);
+/// Per SRAM buffer, the peak live bytes within each interval (from the reports' SRAM usage steps).
+nlohmann::json sramUse(const std::vector<CallSpan>& spans, double width, size_t bins) {
   nlohmann::json out = nlohmann::json::array();
-  for (auto& [name, s] : steps) {
-    std::stable_sort(s.begin(), s.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  for (size_t buf = 0; buf < npu::kNumBuffers; ++buf) {
     std::vector<double> peak(bins, 0.0);
-    double current = 0;
-    size_t i = 0;
-    for (size_t k = 0; k < bins; ++k) {
-      double best = current, end = static_cast<double>(k + 1) * width;
-      for (; i < s.size() && s[i].first < end; ++i) current = s[i].second, best = std::max(best, current);
-      peak[k] = best;
+    uint64_t capacity = 0;
+    for (const CallSpan& c : spans) {
+      capacity = std::max(capacity, c.report->capacityBytes[buf]);
+      const auto& steps = c.report->sramUsage[buf];  // (cycle, live bytes from then on), in cycle order
+      for (size_t i = 0; i < steps.size(); ++i) {
+        double a = static_cast<double>(c.offset + steps[i].first);
+        double z = static_cast<double>(c.offset + (i + 1 < steps.size() ? steps[i + 1].first : c.report->totalCycles));
+        for (size_t k = static_cast<size_t>(a / width); k < bins && static_cast<double>(k) * width <= z; ++k)
+          peak[k] = std::max(peak[k], static_cast<double>(steps[i].second));
+      }
     }
-    out.push_back({{"name", name}, {"capacity", capacities.value(name, uint64_t{0})}, {"bytes", peak}});
+    out.push_back({{"name", std::string(npu::bufferName(static_cast<npu::Buffer>(buf)))}, {"capacity", capacity},
+                   {"bytes", peak}});
   }
   return out;
 }
 
 /// The --plot chart's data (tessel_plot.py npu-timeline), in cycles.
-nlohmann::json timelineChart(const nlohmann::json& trace, const nlohmann::json& summary, const npu::NpuModelRun& run,
-                             const std::vector<std::pair<std::string, double>>& starts, const std::string& model) {
-  const double clockMhz = run.subgraphs.front().report.clockMhz;
-  const double endUs = std::max(1e-9, static_cast<double>(summary["cycles"].get<uint64_t>()) / clockMhz);
+nlohmann::json timelineChart(const npu::CompiledNpuModel& model, const npu::NpuModelRun& run,
+                             const nlohmann::json& summary, const std::string& path) {
+  std::vector<CallSpan> spans = callSpans(model, run);
+  const double total = std::max<double>(1.0, static_cast<double>(summary["cycles"].get<uint64_t>()));
+  const double width = total / static_cast<double>(kPlotBins);
   std::vector<double> edges;
-  for (size_t k = 0; k <= kPlotBins; ++k) edges.push_back(static_cast<double>(k) * endUs / kPlotBins * clockMhz);
+  for (size_t k = 0; k <= kPlotBins; ++k) edges.push_back(static_cast<double>(k) * width);
   nlohmann::json calls = nlohmann::json::array();
-  for (const auto& [name, us] : starts) calls.push_back({{"name", name}, {"start", us * clockMhz}});
-  return {{"title", fmt::format("{}: {} cycles in {} NPU call(s); matrix-unit utilisation {:.1f}%", model,
+  for (const CallSpan& c : spans) calls.push_back({{"name", c.lowered->name}, {"start", c.offset}});
+  return {{"title", fmt::format("{}: {} cycles in {} NPU call(s); matrix-unit utilisation {:.1f}%", path,
                                 summary["cycles"].get<uint64_t>(), run.subgraphs.size(),
                                 100 * summary["mm_utilization"].get<double>())},
           {"bin_edges", edges},
-          {"units", unitBusy(trace["traceEvents"], endUs, kPlotBins)},
-          {"sram", sramUse(trace["traceEvents"], summary["sram_capacity_bytes"], endUs, kPlotBins)},
+          {"units", unitBusy(spans, width, kPlotBins)},
+          {"sram", sramUse(spans, width, kPlotBins)},
           {"calls", calls}};
 }
 
@@ -155,15 +163,11 @@ void simCommand(const SimCmdOptions& o) {
     for (const auto& out : model.outputs) names.push_back(out.name);
     writeOutputFiles(o.outputDir, names, run.outputs);
   }
-  if (!o.trace.empty() || !o.plot.empty()) {
-    std::vector<std::pair<std::string, double>> starts;
-    nlohmann::json trace = mergedTrace(model, run, starts);
-    if (!o.trace.empty()) writeTrace(trace, o.trace);
-    if (!o.plot.empty()) {
-      if (run.subgraphs.empty())
-        throw UserError(fmt::format("--plot: nothing of '{}' runs on the NPU (all nodes are on the CPU)", o.path));
-      drawChart("npu-timeline", timelineChart(trace, summary, run, starts, o.path), o.plot);
-    }
+  if (!o.trace.empty()) writeTrace(mergedTrace(model, run), o.trace);
+  if (!o.plot.empty()) {
+    if (run.subgraphs.empty())
+      throw UserError(fmt::format("--plot: nothing of '{}' runs on the NPU (all nodes are on the CPU)", o.path));
+    drawChart("npu-timeline", timelineChart(model, run, summary, o.path), o.plot);
   }
   if (o.json)
     fmt::print("{}\n", summary.dump());

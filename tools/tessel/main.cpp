@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "command.h"
+#include "tessel/support/data_paths.h"
 #include "tessel/support/error.h"
 
 namespace tessel::cli {
@@ -25,7 +27,10 @@ int main(int argc, char** argv) {
       "Run `tessel <command> --help` for a command's options."};
   app.name("tessel");
   app.require_subcommand(1);
-  app.set_version_flag("--version", tessel::cli::versionText());
+  // Where this tessel reads its runtime sources, configurations and plotting script (an installed prefix or the
+  // source tree it was built from).
+  app.set_version_flag("--version", tessel::cli::versionText() + "\ndata: " +
+                                        std::filesystem::path(tessel::dataPaths().runtimeDir).parent_path().string());
   auto& registry = tessel::cli::commandRegistry();
   std::sort(registry.begin(), registry.end(), [](const auto& a, const auto& b) { return a.order < b.order; });
   for (const auto& cmd : registry) cmd.setup(app);

@@ -22,8 +22,9 @@ except ImportError as e:  # tessel turns status 3 into "install python3-matplotl
     print(f"tessel_plot: matplotlib is not available: {e}", file=sys.stderr)
     sys.exit(3)
 
-# Same picture for the same data: no dates, fixed ids in the SVG.
+# Same picture for the same data: no dates, fixed ids in the SVG; text stays text (searchable, smaller).
 matplotlib.rcParams["svg.hashsalt"] = "tessel"
+matplotlib.rcParams["svg.fonttype"] = "none"
 METADATA = {"svg": {"Date": None}, "pdf": {"CreationDate": None}, "png": {}}
 
 
@@ -69,7 +70,7 @@ def npu_timeline(data, out):
         top.axhline(base, color="grey", linewidth=0.4)
     top.set_yticks([len(units) - 1 - i + 0.42 for i in range(len(units))], [u["name"] for u in units])
     top.set_ylim(0, len(units))
-    top.set_ylabel("unit busy (lane height = fraction of the interval)")
+    top.set_ylabel("busy fraction per unit")
     for call in data.get("calls", []):
         for ax in (top, bottom):
             ax.axvline(call["start"], color="black", linewidth=0.4, linestyle=":")
@@ -78,7 +79,7 @@ def npu_timeline(data, out):
         cap = b["capacity"] or 1
         bottom.step(mids, [100.0 * v / cap for v in b["bytes"]], where="mid", color=palette(i % 10),
                     label=f"{b['name']} (capacity {b['capacity'] / 1024:.0f} KiB)")
-    bottom.set_ylabel("SRAM live bytes, % of capacity")
+    bottom.set_ylabel("SRAM live, % of capacity")
     bottom.set_ylim(0, 105)
     bottom.set_xlabel("cycle")
     bottom.legend(fontsize=7, loc="upper right")
