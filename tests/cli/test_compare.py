@@ -7,13 +7,15 @@ Usage: test_compare.py --tessel build/tessel"""
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_checks import Checks  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "../.."))
 INJECTED = 1e-3
@@ -34,20 +36,7 @@ def with_injected_error(src, dst, index):
     onnx.save(m, dst)
 
 
-class Checks:
-    def __init__(self, tessel):
-        self.tessel, self.failures, self.count = tessel, [], 0
-
-    def run(self, args):
-        p = subprocess.run([self.tessel] + args, capture_output=True, text=True, timeout=600)
-        return p.returncode, p.stdout, p.stderr
-
-    def check(self, name, ok, detail=""):
-        self.count += 1
-        print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {str(detail)[:800]}"))
-        if not ok:
-            self.failures.append(name)
-
+class CompareChecks(Checks):
     def compile(self, args):
         code, out, err = self.run(["compile"] + args)
         if code != 0:
@@ -85,7 +74,7 @@ def check_model(c, d, model, tag, index, inputs):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tessel", default=os.path.join(REPO, "build/tessel"))
-    c = Checks(os.path.abspath(ap.parse_args().tessel))
+    c = CompareChecks(os.path.abspath(ap.parse_args().tessel))
     digits = os.path.join(REPO, "examples/digits/digits.onnx")
     with tempfile.TemporaryDirectory() as d:
         j = lambda n: os.path.join(d, n)
@@ -135,8 +124,7 @@ def main():
                         ["--input", f"input={os.path.join(models, 'resnet18.input.npy')}"])
         else:
             print("note: TESSEL_MODELS_DIR has no resnet18.onnx; the ResNet-18 comparisons were not run")
-    print(f"{c.count - len(c.failures)} passed, {len(c.failures)} failed")
-    return 1 if c.failures else 0
+    return c.summary()
 
 
 if __name__ == "__main__":

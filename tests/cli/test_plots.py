@@ -9,28 +9,14 @@ import argparse
 import json
 import os
 import stat
-import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_checks import Checks  # noqa: E402
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "../.."))
-
-
-class Checks:
-    def __init__(self, tessel):
-        self.tessel, self.failures, self.count = tessel, [], 0
-
-    def run(self, args, env=None):
-        p = subprocess.run([self.tessel] + args, capture_output=True, text=True, timeout=600,
-                           env=dict(os.environ, **(env or {})))
-        return p.returncode, p.stdout, p.stderr
-
-    def check(self, name, ok, detail=""):
-        self.count += 1
-        print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {str(detail)[:800]}"))
-        if not ok:
-            self.failures.append(name)
 
 
 def svg_text(path):
@@ -118,8 +104,7 @@ def main():
             check_model(c, d, resnet, "resnet18")
         else:
             print("note: TESSEL_MODELS_DIR has no resnet18.onnx; the ResNet-18 pictures were not drawn")
-    print(f"{c.count - len(c.failures)} passed, {len(c.failures)} failed")
-    return 1 if c.failures else 0
+    return c.summary()
 
 
 if __name__ == "__main__":

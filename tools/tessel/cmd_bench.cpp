@@ -223,6 +223,46 @@ void writeTrace(std::ofstream& f, const std::string& path, const std::string& mo
   if (!f) throw UserError(fmt::format("cannot write trace '{}'", path));
 }
 
+/// What timing a compiled model measured, and the facts of the model it read.
+struct Timing {
+  std::vector<Run> runs;
+  std::vector<cpu::CompiledStepInfo> steps;
+  double flops = 0;
+  std::string hash;
+};
+
+/// Loads the library at `path` on `threads` threads, checks and places the inputs, and times the warm-up and
+/// timed runs (each kernel call too when `profiling`).
+Timing timeModel(const std::string& path, int threads, const BenchOptions& o, bool profiling) {
+  Timing t;
+  cpu::CompiledModel model(path, threads);
+  t.flops = model.flops();
+  t.hash = model.hash();
+  t.steps = model.steps();
+  auto tensors = o.inputs.resolve(*eval::inputSignature(model.inputs()), true);
+  std::vector<const void*> in;
+  for (const auto& info : model.inputs()) in.push_back(tensors.at(info.name).rawData());
+  std::vector<Tensor> outs;
+  std::vector<void*> out;
+  for (const auto& info : model.outputs()) {
+    outs.emplace_back(info.dtype, info.shape);
+    out.push_back(outs.back().rawData());
+  }
+  std::vector<double> record(t.steps.size() + 1);
+  if (profiling) model.setProfile(record.data());
+  for (int i = 0; i < o.warmup; ++i) model.runRaw(in.data(), out.data());
+  for (int i = 0; i < o.iterations; ++i) {
+    Run run;
+    run.startNs = steadyNs();
+    model.runRaw(in.data(), out.data());
+    run.ns = steadyNs() - run.startNs;
+    if (profiling) run.steps = record;
+    t.runs.push_back(std::move(run));
+  }
+  model.setProfile(nullptr);
+  return t;
+}
+
 /// The --plot chart: the `top` slowest kernel calls (median ms), the rest folded into one bar.
 nlohmann::json profileChart(const std::vector<ProfileRow>& rows, size_t top, const std::string& model, int threads) {
   std::vector<const ProfileRow*> sorted;
@@ -255,10 +295,8 @@ void benchCommand(const BenchOptions& o) {
   if (o.warmup < 0) throw UserError("--warmup must not be negative");
   if (o.plotTop < 1) throw UserError(fmt::format("--plot-top {}: expected at least 1", o.plotTop));
   if (!o.plot.empty()) checkPictureOutput("--plot", o.plot);
+  o.model.refuseShapesOfCompiled();
   bool compiled = eval::artifactKind(o.model.path) == "cpu";
-  if (compiled && !o.model.inputShapes.empty())
-    throw UserError(fmt::format("--input-shape applies to model files (.onnx, .tir); '{}' was compiled for fixed "
-                                "input shapes", o.model.path));
   // Open the trace first: a bad path is reported before minutes of compiling and timing.
   std::ofstream traceFile;
   if (!o.trace.empty()) {
@@ -279,37 +317,11 @@ void benchCommand(const BenchOptions& o) {
   bool profiling = o.profile || !o.trace.empty() || !o.plot.empty();
   std::string path = compiled ? o.model.path : compileForBench(o);
   int threads = o.threads > 0 ? o.threads : rt::hardware_thread_count();
-  std::vector<Run> runs;
-  double flops = 0;
-  std::string hash;
-  std::vector<cpu::CompiledStepInfo> steps;
-  {
-    cpu::CompiledModel model(path, threads);
-    flops = model.flops();
-    hash = model.hash();
-    steps = model.steps();
-    auto tensors = o.inputs.resolve(*eval::inputSignature(model.inputs()), true);
-    std::vector<const void*> in;
-    for (const auto& info : model.inputs()) in.push_back(tensors.at(info.name).rawData());
-    std::vector<Tensor> outs;
-    std::vector<void*> out;
-    for (const auto& info : model.outputs()) {
-      outs.emplace_back(info.dtype, info.shape);
-      out.push_back(outs.back().rawData());
-    }
-    std::vector<double> record(steps.size() + 1);
-    if (profiling) model.setProfile(record.data());
-    for (int i = 0; i < o.warmup; ++i) model.runRaw(in.data(), out.data());
-    for (int i = 0; i < o.iterations; ++i) {
-      Run run;
-      run.startNs = steadyNs();
-      model.runRaw(in.data(), out.data());
-      run.ns = steadyNs() - run.startNs;
-      if (profiling) run.steps = record;
-      runs.push_back(std::move(run));
-    }
-    model.setProfile(nullptr);
-  }
+  Timing timing = timeModel(path, threads, o, profiling);
+  std::vector<Run>& runs = timing.runs;
+  const std::vector<cpu::CompiledStepInfo>& steps = timing.steps;
+  const double flops = timing.flops;
+  const std::string& hash = timing.hash;
   if (!compiled) std::filesystem::remove(path);
   std::vector<double> ms;
   for (const Run& r : runs) ms.push_back(r.ns / 1e6);

@@ -21,10 +21,8 @@ struct RunOptions {
 };
 
 void runCommand(const RunOptions& o) {
+  o.model.refuseShapesOfCompiled();
   const std::string kind = eval::artifactKind(o.model.path);
-  if (kind != "model" && !o.model.inputShapes.empty())
-    throw UserError(fmt::format("--input-shape applies to model files (.onnx, .tir); '{}' was compiled for fixed "
-                                "input shapes", o.model.path));
   if (!o.outputDir.empty()) makeOutputDirectory(o.outputDir);
   std::map<std::string, Tensor> given = o.inputs.readGiven();
   eval::RunnerOptions ro;

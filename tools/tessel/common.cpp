@@ -6,6 +6,7 @@
 #include <set>
 
 #include "tessel/eval/inputs.h"
+#include "tessel/eval/runner.h"
 #include "tessel/frontend/tensor_io.h"
 #include "tessel/rt/cpu.h"
 
@@ -27,6 +28,13 @@ void ModelOptions::addTo(CLI::App* cmd, const std::string& modelHelp, bool requi
   addRepeatable(cmd, "--input-shape", inputShapes,
                 "fix an input's shape, e.g. --input-shape input:1x3x224x224 (repeatable; undefined dimensions are "
                 "otherwise 1)");
+}
+
+void ModelOptions::refuseShapesOfCompiled() const {
+  std::string kind = eval::artifactKind(path);
+  if (!inputShapes.empty() && (kind == "cpu" || kind == "npu"))
+    throw UserError(fmt::format("--input-shape applies to model files (.onnx, .tir); '{}' was compiled for fixed "
+                                "input shapes (compile it with --input-shape instead)", path));
 }
 
 std::map<std::string, Shape> ModelOptions::shapeOverrides() const {

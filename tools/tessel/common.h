@@ -27,6 +27,8 @@ struct ModelOptions {
   /// Loads the model with importOptions().
   std::unique_ptr<Model> load(InferenceMode mode, const std::map<std::string, Shape>& given = {},
                               bool keepOpenDims = false) const;
+  /// UserError when --input-shape is given for a compiled model (.so, .tnpu), whose shapes are fixed.
+  void refuseShapesOfCompiled() const;
   /// NAME -> shape; UserError for a malformed spec or a name given twice.
   std::map<std::string, Shape> shapeOverrides() const;
 };
