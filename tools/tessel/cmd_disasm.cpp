@@ -27,13 +27,11 @@ void disasmCommand(const DisasmOptions& o) {
                s.program.instructions.size(), s.dramWords, s.constants.size());
     for (const auto& t : s.inputs) fmt::print("  in  {} {} at word {} ({} words{})\n", t.name, shapeToString(t.shape), t.addr, t.words, t.channelsLast ? ", NHWC" : "");
     for (const auto& t : s.outputs) fmt::print("  out {} {} at word {} ({} words{})\n", t.name, shapeToString(t.shape), t.addr, t.words, t.channelsLast ? ", NHWC" : "");
-    for (const auto& op : s.ops) {
-      fmt::print("; {} ({}) instructions {}..{} {}\n", op.node, op.opType, op.firstInstruction,
-                 op.firstInstruction + op.instructions, op.tiling);
-      if (o.summaryOnly) continue;
-      for (size_t i = op.firstInstruction; i < op.firstInstruction + op.instructions && i < s.program.instructions.size(); ++i)
-        fmt::print("{:>7}  {}\n", i, npu::disassemble(s.program.instructions[i]));
-    }
+    for (const auto& op : s.ops) fmt::print("; {} ({}): {} instructions {}\n", op.node, op.opType, op.instructions, op.tiling);
+    if (o.summaryOnly) continue;
+    // Scheduled programs interleave the nodes' instructions: each line names its node.
+    for (size_t i = 0; i < s.program.instructions.size(); ++i)
+      fmt::print("{:>7}  {:<70} ; {}\n", i, npu::disassemble(s.program.instructions[i]), s.ops[s.instructionOp[i]].node);
   }
 }
 

@@ -18,43 +18,43 @@ void OperandAccess::forEachWord(const std::function<void(uint64_t)>& fn) const {
 
 std::vector<OperandAccess> sramAccesses(const Instruction& in) {
   std::vector<OperandAccess> out;
-  auto add = [&](SramOperand op, uint32_t outer, uint32_t inner, uint32_t vec, AccessKind kind) {
-    out.push_back(OperandAccess{op, outer, inner, vec, kind});
+  auto add = [&](uint8_t slot, SramOperand op, uint32_t outer, uint32_t inner, uint32_t vec, AccessKind kind) {
+    out.push_back(OperandAccess{op, outer, inner, vec, kind, slot});
   };
   auto perChannel = [](SramOperand op) { return SramOperand{op.buffer, op.addr, 0, 0}; };
   const auto R = AccessKind::ReadAtStart, W = AccessKind::WriteAtFinish;
   switch (in.opcode) {
     case Opcode::Sync: break;
     case Opcode::Load:
-      add(in.dst, in.padTop + in.outer + in.padBottom, in.padLeft + in.inner + in.padRight, in.vecLen, W);
+      add(0, in.dst, in.padTop + in.outer + in.padBottom, in.padLeft + in.inner + in.padRight, in.vecLen, W);
       break;
-    case Opcode::Store: add(in.srcA, in.outer, in.inner, in.vecLen, R); break;
+    case Opcode::Store: add(1, in.srcA, in.outer, in.inner, in.vecLen, R); break;
     case Opcode::Gemm:
-      add(in.srcA, in.outer, in.inner, in.gemmK, R);
-      if (!in.keepWeights) add(SramOperand{Buffer::Weight, in.srcB.addr, in.gemmN, 0}, in.gemmK, 1, in.gemmN, R);
-      if (in.accumulate) add(in.dst, in.outer, in.inner, in.gemmN, AccessKind::ReadAtFinish);
-      add(in.dst, in.outer, in.inner, in.gemmN, W);
+      add(1, in.srcA, in.outer, in.inner, in.gemmK, R);
+      if (!in.keepWeights) add(2, SramOperand{Buffer::Weight, in.srcB.addr, in.gemmN, 0}, in.gemmK, 1, in.gemmN, R);
+      if (in.accumulate) add(0, in.dst, in.outer, in.inner, in.gemmN, AccessKind::ReadAtFinish);
+      add(0, in.dst, in.outer, in.inner, in.gemmN, W);
       break;
     case Opcode::VecBinary:
-      add(in.srcA, in.outer, in.inner, in.vecLen, R);
-      add(in.srcB, in.outer, in.inner, in.vecLen, R);
-      if (in.vecOp == VecOp::MulAcc) add(in.dst, in.outer, in.inner, in.vecLen, R);
-      add(in.dst, in.outer, in.inner, in.vecLen, W);
+      add(1, in.srcA, in.outer, in.inner, in.vecLen, R);
+      add(2, in.srcB, in.outer, in.inner, in.vecLen, R);
+      if (in.vecOp == VecOp::MulAcc) add(0, in.dst, in.outer, in.inner, in.vecLen, R);
+      add(0, in.dst, in.outer, in.inner, in.vecLen, W);
       break;
     case Opcode::VecUnary:
-      if (in.vecOp != VecOp::Fill) add(in.srcA, in.outer, in.inner, in.vecLen, R);
-      add(in.dst, in.outer, in.inner, in.vecLen, W);
+      if (in.vecOp != VecOp::Fill) add(1, in.srcA, in.outer, in.inner, in.vecLen, R);
+      add(0, in.dst, in.outer, in.inner, in.vecLen, W);
       break;
     case Opcode::VecAffine:
-      add(in.srcA, in.outer, in.inner, in.vecLen, R);
-      add(perChannel(in.srcB), 1, 1, in.vecLen, R);
-      add(perChannel(in.srcC), 1, 1, in.vecLen, R);
-      add(in.dst, in.outer, in.inner, in.vecLen, W);
+      add(1, in.srcA, in.outer, in.inner, in.vecLen, R);
+      add(2, perChannel(in.srcB), 1, 1, in.vecLen, R);
+      add(3, perChannel(in.srcC), 1, 1, in.vecLen, R);
+      add(0, in.dst, in.outer, in.inner, in.vecLen, W);
       break;
     case Opcode::VecReduce:
-      add(in.srcA, in.outer, in.inner, in.vecLen, R);
-      if (in.accumulate) add(perChannel(in.dst), 1, 1, in.vecLen, R);
-      add(perChannel(in.dst), 1, 1, in.vecLen, W);
+      add(1, in.srcA, in.outer, in.inner, in.vecLen, R);
+      if (in.accumulate) add(0, perChannel(in.dst), 1, 1, in.vecLen, R);
+      add(0, perChannel(in.dst), 1, 1, in.vecLen, W);
       break;
   }
   return out;

@@ -1,5 +1,5 @@
-// Internals of the NPU lowering shared by the operator interpreters: the dependency-tracking instruction
-// emitter, the per-subgraph lowering context (DRAM layout, constants, SRAM slots) and the op-family table.
+// Internals of the NPU lowering shared by the operator interpreters: the per-subgraph lowering context (DRAM
+// layout, constants, the program builder on virtual SRAM regions), instruction builders and the op-family table.
 #pragma once
 
 #include <array>
@@ -13,40 +13,10 @@
 #include "tessel/ir/graph.h"
 #include "tessel/targets/npu/isa.h"
 #include "tessel/targets/npu/lowering.h"
+#include "tessel/targets/npu/schedule.h"
+#include "schedule/virtual_program.h"
 
 namespace tessel::npu::lower {
-
-/// Appends instructions in program order and adds the dependency tokens they need (S2.2): for every SRAM
-/// and DRAM word range an instruction reads or writes, the last writer (RAW) and, for writes, the readers
-/// and writer since (WAR, WAW) on *other* units become waits; the producer gets the matching signal bit
-/// after the fact. Same-unit order is kept by the hardware (in-order issue and completion, interlock).
-/// Ranges are the bounding word intervals of the accessed boxes, which is conservative and therefore safe.
-class Emitter {
- public:
-  /// Emits one instruction; returns its index in the program.
-  size_t emit(Instruction inst);
-  const Program& program() const { return program_; }
-  Program take() { return std::move(program_); }
-  size_t size() const { return program_.instructions.size(); }
-
- private:
-  struct Segment {
-    uint64_t hi = 0;      ///< last word (inclusive); the map key is the first
-    int64_t writer = -1;  ///< program index of the last write
-    std::array<int64_t, kNumUnits> readers{-1, -1, -1, -1};  ///< latest reader per unit since that write
-  };
-  using SegmentMap = std::map<uint64_t, Segment>;
-  void track(SegmentMap& map, uint64_t lo, uint64_t hi, bool write, int64_t index, Unit unit,
-             std::array<int64_t, kNumUnits>& need);
-  static void splitAt(SegmentMap& map, uint64_t at);
-
-  Program program_;
-  std::array<SegmentMap, kNumBuffers> sram_;
-  SegmentMap dram_;
-  /// covered_[from][to]: program index of the producer whose token `to` consumed last from `from`.
-  std::array<std::array<int64_t, kNumUnits>, kNumUnits> covered_{{{-1, -1, -1, -1}, {-1, -1, -1, -1},
-                                                                   {-1, -1, -1, -1}, {-1, -1, -1, -1}}};
-};
 
 /// A fused activation applied by the vector unit in place (vun).
 struct Activation {
@@ -70,9 +40,27 @@ struct TensorLoc {
 /// State of lowering one subgraph.
 class LowerContext {
  public:
-  LowerContext(const Graph& body, const hw::NpuConfig& cfg);
+  LowerContext(const Graph& body, const hw::NpuConfig& cfg, const NpuSchedule& schedule);
   const hw::NpuConfig& cfg;
-  Emitter emitter;
+  const NpuSchedule& schedule;
+  /// Instructions on virtual SRAM regions, tile by tile; scheduled after the whole subgraph is lowered.
+  sched::ProgramBuilder builder;
+  uint32_t group = 0;  ///< schedule group being lowered
+
+  /// The schedule's tiling of a node (internal error when the verified schedule has none).
+  const NodeTiling& tiling(const Node& node) const;
+  /// Starts tile `index` of `node`: what follows is one unit of the sliding window.
+  void beginTile(const Node& node, uint32_t index) { builder.beginTile(node.name(), group, index); }
+  /// A new SRAM region of the current tile.
+  int32_t region(Buffer b, uint64_t words) { return builder.region(b, words); }
+  /// An operand addressing a region.
+  SramOperand at(int32_t region, uint64_t offset = 0, uint64_t strideOuter = 0, uint64_t strideInner = 0) const {
+    return builder.at(region, offset, strideOuter, strideInner);
+  }
+  /// Emits an instruction whose operands address the regions given in the order dst, srcA, srcB, srcC.
+  void emit(const Instruction& inst, int32_t dst = -1, int32_t srcA = -1, int32_t srcB = -1, int32_t srcC = -1) {
+    builder.emit(inst, {dst, srcA, srcB, srcC});
+  }
 
   /// DRAM location of a (non-constant, or constant) value of the body.
   const TensorLoc& loc(const Value* v);
@@ -80,18 +68,12 @@ class LowerContext {
   const Tensor* constant(const Value* v) const;
   /// Appends words to the constant region; returns their DRAM word address.
   uint64_t addConstant(const std::vector<float>& words);
-  /// Allocates the DRAM region of a value produced by a node (released when its last use is lowered).
+  /// Gives a value produced by a node its own DRAM region (regions are not reused, so the scheduler may
+  /// overlap any two nodes that do not depend on each other).
   void allocate(const Value* v);
-  /// Frees the regions of values whose last use is `node` (not subgraph outputs).
-  void releaseAfter(const Node& node);
 
-  /// Capacity in words of one of the two slots each buffer is split into (double buffering).
-  uint64_t slotWords(Buffer b) const { return cfg.bufferWords(static_cast<size_t>(b)) / 2; }
-  /// Word address of slot `i % 2` of a buffer.
-  uint32_t slot(Buffer b, uint64_t i) const { return static_cast<uint32_t>((i % 2) * slotWords(b)); }
-
-  /// When a Conv/Gemm/MatMul's only consumer is an activation, the lowering applies it in place and the
-  /// activation node is skipped: fusedInto[activation node] = producer.
+  /// Activations the schedule fuses into a Conv/Gemm/MatMul (applied in place, the activation node is
+  /// skipped): fusedInto[activation node] = producer.
   std::map<const Node*, const Node*> fusedInto;
   /// The value a node's result must be stored to (the activation's output when fused).
   const Value* resultValue(const Node& node) const;
@@ -104,9 +86,6 @@ class LowerContext {
 
  private:
   std::map<const Value*, TensorLoc> locs_;
-  std::map<const Value*, size_t> lastUse_;        // value -> index of the last node reading it
-  std::map<const Node*, size_t> nodeIndex_;
-  std::vector<std::pair<uint64_t, uint64_t>> free_;  // (addr, words) free DRAM blocks above activationBase
   const Graph& body_;
 };
 
@@ -142,7 +121,7 @@ Instruction makeVecUnary(VecOp op, SramOperand dst, SramOperand a, uint32_t oute
 Instruction makeVecBinary(VecOp op, SramOperand dst, SramOperand a, SramOperand b, uint32_t outer, uint32_t inner,
                           uint32_t vecLen);
 SramOperand operand(Buffer b, uint64_t addr, uint64_t strideOuter = 0, uint64_t strideInner = 0);
-/// Moves `words` contiguous words (any count) between DRAM and SRAM in boxes the encoding accepts.
-void loadContiguous(Emitter& e, Buffer b, uint64_t sramAddr, uint64_t dramAddr, uint64_t words);
+/// Loads `words` contiguous DRAM words (any count) into `region` at `offset`, in boxes the encoding accepts.
+void loadContiguous(LowerContext& ctx, int32_t region, uint64_t offset, uint64_t dramAddr, uint64_t words);
 
 }  // namespace tessel::npu::lower

@@ -1,8 +1,12 @@
-// NPU operator interpreters of the matrix family: Conv (plain, grouped, depthwise), Gemm and MatMul (as a
-// 1x1 convolution over rows). Output tiles of rows x columns x <=DIM channels sized to the buffers' slots.
+// NPU operator interpreters of the matrix family: Conv (plain, grouped, packed for few input channels,
+// depthwise on the vector unit), Gemm and MatMul (as a 1x1 convolution over rows). The tiles come from the
+// schedule: output tiles of rows x columns, output channels in passes of several DIM-wide gemm blocks that
+// share one input load, input channels in blocks, weights resident per pass or streamed per tile.
 #include <algorithm>
 #include <fmt/format.h>
+#include <map>
 
+#include "geometry.h"
 #include "lower_context.h"
 #include "tessel/support/error.h"
 
@@ -10,33 +14,12 @@ namespace tessel::npu::lower {
 namespace {
 
 /// A 2-D convolution in NHWC DRAM layout with OIHW weights (already scaled) and an optional bias.
-struct ConvProblem {
-  int64_t N = 1, C = 1, H = 1, W = 1, M = 1, KH = 1, KW = 1;
-  int64_t sH = 1, sW = 1, dH = 1, dW = 1, pT = 0, pL = 0, pB = 0, pR = 0, group = 1;
-  int64_t OH = 1, OW = 1;
+struct ConvProblem : ConvGeometry {
   std::vector<float> weights;  ///< [M][C/group][KH][KW]
   std::vector<float> bias;     ///< [M] or empty
   uint64_t inAddr = 0, outAddr = 0;
   std::optional<Activation> activation;
 };
-
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-/// Output tile rows x cols such that the accumulator tile and the input tile fit one slot each.
-std::pair<int64_t, int64_t> chooseTile(const ConvProblem& p, int64_t channelsOut, int64_t channelsIn, uint64_t accSlot,
-                                       uint64_t inpSlot) {
-  auto inRows = [&](int64_t th) { return (th - 1) * p.sH + (p.KH - 1) * p.dH + 1; };
-  auto inCols = [&](int64_t tw) { return (tw - 1) * p.sW + (p.KW - 1) * p.dW + 1; };
-  for (int64_t parts = 1; parts <= p.OW; ++parts) {
-    int64_t tw = ceilDiv(p.OW, parts);
-    if (tw >= 65536 || static_cast<uint64_t>(inCols(tw) * channelsIn) > inpSlot) continue;
-    int64_t th = std::min<int64_t>({p.OH, 65535, static_cast<int64_t>(accSlot / static_cast<uint64_t>(tw * channelsOut))});
-    while (th >= 1 && static_cast<uint64_t>(inRows(th) * inCols(tw) * channelsIn) > inpSlot) --th;
-    if (th >= 1) return {th, tw};
-  }
-  throw UserError(fmt::format("npu lowering: a {}x{} convolution window of {} channels does not fit the input buffer "
-                              "({} words per slot)", p.KH, p.KW, channelsIn, inpSlot));
-}
 
 /// Window of one output tile in input coordinates, clipped to the image, with the zero padding around it.
 struct InputWindow {
@@ -62,170 +45,226 @@ InputWindow inputWindow(const ConvProblem& p, int64_t oy0, int64_t th, int64_t o
   return w;
 }
 
-/// Loads the input window of channels [c0, c0 + cb) of image n into `inp` at `addr` (padded tile layout).
-void loadInputTile(LowerContext& ctx, const ConvProblem& p, const InputWindow& w, int64_t n, int64_t c0, int64_t cb,
-                   uint32_t addr) {
-  Instruction ld = makeLoad(operand(Buffer::Input, addr, w.tileCols * cb, cb),
-                            p.inAddr + ((n * p.H + w.y0) * p.W + w.x0) * p.C + c0, p.W * p.C, p.C,
-                            static_cast<uint32_t>(w.rows), static_cast<uint32_t>(w.cols), static_cast<uint32_t>(cb));
+/// Loads the input window of channels [c0, c0 + cb) of image n into a new `inp` region (padded tile layout).
+int32_t loadInputTile(LowerContext& ctx, const ConvProblem& p, const InputWindow& w, int64_t n, int64_t c0, int64_t cb) {
+  const int32_t r = ctx.region(Buffer::Input, static_cast<uint64_t>(w.tileRows * w.tileCols * cb));
+  Instruction ld = makeLoad(ctx.at(r, 0, w.tileCols * cb, cb), p.inAddr + ((n * p.H + w.y0) * p.W + w.x0) * p.C + c0,
+                            p.W * p.C, p.C, static_cast<uint32_t>(w.rows), static_cast<uint32_t>(w.cols),
+                            static_cast<uint32_t>(cb));
   ld.padTop = static_cast<uint8_t>(w.padTop), ld.padBottom = static_cast<uint8_t>(w.padBottom);
   ld.padLeft = static_cast<uint8_t>(w.padLeft), ld.padRight = static_cast<uint8_t>(w.padRight);
-  ctx.emitter.emit(ld);
+  ctx.emit(ld, r);
+  return r;
 }
 
-/// Bias add (per-channel vector in `out` broadcast over the tile), the fused activation, and the store.
-void finishTile(LowerContext& ctx, const ConvProblem& p, SramOperand tile, int64_t th, int64_t tw, int64_t nb,
-                std::optional<uint32_t> biasAddr, uint64_t dramAddr) {
-  auto rows = static_cast<uint32_t>(th), cols = static_cast<uint32_t>(tw), vec = static_cast<uint32_t>(nb);
-  if (biasAddr) ctx.emitter.emit(makeVecBinary(VecOp::Add, tile, tile, operand(Buffer::Output, *biasAddr), rows, cols, vec));
+/// Bias add (per-channel vector broadcast over the tile), the fused activation, and the store of a tile of
+/// rows x cols pixels x `channels` channels held in `acc` ([pixel][channels]) to output channel `m0`.
+void finishTile(LowerContext& ctx, const ConvProblem& p, int32_t acc, int64_t rows, int64_t cols, int64_t channels,
+                int32_t bias, uint64_t dramAddr) {
+  auto r = static_cast<uint32_t>(rows), c = static_cast<uint32_t>(cols), v = static_cast<uint32_t>(channels);
+  SramOperand tile = ctx.at(acc, 0, cols * channels, channels);
+  if (bias >= 0) ctx.emit(makeVecBinary(VecOp::Add, tile, tile, ctx.at(bias), r, c, v), acc, acc, bias);
   if (p.activation)
-    ctx.emitter.emit(makeVecUnary(p.activation->op, tile, tile, rows, cols, vec, p.activation->imm0, p.activation->imm1));
-  ctx.emitter.emit(makeStore(tile, dramAddr, p.OW * p.M, p.M, rows, cols, vec));
+    ctx.emit(makeVecUnary(p.activation->op, tile, tile, r, c, v, p.activation->imm0, p.activation->imm1), acc, acc);
+  ctx.emit(makeStore(tile, dramAddr, p.OW * p.M, p.M, r, c, v), -1, acc);
 }
 
-/// Plain and grouped convolution on the matrix unit: per output tile and <=DIM output channels, one Gemm
-/// per (input-channel block, kernel tap), accumulating in `acc`.
-void lowerConvOnMatrix(LowerContext& ctx, const ConvProblem& p) {
-  const int64_t DIM = ctx.cfg.dim, Cg = p.C / p.group, Mg = p.M / p.group, taps = p.KH * p.KW;
-  // Input-channel blocks small enough that one output pixel's window fits an input slot.
-  const int64_t windowWords = ((p.KH - 1) * p.dH + 1) * ((p.KW - 1) * p.dW + 1);
-  const int64_t cb = std::max<int64_t>(1, std::min({DIM, Cg, static_cast<int64_t>(ctx.slotWords(Buffer::Input)) / windowWords}));
-  const int64_t nb = std::min(DIM, Mg);
-  const int64_t cinBlocks = ceilDiv(Cg, cb), coutBlocks = ceilDiv(Mg, nb);
-  auto [th, tw] = chooseTile(p, nb, cb, ctx.slotWords(Buffer::Accumulator), ctx.slotWords(Buffer::Input));
-  const uint64_t wgtSlot = ctx.slotWords(Buffer::Weight);
-  uint64_t inpCount = 0, accCount = 0, wgtCount = 0, biasCount = 0;
-  for (int64_t g = 0; g < p.group; ++g) {
-    for (int64_t cob = 0; cob < coutBlocks; ++cob) {
-      const int64_t m0 = g * Mg + cob * nb, nbk = std::min(nb, Mg - cob * nb);
-      // Pack this output block's weights: one K x nbk block per (input block, tap), in loop order.
-      std::vector<float> packed;
-      std::vector<uint64_t> blockOffset;
-      for (int64_t cib = 0; cib < cinBlocks; ++cib) {
-        int64_t cbk = std::min(cb, Cg - cib * cb);
-        for (int64_t t = 0; t < taps; ++t) {
-          blockOffset.push_back(packed.size());
-          for (int64_t k = 0; k < cbk; ++k)
-            for (int64_t n = 0; n < nbk; ++n)
-              packed.push_back(p.weights[((m0 + n) * Cg + cib * cb + k) * taps + t]);
-        }
+/// One gemm's reduction slice: `k` consecutive words of an input pixel's window starting at `offset`, and the
+/// weight rows they meet (for each k: input channel and kernel tap).
+struct ReductionSlice {
+  int64_t offset = 0, k = 0;
+  std::vector<std::pair<int64_t, int64_t>> rows;  ///< per k: (channel within the group, tap kh*KW+kw)
+};
+
+/// The reduction slices of an input block of `cb` channels starting at channel `c0` (within the group), loaded
+/// as a padded tile with `tileCols` columns. Matrix: per tap, slices of <= DIM channels. Packed: per kernel
+/// row, the (kernel column, channel) pairs are consecutive words of the tile (needs dilation 1 along W), cut
+/// into slices of <= DIM words.
+std::vector<ReductionSlice> reductionSlices(const ConvProblem& p, bool packed, int64_t c0, int64_t cb, int64_t tileCols,
+                                            int64_t DIM) {
+  std::vector<ReductionSlice> out;
+  if (packed) {
+    const int64_t span = p.KW * cb, step = std::max<int64_t>(1, DIM / cb) * cb;
+    for (int64_t kh = 0; kh < p.KH; ++kh)
+      for (int64_t s0 = 0; s0 < span; s0 += step) {
+        ReductionSlice sl;
+        sl.offset = kh * p.dH * tileCols * cb + s0;
+        sl.k = std::min(step, span - s0);
+        for (int64_t k = 0; k < sl.k; ++k) sl.rows.push_back({c0 + (s0 + k) % cb, kh * p.KW + (s0 + k) / cb});
+        out.push_back(std::move(sl));
       }
-      blockOffset.push_back(packed.size());
-      const uint64_t wDram = ctx.addConstant(packed);
-      // Chunks of consecutive blocks that fit one weight slot; a single chunk stays resident for all tiles.
-      std::vector<size_t> chunkStart{0};
-      for (size_t b = 1; b + 1 < blockOffset.size(); ++b)
-        if (blockOffset[b + 1] - blockOffset[chunkStart.back()] > wgtSlot) chunkStart.push_back(b);
-      const bool resident = chunkStart.size() == 1;
-      constexpr size_t kNoChunk = ~size_t{0};
-      uint32_t chunkBase = 0;
-      size_t chunkIndex = kNoChunk;
-      auto loadChunk = [&](size_t c) {
-        size_t first = chunkStart[c], end = c + 1 < chunkStart.size() ? chunkStart[c + 1] : blockOffset.size() - 1;
-        chunkBase = ctx.slot(Buffer::Weight, wgtCount++);
-        loadContiguous(ctx.emitter, Buffer::Weight, chunkBase, wDram + blockOffset[first], blockOffset[end] - blockOffset[first]);
-        chunkIndex = c;
-      };
-      if (resident) loadChunk(0);
-      std::optional<uint32_t> biasAddr;
-      if (!p.bias.empty()) {
-        biasAddr = ctx.slot(Buffer::Output, biasCount++);
-        std::vector<float> b(p.bias.begin() + m0, p.bias.begin() + m0 + nbk);
-        loadContiguous(ctx.emitter, Buffer::Output, *biasAddr, ctx.addConstant(b), static_cast<uint64_t>(nbk));
+    return out;
+  }
+  for (int64_t k0 = 0; k0 < cb; k0 += DIM)
+    for (int64_t kh = 0; kh < p.KH; ++kh)
+      for (int64_t kw = 0; kw < p.KW; ++kw) {
+        ReductionSlice sl;
+        sl.offset = (kh * p.dH * tileCols + kw * p.dW) * cb + k0;
+        sl.k = std::min(DIM, cb - k0);
+        for (int64_t k = 0; k < sl.k; ++k) sl.rows.push_back({c0 + k0 + k, kh * p.KW + kw});
+        out.push_back(std::move(sl));
       }
+  return out;
+}
+
+/// Packs the weight blocks of one input block for output channels [m0, m0 + mk) of group g: per slice, per
+/// DIM-wide output block, a k x n block (row-major), in the order the gemms use them. Appends to `packed`.
+void packWeights(const ConvProblem& p, const std::vector<ReductionSlice>& slices, int64_t g, int64_t m0, int64_t mk,
+                 int64_t DIM, std::vector<float>& packed) {
+  const int64_t Cg = p.C / p.group, Mg = p.M / p.group, taps = p.KH * p.KW;
+  for (const ReductionSlice& sl : slices)
+    for (int64_t j0 = 0; j0 < mk; j0 += DIM) {
+      const int64_t nb = std::min(DIM, mk - j0);
+      for (const auto& [c, tap] : sl.rows)
+        for (int64_t n = 0; n < nb; ++n) packed.push_back(p.weights[((g * Mg + m0 + j0 + n) * Cg + c) * taps + tap]);
+    }
+}
+
+/// Plain, grouped and packed convolution on the matrix unit. Per group and pass of output channels: weights
+/// (resident for the pass, or streamed per tile and input block) and bias; per output tile: the input blocks,
+/// each loaded once and used by every gemm block of the pass, accumulating into one [pixel][channels] tile.
+void lowerConvOnMatrix(LowerContext& ctx, const Node& node, const ConvProblem& p, const NodeTiling& t) {
+  const int64_t DIM = ctx.cfg.dim, Cg = p.C / p.group, Mg = p.M / p.group;
+  const bool packed = t.variant == "packed";
+  const int64_t cb = packed ? Cg : std::min(t.inChannels, Cg), th = t.rows, tw = t.cols;
+  const int64_t pass = t.coutPerPass > 0 ? std::min(t.coutPerPass, Mg) : std::min(t.channels, Mg);
+  const int64_t gemmN = std::min({t.channels, DIM, Mg});
+  uint32_t tileIndex = 0;
+  for (int64_t g = 0; g < p.group; ++g)
+    for (int64_t m0 = 0; m0 < Mg; m0 += pass) {
+      const int64_t mk = std::min(pass, Mg - m0);
+      int32_t resident = -1, bias = -1;
+      std::vector<uint64_t> residentOffset;  // per input block: its weights' offset in the resident region
+      std::map<std::pair<int64_t, size_t>, std::pair<uint64_t, uint64_t>> streamed;  // (block, first slice) -> DRAM, words
+      bool firstTile = true;
       for (int64_t n = 0; n < p.N; ++n)
         for (int64_t oy0 = 0; oy0 < p.OH; oy0 += th)
           for (int64_t ox0 = 0; ox0 < p.OW; ox0 += tw) {
+            ctx.beginTile(node, tileIndex++);
             const int64_t rows = std::min(th, p.OH - oy0), cols = std::min(tw, p.OW - ox0);
-            InputWindow w = inputWindow(p, oy0, rows, ox0, cols);
-            const uint32_t accAddr = ctx.slot(Buffer::Accumulator, accCount++);
-            SramOperand acc = operand(Buffer::Accumulator, accAddr, cols * nbk, nbk);
-            bool first = true;  // the first Gemm of a tile overwrites the slot; the bias is added after
-            size_t block = 0;
-            if (!resident) chunkIndex = kNoChunk;  // every tile streams the chunks again
-            for (int64_t cib = 0; cib < cinBlocks; ++cib) {
-              const int64_t cbk = std::min(cb, Cg - cib * cb);
-              const uint32_t inAddr = ctx.slot(Buffer::Input, inpCount++);
-              loadInputTile(ctx, p, w, n, g * Cg + cib * cb, cbk, inAddr);
-              for (int64_t kh = 0; kh < p.KH; ++kh)
-                for (int64_t kw = 0; kw < p.KW; ++kw, ++block) {
-                  if (!resident) {
-                    size_t want = static_cast<size_t>(std::upper_bound(chunkStart.begin(), chunkStart.end(), block) -
-                                                      chunkStart.begin()) - 1;
-                    if (want != chunkIndex) loadChunk(want);
-                  }
-                  Instruction gm;
-                  gm.opcode = Opcode::Gemm;
-                  gm.srcA = operand(Buffer::Input, inAddr + (kh * p.dH * w.tileCols + kw * p.dW) * cbk,
-                                    p.sH * w.tileCols * cbk, p.sW * cbk);
-                  gm.srcB = operand(Buffer::Weight, chunkBase + blockOffset[block] - blockOffset[chunkStart[chunkIndex]]);
-                  gm.dst = acc;
-                  gm.outer = static_cast<uint32_t>(rows), gm.inner = static_cast<uint32_t>(cols);
-                  gm.gemmK = static_cast<uint32_t>(cbk), gm.gemmN = static_cast<uint32_t>(nbk);
-                  gm.accumulate = !first;
-                  first = false;
-                  ctx.emitter.emit(gm);
+            const InputWindow w = inputWindow(p, oy0, rows, ox0, cols);
+            if (firstTile) {
+              if (t.weightsResident) {
+                std::vector<float> all;
+                for (int64_t c0 = 0; c0 < Cg; c0 += cb) {
+                  residentOffset.push_back(all.size());
+                  packWeights(p, reductionSlices(p, packed, c0, std::min(cb, Cg - c0), w.tileCols, gemmN), g, m0, mk, gemmN, all);
                 }
+                resident = ctx.region(Buffer::Weight, all.size());
+                loadContiguous(ctx, resident, 0, ctx.addConstant(all), all.size());
+              }
+              if (!p.bias.empty()) {
+                bias = ctx.region(Buffer::Output, static_cast<uint64_t>(mk));
+                std::vector<float> b(p.bias.begin() + g * Mg + m0, p.bias.begin() + g * Mg + m0 + mk);
+                loadContiguous(ctx, bias, 0, ctx.addConstant(b), static_cast<uint64_t>(mk));
+              }
+              firstTile = false;
             }
-            finishTile(ctx, p, acc, rows, cols, nbk, biasAddr,
-                       p.outAddr + ((n * p.OH + oy0) * p.OW + ox0) * p.M + m0);
+            const int32_t acc = ctx.region(Buffer::Accumulator, static_cast<uint64_t>(rows * cols * mk));
+            std::vector<bool> started(static_cast<size_t>(ceilDiv(mk, gemmN)), false);
+            for (int64_t c0 = 0, block = 0; c0 < Cg; c0 += cb, ++block) {
+              const int64_t cbk = std::min(cb, Cg - c0);
+              const int32_t in = loadInputTile(ctx, p, w, n, g * Cg + c0, cbk);
+              const std::vector<ReductionSlice> slices = reductionSlices(p, packed, c0, cbk, w.tileCols, gemmN);
+              // Streamed weights come in chunks of whole slices of at most half the weight buffer (double buffering).
+              const uint64_t chunkLimit = std::max<uint64_t>(1, ctx.cfg.bufferWords(static_cast<size_t>(Buffer::Weight)) / 2);
+              int32_t wgt = resident;
+              uint64_t woff = t.weightsResident ? residentOffset[static_cast<size_t>(block)] : 0;
+              for (size_t s0 = 0; s0 < slices.size();) {
+                size_t s1 = s0 + 1;
+                if (!t.weightsResident) {
+                  auto words = [&](size_t a, size_t b) {
+                    uint64_t w = 0;
+                    for (size_t k = a; k < b; ++k) w += static_cast<uint64_t>(slices[k].k * mk);
+                    return w;
+                  };
+                  while (s1 < slices.size() && words(s0, s1 + 1) <= chunkLimit) ++s1;
+                  // Packed once per pass; every tile streams the same DRAM words.
+                  auto [it, fresh] = streamed.try_emplace({block, s0}, 0, 0);
+                  if (fresh) {
+                    std::vector<float> mine;
+                    packWeights(p, std::vector<ReductionSlice>(slices.begin() + static_cast<long>(s0), slices.begin() + static_cast<long>(s1)),
+                                g, m0, mk, gemmN, mine);
+                    it->second = {ctx.addConstant(mine), mine.size()};
+                  }
+                  wgt = ctx.region(Buffer::Weight, it->second.second);
+                  loadContiguous(ctx, wgt, 0, it->second.first, it->second.second);
+                  woff = 0;
+                } else {
+                  s1 = slices.size();
+                }
+                for (size_t si = s0; si < s1; ++si) {
+                  const ReductionSlice& sl = slices[si];
+                  for (int64_t j0 = 0; j0 < mk; j0 += gemmN) {
+                    const int64_t nb = std::min(gemmN, mk - j0);
+                    Instruction gm;
+                    gm.opcode = Opcode::Gemm;
+                    gm.srcA = ctx.at(in, sl.offset, p.sH * w.tileCols * cbk, p.sW * cbk);
+                    gm.srcB = ctx.at(wgt, woff);
+                    gm.dst = ctx.at(acc, j0, cols * mk, mk);
+                    gm.outer = static_cast<uint32_t>(rows), gm.inner = static_cast<uint32_t>(cols);
+                    gm.gemmK = static_cast<uint32_t>(sl.k), gm.gemmN = static_cast<uint32_t>(nb);
+                    auto&& first = started[static_cast<size_t>(j0 / gemmN)];
+                    gm.accumulate = first;
+                    first = true;
+                    ctx.emit(gm, acc, in, wgt);
+                    woff += static_cast<uint64_t>(sl.k * nb);
+                  }
+                }
+                s0 = s1;
+              }
+            }
+            finishTile(ctx, p, acc, rows, cols, mk, bias, p.outAddr + ((n * p.OH + oy0) * p.OW + ox0) * p.M + g * Mg + m0);
           }
     }
-  }
 }
 
 /// Depthwise convolution on the vector unit: per tap one multiply-accumulate with a per-channel weight vector.
-void lowerDepthwise(LowerContext& ctx, const ConvProblem& p) {
-  const int64_t taps = p.KH * p.KW;
-  int64_t cb = std::min<int64_t>(p.C, 4 * ctx.cfg.dim);
-  cb = std::min<int64_t>(cb, static_cast<int64_t>(ctx.slotWords(Buffer::Weight)) / taps);
-  cb = std::min<int64_t>(cb, static_cast<int64_t>(ctx.slotWords(Buffer::Output)));
-  cb = std::min<int64_t>(cb, static_cast<int64_t>(ctx.slotWords(Buffer::Input)) / (((p.KH - 1) * p.dH + 1) * ((p.KW - 1) * p.dW + 1)));
-  TESSEL_ASSERT(cb >= 1, "npu lowering: depthwise kernel does not fit the weight buffer");
-  auto [th, tw] = chooseTile(p, cb, cb, ctx.slotWords(Buffer::Accumulator), ctx.slotWords(Buffer::Input));
-  uint64_t inpCount = 0, accCount = 0, blockCount = 0;
+void lowerDepthwise(LowerContext& ctx, const Node& node, const ConvProblem& p, const NodeTiling& t) {
+  const int64_t taps = p.KH * p.KW, cb = t.channels, th = t.rows, tw = t.cols;
+  uint32_t tileIndex = 0;
   for (int64_t c0 = 0; c0 < p.C; c0 += cb) {
     const int64_t cbk = std::min(cb, p.C - c0);
-    std::vector<float> packed;  // [tap][channel]
-    for (int64_t t = 0; t < taps; ++t)
-      for (int64_t c = 0; c < cbk; ++c) packed.push_back(p.weights[(c0 + c) * taps + t]);
-    const uint32_t wAddr = ctx.slot(Buffer::Weight, blockCount);
-    loadContiguous(ctx.emitter, Buffer::Weight, wAddr, ctx.addConstant(packed), packed.size());
-    std::optional<uint32_t> biasAddr;
-    if (!p.bias.empty()) {
-      biasAddr = ctx.slot(Buffer::Output, blockCount);
-      std::vector<float> b(p.bias.begin() + c0, p.bias.begin() + c0 + cbk);
-      loadContiguous(ctx.emitter, Buffer::Output, *biasAddr, ctx.addConstant(b), static_cast<uint64_t>(cbk));
-    }
-    ++blockCount;
+    int32_t wgt = -1, bias = -1;
     for (int64_t n = 0; n < p.N; ++n)
       for (int64_t oy0 = 0; oy0 < p.OH; oy0 += th)
         for (int64_t ox0 = 0; ox0 < p.OW; ox0 += tw) {
+          ctx.beginTile(node, tileIndex++);
+          if (wgt < 0) {
+            std::vector<float> packed;  // [tap][channel]
+            for (int64_t tap = 0; tap < taps; ++tap)
+              for (int64_t c = 0; c < cbk; ++c) packed.push_back(p.weights[(c0 + c) * taps + tap]);
+            wgt = ctx.region(Buffer::Weight, packed.size());
+            loadContiguous(ctx, wgt, 0, ctx.addConstant(packed), packed.size());
+            if (!p.bias.empty()) {
+              bias = ctx.region(Buffer::Output, static_cast<uint64_t>(cbk));
+              std::vector<float> b(p.bias.begin() + c0, p.bias.begin() + c0 + cbk);
+              loadContiguous(ctx, bias, 0, ctx.addConstant(b), static_cast<uint64_t>(cbk));
+            }
+          }
           const int64_t rows = std::min(th, p.OH - oy0), cols = std::min(tw, p.OW - ox0);
           auto r = static_cast<uint32_t>(rows), cl = static_cast<uint32_t>(cols), v = static_cast<uint32_t>(cbk);
-          InputWindow w = inputWindow(p, oy0, rows, ox0, cols);
-          const uint32_t inAddr = ctx.slot(Buffer::Input, inpCount++);
-          loadInputTile(ctx, p, w, n, c0, cbk, inAddr);
-          SramOperand acc = operand(Buffer::Accumulator, ctx.slot(Buffer::Accumulator, accCount++), cols * cbk, cbk);
-          if (biasAddr) ctx.emitter.emit(makeVecUnary(VecOp::Copy, acc, operand(Buffer::Output, *biasAddr), r, cl, v));
-          for (int64_t t = 0; t < taps; ++t) {
-            int64_t kh = t / p.KW, kw = t % p.KW;
-            SramOperand window = operand(Buffer::Input, inAddr + (kh * p.dH * w.tileCols + kw * p.dW) * cbk,
-                                         p.sH * w.tileCols * cbk, p.sW * cbk);
-            SramOperand weight = operand(Buffer::Weight, wAddr + t * cbk);
-            bool init = t == 0 && !biasAddr;
-            ctx.emitter.emit(makeVecBinary(init ? VecOp::Mul : VecOp::MulAcc, acc, window, weight, r, cl, v));
+          const InputWindow w = inputWindow(p, oy0, rows, ox0, cols);
+          const int32_t in = loadInputTile(ctx, p, w, n, c0, cbk);
+          const int32_t acc = ctx.region(Buffer::Accumulator, static_cast<uint64_t>(rows * cols * cbk));
+          SramOperand tile = ctx.at(acc, 0, cols * cbk, cbk);
+          if (bias >= 0) ctx.emit(makeVecUnary(VecOp::Copy, tile, ctx.at(bias), r, cl, v), acc, bias);
+          for (int64_t tap = 0; tap < taps; ++tap) {
+            const int64_t kh = tap / p.KW, kw = tap % p.KW;
+            SramOperand window = ctx.at(in, (kh * p.dH * w.tileCols + kw * p.dW) * cbk, p.sH * w.tileCols * cbk, p.sW * cbk);
+            const bool init = tap == 0 && bias < 0;
+            ctx.emit(makeVecBinary(init ? VecOp::Mul : VecOp::MulAcc, tile, window, ctx.at(wgt, tap * cbk), r, cl, v), acc, in, wgt);
           }
           if (p.activation)
-            ctx.emitter.emit(makeVecUnary(p.activation->op, acc, acc, r, cl, v, p.activation->imm0, p.activation->imm1));
-          ctx.emitter.emit(makeStore(acc, p.outAddr + ((n * p.OH + oy0) * p.OW + ox0) * p.M + c0, p.OW * p.M, p.M, r, cl, v));
+            ctx.emit(makeVecUnary(p.activation->op, tile, tile, r, cl, v, p.activation->imm0, p.activation->imm1), acc, acc);
+          ctx.emit(makeStore(tile, p.outAddr + ((n * p.OH + oy0) * p.OW + ox0) * p.M + c0, p.OW * p.M, p.M, r, cl, v), -1, acc);
         }
   }
 }
 
-void lowerConvProblem(LowerContext& ctx, const ConvProblem& p) {
-  if (p.group > 1 && p.group == p.C && p.group == p.M) return lowerDepthwise(ctx, p);
-  lowerConvOnMatrix(ctx, p);
+void lowerConvProblem(LowerContext& ctx, const Node& node, const ConvProblem& p, const NodeTiling& tiling) {
+  if (p.depthwise()) return lowerDepthwise(ctx, node, p, tiling);
+  lowerConvOnMatrix(ctx, node, p, tiling);
 }
 
 std::vector<int64_t> intsOr(const Node& n, const char* name, std::vector<int64_t> fallback) {
@@ -244,35 +283,26 @@ hw::SupportResult checkConv(const Node& n) {
 }
 
 void lowerConv(const Node& n, LowerContext& ctx) {
-  const TensorLoc& x = ctx.loc(n.input(0));
-  const Shape ws = n.input(1)->constant().shape();
   ConvProblem p;
-  p.N = x.shape[0], p.C = x.shape[1], p.H = x.shape[2], p.W = x.shape[3];
-  p.M = ws[0], p.KH = ws[2], p.KW = ws[3], p.group = n.attrInt("group");
-  auto s = intsOr(n, "strides", {1, 1}), d = intsOr(n, "dilations", {1, 1}), pads = intsOr(n, "pads", {0, 0, 0, 0});
-  p.sH = s[0], p.sW = s[1], p.dH = d[0], p.dW = d[1], p.pT = pads[0], p.pL = pads[1], p.pB = pads[2], p.pR = pads[3];
-  const Shape ys = n.output(0)->type.staticShape();
-  p.OH = ys[2], p.OW = ys[3];
+  static_cast<ConvGeometry&>(p) = convGeometry(n);
   p.weights = constantFloats(n.input(1)->constant());
   if (n.hasInput(2)) p.bias = constantFloats(n.input(2)->constant());
-  p.inAddr = x.addr;
+  p.inAddr = ctx.loc(n.input(0)).addr;
   p.outAddr = ctx.loc(ctx.resultValue(n)).addr;
   p.activation = ctx.fusedActivation(n);
-  lowerConvProblem(ctx, p);
+  lowerConvProblem(ctx, n, p, ctx.tiling(n));
 }
 
 /// Gemm/MatMul as a 1x1 convolution over the rows of A (rows = pixels, the last axis = channels).
-void lowerRowsTimesMatrix(const Node& n, LowerContext& ctx, const std::vector<float>& bT, int64_t K, int64_t Nout,
-                          std::vector<float> bias) {
-  const TensorLoc& a = ctx.loc(n.input(0));
+void lowerRowsTimesMatrix(const Node& n, LowerContext& ctx, const std::vector<float>& bT, std::vector<float> bias) {
   ConvProblem p;
-  p.C = K, p.W = a.pixels(), p.M = Nout, p.OW = p.W;
+  static_cast<ConvGeometry&>(p) = convGeometry(n);
   p.weights = bT;
   p.bias = std::move(bias);
-  p.inAddr = a.addr;
+  p.inAddr = ctx.loc(n.input(0)).addr;
   p.outAddr = ctx.loc(ctx.resultValue(n)).addr;
   p.activation = ctx.fusedActivation(n);
-  lowerConvProblem(ctx, p);
+  lowerConvProblem(ctx, n, p, ctx.tiling(n));
 }
 
 hw::SupportResult checkGemm(const Node& n) {
@@ -300,7 +330,7 @@ void lowerGemm(const Node& n, LowerContext& ctx) {
     std::vector<float> c = constantFloats(n.input(2)->constant());
     for (int64_t j = 0; j < N; ++j) bias.push_back(beta * c[c.size() == 1 ? 0 : j]);
   }
-  lowerRowsTimesMatrix(n, ctx, w, K, N, bias);
+  lowerRowsTimesMatrix(n, ctx, w, bias);
 }
 
 hw::SupportResult checkMatMul(const Node& n) {
@@ -315,7 +345,7 @@ void lowerMatMul(const Node& n, LowerContext& ctx) {
   std::vector<float> b = constantFloats(B), w(static_cast<size_t>(K * N));
   for (int64_t k = 0; k < K; ++k)
     for (int64_t j = 0; j < N; ++j) w[j * K + k] = b[k * N + j];
-  lowerRowsTimesMatrix(n, ctx, w, K, N, {});
+  lowerRowsTimesMatrix(n, ctx, w, {});
 }
 
 const RegisterOpLowering kConv({"Conv"}, {checkConv, lowerConv});

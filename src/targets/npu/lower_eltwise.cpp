@@ -38,42 +38,42 @@ using TileOp = std::function<Instruction(SramOperand tile, std::optional<SramOpe
                                          const std::vector<SramOperand>& vectors, uint32_t pixels, uint32_t channels)>;
 
 /// Streams the output in tiles of pixels x channels: load a (and b), one vector instruction, store.
-void lowerTiled(LowerContext& ctx, const Value* a, const Value* bFull, const std::vector<ChannelVector>& vectors,
-                const Value* out, const TileOp& op) {
+void lowerTiled(LowerContext& ctx, const Node& node, const Value* a, const Value* bFull,
+                const std::vector<ChannelVector>& vectors, const Value* out, const TileOp& op) {
   const TensorLoc& y = ctx.loc(out);
   const TensorLoc& la = ctx.loc(a);
   const TensorLoc* lb = bFull ? &ctx.loc(bFull) : nullptr;
   const int64_t P = y.pixels(), Cc = y.channels();
-  const int64_t slot = static_cast<int64_t>(std::min({ctx.slotWords(Buffer::Input), ctx.slotWords(Buffer::Weight),
-                                                      ctx.slotWords(Buffer::Output)}));
-  const int64_t nc = std::min<int64_t>({Cc, slot, 65535});
-  const int64_t np = std::max<int64_t>(1, std::min<int64_t>({P, slot / nc, 65535}));
-  uint64_t tileCount = 0, vectorCount = 0;
+  const int64_t nc = ctx.tiling(node).channels, np = ctx.tiling(node).cols;
+  uint32_t tileCount = 0;
   for (int64_t c0 = 0; c0 < Cc; c0 += nc) {
     const int64_t ck = std::min(nc, Cc - c0);
-    std::vector<SramOperand> staged;
-    for (const ChannelVector& v : vectors) {
-      uint32_t addr = ctx.slot(v.buffer, vectorCount);
-      loadContiguous(ctx.emitter, v.buffer, addr, v.dramAddr + c0, static_cast<uint64_t>(ck));
-      staged.push_back(operand(v.buffer, addr, 0, 0));
-    }
-    ++vectorCount;
+    std::vector<int32_t> staged;
     for (int64_t p0 = 0; p0 < P; p0 += np) {
+      ctx.beginTile(node, tileCount++);
+      if (staged.empty())
+        for (const ChannelVector& v : vectors) {
+          staged.push_back(ctx.region(v.buffer, static_cast<uint64_t>(ck)));
+          loadContiguous(ctx, staged.back(), 0, v.dramAddr + c0, static_cast<uint64_t>(ck));
+        }
       const auto pk = static_cast<uint32_t>(std::min(np, P - p0));
       const uint64_t offset = static_cast<uint64_t>(p0 * Cc + c0);
-      auto box = [&](Buffer buf, uint32_t addr) { return operand(buf, addr, pk * ck, ck); };
-      SramOperand tile = box(Buffer::Input, ctx.slot(Buffer::Input, tileCount));
+      const int32_t tile = ctx.region(Buffer::Input, uint64_t{pk} * static_cast<uint64_t>(ck));
       // outer = 1, inner = pixels: one DRAM burst when whole rows of channels are moved.
-      ctx.emitter.emit(makeLoad(tile, la.addr + offset, 0, Cc, 1, pk, static_cast<uint32_t>(ck)));
-      std::optional<SramOperand> b;
+      ctx.emit(makeLoad(ctx.at(tile, 0, pk * ck, ck), la.addr + offset, 0, Cc, 1, pk, static_cast<uint32_t>(ck)), tile);
+      int32_t b = -1;
       if (lb) {
-        b = box(Buffer::Weight, ctx.slot(Buffer::Weight, tileCount));
-        ctx.emitter.emit(makeLoad(*b, lb->addr + offset, 0, Cc, 1, pk, static_cast<uint32_t>(ck)));
+        b = ctx.region(Buffer::Weight, uint64_t{pk} * static_cast<uint64_t>(ck));
+        ctx.emit(makeLoad(ctx.at(b, 0, pk * ck, ck), lb->addr + offset, 0, Cc, 1, pk, static_cast<uint32_t>(ck)), b);
       }
-      ++tileCount;
-      Instruction inst = op(tile, b, staged, pk, static_cast<uint32_t>(ck));
-      ctx.emitter.emit(inst);
-      ctx.emitter.emit(makeStore(tile, y.addr + offset, 0, Cc, 1, pk, static_cast<uint32_t>(ck)));
+      std::vector<SramOperand> vectorOperands;
+      for (int32_t v : staged) vectorOperands.push_back(ctx.at(v));
+      std::optional<SramOperand> bOperand;
+      if (b >= 0) bOperand = ctx.at(b, 0, pk * ck, ck);
+      // Operand regions: dst and srcA the tile; srcB the full operand or the first vector; srcC the second.
+      ctx.emit(op(ctx.at(tile, 0, pk * ck, ck), bOperand, vectorOperands, pk, static_cast<uint32_t>(ck)), tile, tile,
+               b >= 0 ? b : (staged.empty() ? -1 : staged[0]), staged.size() > 1 ? staged[1] : -1);
+      ctx.emit(makeStore(ctx.at(tile, 0, pk * ck, ck), y.addr + offset, 0, Cc, 1, pk, static_cast<uint32_t>(ck)), -1, tile);
     }
   }
 }
@@ -124,7 +124,7 @@ void lowerBinary(const Node& n, LowerContext& ctx) {
   }
   if (kb == Operand::ScalarConstant) {
     float c = static_cast<float>(b->constant().elementAsDouble(0));
-    lowerTiled(ctx, a, nullptr, {}, n.output(0), [&](SramOperand t, auto, const auto&, uint32_t p, uint32_t ch) {
+    lowerTiled(ctx, n, a, nullptr, {}, n.output(0), [&](SramOperand t, auto, const auto&, uint32_t p, uint32_t ch) {
       return scalarOp(op, c, scalarFirst, t, p, ch);
     });
     return;
@@ -133,7 +133,7 @@ void lowerBinary(const Node& n, LowerContext& ctx) {
   if (kb == Operand::PerChannel) vectors.push_back({ctx.loc(b).addr, Buffer::Output});
   const Value* bFull = kb == Operand::Full ? b : nullptr;
   VecOp vop = binaryOp(op);
-  lowerTiled(ctx, a, bFull, vectors, n.output(0),
+  lowerTiled(ctx, n, a, bFull, vectors, n.output(0),
              [&](SramOperand t, std::optional<SramOperand> full, const std::vector<SramOperand>& v, uint32_t p, uint32_t ch) {
                return makeVecBinary(vop, t, t, full ? *full : v.at(0), 1, p, ch);
              });
@@ -146,7 +146,7 @@ hw::SupportResult checkActivation(const Node& n) {
 
 void lowerActivation(const Node& n, LowerContext& ctx) {
   Activation act = *activationOf(n);
-  lowerTiled(ctx, n.input(0), nullptr, {}, n.output(0), [&](SramOperand t, auto, const auto&, uint32_t p, uint32_t ch) {
+  lowerTiled(ctx, n, n.input(0), nullptr, {}, n.output(0), [&](SramOperand t, auto, const auto&, uint32_t p, uint32_t ch) {
     return makeVecUnary(act.op, t, t, 1, p, ch, act.imm0, act.imm1);
   });
 }
@@ -173,7 +173,7 @@ void lowerBatchNorm(const Node& n, LowerContext& ctx) {
   if (x.size() != 4 && x.size() != 2)
     throw UserError(fmt::format("{}: BatchNormalization of rank {} is not lowered", n.describe(), x.size()));
   std::vector<ChannelVector> vectors{{ctx.addConstant(scale), Buffer::Weight}, {ctx.addConstant(bias), Buffer::Output}};
-  lowerTiled(ctx, n.input(0), nullptr, vectors, n.output(0),
+  lowerTiled(ctx, n, n.input(0), nullptr, vectors, n.output(0),
              [&](SramOperand t, auto, const std::vector<SramOperand>& v, uint32_t p, uint32_t ch) {
                Instruction i;
                i.opcode = Opcode::VecAffine;

@@ -10,8 +10,6 @@
 namespace tessel::npu::lower {
 namespace {
 
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 struct PoolProblem {
   int64_t N, C, H, W, KH, KW, sH, sW, pT, pL, OH, OW;
   bool isMax;
@@ -51,52 +49,45 @@ void lowerPool(const Node& n, LowerContext& ctx) {
   const PoolProblem q = poolProblem(n);
   const TensorLoc& x = ctx.loc(n.input(0));
   const TensorLoc& y = ctx.loc(n.output(0));
-  const uint64_t inpSlot = ctx.slotWords(Buffer::Input), accSlot = ctx.slotWords(Buffer::Accumulator);
-  int64_t cb = std::min<int64_t>(q.C, 4 * ctx.cfg.dim);
-  auto inRows = [&](int64_t th) { return (th - 1) * q.sH + q.KH; };
-  auto inCols = [&](int64_t tw) { return (tw - 1) * q.sW + q.KW; };
-  while (cb > 1 && static_cast<uint64_t>(q.KH * q.KW * cb) > inpSlot) cb = ceilDiv(cb, 2);
-  int64_t th = 0, tw = 0;
-  for (int64_t parts = 1; parts <= q.OW && th == 0; ++parts) {
-    tw = ceilDiv(q.OW, parts);
-    if (static_cast<uint64_t>(inCols(tw) * cb) > inpSlot) continue;
-    th = std::min<int64_t>(q.OH, static_cast<int64_t>(accSlot / static_cast<uint64_t>(tw * cb)));
-    while (th >= 1 && static_cast<uint64_t>(inRows(th) * inCols(tw) * cb) > inpSlot) --th;
-  }
-  if (th < 1) throw UserError(fmt::format("{}: pooling window does not fit the input buffer", n.describe()));
+  const NodeTiling& tiling = ctx.tiling(n);
+  const int64_t cb = tiling.channels, th = tiling.rows, tw = tiling.cols;
+  auto inRows = [&](int64_t rows) { return (rows - 1) * q.sH + q.KH; };
+  auto inCols = [&](int64_t cols) { return (cols - 1) * q.sW + q.KW; };
   const float fill = q.isMax ? -std::numeric_limits<float>::infinity() : 0.0f;
-  uint64_t count = 0;
+  uint32_t count = 0;
   for (int64_t n0 = 0; n0 < q.N; ++n0)
     for (int64_t c0 = 0; c0 < q.C; c0 += cb)
       for (int64_t oy0 = 0; oy0 < q.OH; oy0 += th)
-        for (int64_t ox0 = 0; ox0 < q.OW; ox0 += tw, ++count) {
+        for (int64_t ox0 = 0; ox0 < q.OW; ox0 += tw) {
+          ctx.beginTile(n, count++);
           const int64_t ck = std::min(cb, q.C - c0), rows = std::min(th, q.OH - oy0), cols = std::min(tw, q.OW - ox0);
           const int64_t ht = inRows(rows), wt = inCols(cols);
           const int64_t y0 = oy0 * q.sH - q.pT, x0 = ox0 * q.sW - q.pL;
           const int64_t iy0 = std::max<int64_t>(0, y0), iy1 = std::min(q.H - 1, y0 + ht - 1);
           const int64_t ix0 = std::max<int64_t>(0, x0), ix1 = std::min(q.W - 1, x0 + wt - 1);
-          const uint32_t inAddr = ctx.slot(Buffer::Input, count);
+          const int32_t in = ctx.region(Buffer::Input, static_cast<uint64_t>(ht * wt * ck));
           auto c = static_cast<uint32_t>(ck);
           if (iy0 != y0 || ix0 != x0 || iy1 != y0 + ht - 1 || ix1 != x0 + wt - 1)
-            ctx.emitter.emit(makeVecUnary(VecOp::Fill, operand(Buffer::Input, inAddr, wt * ck, ck),
-                                          operand(Buffer::Input, inAddr, wt * ck, ck), static_cast<uint32_t>(ht),
-                                          static_cast<uint32_t>(wt), c, fill));
-          const uint64_t interior = inAddr + static_cast<uint64_t>(((iy0 - y0) * wt + (ix0 - x0)) * ck);
-          ctx.emitter.emit(makeLoad(operand(Buffer::Input, interior, wt * ck, ck),
-                                    x.addr + ((n0 * q.H + iy0) * q.W + ix0) * q.C + c0, q.W * q.C, q.C,
-                                    static_cast<uint32_t>(iy1 - iy0 + 1), static_cast<uint32_t>(ix1 - ix0 + 1), c));
-          SramOperand acc = operand(Buffer::Accumulator, ctx.slot(Buffer::Accumulator, count), cols * ck, ck);
+            ctx.emit(makeVecUnary(VecOp::Fill, ctx.at(in, 0, wt * ck, ck), ctx.at(in, 0, wt * ck, ck), static_cast<uint32_t>(ht),
+                                  static_cast<uint32_t>(wt), c, fill),
+                     in);
+          const uint64_t interior = static_cast<uint64_t>(((iy0 - y0) * wt + (ix0 - x0)) * ck);
+          ctx.emit(makeLoad(ctx.at(in, interior, wt * ck, ck), x.addr + ((n0 * q.H + iy0) * q.W + ix0) * q.C + c0, q.W * q.C,
+                            q.C, static_cast<uint32_t>(iy1 - iy0 + 1), static_cast<uint32_t>(ix1 - ix0 + 1), c),
+                   in);
+          const int32_t acc = ctx.region(Buffer::Accumulator, static_cast<uint64_t>(rows * cols * ck));
+          SramOperand tile = ctx.at(acc, 0, cols * ck, ck);
           auto r = static_cast<uint32_t>(rows), cl = static_cast<uint32_t>(cols);
           for (int64_t kh = 0; kh < q.KH; ++kh)
             for (int64_t kw = 0; kw < q.KW; ++kw) {
-              SramOperand window = operand(Buffer::Input, inAddr + (kh * wt + kw) * ck, q.sH * wt * ck, q.sW * ck);
+              SramOperand window = ctx.at(in, (kh * wt + kw) * ck, q.sH * wt * ck, q.sW * ck);
               if (kh == 0 && kw == 0)
-                ctx.emitter.emit(makeVecUnary(VecOp::Copy, acc, window, r, cl, c));
+                ctx.emit(makeVecUnary(VecOp::Copy, tile, window, r, cl, c), acc, in);
               else
-                ctx.emitter.emit(makeVecBinary(q.isMax ? VecOp::Max : VecOp::Add, acc, acc, window, r, cl, c));
+                ctx.emit(makeVecBinary(q.isMax ? VecOp::Max : VecOp::Add, tile, tile, window, r, cl, c), acc, acc, in);
             }
-          if (!q.isMax) ctx.emitter.emit(makeVecUnary(VecOp::Scale, acc, acc, r, cl, c, q.scale, 0.0f));
-          ctx.emitter.emit(makeStore(acc, y.addr + ((n0 * q.OH + oy0) * q.OW + ox0) * q.C + c0, q.OW * q.C, q.C, r, cl, c));
+          if (!q.isMax) ctx.emit(makeVecUnary(VecOp::Scale, tile, tile, r, cl, c, q.scale, 0.0f), acc, acc);
+          ctx.emit(makeStore(tile, y.addr + ((n0 * q.OH + oy0) * q.OW + ox0) * q.C + c0, q.OW * q.C, q.C, r, cl, c), -1, acc);
         }
 }
 
@@ -111,29 +102,29 @@ void lowerGlobalPool(const Node& n, LowerContext& ctx) {
   const bool isMax = n.opType() == "GlobalMaxPool";
   const TensorLoc& x = ctx.loc(n.input(0));
   const TensorLoc& y = ctx.loc(n.output(0));
-  const int64_t cb = std::min<int64_t>({C, 4 * ctx.cfg.dim, static_cast<int64_t>(ctx.slotWords(Buffer::Accumulator))});
-  const int64_t np = std::max<int64_t>(1, std::min<int64_t>(HW, static_cast<int64_t>(ctx.slotWords(Buffer::Input)) / cb));
-  uint64_t chunkCount = 0, blockCount = 0;
+  const int64_t cb = ctx.tiling(n).channels, np = ctx.tiling(n).cols;
+  uint32_t count = 0;
   for (int64_t n0 = 0; n0 < N; ++n0)
-    for (int64_t c0 = 0; c0 < C; c0 += cb, ++blockCount) {
+    for (int64_t c0 = 0; c0 < C; c0 += cb) {
+      ctx.beginTile(n, count++);
       const auto c = static_cast<uint32_t>(std::min(cb, C - c0));
-      const uint32_t dst = ctx.slot(Buffer::Accumulator, blockCount);
-      for (int64_t p0 = 0; p0 < HW; p0 += np, ++chunkCount) {
+      const int32_t sum = ctx.region(Buffer::Accumulator, c);
+      for (int64_t p0 = 0; p0 < HW; p0 += np) {
         const auto pk = static_cast<uint32_t>(std::min(np, HW - p0));
-        SramOperand chunk = operand(Buffer::Input, ctx.slot(Buffer::Input, chunkCount), pk * c, c);
-        ctx.emitter.emit(makeLoad(chunk, x.addr + (n0 * HW + p0) * C + c0, 0, C, 1, pk, c));
+        const int32_t chunk = ctx.region(Buffer::Input, uint64_t{pk} * c);
+        ctx.emit(makeLoad(ctx.at(chunk, 0, pk * c, c), x.addr + (n0 * HW + p0) * C + c0, 0, C, 1, pk, c), chunk);
         Instruction red;
         red.opcode = Opcode::VecReduce;
         red.vecOp = isMax ? VecOp::ReduceMax : VecOp::ReduceSum;
-        red.dst = operand(Buffer::Accumulator, dst);
-        red.srcA = chunk;
+        red.dst = ctx.at(sum);
+        red.srcA = ctx.at(chunk, 0, pk * c, c);
         red.outer = 1, red.inner = pk, red.vecLen = c;
         red.accumulate = p0 > 0;
-        ctx.emitter.emit(red);
+        ctx.emit(red, sum, chunk);
       }
-      SramOperand vec = operand(Buffer::Accumulator, dst, c, c);
-      if (!isMax) ctx.emitter.emit(makeVecUnary(VecOp::Scale, vec, vec, 1, 1, c, 1.0f / static_cast<float>(HW), 0.0f));
-      ctx.emitter.emit(makeStore(vec, y.addr + n0 * C + c0, C, C, 1, 1, c));
+      SramOperand vec = ctx.at(sum, 0, c, c);
+      if (!isMax) ctx.emit(makeVecUnary(VecOp::Scale, vec, vec, 1, 1, c, 1.0f / static_cast<float>(HW), 0.0f), sum, sum);
+      ctx.emit(makeStore(vec, y.addr + n0 * C + c0, C, C, 1, 1, c), -1, sum);
     }
 }
 

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "lower_context.h"
+#include "schedule/instruction_scheduler.h"
 #include "tessel/passes/pass.h"
 #include "tessel/support/error.h"
 
@@ -82,20 +83,21 @@ int64_t TensorLoc::pixels() const {
   return c == 0 ? 0 : shapeSize(shape) / c;
 }
 
-LowerContext::LowerContext(const Graph& body, const hw::NpuConfig& config) : cfg(config), body_(body) {
+LowerContext::LowerContext(const Graph& body, const hw::NpuConfig& config, const NpuSchedule& sched)
+    : cfg(config), schedule(sched), body_(body) {
   uint64_t constantBound = 0;
-  for (size_t i = 0; i < body.nodes().size(); ++i) {
-    const Node* n = body.nodes()[i].get();
-    nodeIndex_[n] = i;
+  for (const auto& n : body.nodes())
     for (const Value* v : n->inputs())
-      if (v) {
-        lastUse_[v] = i;
-        if (v->isConstant()) constantBound += static_cast<uint64_t>(v->constant().numel());
-      }
-  }
+      if (v && v->isConstant()) constantBound += static_cast<uint64_t>(v->constant().numel());
   // Weights are packed into blocks of the same total size, so the constants' sizes bound their region.
   activationBase = (constantBound + 1023) / 1024 * 1024;
   dramWords = activationBase;
+}
+
+const NodeTiling& LowerContext::tiling(const Node& node) const {
+  const NodeTiling* t = schedule.tilingOf(node.name());
+  TESSEL_ASSERT(t, fmt::format("npu lowering: the schedule has no tiling for {}", node.describe()));
+  return *t;
 }
 
 const Tensor* LowerContext::constant(const Value* v) const { return v && v->isConstant() ? &v->constant() : nullptr; }
@@ -133,38 +135,9 @@ void LowerContext::allocate(const Value* v) {
   TensorLoc l;
   l.shape = v->type.staticShape();
   l.channelsLast = l.shape.size() == 4;
-  uint64_t words = std::max<uint64_t>(static_cast<uint64_t>(shapeSize(l.shape)), 1);
-  auto fit = std::find_if(free_.begin(), free_.end(), [&](const auto& b) { return b.second >= words; });
-  if (fit != free_.end()) {
-    l.addr = fit->first;
-    fit->first += words, fit->second -= words;
-    if (fit->second == 0) free_.erase(fit);
-  } else {
-    l.addr = dramWords;
-    dramWords += words;
-  }
+  l.addr = dramWords;
+  dramWords += std::max<uint64_t>(static_cast<uint64_t>(shapeSize(l.shape)), 1);
   locs_[v] = l;
-}
-
-void LowerContext::releaseAfter(const Node& node) {
-  size_t index = nodeIndex_.at(&node);
-  const auto& outs = body_.outputs();
-  for (const Value* v : node.inputs()) {
-    if (!v || v->isConstant() || lastUse_[v] != index || !locs_.count(v)) continue;
-    if (std::find(outs.begin(), outs.end(), v) != outs.end()) continue;
-    const TensorLoc& l = locs_[v];
-    free_.push_back({l.addr, std::max<uint64_t>(static_cast<uint64_t>(l.words()), 1)});
-    locs_.erase(v);
-  }
-  std::sort(free_.begin(), free_.end());
-  for (size_t i = 0; i + 1 < free_.size();) {  // merge neighbours
-    if (free_[i].first + free_[i].second == free_[i + 1].first) {
-      free_[i].second += free_[i + 1].second;
-      free_.erase(free_.begin() + static_cast<long>(i) + 1);
-    } else {
-      ++i;
-    }
-  }
 }
 
 const Value* LowerContext::resultValue(const Node& node) const {
@@ -181,17 +154,13 @@ std::optional<Activation> LowerContext::fusedActivation(const Node& node) const 
 
 namespace {
 
-/// Conv/Gemm/MatMul whose only consumer is an activation apply it in place before storing.
+/// Activations the schedule fuses into their producer are applied in place before storing.
 void findFusions(const Graph& body, LowerContext& ctx) {
-  const auto& outs = body.outputs();
-  for (const auto& n : body.nodes()) {
-    const std::string& op = n->opType();
-    if (!n->domain().empty() || (op != "Conv" && op != "Gemm" && op != "MatMul")) continue;
-    const Value* y = n->output(0);
-    if (y->uses().size() != 1 || std::find(outs.begin(), outs.end(), y) != outs.end()) continue;
-    const Node* user = y->uses()[0].node;
-    if (y->uses()[0].index == 0 && activationOf(*user)) ctx.fusedInto[user] = n.get();
-  }
+  std::map<std::string, const Node*> byName;
+  for (const auto& n : body.nodes()) byName[n->name()] = n.get();
+  for (const GroupSchedule& g : ctx.schedule.groups)
+    for (const NodeTiling& t : g.tiling)
+      if (!t.fused.empty()) ctx.fusedInto[byName.at(t.fused)] = byName.at(t.node);
 }
 
 std::vector<float> toDramLayout(const Tensor& t, bool channelsLast) {
@@ -237,14 +206,50 @@ hw::SupportResult loweringSupport(const Node& node, const hw::Device& device) {
   return it->second.check(node);
 }
 
+namespace {
+
+sched::ScheduleOptions scheduleOptions(const NpuSchedule& schedule) {
+  sched::ScheduleOptions o;
+  o.window = static_cast<uint32_t>(schedule.window);
+  if (schedule.strategy == "greedy") o.mode = sched::ScheduleOptions::Mode::Greedy;
+  if (schedule.strategy == "sequential") o.mode = sched::ScheduleOptions::Mode::Sequential;
+  return o;
+}
+
+/// Orders the lowered instructions, gives the regions their addresses and derives the tokens (S2.3-S2.7).
+void scheduleProgram(sched::VirtualProgram vp, const hw::NpuConfig& cfg, const NpuSchedule& schedule, LoweredSubgraph& out) {
+  const sched::InstructionGraph graph = sched::buildInstructionGraph(vp, cfg);
+  const sched::ScheduleResult result = sched::listSchedule(vp, graph, cfg, scheduleOptions(schedule));
+  out.program = sched::materialize(vp, result, schedule.strategy == "sequential");
+  std::map<std::string, uint32_t> opIndex;
+  for (size_t i = 0; i < out.ops.size(); ++i) opIndex[out.ops[i].node] = static_cast<uint32_t>(i);
+  out.instructionOp.resize(result.order.size());
+  for (size_t k = 0; k < result.order.size(); ++k) {
+    const sched::VirtualInstruction& vi = vp.instructions[result.order[k]];
+    const uint32_t op = opIndex.at(vp.nodes[vp.tiles[vi.tile].node]);
+    out.instructionOp[k] = op;
+    out.ops[op].instructions++;
+  }
+  out.modelledCycles = result.cycles;
+}
+
+}  // namespace
+
 LoweredSubgraph lowerSubgraph(const Graph& body, const hw::Device& device, const std::string& name) {
+  return lowerSubgraph(body, device, defaultSchedule(body, device.npu, name));
+}
+
+LoweredSubgraph lowerSubgraph(const Graph& body, const hw::Device& device, const NpuSchedule& schedule) {
   using namespace lower;
   TESSEL_ASSERT(device.kind == hw::DeviceKind::Npu, "lowerSubgraph needs an npu device");
-  LowerContext ctx(body, device.npu);
+  const std::string& name = schedule.subgraph;
+  verifySchedule(schedule, body, device.npu);
+  LowerContext ctx(body, device.npu, schedule);
   findFusions(body, ctx);
   LoweredSubgraph out;
   out.name = name;
   out.device = device.name;
+  out.schedule = schedule;
   for (const Value* in : body.inputs()) {
     if (!in->type.isStatic() || in->type.dtype != DType::Float32)
       throw UserError(fmt::format("subgraph '{}': input '{}' has type {}, expected a static float32 shape", name,
@@ -252,23 +257,22 @@ LoweredSubgraph lowerSubgraph(const Graph& body, const hw::Device& device, const
     ctx.allocate(in);
     out.inputs.push_back(interfaceTensor(in, ctx.loc(in)));  // before its region may be reused
   }
+  std::map<std::string, uint32_t> groupOf;
+  for (size_t gi = 0; gi < schedule.groups.size(); ++gi)
+    for (const std::string& n : schedule.groups[gi].nodes) groupOf[n] = static_cast<uint32_t>(gi);
   for (const auto& n : body.nodes()) {
-    if (ctx.fusedInto.count(n.get())) {
-      ctx.releaseAfter(*n);
-      continue;
-    }
+    if (ctx.fusedInto.count(n.get())) continue;
     hw::SupportResult r = loweringSupport(*n, device);
     if (!r.supported) throw UserError(fmt::format("{} cannot be lowered to '{}': {}", n->describe(), device.name, r.reason));
     for (const Value* v : n->outputs()) ctx.allocate(v == n->output(0) ? ctx.resultValue(*n) : v);
-    LoweredOp op{n->name(), n->opType(), ctx.emitter.size(), 0, ""};
+    ctx.group = groupOf.at(n->name());
+    LoweredOp op{n->name(), n->opType(), 0, ""};
     opLowerings().at(n->opType()).lower(*n, ctx);
-    op.instructions = ctx.emitter.size() - op.firstInstruction;
     if (auto act = ctx.fusedActivation(*n)) op.tiling = fmt::format("+ fused {}", vecOpName(act->op));
     out.ops.push_back(op);
-    ctx.releaseAfter(*n);
   }
   for (const Value* o : body.outputs()) out.outputs.push_back(interfaceTensor(o, ctx.loc(o)));
-  out.program = ctx.emitter.take();
+  scheduleProgram(ctx.builder.take(), device.npu, schedule, out);
   out.constants = std::move(ctx.constants);
   out.dramWords = ctx.dramWords;
   uint64_t words = out.constants.size();

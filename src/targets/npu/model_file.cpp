@@ -55,6 +55,7 @@ class Reader {
     return std::string(reinterpret_cast<const char*>(b), static_cast<size_t>(n));
   }
   bool done() const { return p_ == end_; }
+  const std::string& origin() const { return origin_; }
 
  private:
   const uint8_t* p_;
@@ -80,10 +81,11 @@ json dramTensorsJson(const std::vector<DramTensor>& v) {
 std::string subgraphMeta(const LoweredSubgraph& s) {
   json ops = json::array();
   for (const LoweredOp& op : s.ops)
-    ops.push_back({{"node", op.node}, {"op", op.opType}, {"first", op.firstInstruction}, {"count", op.instructions}, {"tiling", op.tiling}});
+    ops.push_back({{"node", op.node}, {"op", op.opType}, {"count", op.instructions}, {"tiling", op.tiling}});
   json meta = {{"name", s.name},           {"device", s.device},       {"dram_words", s.dramWords},
                {"compulsory_dram_bytes", s.compulsoryDramBytes},       {"inputs", dramTensorsJson(s.inputs)},
-               {"outputs", dramTensorsJson(s.outputs)},                {"ops", ops}};
+               {"outputs", dramTensorsJson(s.outputs)},                {"ops", ops},
+               {"schedule", s.schedule.toJson()},                      {"modelled_cycles", s.modelledCycles}};
   return meta.dump();
 }
 
@@ -112,6 +114,8 @@ std::vector<uint8_t> serializeNpuModel(const CompiledNpuModel& model) {
     Writer w;
     w.blob(subgraphMeta(s));
     w.blob(encodeProgram(s.program));
+    w.u64(s.instructionOp.size());
+    for (uint32_t op : s.instructionOp) w.u32(op);
     w.u64(s.constants.size());
     w.raw(s.constants.data(), s.constants.size() * sizeof(float));
     section(tag("SUBG"), w);
@@ -203,18 +207,32 @@ LoweredSubgraph subgraphFrom(Reader& sec, const hw::HardwareConfig& config, cons
     s.compulsoryDramBytes = meta["compulsory_dram_bytes"].get<uint64_t>();
   s.inputs = dramTensorsFrom(meta["inputs"], s.dramWords, r);
   s.outputs = dramTensorsFrom(meta["outputs"], s.dramWords, r);
-  if (meta.contains("ops") && meta["ops"].is_array())
-    for (const json& op : meta["ops"])
-      if (op.is_object() && op.value("node", json()).is_string() && op.value("op", json()).is_string() &&
-          op.value("first", json()).is_number_unsigned() && op.value("count", json()).is_number_unsigned())
-        s.ops.push_back({op["node"].get<std::string>(), op["op"].get<std::string>(), op["first"].get<size_t>(),
-                         op["count"].get<size_t>(), op.value("tiling", std::string())});
+  if (!meta.contains("ops") || !meta["ops"].is_array()) r.fail(fmt::format("subgraph '{}' lacks its op list", s.name));
+  for (const json& op : meta["ops"]) {
+    if (!op.is_object() || !op.value("node", json()).is_string() || !op.value("op", json()).is_string() ||
+        !op.value("count", json()).is_number_unsigned() || !op.value("tiling", json()).is_string())
+      r.fail(fmt::format("subgraph '{}': an op entry lacks node, op, count or tiling", s.name));
+    s.ops.push_back({op["node"].get<std::string>(), op["op"].get<std::string>(), op["count"].get<size_t>(),
+                     op["tiling"].get<std::string>()});
+  }
+  if (!meta.contains("schedule")) r.fail(fmt::format("subgraph '{}' lacks its schedule", s.name));
+  s.schedule = NpuSchedule::fromJson(meta["schedule"], r.origin() + " (subgraph " + s.name + ")");
+  if (meta.contains("modelled_cycles") && meta["modelled_cycles"].is_number_unsigned())
+    s.modelledCycles = meta["modelled_cycles"].get<uint64_t>();
   std::string prog = sec.blob("instruction stream");
   if (prog.size() % 32 != 0) r.fail(fmt::format("subgraph '{}': instruction stream is not a multiple of 32 bytes", s.name));
   try {
     s.program = decodeProgram(std::vector<uint8_t>(prog.begin(), prog.end()));
   } catch (const UserError& e) {
     r.fail(fmt::format("subgraph '{}': {}", s.name, e.what()));
+  }
+  const uint64_t owners = sec.u64("instruction owner count");
+  if (owners != s.program.instructions.size() || owners > sec.left() / 4)
+    r.fail(fmt::format("subgraph '{}': {} instruction owners for {} instructions", s.name, owners, s.program.instructions.size()));
+  s.instructionOp.resize(static_cast<size_t>(owners));
+  for (uint32_t& op : s.instructionOp) {
+    op = sec.u32("instruction owner");
+    if (op >= s.ops.size()) r.fail(fmt::format("subgraph '{}': an instruction names op {} of {}", s.name, op, s.ops.size()));
   }
   uint64_t count = sec.u64("constant count");
   if (count > s.dramWords || count > sec.left() / 4) r.fail(fmt::format("subgraph '{}': bad constant count", s.name));

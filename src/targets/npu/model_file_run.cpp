@@ -69,8 +69,10 @@ std::vector<IoTensor> ioOf(const std::vector<Value*>& values) {
 
 }  // namespace
 
-CompiledNpuModel compileForNpu(Model& model, const hw::HardwareConfig& config) {
+CompiledNpuModel compileForNpu(const Model& input, const hw::HardwareConfig& config) {
   if (!config.firstNpu()) throw UserError(fmt::format("configuration '{}' has no npu device", config.name()));
+  std::unique_ptr<Model> owned = input.clone();
+  Model& model = *owned;
   prepareModelForNpu(model);
   partition::PartitionOptions popts;
   popts.canLower = loweringSupport;

@@ -21,6 +21,7 @@ struct OperandAccess {
   SramOperand operand;
   uint32_t outer = 1, inner = 1, vecLen = 1;
   AccessKind kind = AccessKind::ReadAtStart;
+  uint8_t slot = 0;  ///< which operand of the instruction: 0 dst, 1 srcA, 2 srcB, 3 srcC
 
   /// Highest word index touched (the box's last element).
   uint64_t lastWord() const {

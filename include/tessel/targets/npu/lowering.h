@@ -10,6 +10,7 @@
 #include "tessel/hw/hardware_config.h"
 #include "tessel/ir/graph.h"
 #include "tessel/targets/npu/isa.h"
+#include "tessel/targets/npu/schedule.h"
 #include "tessel/targets/npu/simulator.h"
 
 namespace tessel::npu {
@@ -33,13 +34,13 @@ struct DramTensor {
   uint64_t words = 0;
 };
 
-/// Instructions emitted for one graph node (for reports and the disassembly).
+/// Instructions emitted for one graph node (for reports and the disassembly). After scheduling a node's
+/// instructions are interleaved with other nodes'; LoweredSubgraph::instructionOp says which is whose.
 struct LoweredOp {
   std::string node;
   std::string opType;
-  size_t firstInstruction = 0;
   size_t instructions = 0;
-  std::string tiling;  ///< e.g. "tile 4x56 rows x cols, 16 out ch, 2 in-ch blocks"
+  std::string tiling;  ///< e.g. "+ fused relu"
 };
 
 /// One subgraph lowered to a program plus everything needed to run it.
@@ -52,10 +53,15 @@ struct LoweredSubgraph {
   uint64_t dramWords = 0;                   ///< total DRAM image size
   uint64_t compulsoryDramBytes = 0;         ///< each input, output and constant moved once
   std::vector<LoweredOp> ops;
+  std::vector<uint32_t> instructionOp;      ///< per instruction of `program`, its index in `ops`
+  NpuSchedule schedule;                     ///< the schedule the program was lowered with
+  uint64_t modelledCycles = 0;              ///< the scheduler's own estimate (the simulator's rules)
 };
 
-/// Lowers a subgraph body (nodes all accepted by loweringSupport) for the NPU `device`. Throws UserError
-/// naming the node when a node cannot be lowered.
+/// Lowers a subgraph body (nodes all accepted by loweringSupport) for the NPU `device` with the given
+/// (verified) schedule. Throws UserError naming the node when a node cannot be lowered.
+LoweredSubgraph lowerSubgraph(const Graph& body, const hw::Device& device, const NpuSchedule& schedule);
+/// The same with defaultSchedule().
 LoweredSubgraph lowerSubgraph(const Graph& body, const hw::Device& device, const std::string& name);
 
 /// Result of running a lowered subgraph.

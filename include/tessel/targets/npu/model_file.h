@@ -17,7 +17,7 @@
 namespace tessel::npu {
 
 inline constexpr char kModelFileMagic[8] = {'T', 'E', 'S', 'S', 'N', 'P', 'U', '\0'};
-inline constexpr uint32_t kModelFileVersion = 1;
+inline constexpr uint32_t kModelFileVersion = 2;
 
 /// A model input or output as the file describes it.
 struct IoTensor {
@@ -34,8 +34,8 @@ struct CompiledNpuModel {
   std::vector<IoTensor> inputs, outputs;
 };
 
-/// Prepares, partitions and lowers a model for `config` (which must have an npu device).
-CompiledNpuModel compileForNpu(Model& model, const hw::HardwareConfig& config);
+/// Prepares, partitions and lowers (a copy of) a model for `config` (which must have an npu device).
+CompiledNpuModel compileForNpu(const Model& model, const hw::HardwareConfig& config);
 
 /// Serialises to bytes / writes a file (UserError when not writable).
 std::vector<uint8_t> serializeNpuModel(const CompiledNpuModel& model);

@@ -1,0 +1,157 @@
+// Dependencies between NPU instructions through the words they access (S2.2, S2.3): read-after-write is a
+// strong (data) dependency, write-after-read and write-after-write are weak (order-only) ones. This one
+// analysis serves the instruction scheduler (on virtual buffer regions), the token assignment of the final
+// program and the simulator's hazard checker (on physical addresses, with the simulated times).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "tessel/targets/npu/access.h"
+#include "tessel/targets/npu/isa.h"
+
+namespace tessel::npu {
+
+enum class DepKind : uint8_t { ReadAfterWrite = 0, WriteAfterRead = 1, WriteAfterWrite = 2 };
+/// "RAW", "WAR", "WAW".
+const char* depKindName(DepKind k);
+
+/// Address spaces the analysis keys words by: the four SRAM buffers (npu::Buffer values), DRAM, and from
+/// kFirstRegionSpace on one space per virtual buffer region of a program not yet given addresses.
+inline constexpr uint32_t kDramSpace = 4;
+inline constexpr uint32_t kFirstRegionSpace = 5;
+
+/// A run of consecutive words one instruction reads or writes in one address space.
+struct WordRun {
+  uint32_t space = 0;
+  uint64_t first = 0, count = 0;
+  AccessKind kind = AccessKind::ReadAtStart;
+};
+
+/// Appends the runs of an instruction's SRAM accesses, merged where boxes are contiguous, and with `dram`
+/// its DRAM access (space kDramSpace). An SRAM operand's space is its buffer, or kFirstRegionSpace + r when
+/// `regions` gives it a virtual region r (per operand: dst, srcA, srcB, srcC; -1 = none).
+void instructionRuns(const Instruction& inst, std::vector<WordRun>& out, bool dram = true,
+                     const std::array<int32_t, 4>* regions = nullptr);
+
+/// One dependency of a later instruction (the consumer) on an earlier one (the producer).
+struct Dependency {
+  uint32_t producer = 0;
+  uint32_t consumer = 0;
+  DepKind kind = DepKind::ReadAfterWrite;
+  AccessKind producerAccess = AccessKind::WriteAtFinish;  ///< the earlier instruction's access
+  AccessKind consumerAccess = AccessKind::ReadAtStart;    ///< the later instruction's access
+  uint32_t space = 0;
+  uint64_t firstWord = 0, words = 0;  ///< the overlap found (one segment of it)
+};
+
+/// Walks a program in program order and reports, for each instruction, its dependencies on earlier ones.
+/// Per word range it remembers the last writer and, per unit, the latest reader since that write: on units
+/// that issue and complete in order the latest reader is also the last read in time, so these few
+/// instructions are every dependency that matters (earlier ones are implied by unit order).
+class DependencyTracker {
+ public:
+  /// What a value (words with one writer) was when it is overwritten or the walk ends: its writer and the
+  /// per-unit latest readers. Used for liveness.
+  struct ClosedValue {
+    int32_t writer = -1;
+    std::array<int32_t, kNumUnits> readers{-1, -1, -1, -1};
+    uint8_t readAtFinish = 0;  ///< bit u: unit u's latest read happened at that reader's finish
+    uint32_t space = 0;
+    uint64_t words = 0;
+  };
+
+  /// Records instruction `index` (on `unit`) accessing `runs`, calling onDep(const Dependency&) for each
+  /// dependency on an earlier instruction and onClose(const ClosedValue&) for values it overwrites.
+  template <class OnDep, class OnClose>
+  void visit(uint32_t index, Unit unit, const std::vector<WordRun>& runs, OnDep&& onDep, OnClose&& onClose);
+  template <class OnDep>
+  void visit(uint32_t index, Unit unit, const std::vector<WordRun>& runs, OnDep&& onDep) {
+    visit(index, unit, runs, onDep, [](const ClosedValue&) {});
+  }
+  /// Calls fn(const ClosedValue&) for every value still held (the walk is over).
+  template <class Fn>
+  void closeAll(Fn&& fn) const;
+
+  /// Words read that no earlier instruction wrote.
+  uint64_t uninitialisedReads() const { return uninitialised_; }
+
+ private:
+  struct Segment {
+    uint64_t end = 0;  ///< one past the last key; the map key is the first
+    int32_t writer = -1;
+    std::array<int32_t, kNumUnits> readers{-1, -1, -1, -1};
+    uint8_t readAtFinish = 0;
+  };
+  using Map = std::map<uint64_t, Segment>;
+  static uint64_t key(uint32_t space, uint64_t word) { return (uint64_t{space} << 40) | word; }
+  void splitAt(uint64_t at);
+  /// Makes [lo, hi) covered by segments (gaps get never-written segments) and returns the first.
+  Map::iterator cover(uint64_t lo, uint64_t hi);
+
+  Map map_;
+  uint64_t uninitialised_ = 0;
+};
+
+// ---- implementation of the templates ----
+
+template <class OnDep, class OnClose>
+void DependencyTracker::visit(uint32_t index, Unit unit, const std::vector<WordRun>& runs, OnDep&& onDep,
+                              OnClose&& onClose) {
+  const auto u = static_cast<size_t>(unit);
+  // Reads first: against the value's writer (RAW); then register as a reader.
+  for (const WordRun& r : runs) {
+    if (r.kind == AccessKind::WriteAtFinish || r.count == 0) continue;
+    const uint64_t lo = key(r.space, r.first), hi = lo + r.count;
+    for (auto it = cover(lo, hi); it != map_.end() && it->first < hi; ++it) {
+      Segment& s = it->second;
+      const uint64_t words = s.end - it->first;
+      if (s.writer < 0) {
+        uninitialised_ += words;
+      } else if (s.writer != static_cast<int32_t>(index)) {
+        onDep(Dependency{static_cast<uint32_t>(s.writer), index, DepKind::ReadAfterWrite, AccessKind::WriteAtFinish, r.kind,
+                         r.space, it->first & ((uint64_t{1} << 40) - 1), words});
+      }
+      s.readers[u] = static_cast<int32_t>(index);
+      const uint8_t bit = static_cast<uint8_t>(1u << u);
+      s.readAtFinish = r.kind == AccessKind::ReadAtFinish ? (s.readAtFinish | bit) : (s.readAtFinish & ~bit);
+    }
+  }
+  // Then writes: against the latest readers (WAR) and the writer (WAW); the range gets one new value.
+  for (const WordRun& r : runs) {
+    if (r.kind != AccessKind::WriteAtFinish || r.count == 0) continue;
+    const uint64_t lo = key(r.space, r.first), hi = lo + r.count;
+    auto first = cover(lo, hi);
+    auto it = first;
+    for (; it != map_.end() && it->first < hi; ++it) {
+      const Segment& s = it->second;
+      const uint64_t word = it->first & ((uint64_t{1} << 40) - 1), words = s.end - it->first;
+      for (size_t ru = 0; ru < kNumUnits; ++ru) {
+        const int32_t reader = s.readers[ru];
+        if (reader < 0 || reader == static_cast<int32_t>(index)) continue;
+        const AccessKind rk = (s.readAtFinish >> ru) & 1 ? AccessKind::ReadAtFinish : AccessKind::ReadAtStart;
+        onDep(Dependency{static_cast<uint32_t>(reader), index, DepKind::WriteAfterRead, rk, AccessKind::WriteAtFinish,
+                         r.space, word, words});
+      }
+      if (s.writer >= 0 && s.writer != static_cast<int32_t>(index))
+        onDep(Dependency{static_cast<uint32_t>(s.writer), index, DepKind::WriteAfterWrite, AccessKind::WriteAtFinish,
+                         AccessKind::WriteAtFinish, r.space, word, words});
+      if (s.writer >= 0) onClose(ClosedValue{s.writer, s.readers, s.readAtFinish, r.space, words});
+    }
+    map_.erase(first, it);
+    Segment merged;
+    merged.end = hi;
+    merged.writer = static_cast<int32_t>(index);
+    map_.emplace(lo, merged);
+  }
+}
+
+template <class Fn>
+void DependencyTracker::closeAll(Fn&& fn) const {
+  for (const auto& [lo, s] : map_)
+    if (s.writer >= 0) fn(ClosedValue{s.writer, s.readers, s.readAtFinish, static_cast<uint32_t>(lo >> 40), s.end - lo});
+}
+
+}  // namespace tessel::npu

@@ -1,0 +1,86 @@
+// The NPU schedule as data (S0, S1, S2): which nodes are fused into groups, how each node is tiled, the
+// order and priority of the tiles, which values stay on chip, buffer depths and the sliding window. The
+// lowering consumes an NpuSchedule and never decides these itself; the schedule is printed by `tessel
+// sched`, stored in the .tnpu file, verified before lowering, and is what the search mutates.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tessel/hw/hardware_config.h"
+#include "tessel/ir/graph.h"
+
+namespace tessel::npu {
+
+/// How one node's work is cut into tiles. Which fields matter depends on `variant`:
+/// - "matrix" (Conv, Gemm, MatMul on the matrix unit): output tiles of rows x cols pixels and `channels`
+///   output channels (at most DIM per gemm), input channels loaded `inChannels` at a time;
+/// - "packed" (a Conv with few input channels): like matrix, with (kernel column, channel) pairs packed into
+///   the reduction so the array is not mostly idle;
+/// - "vector" (depthwise Conv on the vector unit), "pool" (MaxPool/AveragePool): rows x cols x channels;
+/// - "elementwise": tiles of `cols` pixels x `channels` channels (rows is 1);
+/// - "global-pool": chunks of `cols` pixels x `channels` channels;
+/// - "alias" (Flatten/Reshape/Concat handled by addressing): no tiles.
+struct NodeTiling {
+  std::string node;     ///< node name in the subgraph body
+  std::string op;       ///< its op type (for printing)
+  std::string variant;  ///< see above
+  int64_t rows = 1, cols = 1;   ///< output tile (pixels)
+  int64_t channels = 1;         ///< output channels per tile (matrix: per gemm block; others: per tile)
+  int64_t inChannels = 0;       ///< matrix/packed: input channels per loaded block
+  int64_t coutPerPass = 0;      ///< matrix: output channels computed from one input load (0 = one block)
+  bool weightsResident = true;  ///< matrix: a node's weight blocks stay in SRAM for all its tiles
+  int64_t slots = 2;            ///< buffer depth: tiles of this node in flight (2 = double buffering)
+  std::string fused;            ///< activation node applied in place before the store ("" = none)
+
+  bool operator==(const NodeTiling&) const = default;
+};
+
+/// A group of nodes scheduled together. With rowTiles == 1 every node runs layer by layer (its own
+/// tiles, values through DRAM). With rowTiles > 1 the group is a chain around preset operators split along
+/// H into tile subgraphs that each compute the whole chain on their rows (S0.2); `onChip` values stay in
+/// SRAM between the chain's nodes.
+struct GroupSchedule {
+  std::vector<std::string> nodes;   ///< in compute order
+  std::vector<NodeTiling> tiling;   ///< one per node that emits instructions
+  int64_t rowTiles = 1;             ///< tile subgraphs along H (S0.2)
+  std::vector<int64_t> tileOrder;   ///< compute priority of the tiles, highest first (S0.3)
+  std::vector<std::string> onChip;  ///< values that never go to DRAM
+
+  bool operator==(const GroupSchedule&) const = default;
+};
+
+/// The schedule of one NPU subgraph.
+struct NpuSchedule {
+  std::string subgraph;
+  /// "window": list scheduling of the instruction dependency graph with a sliding window of `window` tiles;
+  /// "greedy": the same without a window; "sequential": every instruction waits for the previous one.
+  std::string strategy = "window";
+  int64_t window = 2;
+  std::vector<GroupSchedule> groups;
+
+  bool operator==(const NpuSchedule&) const = default;
+
+  /// The tiling of a node, or nullptr when the schedule has none (fused activations, aliases).
+  const NodeTiling* tilingOf(const std::string& node) const;
+  /// Readable multi-line form (what `tessel sched` prints).
+  std::string toText() const;
+  nlohmann::json toJson() const;
+  /// Parses toJson()'s form; throws UserError naming `origin` and the field on anything malformed.
+  static NpuSchedule fromJson(const nlohmann::json& j, const std::string& origin);
+};
+
+/// The historical choices of the layer-by-layer lowering: one group per node (an activation that is a
+/// Conv/Gemm/MatMul's only consumer fused into it), tiles sized so the accumulator tile and the input window
+/// each fit half a buffer, cout-block-outer loops, two slots per buffer.
+NpuSchedule defaultSchedule(const Graph& body, const hw::NpuConfig& cfg, const std::string& subgraph);
+
+/// Checks a schedule against the body and the machine: every node scheduled once and in topological order,
+/// tile sizes legal for their node, each tile's working set within the buffers. Throws UserError listing
+/// every problem.
+void verifySchedule(const NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg);
+
+}  // namespace tessel::npu

@@ -1,0 +1,50 @@
+// Reading convolution, pooling and tensor-view geometry off IR nodes for the NPU target.
+#include "geometry.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace tessel::npu {
+namespace {
+std::vector<int64_t> intsOr(const Node& n, const char* name, std::vector<int64_t> fallback) {
+  return n.hasAttr(name) ? n.attrInts(name) : fallback;
+}
+}  // namespace
+
+PixelView pixelView(const Shape& shape) {
+  PixelView v;
+  if (shape.empty()) return v;
+  v.channels = shape.size() == 4 ? shape[1] : std::max<int64_t>(shape.back(), 1);
+  v.pixels = v.channels == 0 ? 0 : shapeSize(shape) / v.channels;
+  return v;
+}
+
+ConvGeometry convGeometry(const Node& n) {
+  ConvGeometry g;
+  if (n.opType() == "Conv") {
+    const Shape x = n.input(0)->type.staticShape(), w = n.input(1)->type.staticShape(), y = n.output(0)->type.staticShape();
+    g.N = x[0], g.C = x[1], g.H = x[2], g.W = x[3];
+    g.M = w[0], g.KH = w[2], g.KW = w[3], g.group = n.hasAttr("group") ? n.attrInt("group") : 1;
+    auto s = intsOr(n, "strides", {1, 1}), d = intsOr(n, "dilations", {1, 1}), p = intsOr(n, "pads", {0, 0, 0, 0});
+    g.sH = s[0], g.sW = s[1], g.dH = d[0], g.dW = d[1], g.pT = p[0], g.pL = p[1], g.pB = p[2], g.pR = p[3];
+    g.OH = y[2], g.OW = y[3];
+    return g;
+  }
+  // Gemm / MatMul: rows of A times a constant B, as a 1x1 convolution over the rows.
+  const Shape b = n.input(1)->type.staticShape();
+  const bool transB = n.opType() == "Gemm" && n.hasAttr("transB") && n.attrInt("transB") != 0;
+  g.C = b[transB ? 1 : 0];
+  g.M = b[transB ? 0 : 1];
+  g.W = g.OW = pixelView(n.input(0)->type.staticShape()).pixels;
+  return g;
+}
+
+PoolGeometry poolGeometry(const Node& n) {
+  const Shape x = n.input(0)->type.staticShape(), y = n.output(0)->type.staticShape();
+  auto k = n.attrInts("kernel_shape");
+  auto s = intsOr(n, "strides", {1, 1});
+  auto p = intsOr(n, "pads", {0, 0, 0, 0});
+  return PoolGeometry{x[0], x[1], x[2], x[3], k[0], k[1], s[0], s[1], p[0], p[1], y[2], y[3], n.opType() == "MaxPool"};
+}
+
+}  // namespace tessel::npu

@@ -1,0 +1,47 @@
+// Shapes of the NPU's tiled operators as plain numbers (convolution incl. Gemm/MatMul as a 1x1 convolution
+// over rows, pooling, element-wise tiles), read from a node; shared by the schedule builders and the lowering.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "tessel/ir/graph.h"
+
+namespace tessel::npu {
+
+inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// A 2-D convolution over an NHWC tensor (Gemm/MatMul: C = K, W = rows of A, M = N, 1x1 kernel).
+struct ConvGeometry {
+  int64_t N = 1, C = 1, H = 1, W = 1, M = 1, KH = 1, KW = 1;
+  int64_t sH = 1, sW = 1, dH = 1, dW = 1, pT = 0, pL = 0, pB = 0, pR = 0, group = 1;
+  int64_t OH = 1, OW = 1;
+  bool depthwise() const { return group > 1 && group == C && group == M; }
+  int64_t inRows(int64_t th) const { return (th - 1) * sH + (KH - 1) * dH + 1; }
+  int64_t inCols(int64_t tw) const { return (tw - 1) * sW + (KW - 1) * dW + 1; }
+  /// Words of one output pixel's receptive field per channel.
+  int64_t windowWords() const { return ((KH - 1) * dH + 1) * ((KW - 1) * dW + 1); }
+  int64_t macs() const { return N * OH * OW * M * (C / group) * KH * KW; }
+};
+
+/// Geometry of a Conv, Gemm or MatMul node (shapes must be static).
+ConvGeometry convGeometry(const Node& node);
+
+/// A MaxPool / AveragePool over an NHWC tensor.
+struct PoolGeometry {
+  int64_t N, C, H, W, KH, KW, sH, sW, pT, pL, OH, OW;
+  bool isMax;
+  int64_t inRows(int64_t th) const { return (th - 1) * sH + KH; }
+  int64_t inCols(int64_t tw) const { return (tw - 1) * sW + KW; }
+};
+PoolGeometry poolGeometry(const Node& node);
+
+/// The pixels x channels view of a tensor as the NPU stores it: rank 4 is NHWC (N*H*W pixels of C channels),
+/// other ranks have the last axis as channels.
+struct PixelView {
+  int64_t pixels = 1, channels = 1;
+};
+PixelView pixelView(const Shape& shape);
+
+}  // namespace tessel::npu

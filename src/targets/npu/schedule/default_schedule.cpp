@@ -1,0 +1,148 @@
+// defaultSchedule(): the layer-by-layer lowering's historical tiling choices written down as an NpuSchedule
+// (one group per node, an activation fused into its Conv/Gemm/MatMul, tiles sized to half buffers).
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "../geometry.h"
+#include "../lower_context.h"
+#include "tessel/support/error.h"
+#include "tessel/targets/npu/schedule.h"
+
+namespace tessel::npu {
+namespace {
+
+/// Output tile rows x cols such that the accumulator tile and the input window fit one slot each.
+std::pair<int64_t, int64_t> chooseTile(const ConvGeometry& p, int64_t channelsOut, int64_t channelsIn, uint64_t accSlot,
+                                       uint64_t inpSlot) {
+  for (int64_t parts = 1; parts <= p.OW; ++parts) {
+    int64_t tw = ceilDiv(p.OW, parts);
+    if (tw >= 65536 || static_cast<uint64_t>(p.inCols(tw) * channelsIn) > inpSlot) continue;
+    int64_t th = std::min<int64_t>({p.OH, 65535, static_cast<int64_t>(accSlot / static_cast<uint64_t>(tw * channelsOut))});
+    while (th >= 1 && static_cast<uint64_t>(p.inRows(th) * p.inCols(tw) * channelsIn) > inpSlot) --th;
+    if (th >= 1) return {th, tw};
+  }
+  throw UserError(fmt::format("npu lowering: a {}x{} convolution window of {} channels does not fit the input buffer "
+                              "({} words per slot)", p.KH, p.KW, channelsIn, inpSlot));
+}
+
+NodeTiling tilingFor(const Node& n, const char* variant) {
+  NodeTiling t;
+  t.node = n.name(), t.op = n.opType(), t.variant = variant;
+  return t;
+}
+
+uint64_t half(const hw::NpuConfig& cfg, Buffer b) { return cfg.bufferWords(static_cast<size_t>(b)) / 2; }
+
+NodeTiling matrixTiling(const Node& n, const hw::NpuConfig& cfg) {
+  const ConvGeometry p = convGeometry(n);
+  NodeTiling t = tilingFor(n, "matrix");
+  const int64_t DIM = cfg.dim, Cg = p.C / p.group, Mg = p.M / p.group;
+  if (p.depthwise()) {
+    t.variant = "vector";
+    const int64_t taps = p.KH * p.KW;
+    int64_t cb = std::min<int64_t>(p.C, 4 * DIM);
+    cb = std::min<int64_t>(cb, static_cast<int64_t>(half(cfg, Buffer::Weight)) / taps);
+    cb = std::min<int64_t>(cb, static_cast<int64_t>(half(cfg, Buffer::Output)));
+    cb = std::min<int64_t>(cb, static_cast<int64_t>(half(cfg, Buffer::Input)) / p.windowWords());
+    if (cb < 1) throw UserError(fmt::format("{}: depthwise kernel does not fit the NPU's buffers", n.describe()));
+    auto [th, tw] = chooseTile(p, cb, cb, half(cfg, Buffer::Accumulator), half(cfg, Buffer::Input));
+    t.rows = th, t.cols = tw, t.channels = cb, t.inChannels = cb;
+    return t;
+  }
+  const int64_t cb = std::max<int64_t>(1, std::min({DIM, Cg, static_cast<int64_t>(half(cfg, Buffer::Input)) / p.windowWords()}));
+  const int64_t nb = std::min(DIM, Mg);
+  auto [th, tw] = chooseTile(p, nb, cb, half(cfg, Buffer::Accumulator), half(cfg, Buffer::Input));
+  t.rows = th, t.cols = tw, t.channels = nb, t.inChannels = cb;
+  // An output block's weights stay resident when they fit half the weight buffer, else they are streamed.
+  t.weightsResident = static_cast<uint64_t>(Cg * p.KH * p.KW * nb) <= half(cfg, Buffer::Weight);
+  return t;
+}
+
+NodeTiling poolTiling(const Node& n, const hw::NpuConfig& cfg) {
+  const PoolGeometry q = poolGeometry(n);
+  NodeTiling t = tilingFor(n, "pool");
+  const uint64_t inpSlot = half(cfg, Buffer::Input), accSlot = half(cfg, Buffer::Accumulator);
+  int64_t cb = std::min<int64_t>(q.C, 4 * cfg.dim);
+  while (cb > 1 && static_cast<uint64_t>(q.KH * q.KW * cb) > inpSlot) cb = ceilDiv(cb, 2);
+  int64_t th = 0, tw = 0;
+  for (int64_t parts = 1; parts <= q.OW && th == 0; ++parts) {
+    tw = ceilDiv(q.OW, parts);
+    if (static_cast<uint64_t>(q.inCols(tw) * cb) > inpSlot) continue;
+    th = std::min<int64_t>(q.OH, static_cast<int64_t>(accSlot / static_cast<uint64_t>(tw * cb)));
+    while (th >= 1 && static_cast<uint64_t>(q.inRows(th) * q.inCols(tw) * cb) > inpSlot) --th;
+  }
+  if (th < 1) throw UserError(fmt::format("{}: pooling window does not fit the input buffer", n.describe()));
+  t.rows = th, t.cols = tw, t.channels = cb;
+  return t;
+}
+
+NodeTiling globalPoolTiling(const Node& n, const hw::NpuConfig& cfg) {
+  const Shape xs = n.input(0)->type.staticShape();
+  const int64_t C = xs[1], HW = xs[2] * xs[3];
+  NodeTiling t = tilingFor(n, "global-pool");
+  t.channels = std::min<int64_t>({C, 4 * cfg.dim, static_cast<int64_t>(half(cfg, Buffer::Accumulator))});
+  t.cols = std::max<int64_t>(1, std::min<int64_t>(HW, static_cast<int64_t>(half(cfg, Buffer::Input)) / t.channels));
+  return t;
+}
+
+NodeTiling elementwiseTiling(const Node& n, const hw::NpuConfig& cfg) {
+  const PixelView y = pixelView(n.output(0)->type.staticShape());
+  NodeTiling t = tilingFor(n, "elementwise");
+  const int64_t slot = static_cast<int64_t>(
+      std::min({half(cfg, Buffer::Input), half(cfg, Buffer::Weight), half(cfg, Buffer::Output)}));
+  t.channels = std::min<int64_t>({y.channels, slot, 65535});
+  t.cols = std::max<int64_t>(1, std::min<int64_t>({y.pixels, slot / t.channels, 65535}));
+  return t;
+}
+
+bool isMatrixOp(const Node& n) {
+  return n.domain().empty() && (n.opType() == "Conv" || n.opType() == "Gemm" || n.opType() == "MatMul");
+}
+
+/// The activation a Conv/Gemm/MatMul applies in place: its only consumer, when that is an activation and the
+/// result is not a subgraph output.
+const Node* fusedActivationNode(const Graph& body, const Node& n) {
+  if (!isMatrixOp(n)) return nullptr;
+  const Value* y = n.output(0);
+  const auto& outs = body.outputs();
+  if (y->uses().size() != 1 || std::find(outs.begin(), outs.end(), y) != outs.end()) return nullptr;
+  const Node* user = y->uses()[0].node;
+  return y->uses()[0].index == 0 && lower::activationOf(*user) ? user : nullptr;
+}
+
+}  // namespace
+
+NpuSchedule defaultSchedule(const Graph& body, const hw::NpuConfig& cfg, const std::string& subgraph) {
+  NpuSchedule s;
+  s.subgraph = subgraph;
+  s.strategy = "window";
+  s.window = 2;
+  std::map<const Node*, const Node*> fusedInto;
+  for (const auto& n : body.nodes())
+    if (const Node* act = fusedActivationNode(body, *n)) fusedInto[act] = n.get();
+  for (const auto& n : body.nodes()) {
+    if (fusedInto.count(n.get())) continue;
+    GroupSchedule g;
+    g.nodes.push_back(n->name());
+    g.tileOrder = {0};
+    const std::string& op = n->opType();
+    NodeTiling t;
+    if (isMatrixOp(*n))
+      t = matrixTiling(*n, cfg);
+    else if (op == "MaxPool" || op == "AveragePool")
+      t = poolTiling(*n, cfg);
+    else if (op == "GlobalAveragePool" || op == "GlobalMaxPool")
+      t = globalPoolTiling(*n, cfg);
+    else
+      t = elementwiseTiling(*n, cfg);
+    if (const Node* act = fusedActivationNode(body, *n)) {
+      t.fused = act->name();
+      g.nodes.push_back(act->name());
+    }
+    g.tiling.push_back(t);
+    s.groups.push_back(std::move(g));
+  }
+  return s;
+}
+
+}  // namespace tessel::npu

@@ -1,0 +1,89 @@
+// The dependency tracker's helpers: word runs of an instruction's accesses, and its interval map.
+#include "tessel/targets/npu/dependencies.h"
+
+namespace tessel::npu {
+
+const char* depKindName(DepKind k) {
+  switch (k) {
+    case DepKind::ReadAfterWrite: return "RAW";
+    case DepKind::WriteAfterRead: return "WAR";
+    case DepKind::WriteAfterWrite: return "WAW";
+  }
+  return "?";
+}
+
+namespace {
+
+/// Appends the runs of an outer x inner x vec box starting at `addr` with the given strides, merging a run
+/// into the previous one when it starts inside or right after it.
+void boxRuns(uint32_t space, uint64_t addr, uint64_t strideOuter, uint64_t strideInner, uint32_t outer, uint32_t inner,
+             uint32_t vec, AccessKind kind, std::vector<WordRun>& out) {
+  // Dense boxes (the common case) are one run.
+  if ((inner == 1 || strideInner == vec) && (outer == 1 || strideOuter == uint64_t{inner} * vec)) {
+    out.push_back(WordRun{space, addr, uint64_t{outer} * inner * vec, kind});
+    return;
+  }
+  bool open = false;
+  WordRun cur{space, 0, 0, kind};
+  for (uint32_t o = 0; o < outer; ++o) {
+    for (uint32_t i = 0; i < inner; ++i) {
+      const uint64_t start = addr + uint64_t{o} * strideOuter + uint64_t{i} * strideInner;
+      if (open && start >= cur.first && start <= cur.first + cur.count) {
+        cur.count = std::max(cur.count, start + vec - cur.first);
+        continue;
+      }
+      if (open) out.push_back(cur);
+      cur.first = start, cur.count = vec;
+      open = true;
+    }
+  }
+  if (open) out.push_back(cur);
+}
+
+}  // namespace
+
+void instructionRuns(const Instruction& inst, std::vector<WordRun>& out, bool dram, const std::array<int32_t, 4>* regions) {
+  for (const OperandAccess& a : sramAccesses(inst)) {
+    const int32_t r = regions ? (*regions)[a.slot] : -1;
+    const uint32_t space = r >= 0 ? kFirstRegionSpace + static_cast<uint32_t>(r) : static_cast<uint32_t>(a.operand.buffer);
+    boxRuns(space, a.operand.addr, a.operand.strideOuter, a.operand.strideInner, a.outer,
+            a.inner, a.vecLen, a.kind, out);
+  }
+  if (!dram) return;
+  if (inst.opcode == Opcode::Load)
+    boxRuns(kDramSpace, inst.dramAddr, inst.dramStrideOuter, inst.dramStrideInner, inst.outer, inst.inner, inst.vecLen,
+            AccessKind::ReadAtStart, out);
+  if (inst.opcode == Opcode::Store)
+    boxRuns(kDramSpace, inst.dramAddr, inst.dramStrideOuter, inst.dramStrideInner, inst.outer, inst.inner, inst.vecLen,
+            AccessKind::WriteAtFinish, out);
+}
+
+void DependencyTracker::splitAt(uint64_t at) {
+  auto it = map_.upper_bound(at);
+  if (it == map_.begin()) return;
+  --it;
+  if (it->first < at && it->second.end > at) {
+    Segment upper = it->second;
+    it->second.end = at;
+    map_.emplace_hint(std::next(it), at, upper);
+  }
+}
+
+DependencyTracker::Map::iterator DependencyTracker::cover(uint64_t lo, uint64_t hi) {
+  splitAt(lo);
+  splitAt(hi);
+  uint64_t cursor = lo;
+  auto it = map_.lower_bound(lo);
+  while (cursor < hi) {
+    if (it == map_.end() || it->first > cursor) {
+      Segment gap;
+      gap.end = (it == map_.end() || it->first > hi) ? hi : it->first;
+      it = map_.emplace_hint(it, cursor, gap);
+    }
+    cursor = it->second.end;
+    ++it;
+  }
+  return map_.lower_bound(lo);
+}
+
+}  // namespace tessel::npu

@@ -1,0 +1,223 @@
+// NpuSchedule: text and JSON forms, and the verifier run before lowering (nodes, tile legality, working
+// sets against the buffers).
+#include <algorithm>
+#include <fmt/format.h>
+#include <map>
+#include <set>
+
+#include "../geometry.h"
+#include "tessel/support/error.h"
+#include "tessel/targets/npu/isa.h"
+#include "tessel/targets/npu/schedule.h"
+
+namespace tessel::npu {
+
+using json = nlohmann::json;
+
+const NodeTiling* NpuSchedule::tilingOf(const std::string& node) const {
+  for (const GroupSchedule& g : groups)
+    for (const NodeTiling& t : g.tiling)
+      if (t.node == node) return &t;
+  return nullptr;
+}
+
+namespace {
+
+std::string describeTiling(const NodeTiling& t) {
+  std::string s;
+  if (t.variant == "elementwise" || t.variant == "global-pool")
+    s = fmt::format("{} px x {} ch", t.cols, t.channels);
+  else if (t.variant == "alias")
+    s = "addressing only";
+  else
+    s = fmt::format("{}x{} px x {} ch", t.rows, t.cols, t.channels);
+  if (t.inChannels) s += fmt::format(", {} in-ch per load", t.inChannels);
+  if (t.coutPerPass) s += fmt::format(", {} out-ch per input load", t.coutPerPass);
+  if (t.variant == "matrix" || t.variant == "packed") s += t.weightsResident ? ", weights resident" : ", weights streamed";
+  s += fmt::format(", {} slots", t.slots);
+  if (!t.fused.empty()) s += fmt::format(", + {}", t.fused);
+  return s;
+}
+
+json tilingJson(const NodeTiling& t) {
+  return json{{"node", t.node},         {"op", t.op},
+              {"variant", t.variant},   {"rows", t.rows},
+              {"cols", t.cols},         {"channels", t.channels},
+              {"in_channels", t.inChannels}, {"cout_per_pass", t.coutPerPass},
+              {"weights_resident", t.weightsResident}, {"slots", t.slots},
+              {"fused", t.fused}};
+}
+
+/// Typed field access with errors naming the origin and the JSON path.
+class JsonReader {
+ public:
+  explicit JsonReader(std::string origin) : origin_(std::move(origin)) {}
+  [[noreturn]] void fail(const std::string& path, const std::string& what) const {
+    throw UserError(fmt::format("{}: schedule field '{}': {}", origin_, path, what));
+  }
+  const json& field(const json& j, const std::string& path, const char* key) const {
+    if (!j.is_object() || !j.contains(key)) fail(path + "." + key, "missing");
+    return j.at(key);
+  }
+  int64_t integer(const json& j, const std::string& path, const char* key, int64_t lo, int64_t hi) const {
+    const json& v = field(j, path, key);
+    if (!v.is_number_integer()) fail(path + "." + key, "expected an integer");
+    int64_t x = v.get<int64_t>();
+    if (x < lo || x > hi) fail(path + "." + key, fmt::format("{} is outside [{}, {}]", x, lo, hi));
+    return x;
+  }
+  std::string string(const json& j, const std::string& path, const char* key) const {
+    const json& v = field(j, path, key);
+    if (!v.is_string()) fail(path + "." + key, "expected a string");
+    return v.get<std::string>();
+  }
+  bool boolean(const json& j, const std::string& path, const char* key) const {
+    const json& v = field(j, path, key);
+    if (!v.is_boolean()) fail(path + "." + key, "expected true or false");
+    return v.get<bool>();
+  }
+  const json& array(const json& j, const std::string& path, const char* key) const {
+    const json& v = field(j, path, key);
+    if (!v.is_array()) fail(path + "." + key, "expected an array");
+    return v;
+  }
+
+ private:
+  std::string origin_;
+};
+
+constexpr int64_t kMaxCount = int64_t{1} << 40;
+
+NodeTiling tilingFromJson(const JsonReader& r, const json& j, const std::string& path) {
+  NodeTiling t;
+  t.node = r.string(j, path, "node");
+  t.op = r.string(j, path, "op");
+  t.variant = r.string(j, path, "variant");
+  t.rows = r.integer(j, path, "rows", 1, kMaxCount);
+  t.cols = r.integer(j, path, "cols", 1, kMaxCount);
+  t.channels = r.integer(j, path, "channels", 1, kMaxCount);
+  t.inChannels = r.integer(j, path, "in_channels", 0, kMaxCount);
+  t.coutPerPass = r.integer(j, path, "cout_per_pass", 0, kMaxCount);
+  t.weightsResident = r.boolean(j, path, "weights_resident");
+  t.slots = r.integer(j, path, "slots", 1, 64);
+  t.fused = r.string(j, path, "fused");
+  return t;
+}
+
+}  // namespace
+
+std::string NpuSchedule::toText() const {
+  std::string s = fmt::format("schedule of subgraph '{}': strategy {}, window {} tile(s), {} group(s)\n", subgraph, strategy,
+                              window, groups.size());
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const GroupSchedule& g = groups[gi];
+    std::string nodes;
+    for (const std::string& n : g.nodes) {
+      if (!nodes.empty()) nodes += ", ";
+      nodes += n;
+    }
+    s += fmt::format("  group {}: [{}]", gi, nodes);
+    if (g.rowTiles > 1) {
+      std::string order;
+      for (int64_t t : g.tileOrder) {
+        if (!order.empty()) order += ",";
+        order += std::to_string(t);
+      }
+      s += fmt::format(" fused in {} row tiles, order {}", g.rowTiles, order);
+    }
+    s += "\n";
+    for (const NodeTiling& t : g.tiling) s += fmt::format("    {} ({}, {}): {}\n", t.node, t.op, t.variant, describeTiling(t));
+    for (const std::string& v : g.onChip) s += fmt::format("    value {} stays on chip\n", v);
+  }
+  return s;
+}
+
+json NpuSchedule::toJson() const {
+  json gs = json::array();
+  for (const GroupSchedule& g : groups) {
+    json tiling = json::array();
+    for (const NodeTiling& t : g.tiling) tiling.push_back(tilingJson(t));
+    gs.push_back({{"nodes", g.nodes}, {"tiling", tiling}, {"row_tiles", g.rowTiles}, {"tile_order", g.tileOrder},
+                  {"on_chip", g.onChip}});
+  }
+  return json{{"subgraph", subgraph}, {"strategy", strategy}, {"window", window}, {"groups", gs}};
+}
+
+NpuSchedule NpuSchedule::fromJson(const json& j, const std::string& origin) {
+  JsonReader r(origin);
+  NpuSchedule s;
+  s.subgraph = r.string(j, "schedule", "subgraph");
+  s.strategy = r.string(j, "schedule", "strategy");
+  static const std::set<std::string> strategies{"window", "greedy", "sequential"};
+  if (!strategies.count(s.strategy)) r.fail("schedule.strategy", fmt::format("unknown strategy '{}'", s.strategy));
+  s.window = r.integer(j, "schedule", "window", 1, 1 << 20);
+  const json& gs = r.array(j, "schedule", "groups");
+  for (size_t gi = 0; gi < gs.size(); ++gi) {
+    const std::string path = fmt::format("schedule.groups[{}]", gi);
+    GroupSchedule g;
+    for (const json& n : r.array(gs[gi], path, "nodes")) {
+      if (!n.is_string()) r.fail(path + ".nodes", "expected node names");
+      g.nodes.push_back(n.get<std::string>());
+    }
+    const json& ts = r.array(gs[gi], path, "tiling");
+    for (size_t ti = 0; ti < ts.size(); ++ti) g.tiling.push_back(tilingFromJson(r, ts[ti], fmt::format("{}.tiling[{}]", path, ti)));
+    g.rowTiles = r.integer(gs[gi], path, "row_tiles", 1, 1 << 20);
+    for (const json& t : r.array(gs[gi], path, "tile_order")) {
+      if (!t.is_number_integer()) r.fail(path + ".tile_order", "expected integers");
+      g.tileOrder.push_back(t.get<int64_t>());
+    }
+    for (const json& v : r.array(gs[gi], path, "on_chip")) {
+      if (!v.is_string()) r.fail(path + ".on_chip", "expected value names");
+      g.onChip.push_back(v.get<std::string>());
+    }
+    s.groups.push_back(std::move(g));
+  }
+  return s;
+}
+
+void verifySchedule(const NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg) {
+  std::vector<std::string> problems;
+  std::map<std::string, size_t> position;
+  for (size_t i = 0; i < body.nodes().size(); ++i) position[body.nodes()[i]->name()] = i;
+  std::map<std::string, size_t> scheduled;
+  size_t last = 0;
+  for (size_t gi = 0; gi < schedule.groups.size(); ++gi) {
+    const GroupSchedule& g = schedule.groups[gi];
+    if (g.nodes.empty()) problems.push_back(fmt::format("group {} has no nodes", gi));
+    for (const std::string& n : g.nodes) {
+      auto it = position.find(n);
+      if (it == position.end()) {
+        problems.push_back(fmt::format("group {} names node '{}', which the subgraph does not have", gi, n));
+        continue;
+      }
+      if (scheduled.count(n)) problems.push_back(fmt::format("node '{}' is scheduled twice", n));
+      scheduled[n] = gi;
+      if (it->second < last) problems.push_back(fmt::format("node '{}' is scheduled before a node it may depend on", n));
+      last = std::max(last, it->second);
+    }
+    std::vector<int64_t> order = g.tileOrder;
+    std::sort(order.begin(), order.end());
+    for (size_t t = 0; t < order.size(); ++t)
+      if (order[t] != static_cast<int64_t>(t) || order.size() != static_cast<size_t>(g.rowTiles)) {
+        problems.push_back(fmt::format("group {}: tile order is not a permutation of its {} tiles", gi, g.rowTiles));
+        break;
+      }
+    for (const NodeTiling& t : g.tiling) {
+      if (std::find(g.nodes.begin(), g.nodes.end(), t.node) == g.nodes.end())
+        problems.push_back(fmt::format("group {}: tiling for node '{}' outside the group", gi, t.node));
+      if (t.variant == "matrix" && (t.channels > cfg.dim || (t.inChannels > cfg.dim && t.variant == "matrix")))
+        problems.push_back(fmt::format("node '{}': {} output / {} input channels per block exceed the {}x{} array", t.node,
+                                       t.channels, t.inChannels, cfg.dim, cfg.dim));
+      if (t.rows >= (int64_t{1} << kCountBits) || t.cols >= (int64_t{1} << kCountBits))
+        problems.push_back(fmt::format("node '{}': tile {}x{} exceeds the instruction's 16-bit counts", t.node, t.rows, t.cols));
+    }
+  }
+  for (const auto& n : body.nodes())
+    if (!scheduled.count(n->name())) problems.push_back(fmt::format("node '{}' is not scheduled", n->name()));
+  if (problems.empty()) return;
+  std::string msg = fmt::format("NPU schedule of subgraph '{}' refused: {} problem(s)", schedule.subgraph, problems.size());
+  for (size_t i = 0; i < problems.size() && i < 20; ++i) msg += "\n  " + problems[i];
+  throw UserError(msg);
+}
+
+}  // namespace tessel::npu
