@@ -95,15 +95,22 @@ Tensor parseNpy(std::string_view bytes, const std::string& path) {
   Shape shape;
   std::string dims = m[1];
   std::regex num(R"(\d+)");
-  for (auto it = std::sregex_iterator(dims.begin(), dims.end(), num); it != std::sregex_iterator(); ++it)
+  for (auto it = std::sregex_iterator(dims.begin(), dims.end(), num); it != std::sregex_iterator(); ++it) {
+    if (it->str().size() > 15) throw bad(fmt::format("dimension {} is too large", it->str()));
     shape.push_back(std::stoll(it->str()));
+  }
   const char* body = bytes.data() + headerStart + headerLen;
   size_t bodySize = bytes.size() - headerStart - headerLen;
   if (descr.size() > 2 && (descr[1] == 'U') && (descr[0] == '<' || descr[0] == '|')) {
-    size_t width = std::stoul(descr.substr(2));
+    std::string digits = descr.substr(2);
+    if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos)
+      throw bad(fmt::format("unsupported dtype '{}'", descr));
+    size_t width = std::stoul(digits);
+    double need = static_cast<double>(width) * 4;
+    for (int64_t d : shape) need *= static_cast<double>(d);
+    if (static_cast<double>(bodySize) < need)  // checked before allocating: the header may claim any shape
+      throw bad(fmt::format("body has {} bytes, expected {}", bodySize, need));
     Tensor t(DType::String, shape);
-    size_t need = static_cast<size_t>(t.numel()) * width * 4;
-    if (bodySize < need) throw bad(fmt::format("body has {} bytes, expected {}", bodySize, need));
     for (int64_t i = 0; i < t.numel(); ++i)
       t.data<std::string>()[i] = utf32ToUtf8(reinterpret_cast<const char32_t*>(body + static_cast<size_t>(i) * width * 4), width);
     return t;

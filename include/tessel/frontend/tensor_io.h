@@ -34,6 +34,8 @@ using NamedTensor = std::pair<std::string, Tensor>;
 /// Reads a numpy .npz archive (np.savez: stored members, np.savez_compressed: deflated; zip64 too), arrays
 /// in archive order. UserError naming the file and member on anything malformed.
 std::vector<NamedTensor> readNpz(const std::string& path);
+/// Parses the bytes of a .npz archive; `origin` names it in errors.
+std::vector<NamedTensor> parseNpz(std::string_view bytes, const std::string& origin);
 /// Writes a .npz archive (stored members, like np.savez) that numpy.load reads.
 void writeNpz(const std::string& path, const std::vector<NamedTensor>& arrays);
 
