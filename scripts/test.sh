@@ -20,7 +20,7 @@
 #               MobileNetV2 also no-grouped-conv): .tnpu results vs the interpreter, no hazards, peak SRAM <= capacity
 #   sanitize    unit tests built with AddressSanitizer + UndefinedBehaviorSanitizer
 #   fuzz        libFuzzer targets (ONNX importer, text IR parser, .tnpu loader, tuning files, hardware
-#               configurations), a fixed number of runs each
+#               configurations, .npz archives), a fixed number of runs each
 # Select stages with TESSEL_STAGES="unit conformance" (default: all).
 set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -141,7 +141,7 @@ std::vector<NamedTensor> parseNpz(std::string_view bytes, const std::string& pat
     else if (method != 0 || compressed != size) r.fail(fmt::format("member '{}' uses compression method {}", name, method));
     std::string_view npy = method == 8 ? std::string_view(inflated) : raw;
     if (crcOf(npy) != crc) r.fail(fmt::format("member '{}' fails its CRC check", name));
-    std::string arrayName = name.size() > 4 && name.substr(name.size() - 4) == ".npy" ? name.substr(0, name.size() - 4) : name;
+    std::string arrayName = name.size() >= 4 && name.substr(name.size() - 4) == ".npy" ? name.substr(0, name.size() - 4) : name;
     arrays.emplace_back(arrayName, parseNpy(npy, fmt::format("{}:{}", path, name)));
   }
   return arrays;

@@ -430,8 +430,13 @@ CompileReport compileSharedLibrary(const Model& model, const std::string& outPat
   if (rc != 0)
     throw UserError(fmt::format("the C++ compiler failed on the generated code (kept in {}):\n{}", work.string(),
                                 tail(out)));
-  placeFile(linked, outPath);
   std::error_code ec;
+  try {
+    placeFile(linked, outPath);
+  } catch (const UserError&) {
+    fs::remove_all(work, ec);
+    throw;
+  }
   fs::remove_all(work, ec);
   return g.report;
 }
