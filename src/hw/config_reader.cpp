@@ -86,6 +86,12 @@ std::string JsonReader::nonEmptyString(const std::string& key) const {
   return v.get<std::string>();
 }
 
+bool JsonReader::boolean(const std::string& key) const {
+  const nlohmann::json& v = required(key);
+  if (!v.is_boolean()) fail(key, "expected true or false, got " + jsonTypeName(v));
+  return v.get<bool>();
+}
+
 void JsonReader::optionalString(const std::string& key) const {
   if (has(key) && !required(key).is_string()) fail(key, "expected a string, got " + jsonTypeName(node_.at(key)));
 }

@@ -36,6 +36,7 @@ class JsonReader {
   double positiveNumber(const std::string& key) const;
   std::string nonEmptyString(const std::string& key) const;
   void optionalString(const std::string& key) const;
+  bool boolean(const std::string& key) const;
   std::string oneOf(const std::string& key, std::initializer_list<const char*> choices) const;
 
   /// Throws UserError "<origin>: key '<path.key>': <message>".

@@ -87,7 +87,10 @@ Device readDevice(const JsonReader& dev) {
       d.ops[op] = readOpConstraints(ops.object(op));
     }
   }
-  if (d.kind == DeviceKind::Npu) readNpu(dev, d.npu);
+  if (d.kind == DeviceKind::Npu) {
+    readNpu(dev, d.npu);
+    if (dev.has("data_movement")) d.dataMovement = dev.boolean("data_movement");
+  }
   dev.rejectUnknownKeys();
   return d;
 }
@@ -172,7 +175,10 @@ SupportResult HardwareConfig::supports(const std::string& deviceName, const OpQu
   }
   if (dev.supportsAllOps) return {true, ""};
   auto it = dev.ops.find(query.opType);
-  if (it == dev.ops.end()) return {false, "device '" + deviceName + "' does not list operator " + query.opType};
+  if (it == dev.ops.end()) {
+    if (dev.kind == DeviceKind::Npu && dev.dataMovement && isDataMovementOp(query.opType)) return {true, ""};
+    return {false, "device '" + deviceName + "' does not list operator " + query.opType};
+  }
   std::string why = checkOpConstraints(it->second, query);
   if (!why.empty()) return {false, query.opType + " on device '" + deviceName + "': " + why};
   return {true, ""};

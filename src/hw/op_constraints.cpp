@@ -9,6 +9,11 @@
 
 namespace tessel::hw {
 
+bool isDataMovementOp(const std::string& opType) {
+  static const std::vector<std::string> ops = {"Concat", "Flatten", "Identity", "Reshape", "Squeeze", "Unsqueeze"};
+  return std::find(ops.begin(), ops.end(), opType) != ops.end();
+}
+
 const std::vector<std::string>& knownOperatorNames() {
   static const std::vector<std::string> names = {
       "Add", "AveragePool", "BatchNormalization", "Clip", "Concat", "Conv", "Div", "Exp", "Flatten", "Gemm",

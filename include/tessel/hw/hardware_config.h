@@ -91,6 +91,9 @@ struct Device {
   bool supportsAllOps = false;               ///< "ops": "all"
   std::map<std::string, OpConstraints> ops;  ///< op type -> constraints
   NpuConfig npu;                             ///< meaningful when kind == Npu
+  /// NPU only: operators that only move data (Concat, Flatten, Reshape, Squeeze, Unsqueeze, Identity) are
+  /// accepted without being listed, since the DMA engines do them ("data_movement": false turns this off).
+  bool dataMovement = true;
 };
 
 /// The validated contents of a hardware configuration file (format: docs/hardware-config.md).
@@ -131,6 +134,9 @@ class HardwareConfig {
   std::string canonical_;
   uint64_t hash_ = 0;
 };
+
+/// Operators that only move or re-view data (no arithmetic), which an NPU device runs with its DMA engines.
+bool isDataMovementOp(const std::string& opType);
 
 /// FNV-1a 64-bit hash of a byte string.
 uint64_t fnv1a64(const std::string& bytes);

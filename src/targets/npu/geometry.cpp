@@ -39,6 +39,17 @@ ConvGeometry convGeometry(const Node& n) {
   return g;
 }
 
+std::pair<int64_t, int64_t> ConvGeometry::phaseExtent(int64_t ph, int64_t pw, int64_t py, int64_t px, int64_t th,
+                                                      int64_t tw) const {
+  int64_t maxRow = -1, maxCol = -1;
+  for (int64_t kh = 0; kh < KH; ++kh)
+    if ((kh * dH) % ph == py) maxRow = std::max(maxRow, kh * dH / ph);
+  for (int64_t kw = 0; kw < KW; ++kw)
+    if ((kw * dW) % pw == px) maxCol = std::max(maxCol, kw * dW / pw);
+  if (maxRow < 0 || maxCol < 0) return {0, 0};
+  return {maxRow + (th - 1) * (sH / ph) + 1, maxCol + (tw - 1) * (sW / pw) + 1};
+}
+
 PoolGeometry poolGeometry(const Node& n) {
   const Shape x = n.input(0)->type.staticShape(), y = n.output(0)->type.staticShape();
   auto k = n.attrInts("kernel_shape");

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "tessel/ir/graph.h"
 
@@ -23,6 +24,9 @@ struct ConvGeometry {
   /// Words of one output pixel's receptive field per channel.
   int64_t windowWords() const { return ((KH - 1) * dH + 1) * ((KW - 1) * dW + 1); }
   int64_t macs() const { return N * OH * OW * M * (C / group) * KH * KW; }
+  /// Rows and columns of stride phase (py, px) of the input window of a th x tw output tile when the window is
+  /// split into ph x pw phases (phase rows py, py + ph, ...); 0 x 0 when no kernel tap reads that phase.
+  std::pair<int64_t, int64_t> phaseExtent(int64_t ph, int64_t pw, int64_t py, int64_t px, int64_t th, int64_t tw) const;
 };
 
 /// Geometry of a Conv, Gemm or MatMul node (shapes must be static).

@@ -26,14 +26,28 @@ struct Activation {
 /// The activation a node computes, if it is one of the element-wise activations the VEC unit has.
 std::optional<Activation> activationOf(const Node& node);
 
+/// One step of a fused epilogue, applied in place to a tile of a node's result before it is stored: a unary
+/// vector op (an activation, or arithmetic with a scalar constant as immediates) or a binary op with a tile of a
+/// same-shape tensor read from DRAM (`other`).
+struct EpilogueStep {
+  bool unary = true;
+  Activation op;               ///< unary: the op and its immediates; binary: op.op is the binary VecOp
+  const Value* other = nullptr;
+};
+/// The step `user` computes when it is applied in place to `value` (one of its inputs), if it can be.
+std::optional<EpilogueStep> epilogueStep(const Node& user, const Value* value);
+
 /// Where a tensor of the subgraph lives in DRAM and how it is viewed: `pixels` rows of `channels` words
 /// (rank 4: N*H*W pixels of C channels, channels-last; otherwise the last axis is the channel axis).
 struct TensorLoc {
   uint64_t addr = 0;
   Shape shape;
   bool channelsLast = false;
+  int64_t stride = 0;  ///< words from one pixel to the next; 0: channels() (dense). A channel slice of a
+                       ///< Concat's output is a view with the output's stride.
   int64_t channels() const;
   int64_t pixels() const;
+  int64_t pixelStride() const { return stride ? stride : channels(); }
   int64_t words() const { return shapeSize(shape); }
 };
 
@@ -69,16 +83,19 @@ class LowerContext {
   /// Appends words to the constant region; returns their DRAM word address.
   uint64_t addConstant(const std::vector<float>& words);
   /// Gives a value produced by a node its own DRAM region (regions are not reused, so the scheduler may
-  /// overlap any two nodes that do not depend on each other).
+  /// overlap any two nodes that do not depend on each other). Nothing happens when it already has a location.
   void allocate(const Value* v);
+  /// Makes `v` a view of `base`'s location from channel `channelOffset` on (same pixels, base's stride).
+  void view(const Value* v, const TensorLoc& base, int64_t channelOffset);
+  bool hasLoc(const Value* v) const { return locs_.count(v) != 0; }
 
-  /// Activations the schedule fuses into a Conv/Gemm/MatMul (applied in place, the activation node is
-  /// skipped): fusedInto[activation node] = producer.
+  /// Epilogue nodes the schedule fuses into their producer (applied in place, not lowered on their own):
+  /// fusedInto[epilogue node] = producer.
   std::map<const Node*, const Node*> fusedInto;
-  /// The value a node's result must be stored to (the activation's output when fused).
+  /// The value a node's result must be stored to (the last epilogue node's output when fused).
   const Value* resultValue(const Node& node) const;
-  /// The activation fused into `node`, if any.
-  std::optional<Activation> fusedActivation(const Node& node) const;
+  /// The epilogue steps fused into `node`, in order.
+  std::vector<EpilogueStep> epilogue(const Node& node) const;
 
   std::vector<float> constants;
   uint64_t activationBase = 0;  ///< first word after the constants (fixed once lowering starts)
@@ -90,10 +107,18 @@ class LowerContext {
 };
 
 /// One op family's operator interpreter (S2.1).
+/// The op families; a node's family decides its tiling variant and how its work is counted.
+enum class OpFamily { Matrix, Elementwise, Pool, GlobalPool, Alias };
 struct OpLowering {
+  OpFamily family = OpFamily::Elementwise;
   std::function<hw::SupportResult(const Node&)> check;  ///< can this node be lowered?
   std::function<void(const Node&, LowerContext&)> lower;
 };
+/// Before lowering: every Concat input that its producer can write straight into its slice of the output gets
+/// that slice as its DRAM location (a view with the output's pixel stride).
+void placeConcatInputs(const Graph& body, LowerContext& ctx);
+/// The family of a node the NPU can lower (nullopt for other nodes).
+std::optional<OpFamily> opFamily(const Node& node);
 /// The table of op-family lowerings, by ONNX op type.
 std::map<std::string, OpLowering>& opLowerings();
 struct RegisterOpLowering {

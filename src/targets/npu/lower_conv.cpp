@@ -6,20 +6,11 @@
 #include <fmt/format.h>
 #include <map>
 
-#include "geometry.h"
-#include "lower_context.h"
+#include "lower_conv.h"
 #include "tessel/support/error.h"
 
 namespace tessel::npu::lower {
 namespace {
-
-/// A 2-D convolution in NHWC DRAM layout with OIHW weights (already scaled) and an optional bias.
-struct ConvProblem : ConvGeometry {
-  std::vector<float> weights;  ///< [M][C/group][KH][KW]
-  std::vector<float> bias;     ///< [M] or empty
-  uint64_t inAddr = 0, outAddr = 0;
-  std::optional<Activation> activation;
-};
 
 /// Window of one output tile in input coordinates, clipped to the image, with the zero padding around it.
 struct InputWindow {
@@ -48,8 +39,8 @@ InputWindow inputWindow(const ConvProblem& p, int64_t oy0, int64_t th, int64_t o
 /// Loads the input window of channels [c0, c0 + cb) of image n into a new `inp` region (padded tile layout).
 int32_t loadInputTile(LowerContext& ctx, const ConvProblem& p, const InputWindow& w, int64_t n, int64_t c0, int64_t cb) {
   const int32_t r = ctx.region(Buffer::Input, static_cast<uint64_t>(w.tileRows * w.tileCols * cb));
-  Instruction ld = makeLoad(ctx.at(r, 0, w.tileCols * cb, cb), p.inAddr + ((n * p.H + w.y0) * p.W + w.x0) * p.C + c0,
-                            p.W * p.C, p.C, static_cast<uint32_t>(w.rows), static_cast<uint32_t>(w.cols),
+  Instruction ld = makeLoad(ctx.at(r, 0, w.tileCols * cb, cb), p.inAddr + ((n * p.H + w.y0) * p.W + w.x0) * p.inStride + c0,
+                            p.W * p.inStride, p.inStride, static_cast<uint32_t>(w.rows), static_cast<uint32_t>(w.cols),
                             static_cast<uint32_t>(cb));
   ld.padTop = static_cast<uint8_t>(w.padTop), ld.padBottom = static_cast<uint8_t>(w.padBottom);
   ld.padLeft = static_cast<uint8_t>(w.padLeft), ld.padRight = static_cast<uint8_t>(w.padRight);
@@ -57,54 +48,131 @@ int32_t loadInputTile(LowerContext& ctx, const ConvProblem& p, const InputWindow
   return r;
 }
 
-/// Bias add (per-channel vector broadcast over the tile), the fused activation, and the store of a tile of
-/// rows x cols pixels x `channels` channels held in `acc` ([pixel][channels]) to output channel `m0`.
+}  // namespace
+
+void applyEpilogue(LowerContext& ctx, const ConvProblem& p, int32_t acc, int64_t rows, int64_t cols, int64_t channels,
+                   TileAt at) {
+  auto r = static_cast<uint32_t>(rows), c = static_cast<uint32_t>(cols), v = static_cast<uint32_t>(channels);
+  SramOperand tile = ctx.at(acc, 0, cols * channels, channels);
+  for (size_t k = 0; k < p.epilogue.size(); ++k) {
+    const EpilogueStep& e = p.epilogue[k];
+    if (e.unary) {
+      ctx.emit(makeVecUnary(e.op.op, tile, tile, r, c, v, e.op.imm0, e.op.imm1), acc, acc);
+      continue;
+    }
+    const TensorLoc& o = p.epilogueLoc[k];
+    const int32_t other = ctx.region(Buffer::Output, static_cast<uint64_t>(rows * cols * channels));
+    ctx.emit(makeLoad(ctx.at(other, 0, cols * channels, channels), at.in(o.addr, o.pixelStride()), p.OW * o.pixelStride(),
+                      o.pixelStride(), r, c, v),
+             other);
+    ctx.emit(makeVecBinary(e.op.op, tile, tile, ctx.at(other, 0, cols * channels, channels), r, c, v), acc, acc, other);
+  }
+}
+
 void finishTile(LowerContext& ctx, const ConvProblem& p, int32_t acc, int64_t rows, int64_t cols, int64_t channels,
-                int32_t bias, uint64_t dramAddr) {
+                int32_t bias, TileAt at) {
   auto r = static_cast<uint32_t>(rows), c = static_cast<uint32_t>(cols), v = static_cast<uint32_t>(channels);
   SramOperand tile = ctx.at(acc, 0, cols * channels, channels);
   if (bias >= 0) ctx.emit(makeVecBinary(VecOp::Add, tile, tile, ctx.at(bias), r, c, v), acc, acc, bias);
-  if (p.activation)
-    ctx.emit(makeVecUnary(p.activation->op, tile, tile, r, c, v, p.activation->imm0, p.activation->imm1), acc, acc);
-  ctx.emit(makeStore(tile, dramAddr, p.OW * p.M, p.M, r, c, v), -1, acc);
+  applyEpilogue(ctx, p, acc, rows, cols, channels, at);
+  ctx.emit(makeStore(tile, at.in(p.outAddr, p.outStride), p.OW * p.outStride, p.outStride, r, c, v), -1, acc);
 }
 
-/// One gemm's reduction slice: `k` consecutive words of an input pixel's window starting at `offset`, and the
-/// weight rows they meet (for each k: input channel and kernel tap).
+namespace {
+
+/// How the input window of an output tile is held on chip. Unphased: one region with the whole window
+/// ([row][col][channel], zero padding included). Phased (a strided convolution): one region per stride phase
+/// (py, px) holding window rows py, py + sH, ... and columns px, px + sW, ...; a tap then reads its phase with
+/// unit strides, so tiles are as large as for a stride-1 convolution of the same output.
+struct Phasing {
+  int64_t ph = 1, pw = 1;  ///< phases along H and W (the strides when phased, else 1)
+  /// Rows and columns phase (py, px) needs for a tile of th x tw outputs (0 when no tap reads it).
+  std::pair<int64_t, int64_t> extent(const ConvProblem& p, int64_t py, int64_t px, int64_t th, int64_t tw) const {
+    int64_t maxRow = -1, maxCol = -1;
+    for (int64_t kh = 0; kh < p.KH; ++kh)
+      if ((kh * p.dH) % ph == py) maxRow = std::max(maxRow, kh * p.dH / ph);
+    for (int64_t kw = 0; kw < p.KW; ++kw)
+      if ((kw * p.dW) % pw == px) maxCol = std::max(maxCol, kw * p.dW / pw);
+    if (maxRow < 0 || maxCol < 0) return {0, 0};
+    return {maxRow + (th - 1) * (p.sH / ph) + 1, maxCol + (tw - 1) * (p.sW / pw) + 1};
+  }
+};
+
+/// One gemm's reduction slice: `k` consecutive words of an input pixel's window in phase `phase`'s region,
+/// starting at `offset`, and the weight rows they meet (for each k: input channel and kernel tap).
 struct ReductionSlice {
-  int64_t offset = 0, k = 0;
+  int64_t phase = 0, offset = 0, k = 0;
   std::vector<std::pair<int64_t, int64_t>> rows;  ///< per k: (channel within the group, tap kh*KW+kw)
 };
 
-/// The reduction slices of an input block of `cb` channels starting at channel `c0` (within the group), loaded
-/// as a padded tile with `tileCols` columns. Matrix: per tap, slices of <= DIM channels. Packed: per kernel
-/// row, the (kernel column, channel) pairs are consecutive words of the tile (needs dilation 1 along W), cut
-/// into slices of <= DIM words.
-std::vector<ReductionSlice> reductionSlices(const ConvProblem& p, bool packed, int64_t c0, int64_t cb, int64_t tileCols,
-                                            int64_t DIM) {
+/// The reduction slices of an input block of `cb` channels starting at channel `c0` (within the group), phase
+/// by phase (`cols[phase]`: columns of that phase's region). Matrix: per tap, slices of <= DIM channels.
+/// Packed: per kernel row, the (kernel column, channel) pairs of a phase are consecutive words (dilation 1
+/// along W), cut into slices of <= DIM words.
+std::vector<ReductionSlice> reductionSlices(const ConvProblem& p, const Phasing& ph, bool packed, int64_t c0, int64_t cb,
+                                            const std::vector<int64_t>& cols, int64_t DIM) {
   std::vector<ReductionSlice> out;
-  if (packed) {
-    const int64_t span = p.KW * cb, step = std::max<int64_t>(1, DIM / cb) * cb;
-    for (int64_t kh = 0; kh < p.KH; ++kh)
-      for (int64_t s0 = 0; s0 < span; s0 += step) {
-        ReductionSlice sl;
-        sl.offset = kh * p.dH * tileCols * cb + s0;
-        sl.k = std::min(step, span - s0);
-        for (int64_t k = 0; k < sl.k; ++k) sl.rows.push_back({c0 + (s0 + k) % cb, kh * p.KW + (s0 + k) / cb});
-        out.push_back(std::move(sl));
+  for (int64_t py = 0; py < ph.ph; ++py)
+    for (int64_t px = 0; px < ph.pw; ++px) {
+      const int64_t phase = py * ph.pw + px, C = cols[static_cast<size_t>(phase)];
+      if (C == 0) continue;
+      std::vector<int64_t> khs, kws;
+      for (int64_t kh = 0; kh < p.KH; ++kh)
+        if ((kh * p.dH) % ph.ph == py) khs.push_back(kh);
+      for (int64_t kw = 0; kw < p.KW; ++kw)
+        if ((kw * p.dW) % ph.pw == px) kws.push_back(kw);
+      if (packed) {
+        const int64_t span = static_cast<int64_t>(kws.size()) * cb, step = std::max<int64_t>(1, DIM / cb) * cb;
+        for (int64_t kh : khs)
+          for (int64_t s0 = 0; s0 < span; s0 += step) {
+            ReductionSlice sl{phase, (kh * p.dH / ph.ph * C + kws[0] * p.dW / ph.pw) * cb + s0, std::min(step, span - s0), {}};
+            for (int64_t k = 0; k < sl.k; ++k)
+              sl.rows.push_back({c0 + (s0 + k) % cb, kh * p.KW + kws[static_cast<size_t>((s0 + k) / cb)]});
+            out.push_back(std::move(sl));
+          }
+        continue;
       }
-    return out;
-  }
-  for (int64_t k0 = 0; k0 < cb; k0 += DIM)
-    for (int64_t kh = 0; kh < p.KH; ++kh)
-      for (int64_t kw = 0; kw < p.KW; ++kw) {
-        ReductionSlice sl;
-        sl.offset = (kh * p.dH * tileCols + kw * p.dW) * cb + k0;
-        sl.k = std::min(DIM, cb - k0);
-        for (int64_t k = 0; k < sl.k; ++k) sl.rows.push_back({c0 + k0 + k, kh * p.KW + kw});
-        out.push_back(std::move(sl));
-      }
+      for (int64_t k0 = 0; k0 < cb; k0 += DIM)
+        for (int64_t kh : khs)
+          for (int64_t kw : kws) {
+            ReductionSlice sl{phase, (kh * p.dH / ph.ph * C + kw * p.dW / ph.pw) * cb + k0, std::min(DIM, cb - k0), {}};
+            for (int64_t k = 0; k < sl.k; ++k) sl.rows.push_back({c0 + k0 + k, kh * p.KW + kw});
+            out.push_back(std::move(sl));
+          }
+    }
   return out;
+}
+
+/// Loads phase (py, px) of the input window of the tile whose first output is (oy0, ox0), channels [c0, c0+cb)
+/// of image n, into a new `inp` region of rows x cols x cb; rows and columns outside the image are zeros.
+int32_t loadPhase(LowerContext& ctx, const ConvProblem& p, const Phasing& ph, int64_t n, int64_t oy0, int64_t ox0, int64_t c0,
+                  int64_t cb, int64_t py, int64_t px, int64_t rows, int64_t cols) {
+  const int32_t r = ctx.region(Buffer::Input, static_cast<uint64_t>(rows * cols * cb));
+  const int64_t y0 = oy0 * p.sH - p.pT + py, x0 = ox0 * p.sW - p.pL + px;  // image row/col of the region's (0, 0)
+  auto inside = [](int64_t start, int64_t step, int64_t count, int64_t limit) {  // first and last index in [0, limit)
+    int64_t first = start >= 0 ? 0 : (-start + step - 1) / step;
+    int64_t last = start + (count - 1) * step < limit ? count - 1 : (limit - 1 - start) / step;
+    return std::pair<int64_t, int64_t>{first, std::min(last, count - 1)};
+  };
+  const auto [i0, i1] = inside(y0, ph.ph, rows, p.H);
+  const auto [j0, j1] = inside(x0, ph.pw, cols, p.W);
+  SramOperand region = ctx.at(r, 0, cols * cb, cb);
+  if (i1 < i0 || j1 < j0 || y0 + i0 * ph.ph >= p.H || x0 + j0 * ph.pw >= p.W) {  // all padding
+    ctx.emit(makeVecUnary(VecOp::Fill, region, region, static_cast<uint32_t>(rows), static_cast<uint32_t>(cols),
+                          static_cast<uint32_t>(cb), 0.0f),
+             r);
+    return r;
+  }
+  Instruction ld = makeLoad(ctx.at(r, 0, cols * cb, cb),
+                            p.inAddr + ((n * p.H + y0 + i0 * ph.ph) * p.W + x0 + j0 * ph.pw) * p.inStride + c0,
+                            ph.ph * p.W * p.inStride, ph.pw * p.inStride, static_cast<uint32_t>(i1 - i0 + 1),
+                            static_cast<uint32_t>(j1 - j0 + 1), static_cast<uint32_t>(cb));
+  ld.padTop = static_cast<uint8_t>(i0), ld.padBottom = static_cast<uint8_t>(rows - 1 - i1);
+  ld.padLeft = static_cast<uint8_t>(j0), ld.padRight = static_cast<uint8_t>(cols - 1 - j1);
+  TESSEL_ASSERT(i0 <= 15 && j0 <= 15 && rows - 1 - i1 <= 15 && cols - 1 - j1 <= 15,
+                "npu lowering: a convolution tile needs more than 15 rows or columns of padding");
+  ctx.emit(ld, r);
+  return r;
 }
 
 /// Packs the weight blocks of one input block for output channels [m0, m0 + mk) of group g: per slice, per
@@ -120,151 +188,204 @@ void packWeights(const ConvProblem& p, const std::vector<ReductionSlice>& slices
     }
 }
 
-/// Plain, grouped and packed convolution on the matrix unit. Per group and pass of output channels: weights
-/// (resident for the pass, or streamed per tile and input block) and bias; per output tile: the input blocks,
-/// each loaded once and used by every gemm block of the pass, accumulating into one [pixel][channels] tile.
-void lowerConvOnMatrix(LowerContext& ctx, const Node& node, const ConvProblem& p, const NodeTiling& t) {
-  const int64_t DIM = ctx.cfg.dim, Cg = p.C / p.group, Mg = p.M / p.group;
-  const bool packed = t.variant == "packed";
-  const int64_t cb = packed ? Cg : std::min(t.inChannels, Cg), th = t.rows, tw = t.cols;
-  const int64_t pass = t.coutPerPass > 0 ? std::min(t.coutPerPass, Mg) : std::min(t.channels, Mg);
-  const int64_t gemmN = std::min({t.channels, DIM, Mg});
-  uint32_t tileIndex = 0;
-  for (int64_t g = 0; g < p.group; ++g)
-    for (int64_t m0 = 0; m0 < Mg; m0 += pass) {
-      const int64_t mk = std::min(pass, Mg - m0);
-      int32_t resident = -1, bias = -1;
-      std::vector<uint64_t> residentOffset;  // per input block: its weights' offset in the resident region
-      std::map<std::pair<int64_t, size_t>, std::pair<uint64_t, uint64_t>> streamed;  // (block, first slice) -> DRAM, words
-      bool firstTile = true;
-      for (int64_t n = 0; n < p.N; ++n)
-        for (int64_t oy0 = 0; oy0 < p.OH; oy0 += th)
-          for (int64_t ox0 = 0; ox0 < p.OW; ox0 += tw) {
-            ctx.beginTile(node, tileIndex++);
-            const int64_t rows = std::min(th, p.OH - oy0), cols = std::min(tw, p.OW - ox0);
-            const InputWindow w = inputWindow(p, oy0, rows, ox0, cols);
-            if (firstTile) {
-              if (t.weightsResident) {
-                std::vector<float> all;
-                for (int64_t c0 = 0; c0 < Cg; c0 += cb) {
-                  residentOffset.push_back(all.size());
-                  packWeights(p, reductionSlices(p, packed, c0, std::min(cb, Cg - c0), w.tileCols, gemmN), g, m0, mk, gemmN, all);
-                }
-                resident = ctx.region(Buffer::Weight, all.size());
-                loadContiguous(ctx, resident, 0, ctx.addConstant(all), all.size());
-              }
-              if (!p.bias.empty()) {
-                bias = ctx.region(Buffer::Output, static_cast<uint64_t>(mk));
-                std::vector<float> b(p.bias.begin() + g * Mg + m0, p.bias.begin() + g * Mg + m0 + mk);
-                loadContiguous(ctx, bias, 0, ctx.addConstant(b), static_cast<uint64_t>(mk));
-              }
-              firstTile = false;
-            }
-            const int32_t acc = ctx.region(Buffer::Accumulator, static_cast<uint64_t>(rows * cols * mk));
-            std::vector<bool> started(static_cast<size_t>(ceilDiv(mk, gemmN)), false);
-            for (int64_t c0 = 0, block = 0; c0 < Cg; c0 += cb, ++block) {
-              const int64_t cbk = std::min(cb, Cg - c0);
-              const int32_t in = loadInputTile(ctx, p, w, n, g * Cg + c0, cbk);
-              const std::vector<ReductionSlice> slices = reductionSlices(p, packed, c0, cbk, w.tileCols, gemmN);
-              // Streamed weights come in chunks of whole slices of at most half the weight buffer (double buffering).
-              const uint64_t chunkLimit = std::max<uint64_t>(1, ctx.cfg.bufferWords(static_cast<size_t>(Buffer::Weight)) / 2);
-              int32_t wgt = resident;
-              uint64_t woff = t.weightsResident ? residentOffset[static_cast<size_t>(block)] : 0;
-              for (size_t s0 = 0; s0 < slices.size();) {
-                size_t s1 = s0 + 1;
-                if (!t.weightsResident) {
-                  auto words = [&](size_t a, size_t b) {
-                    uint64_t w = 0;
-                    for (size_t k = a; k < b; ++k) w += static_cast<uint64_t>(slices[k].k * mk);
-                    return w;
-                  };
-                  while (s1 < slices.size() && words(s0, s1 + 1) <= chunkLimit) ++s1;
-                  // Packed once per pass; every tile streams the same DRAM words.
-                  auto [it, fresh] = streamed.try_emplace({block, s0}, 0, 0);
-                  if (fresh) {
-                    std::vector<float> mine;
-                    packWeights(p, std::vector<ReductionSlice>(slices.begin() + static_cast<long>(s0), slices.begin() + static_cast<long>(s1)),
-                                g, m0, mk, gemmN, mine);
-                    it->second = {ctx.addConstant(mine), mine.size()};
-                  }
-                  wgt = ctx.region(Buffer::Weight, it->second.second);
-                  loadContiguous(ctx, wgt, 0, it->second.first, it->second.second);
-                  woff = 0;
-                } else {
-                  s1 = slices.size();
-                }
-                for (size_t si = s0; si < s1; ++si) {
-                  const ReductionSlice& sl = slices[si];
-                  for (int64_t j0 = 0; j0 < mk; j0 += gemmN) {
-                    const int64_t nb = std::min(gemmN, mk - j0);
-                    Instruction gm;
-                    gm.opcode = Opcode::Gemm;
-                    gm.srcA = ctx.at(in, sl.offset, p.sH * w.tileCols * cbk, p.sW * cbk);
-                    gm.srcB = ctx.at(wgt, woff);
-                    gm.dst = ctx.at(acc, j0, cols * mk, mk);
-                    gm.outer = static_cast<uint32_t>(rows), gm.inner = static_cast<uint32_t>(cols);
-                    gm.gemmK = static_cast<uint32_t>(sl.k), gm.gemmN = static_cast<uint32_t>(nb);
-                    auto&& first = started[static_cast<size_t>(j0 / gemmN)];
-                    gm.accumulate = first;
-                    first = true;
-                    ctx.emit(gm, acc, in, wgt);
-                    woff += static_cast<uint64_t>(sl.k * nb);
-                  }
-                }
-                s0 = s1;
-              }
-            }
-            finishTile(ctx, p, acc, rows, cols, mk, bias, p.outAddr + ((n * p.OH + oy0) * p.OW + ox0) * p.M + g * Mg + m0);
+}  // namespace
+
+MatrixConv::MatrixConv(LowerContext& ctx, const Node& node, const ConvProblem& p, const NodeTiling& t)
+    : ctx_(ctx), node_(node), p_(p), t_(t), DIM_(ctx.cfg.dim), Cg_(p.C / p.group), Mg_(p.M / p.group) {
+  packed_ = t.variant == "packed";
+  cb_ = packed_ ? Cg_ : std::min(t.inChannels, Cg_);
+  pass_ = t.coutPerPass > 0 ? std::min(t.coutPerPass, Mg_) : std::min(t.channels, Mg_);
+  gemmN_ = std::min({t.channels, DIM_, Mg_});
+  if (t.phased) ph_ = p.sH, pw_ = p.sW;
+}
+
+void MatrixConv::lower() {
+  for (int64_t g = 0; g < p_.group; ++g)
+    for (int64_t m0 = 0; m0 < Mg_; m0 += pass_) {
+      bool first = true;
+      for (int64_t n = 0; n < p_.N; ++n)
+        for (int64_t oy0 = 0; oy0 < p_.OH; oy0 += t_.rows)
+          for (int64_t ox0 = 0; ox0 < p_.OW; ox0 += t_.cols) {
+            ctx_.beginTile(node_, tileIndex_++);
+            if (first) beginPass(g, m0, std::min(pass_, Mg_ - m0));
+            first = false;
+            const int64_t rows = std::min(t_.rows, p_.OH - oy0), cols = std::min(t_.cols, p_.OW - ox0);
+            const int32_t acc = computeTile(n, oy0, rows, ox0, cols, nullptr);
+            finishTile(ctx_, p_, acc, rows, cols, mk_, bias_, TileAt{(n * p_.OH + oy0) * p_.OW + ox0, passChannel()});
           }
     }
 }
 
-/// Depthwise convolution on the vector unit: per tap one multiply-accumulate with a per-channel weight vector.
-void lowerDepthwise(LowerContext& ctx, const Node& node, const ConvProblem& p, const NodeTiling& t) {
-  const int64_t taps = p.KH * p.KW, cb = t.channels, th = t.rows, tw = t.cols;
-  uint32_t tileIndex = 0;
-  for (int64_t c0 = 0; c0 < p.C; c0 += cb) {
-    const int64_t cbk = std::min(cb, p.C - c0);
-    int32_t wgt = -1, bias = -1;
-    for (int64_t n = 0; n < p.N; ++n)
-      for (int64_t oy0 = 0; oy0 < p.OH; oy0 += th)
-        for (int64_t ox0 = 0; ox0 < p.OW; ox0 += tw) {
-          ctx.beginTile(node, tileIndex++);
-          if (wgt < 0) {
-            std::vector<float> packed;  // [tap][channel]
-            for (int64_t tap = 0; tap < taps; ++tap)
-              for (int64_t c = 0; c < cbk; ++c) packed.push_back(p.weights[(c0 + c) * taps + tap]);
-            wgt = ctx.region(Buffer::Weight, packed.size());
-            loadContiguous(ctx, wgt, 0, ctx.addConstant(packed), packed.size());
-            if (!p.bias.empty()) {
-              bias = ctx.region(Buffer::Output, static_cast<uint64_t>(cbk));
-              std::vector<float> b(p.bias.begin() + c0, p.bias.begin() + c0 + cbk);
-              loadContiguous(ctx, bias, 0, ctx.addConstant(b), static_cast<uint64_t>(cbk));
-            }
-          }
-          const int64_t rows = std::min(th, p.OH - oy0), cols = std::min(tw, p.OW - ox0);
-          auto r = static_cast<uint32_t>(rows), cl = static_cast<uint32_t>(cols), v = static_cast<uint32_t>(cbk);
-          const InputWindow w = inputWindow(p, oy0, rows, ox0, cols);
-          const int32_t in = loadInputTile(ctx, p, w, n, c0, cbk);
-          const int32_t acc = ctx.region(Buffer::Accumulator, static_cast<uint64_t>(rows * cols * cbk));
-          SramOperand tile = ctx.at(acc, 0, cols * cbk, cbk);
-          if (bias >= 0) ctx.emit(makeVecUnary(VecOp::Copy, tile, ctx.at(bias), r, cl, v), acc, bias);
-          for (int64_t tap = 0; tap < taps; ++tap) {
-            const int64_t kh = tap / p.KW, kw = tap % p.KW;
-            SramOperand window = ctx.at(in, (kh * p.dH * w.tileCols + kw * p.dW) * cbk, p.sH * w.tileCols * cbk, p.sW * cbk);
-            const bool init = tap == 0 && bias < 0;
-            ctx.emit(makeVecBinary(init ? VecOp::Mul : VecOp::MulAcc, tile, window, ctx.at(wgt, tap * cbk), r, cl, v), acc, in, wgt);
-          }
-          if (p.activation)
-            ctx.emit(makeVecUnary(p.activation->op, tile, tile, r, cl, v, p.activation->imm0, p.activation->imm1), acc, acc);
-          ctx.emit(makeStore(tile, p.outAddr + ((n * p.OH + oy0) * p.OW + ox0) * p.M + c0, p.OW * p.M, p.M, r, cl, v), -1, acc);
+std::vector<int64_t> MatrixConv::phaseCols(int64_t th, int64_t tw) const {
+  std::vector<int64_t> cols;
+  for (int64_t py = 0; py < ph_; ++py)
+    for (int64_t px = 0; px < pw_; ++px) cols.push_back(p_.phaseExtent(ph_, pw_, py, px, th, tw).second);
+  return cols;
+}
+
+void MatrixConv::beginPass(int64_t g, int64_t m0, int64_t mk) {
+  g_ = g, m0_ = m0, mk_ = mk;
+  resident_ = bias_ = -1;
+  residentOffset_.clear();
+  streamed_.clear();
+  const Phasing ph{ph_, pw_};
+  if (t_.weightsResident) {
+    // The packing order of the weights does not depend on the tile's size.
+    std::vector<float> all;
+    const std::vector<int64_t> cols = phaseCols(std::min(t_.rows, p_.OH), std::min(t_.cols, p_.OW));
+    for (int64_t c0 = 0; c0 < Cg_; c0 += cb_) {
+      residentOffset_.push_back(all.size());
+      packWeights(p_, reductionSlices(p_, ph, packed_, c0, std::min(cb_, Cg_ - c0), cols, gemmN_), g, m0, mk, gemmN_, all);
+    }
+    resident_ = ctx_.region(Buffer::Weight, all.size());
+    loadContiguous(ctx_, resident_, 0, ctx_.addConstant(all), all.size());
+  }
+  if (!p_.bias.empty()) {
+    bias_ = ctx_.region(Buffer::Output, static_cast<uint64_t>(mk));
+    std::vector<float> b(p_.bias.begin() + g * Mg_ + m0, p_.bias.begin() + g * Mg_ + m0 + mk);
+    loadContiguous(ctx_, bias_, 0, ctx_.addConstant(b), static_cast<uint64_t>(mk));
+  }
+}
+
+int32_t MatrixConv::computeTile(int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, const OnChipInput* window) {
+  TESSEL_ASSERT(!window || (ph_ == 1 && pw_ == 1 && p_.group == 1), "npu lowering: an on-chip input needs an unphased, ungrouped conv");
+  const int32_t acc = ctx_.region(Buffer::Accumulator, static_cast<uint64_t>(rows * cols * mk_));
+  started_.assign(static_cast<size_t>(ceilDiv(mk_, gemmN_)), false);
+  const int64_t cb = window ? Cg_ : cb_;
+  for (int64_t c0 = 0, block = 0; c0 < Cg_; c0 += cb, ++block) computeBlock(n, oy0, rows, ox0, cols, c0, block, acc, window);
+  return acc;
+}
+
+/// The gemms of one input block of one tile: phase regions loaded on first use (or the on-chip window), weights
+/// resident or streamed in chunks of whole slices of at most half the weight buffer.
+void MatrixConv::computeBlock(int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, int64_t c0, int64_t block,
+                              int32_t acc, const OnChipInput* window) {
+  const Phasing ph{ph_, pw_};
+  const int64_t cbk = window ? Cg_ : std::min(cb_, Cg_ - c0);
+  const std::vector<int64_t> pcols = window ? std::vector<int64_t>{window->cols} : phaseCols(rows, cols);
+  const std::vector<ReductionSlice> slices = reductionSlices(p_, ph, packed_, c0, cbk, pcols, gemmN_);
+  std::vector<int32_t> regions(pcols.size(), -1);
+  uint64_t base = 0;  // offset of the tile's first output pixel's window in an on-chip input
+  if (window) {
+    regions[0] = window->region;
+    base = static_cast<uint64_t>(((oy0 * p_.sH - p_.pT - window->rowLo) * window->cols + ox0 * p_.sW) * cbk);
+  }
+  const uint64_t chunkLimit = std::max<uint64_t>(1, ctx_.cfg.bufferWords(static_cast<size_t>(Buffer::Weight)) / 2);
+  int32_t wgt = resident_;
+  uint64_t woff = t_.weightsResident ? residentOffset_.at(static_cast<size_t>(window ? 0 : block)) : 0;
+  for (size_t s0 = 0; s0 < slices.size();) {
+    size_t s1 = slices.size();
+    if (!t_.weightsResident) {
+      s1 = s0 + 1;
+      uint64_t words = static_cast<uint64_t>(slices[s0].k * mk_);
+      while (s1 < slices.size() && words + static_cast<uint64_t>(slices[s1].k * mk_) <= chunkLimit)
+        words += static_cast<uint64_t>(slices[s1++].k * mk_);
+      // Packed once per pass; every tile streams the same DRAM words.
+      auto [it, fresh] = streamed_.try_emplace({block, s0}, 0, 0);
+      if (fresh) {
+        std::vector<float> mine;
+        packWeights(p_, {slices.begin() + static_cast<long>(s0), slices.begin() + static_cast<long>(s1)}, g_, m0_, mk_, gemmN_, mine);
+        it->second = {ctx_.addConstant(mine), mine.size()};
+      }
+      wgt = ctx_.region(Buffer::Weight, it->second.second);
+      loadContiguous(ctx_, wgt, 0, it->second.first, it->second.second);
+      woff = 0;
+    }
+    for (size_t si = s0; si < s1; ++si) {
+      const ReductionSlice& sl = slices[si];
+      const auto phase = static_cast<size_t>(sl.phase);
+      if (regions[phase] < 0) {
+        const int64_t py = sl.phase / pw_, px = sl.phase % pw_;
+        const auto [prow, pcol] = p_.phaseExtent(ph_, pw_, py, px, rows, cols);
+        regions[phase] = loadPhase(ctx_, p_, ph, n, oy0, ox0, g_ * Cg_ + c0, cbk, py, px, prow, pcol);
+      }
+      for (int64_t j0 = 0; j0 < mk_; j0 += gemmN_) {
+        const int64_t nb = std::min(gemmN_, mk_ - j0);
+        Instruction gm;
+        gm.opcode = Opcode::Gemm;
+        gm.srcA = ctx_.at(regions[phase], base + static_cast<uint64_t>(sl.offset), p_.sH / ph_ * pcols[phase] * cbk, p_.sW / pw_ * cbk);
+        gm.srcB = ctx_.at(wgt, woff);
+        gm.dst = ctx_.at(acc, static_cast<uint64_t>(j0), cols * mk_, mk_);
+        gm.outer = static_cast<uint32_t>(rows), gm.inner = static_cast<uint32_t>(cols);
+        gm.gemmK = static_cast<uint32_t>(sl.k), gm.gemmN = static_cast<uint32_t>(nb);
+        auto&& first = started_[static_cast<size_t>(j0 / gemmN_)];
+        gm.accumulate = first;
+        first = true;
+        ctx_.emit(gm, acc, regions[phase], wgt);
+        woff += static_cast<uint64_t>(sl.k * nb);
+      }
+    }
+    s0 = s1;
+  }
+}
+
+DepthwiseConv::DepthwiseConv(LowerContext& ctx, const Node& node, const ConvProblem& p, const NodeTiling& t)
+    : ctx_(ctx), node_(node), p_(p), t_(t) {}
+
+void DepthwiseConv::lower() {
+  for (int64_t c0 = 0; c0 < p_.C; c0 += t_.channels) {
+    bool first = true;
+    for (int64_t n = 0; n < p_.N; ++n)
+      for (int64_t oy0 = 0; oy0 < p_.OH; oy0 += t_.rows)
+        for (int64_t ox0 = 0; ox0 < p_.OW; ox0 += t_.cols) {
+          ctx_.beginTile(node_, tileIndex_++);
+          if (first) beginBlock(c0);
+          first = false;
+          const int64_t rows = std::min(t_.rows, p_.OH - oy0), cols = std::min(t_.cols, p_.OW - ox0);
+          const int32_t acc = computeTile(n, oy0, rows, ox0, cols, nullptr);
+          finishTile(ctx_, p_, acc, rows, cols, cbk_, -1, TileAt{(n * p_.OH + oy0) * p_.OW + ox0, c0_});
         }
   }
 }
 
+void DepthwiseConv::beginBlock(int64_t c0) {
+  const int64_t taps = p_.KH * p_.KW;
+  c0_ = c0, cbk_ = std::min(t_.channels, p_.C - c0);
+  std::vector<float> packed;  // [tap][channel]
+  for (int64_t tap = 0; tap < taps; ++tap)
+    for (int64_t c = 0; c < cbk_; ++c) packed.push_back(p_.weights[(c0 + c) * taps + tap]);
+  wgt_ = ctx_.region(Buffer::Weight, packed.size());
+  loadContiguous(ctx_, wgt_, 0, ctx_.addConstant(packed), packed.size());
+  bias_ = -1;
+  if (!p_.bias.empty()) {
+    bias_ = ctx_.region(Buffer::Output, static_cast<uint64_t>(cbk_));
+    std::vector<float> b(p_.bias.begin() + c0, p_.bias.begin() + c0 + cbk_);
+    loadContiguous(ctx_, bias_, 0, ctx_.addConstant(b), static_cast<uint64_t>(cbk_));
+  }
+}
+
+int32_t DepthwiseConv::computeTile(int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, const OnChipInput* window) {
+  const int64_t taps = p_.KH * p_.KW;
+  auto r = static_cast<uint32_t>(rows), cl = static_cast<uint32_t>(cols), v = static_cast<uint32_t>(cbk_);
+  int32_t in = -1;
+  int64_t base = 0, winCols = 0, winChannels = cbk_;
+  if (window) {
+    in = window->region, winCols = window->cols, winChannels = p_.C;
+    base = ((oy0 * p_.sH - p_.pT - window->rowLo) * winCols + ox0 * p_.sW) * winChannels + c0_;
+  } else {
+    const InputWindow w = inputWindow(p_, oy0, rows, ox0, cols);
+    in = loadInputTile(ctx_, p_, w, n, c0_, cbk_);
+    winCols = w.tileCols;
+  }
+  const int32_t acc = ctx_.region(Buffer::Accumulator, static_cast<uint64_t>(rows * cols * cbk_));
+  SramOperand tile = ctx_.at(acc, 0, cols * cbk_, cbk_);
+  if (bias_ >= 0) ctx_.emit(makeVecUnary(VecOp::Copy, tile, ctx_.at(bias_), r, cl, v), acc, bias_);
+  for (int64_t tap = 0; tap < taps; ++tap) {
+    const int64_t kh = tap / p_.KW, kw = tap % p_.KW;
+    SramOperand src = ctx_.at(in, static_cast<uint64_t>(base + (kh * p_.dH * winCols + kw * p_.dW) * winChannels),
+                              p_.sH * winCols * winChannels, p_.sW * winChannels);
+    const bool init = tap == 0 && bias_ < 0;
+    ctx_.emit(makeVecBinary(init ? VecOp::Mul : VecOp::MulAcc, tile, src, ctx_.at(wgt_, static_cast<uint64_t>(tap * cbk_)), r, cl, v),
+              acc, in, wgt_);
+  }
+  return acc;
+}
+
+namespace {
+
 void lowerConvProblem(LowerContext& ctx, const Node& node, const ConvProblem& p, const NodeTiling& tiling) {
-  if (p.depthwise()) return lowerDepthwise(ctx, node, p, tiling);
-  lowerConvOnMatrix(ctx, node, p, tiling);
+  if (p.depthwise()) return DepthwiseConv(ctx, node, p, tiling).lower();
+  MatrixConv(ctx, node, p, tiling).lower();
 }
 
 std::vector<int64_t> intsOr(const Node& n, const char* name, std::vector<int64_t> fallback) {
@@ -282,26 +403,8 @@ hw::SupportResult checkConv(const Node& n) {
   return ok();
 }
 
-void lowerConv(const Node& n, LowerContext& ctx) {
-  ConvProblem p;
-  static_cast<ConvGeometry&>(p) = convGeometry(n);
-  p.weights = constantFloats(n.input(1)->constant());
-  if (n.hasInput(2)) p.bias = constantFloats(n.input(2)->constant());
-  p.inAddr = ctx.loc(n.input(0)).addr;
-  p.outAddr = ctx.loc(ctx.resultValue(n)).addr;
-  p.activation = ctx.fusedActivation(n);
-  lowerConvProblem(ctx, n, p, ctx.tiling(n));
-}
-
-/// Gemm/MatMul as a 1x1 convolution over the rows of A (rows = pixels, the last axis = channels).
-void lowerRowsTimesMatrix(const Node& n, LowerContext& ctx, const std::vector<float>& bT, std::vector<float> bias) {
-  ConvProblem p;
-  static_cast<ConvGeometry&>(p) = convGeometry(n);
-  p.weights = bT;
-  p.bias = std::move(bias);
-  p.inAddr = ctx.loc(n.input(0)).addr;
-  p.outAddr = ctx.loc(ctx.resultValue(n)).addr;
-  p.activation = ctx.fusedActivation(n);
+void lowerMatrixNode(const Node& n, LowerContext& ctx) {
+  const ConvProblem p = convProblem(ctx, n);
   lowerConvProblem(ctx, n, p, ctx.tiling(n));
 }
 
@@ -317,40 +420,46 @@ hw::SupportResult checkGemm(const Node& n) {
   return ok();
 }
 
-void lowerGemm(const Node& n, LowerContext& ctx) {
-  const Tensor& B = n.input(1)->constant();
-  bool tb = n.attrInt("transB") != 0;
-  const int64_t K = B.shape()[tb ? 1 : 0], N = B.shape()[tb ? 0 : 1];
-  const float alpha = n.attrFloat("alpha"), beta = n.attrFloat("beta");
-  std::vector<float> b = constantFloats(B), w(static_cast<size_t>(K * N));
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t j = 0; j < N; ++j) w[j * K + k] = alpha * (tb ? b[j * K + k] : b[k * N + j]);
-  std::vector<float> bias;
-  if (n.hasInput(2)) {
-    std::vector<float> c = constantFloats(n.input(2)->constant());
-    for (int64_t j = 0; j < N; ++j) bias.push_back(beta * c[c.size() == 1 ? 0 : j]);
-  }
-  lowerRowsTimesMatrix(n, ctx, w, bias);
-}
-
 hw::SupportResult checkMatMul(const Node& n) {
   if (n.input(0)->type.dims->size() < 2) return refuse("A must have rank >= 2");
   if (!n.input(1)->isConstant() || n.input(1)->constant().rank() != 2) return refuse("B is not a rank-2 constant");
   return ok();
 }
 
-void lowerMatMul(const Node& n, LowerContext& ctx) {
-  const Tensor& B = n.input(1)->constant();
-  const int64_t K = B.shape()[0], N = B.shape()[1];
-  std::vector<float> b = constantFloats(B), w(static_cast<size_t>(K * N));
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t j = 0; j < N; ++j) w[j * K + k] = b[k * N + j];
-  lowerRowsTimesMatrix(n, ctx, w, {});
-}
-
-const RegisterOpLowering kConv({"Conv"}, {checkConv, lowerConv});
-const RegisterOpLowering kGemm({"Gemm"}, {checkGemm, lowerGemm});
-const RegisterOpLowering kMatMul({"MatMul"}, {checkMatMul, lowerMatMul});
+const RegisterOpLowering kConv({"Conv"}, {OpFamily::Matrix, checkConv, lowerMatrixNode});
+const RegisterOpLowering kGemm({"Gemm"}, {OpFamily::Matrix, checkGemm, lowerMatrixNode});
+const RegisterOpLowering kMatMul({"MatMul"}, {OpFamily::Matrix, checkMatMul, lowerMatrixNode});
 
 }  // namespace
+
+ConvProblem convProblem(LowerContext& ctx, const Node& n) {
+  ConvProblem p;
+  static_cast<ConvGeometry&>(p) = convGeometry(n);
+  if (n.opType() == "Conv") {
+    p.weights = constantFloats(n.input(1)->constant());
+    if (n.hasInput(2)) p.bias = constantFloats(n.input(2)->constant());
+  } else {
+    // Gemm / MatMul: rows of A times B as a 1x1 convolution; weights [N][K], alpha and beta folded in.
+    const Tensor& B = n.input(1)->constant();
+    const bool gemm = n.opType() == "Gemm", tb = gemm && n.attrInt("transB") != 0;
+    const float alpha = gemm ? n.attrFloat("alpha") : 1.0f, beta = gemm ? n.attrFloat("beta") : 1.0f;
+    const int64_t K = p.C, N = p.M;
+    std::vector<float> b = constantFloats(B);
+    p.weights.resize(static_cast<size_t>(K * N));
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t j = 0; j < N; ++j) p.weights[j * K + k] = alpha * (tb ? b[j * K + k] : b[k * N + j]);
+    if (gemm && n.hasInput(2)) {
+      std::vector<float> c = constantFloats(n.input(2)->constant());
+      for (int64_t j = 0; j < N; ++j) p.bias.push_back(beta * c[c.size() == 1 ? 0 : j]);
+    }
+  }
+  const TensorLoc& in = ctx.loc(n.input(0));
+  const TensorLoc& out = ctx.loc(ctx.resultValue(n));
+  p.inAddr = in.addr, p.inStride = in.pixelStride();
+  p.outAddr = out.addr, p.outStride = out.pixelStride();
+  p.epilogue = ctx.epilogue(n);
+  for (const EpilogueStep& e : p.epilogue) p.epilogueLoc.push_back(e.other ? ctx.loc(e.other) : TensorLoc{});
+  return p;
+}
+
 }  // namespace tessel::npu::lower

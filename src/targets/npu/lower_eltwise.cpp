@@ -57,14 +57,14 @@ void lowerTiled(LowerContext& ctx, const Node& node, const Value* a, const Value
           loadContiguous(ctx, staged.back(), 0, v.dramAddr + c0, static_cast<uint64_t>(ck));
         }
       const auto pk = static_cast<uint32_t>(std::min(np, P - p0));
-      const uint64_t offset = static_cast<uint64_t>(p0 * Cc + c0);
+      auto at = [&](const TensorLoc& l) { return l.addr + static_cast<uint64_t>(p0 * l.pixelStride() + c0); };
       const int32_t tile = ctx.region(Buffer::Input, uint64_t{pk} * static_cast<uint64_t>(ck));
       // outer = 1, inner = pixels: one DRAM burst when whole rows of channels are moved.
-      ctx.emit(makeLoad(ctx.at(tile, 0, pk * ck, ck), la.addr + offset, 0, Cc, 1, pk, static_cast<uint32_t>(ck)), tile);
+      ctx.emit(makeLoad(ctx.at(tile, 0, pk * ck, ck), at(la), 0, la.pixelStride(), 1, pk, static_cast<uint32_t>(ck)), tile);
       int32_t b = -1;
       if (lb) {
         b = ctx.region(Buffer::Weight, uint64_t{pk} * static_cast<uint64_t>(ck));
-        ctx.emit(makeLoad(ctx.at(b, 0, pk * ck, ck), lb->addr + offset, 0, Cc, 1, pk, static_cast<uint32_t>(ck)), b);
+        ctx.emit(makeLoad(ctx.at(b, 0, pk * ck, ck), at(*lb), 0, lb->pixelStride(), 1, pk, static_cast<uint32_t>(ck)), b);
       }
       std::vector<SramOperand> vectorOperands;
       for (int32_t v : staged) vectorOperands.push_back(ctx.at(v));
@@ -73,7 +73,7 @@ void lowerTiled(LowerContext& ctx, const Node& node, const Value* a, const Value
       // Operand regions: dst and srcA the tile; srcB the full operand or the first vector; srcC the second.
       ctx.emit(op(ctx.at(tile, 0, pk * ck, ck), bOperand, vectorOperands, pk, static_cast<uint32_t>(ck)), tile, tile,
                b >= 0 ? b : (staged.empty() ? -1 : staged[0]), staged.size() > 1 ? staged[1] : -1);
-      ctx.emit(makeStore(ctx.at(tile, 0, pk * ck, ck), y.addr + offset, 0, Cc, 1, pk, static_cast<uint32_t>(ck)), -1, tile);
+      ctx.emit(makeStore(ctx.at(tile, 0, pk * ck, ck), at(y), 0, y.pixelStride(), 1, pk, static_cast<uint32_t>(ck)), -1, tile);
     }
   }
 }
@@ -184,10 +184,10 @@ void lowerBatchNorm(const Node& n, LowerContext& ctx) {
              });
 }
 
-const RegisterOpLowering kBinary({"Add", "Sub", "Mul", "Div", "Max", "Min"}, {checkBinary, lowerBinary});
+const RegisterOpLowering kBinary({"Add", "Sub", "Mul", "Div", "Max", "Min"}, {OpFamily::Elementwise, checkBinary, lowerBinary});
 const RegisterOpLowering kActivations({"Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "Exp", "HardSigmoid", "HardSwish"},
-                                      {checkActivation, lowerActivation});
-const RegisterOpLowering kBatchNorm({"BatchNormalization"}, {checkBatchNorm, lowerBatchNorm});
+                                      {OpFamily::Elementwise, checkActivation, lowerActivation});
+const RegisterOpLowering kBatchNorm({"BatchNormalization"}, {OpFamily::Elementwise, checkBatchNorm, lowerBatchNorm});
 
 }  // namespace
 }  // namespace tessel::npu::lower

@@ -51,6 +51,7 @@ void lowerPool(const Node& n, LowerContext& ctx) {
   const TensorLoc& y = ctx.loc(n.output(0));
   const NodeTiling& tiling = ctx.tiling(n);
   const int64_t cb = tiling.channels, th = tiling.rows, tw = tiling.cols;
+  const int64_t sx = x.pixelStride(), sy = y.pixelStride();
   auto inRows = [&](int64_t rows) { return (rows - 1) * q.sH + q.KH; };
   auto inCols = [&](int64_t cols) { return (cols - 1) * q.sW + q.KW; };
   const float fill = q.isMax ? -std::numeric_limits<float>::infinity() : 0.0f;
@@ -72,8 +73,8 @@ void lowerPool(const Node& n, LowerContext& ctx) {
                                   static_cast<uint32_t>(wt), c, fill),
                      in);
           const uint64_t interior = static_cast<uint64_t>(((iy0 - y0) * wt + (ix0 - x0)) * ck);
-          ctx.emit(makeLoad(ctx.at(in, interior, wt * ck, ck), x.addr + ((n0 * q.H + iy0) * q.W + ix0) * q.C + c0, q.W * q.C,
-                            q.C, static_cast<uint32_t>(iy1 - iy0 + 1), static_cast<uint32_t>(ix1 - ix0 + 1), c),
+          ctx.emit(makeLoad(ctx.at(in, interior, wt * ck, ck), x.addr + ((n0 * q.H + iy0) * q.W + ix0) * sx + c0, q.W * sx,
+                            sx, static_cast<uint32_t>(iy1 - iy0 + 1), static_cast<uint32_t>(ix1 - ix0 + 1), c),
                    in);
           const int32_t acc = ctx.region(Buffer::Accumulator, static_cast<uint64_t>(rows * cols * ck));
           SramOperand tile = ctx.at(acc, 0, cols * ck, ck);
@@ -87,7 +88,7 @@ void lowerPool(const Node& n, LowerContext& ctx) {
                 ctx.emit(makeVecBinary(q.isMax ? VecOp::Max : VecOp::Add, tile, tile, window, r, cl, c), acc, acc, in);
             }
           if (!q.isMax) ctx.emit(makeVecUnary(VecOp::Scale, tile, tile, r, cl, c, q.scale, 0.0f), acc, acc);
-          ctx.emit(makeStore(tile, y.addr + ((n0 * q.OH + oy0) * q.OW + ox0) * q.C + c0, q.OW * q.C, q.C, r, cl, c), -1, acc);
+          ctx.emit(makeStore(tile, y.addr + ((n0 * q.OH + oy0) * q.OW + ox0) * sy + c0, q.OW * sy, sy, r, cl, c), -1, acc);
         }
 }
 
@@ -103,6 +104,7 @@ void lowerGlobalPool(const Node& n, LowerContext& ctx) {
   const TensorLoc& x = ctx.loc(n.input(0));
   const TensorLoc& y = ctx.loc(n.output(0));
   const int64_t cb = ctx.tiling(n).channels, np = ctx.tiling(n).cols;
+  const int64_t sx = x.pixelStride(), sy = y.pixelStride();
   uint32_t count = 0;
   for (int64_t n0 = 0; n0 < N; ++n0)
     for (int64_t c0 = 0; c0 < C; c0 += cb) {
@@ -112,7 +114,7 @@ void lowerGlobalPool(const Node& n, LowerContext& ctx) {
       for (int64_t p0 = 0; p0 < HW; p0 += np) {
         const auto pk = static_cast<uint32_t>(std::min(np, HW - p0));
         const int32_t chunk = ctx.region(Buffer::Input, uint64_t{pk} * c);
-        ctx.emit(makeLoad(ctx.at(chunk, 0, pk * c, c), x.addr + (n0 * HW + p0) * C + c0, 0, C, 1, pk, c), chunk);
+        ctx.emit(makeLoad(ctx.at(chunk, 0, pk * c, c), x.addr + (n0 * HW + p0) * sx + c0, 0, sx, 1, pk, c), chunk);
         Instruction red;
         red.opcode = Opcode::VecReduce;
         red.vecOp = isMax ? VecOp::ReduceMax : VecOp::ReduceSum;
@@ -124,12 +126,12 @@ void lowerGlobalPool(const Node& n, LowerContext& ctx) {
       }
       SramOperand vec = ctx.at(sum, 0, c, c);
       if (!isMax) ctx.emit(makeVecUnary(VecOp::Scale, vec, vec, 1, 1, c, 1.0f / static_cast<float>(HW), 0.0f), sum, sum);
-      ctx.emit(makeStore(vec, y.addr + n0 * C + c0, C, C, 1, 1, c), -1, sum);
+      ctx.emit(makeStore(vec, y.addr + n0 * sy + c0, sy, sy, 1, 1, c), -1, sum);
     }
 }
 
-const RegisterOpLowering kPools({"MaxPool", "AveragePool"}, {checkPool, lowerPool});
-const RegisterOpLowering kGlobalPools({"GlobalAveragePool", "GlobalMaxPool"}, {checkGlobalPool, lowerGlobalPool});
+const RegisterOpLowering kPools({"MaxPool", "AveragePool"}, {OpFamily::Pool, checkPool, lowerPool});
+const RegisterOpLowering kGlobalPools({"GlobalAveragePool", "GlobalMaxPool"}, {OpFamily::GlobalPool, checkGlobalPool, lowerGlobalPool});
 
 }  // namespace
 }  // namespace tessel::npu::lower

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <limits>
+#include <map>
 
 #include "lower_context.h"
 #include "schedule/instruction_scheduler.h"
@@ -27,6 +28,13 @@ namespace lower {
 std::map<std::string, OpLowering>& opLowerings() {
   static std::map<std::string, OpLowering> table;
   return table;
+}
+
+std::optional<OpFamily> opFamily(const Node& node) {
+  if (!node.domain().empty()) return std::nullopt;
+  auto it = opLowerings().find(node.opType());
+  if (it == opLowerings().end()) return std::nullopt;
+  return it->second.family;
 }
 
 std::vector<float> constantFloats(const Tensor& t) {
@@ -140,27 +148,77 @@ void LowerContext::allocate(const Value* v) {
   locs_[v] = l;
 }
 
-const Value* LowerContext::resultValue(const Node& node) const {
-  for (const auto& [act, producer] : fusedInto)
-    if (producer == &node) return act->output(0);
-  return node.output(0);
+std::optional<EpilogueStep> epilogueStep(const Node& user, const Value* value) {
+  if (!user.domain().empty() || !user.input(0)) return std::nullopt;
+  if (auto act = activationOf(user)) {
+    if (user.input(0) != value) return std::nullopt;
+    return EpilogueStep{true, *act, nullptr};
+  }
+  static const std::map<std::string, VecOp> binary{{"Add", VecOp::Add}, {"Sub", VecOp::Sub}, {"Mul", VecOp::Mul},
+                                                   {"Div", VecOp::Div}, {"Max", VecOp::Max}, {"Min", VecOp::Min}};
+  auto op = binary.find(user.opType());
+  if (op == binary.end() || user.numInputs() != 2) return std::nullopt;
+  const bool first = user.input(0) == value;
+  const Value* other = first ? user.input(1) : user.input(0);
+  if (other == value || !value->type.isStatic() || !other->type.isStatic()) return std::nullopt;
+  const std::string& name = user.opType();
+  const bool commutative = name != "Sub" && name != "Div";
+  if (other->isConstant() && other->constant().numel() == 1) {
+    const float c = static_cast<float>(other->constant().elementAsDouble(0));
+    const float inf = std::numeric_limits<float>::infinity();
+    if (name == "Add") return EpilogueStep{true, {VecOp::Scale, 1.0f, c}, nullptr};
+    if (name == "Sub") return EpilogueStep{true, first ? Activation{VecOp::Scale, 1.0f, -c} : Activation{VecOp::Scale, -1.0f, c}, nullptr};
+    if (name == "Mul") return EpilogueStep{true, {VecOp::Scale, c, 0.0f}, nullptr};
+    if (name == "Div" && first) return EpilogueStep{true, {VecOp::Scale, 1.0f / c, 0.0f}, nullptr};
+    if (name == "Max") return EpilogueStep{true, {VecOp::Clip, c, inf}, nullptr};
+    if (name == "Min") return EpilogueStep{true, {VecOp::Clip, -inf, c}, nullptr};
+    return std::nullopt;
+  }
+  if (other->type.staticShape() != value->type.staticShape() || other->type.dtype != DType::Float32) return std::nullopt;
+  if (!commutative && !first) return std::nullopt;
+  return EpilogueStep{false, {op->second}, other};
 }
 
-std::optional<Activation> LowerContext::fusedActivation(const Node& node) const {
-  for (const auto& [act, producer] : fusedInto)
-    if (producer == &node) return activationOf(*act);
-  return std::nullopt;
+void LowerContext::view(const Value* v, const TensorLoc& base, int64_t channelOffset) {
+  TensorLoc l;
+  l.shape = v->type.staticShape();
+  l.channelsLast = l.shape.size() == 4;
+  l.addr = base.addr + static_cast<uint64_t>(channelOffset);
+  l.stride = base.pixelStride();
+  locs_[v] = l;
+}
+
+const Value* LowerContext::resultValue(const Node& node) const {
+  const Node* last = &node;
+  for (const std::string& e : tiling(node).epilogue)
+    for (const auto& [user, producer] : fusedInto)
+      if (producer == &node && user->name() == e) last = user;
+  return last->output(0);
+}
+
+std::vector<EpilogueStep> LowerContext::epilogue(const Node& node) const {
+  std::vector<EpilogueStep> steps;
+  const Value* v = node.output(0);
+  for (const std::string& e : tiling(node).epilogue)
+    for (const auto& [user, producer] : fusedInto)
+      if (producer == &node && user->name() == e) {
+        auto step = epilogueStep(*user, v);
+        TESSEL_ASSERT(step.has_value(), fmt::format("npu lowering: {} cannot be fused into {}", user->describe(), node.describe()));
+        steps.push_back(*step);
+        v = user->output(0);
+      }
+  return steps;
 }
 
 namespace {
 
-/// Activations the schedule fuses into their producer are applied in place before storing.
+/// Epilogue nodes the schedule fuses into their producer are applied in place before storing.
 void findFusions(const Graph& body, LowerContext& ctx) {
   std::map<std::string, const Node*> byName;
   for (const auto& n : body.nodes()) byName[n->name()] = n.get();
   for (const GroupSchedule& g : ctx.schedule.groups)
     for (const NodeTiling& t : g.tiling)
-      if (!t.fused.empty()) ctx.fusedInto[byName.at(t.fused)] = byName.at(t.node);
+      for (const std::string& e : t.epilogue) ctx.fusedInto[byName.at(e)] = byName.at(t.node);
 }
 
 std::vector<float> toDramLayout(const Tensor& t, bool channelsLast) {
@@ -236,50 +294,73 @@ void scheduleProgram(sched::VirtualProgram vp, const hw::NpuConfig& cfg, const N
 }  // namespace
 
 LoweredSubgraph lowerSubgraph(const Graph& body, const hw::Device& device, const std::string& name) {
-  return lowerSubgraph(body, device, defaultSchedule(body, device.npu, name));
+  return lowerSubgraph(body, device, compilerSchedule(body, device.npu, name));
 }
 
-LoweredSubgraph lowerSubgraph(const Graph& body, const hw::Device& device, const NpuSchedule& schedule) {
+namespace {
+
+/// Lowers every node of the body onto virtual regions (the instructions are not scheduled yet).
+sched::VirtualProgram lowerToVirtual(const Graph& body, const hw::Device& device, const NpuSchedule& schedule,
+                                     LoweredSubgraph& out) {
   using namespace lower;
   TESSEL_ASSERT(device.kind == hw::DeviceKind::Npu, "lowerSubgraph needs an npu device");
   const std::string& name = schedule.subgraph;
   verifySchedule(schedule, body, device.npu);
   LowerContext ctx(body, device.npu, schedule);
   findFusions(body, ctx);
-  LoweredSubgraph out;
   out.name = name;
   out.device = device.name;
   out.schedule = schedule;
+  out.work = subgraphWork(body, device.npu);
   for (const Value* in : body.inputs()) {
     if (!in->type.isStatic() || in->type.dtype != DType::Float32)
       throw UserError(fmt::format("subgraph '{}': input '{}' has type {}, expected a static float32 shape", name,
                                   in->name(), in->type.toString()));
     ctx.allocate(in);
-    out.inputs.push_back(interfaceTensor(in, ctx.loc(in)));  // before its region may be reused
+    out.inputs.push_back(interfaceTensor(in, ctx.loc(in)));
   }
-  std::map<std::string, uint32_t> groupOf;
+  std::map<std::string, const Node*> byName;
+  for (const auto& n : body.nodes()) byName[n->name()] = n.get();
+  placeConcatInputs(body, ctx);
+  // Groups are lowered in schedule order (a fused epilogue's other operands come from earlier groups).
   for (size_t gi = 0; gi < schedule.groups.size(); ++gi)
-    for (const std::string& n : schedule.groups[gi].nodes) groupOf[n] = static_cast<uint32_t>(gi);
-  for (const auto& n : body.nodes()) {
-    if (ctx.fusedInto.count(n.get())) continue;
-    hw::SupportResult r = loweringSupport(*n, device);
-    if (!r.supported) throw UserError(fmt::format("{} cannot be lowered to '{}': {}", n->describe(), device.name, r.reason));
-    for (const Value* v : n->outputs()) ctx.allocate(v == n->output(0) ? ctx.resultValue(*n) : v);
-    ctx.group = groupOf.at(n->name());
-    LoweredOp op{n->name(), n->opType(), 0, ""};
-    opLowerings().at(n->opType()).lower(*n, ctx);
-    if (auto act = ctx.fusedActivation(*n)) op.tiling = fmt::format("+ fused {}", vecOpName(act->op));
-    out.ops.push_back(op);
-  }
+    for (const NodeTiling& t : schedule.groups[gi].tiling) {
+      const Node& n = *byName.at(t.node);
+      hw::SupportResult r = loweringSupport(n, device);
+      if (!r.supported) throw UserError(fmt::format("{} cannot be lowered to '{}': {}", n.describe(), device.name, r.reason));
+      if (opFamily(n) != OpFamily::Alias)  // views and concats place their outputs themselves
+        for (const Value* v : n.outputs()) ctx.allocate(v == n.output(0) ? ctx.resultValue(n) : v);
+      ctx.group = static_cast<uint32_t>(gi);
+      LoweredOp op{n.name(), n.opType(), 0, ""};
+      opLowerings().at(n.opType()).lower(n, ctx);
+      for (const std::string& e : t.epilogue) op.tiling += (op.tiling.empty() ? "+ " : ", ") + e;
+      out.ops.push_back(op);
+    }
   for (const Value* o : body.outputs()) out.outputs.push_back(interfaceTensor(o, ctx.loc(o)));
-  scheduleProgram(ctx.builder.take(), device.npu, schedule, out);
   out.constants = std::move(ctx.constants);
   out.dramWords = ctx.dramWords;
   uint64_t words = out.constants.size();
   for (const auto& t : out.inputs) words += t.words;
   for (const auto& t : out.outputs) words += t.words;
   out.compulsoryDramBytes = words * 4;
+  return ctx.builder.take();
+}
+
+}  // namespace
+
+LoweredSubgraph lowerSubgraph(const Graph& body, const hw::Device& device, const NpuSchedule& schedule) {
+  LoweredSubgraph out;
+  sched::VirtualProgram vp = lowerToVirtual(body, device, schedule, out);
+  scheduleProgram(std::move(vp), device.npu, schedule, out);
   return out;
+}
+
+std::string dependencyGraphDot(const Graph& body, const hw::Device& device, const NpuSchedule& schedule, size_t first,
+                               size_t count) {
+  LoweredSubgraph out;
+  const sched::VirtualProgram vp = lowerToVirtual(body, device, schedule, out);
+  const sched::InstructionGraph graph = sched::buildInstructionGraph(vp, device.npu);
+  return sched::dependencyGraphDot(vp, graph, first, count);
 }
 
 NpuRun runLowered(const LoweredSubgraph& lowered, const hw::NpuConfig& config, const std::vector<Tensor>& inputs,

@@ -85,7 +85,10 @@ std::string subgraphMeta(const LoweredSubgraph& s) {
   json meta = {{"name", s.name},           {"device", s.device},       {"dram_words", s.dramWords},
                {"compulsory_dram_bytes", s.compulsoryDramBytes},       {"inputs", dramTensorsJson(s.inputs)},
                {"outputs", dramTensorsJson(s.outputs)},                {"ops", ops},
-               {"schedule", s.schedule.toJson()},                      {"modelled_cycles", s.modelledCycles}};
+               {"schedule", s.schedule.toJson()},                      {"modelled_cycles", s.modelledCycles},
+               {"work", {{"macs", s.work.macs}, {"vector_lane_cycles", s.work.vectorCycles},
+                         {"compulsory_load_bytes", s.work.compulsoryLoadBytes},
+                         {"compulsory_store_bytes", s.work.compulsoryStoreBytes}}}};
   return meta.dump();
 }
 
@@ -219,6 +222,12 @@ LoweredSubgraph subgraphFrom(Reader& sec, const hw::HardwareConfig& config, cons
   s.schedule = NpuSchedule::fromJson(meta["schedule"], r.origin() + " (subgraph " + s.name + ")");
   if (meta.contains("modelled_cycles") && meta["modelled_cycles"].is_number_unsigned())
     s.modelledCycles = meta["modelled_cycles"].get<uint64_t>();
+  const json& work = meta.value("work", json());
+  for (const char* key : {"macs", "vector_lane_cycles", "compulsory_load_bytes", "compulsory_store_bytes"})
+    if (!work.is_object() || !work.contains(key) || !work[key].is_number_unsigned())
+      r.fail(fmt::format("subgraph '{}': work.{} missing or not an unsigned integer", s.name, key));
+  s.work = SubgraphWork{work["macs"].get<uint64_t>(), work["vector_lane_cycles"].get<uint64_t>(),
+                        work["compulsory_load_bytes"].get<uint64_t>(), work["compulsory_store_bytes"].get<uint64_t>()};
   std::string prog = sec.blob("instruction stream");
   if (prog.size() % 32 != 0) r.fail(fmt::format("subgraph '{}': instruction stream is not a multiple of 32 bytes", s.name));
   try {

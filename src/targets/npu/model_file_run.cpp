@@ -69,28 +69,39 @@ std::vector<IoTensor> ioOf(const std::vector<Value*>& values) {
 
 }  // namespace
 
-CompiledNpuModel compileForNpu(const Model& input, const hw::HardwareConfig& config) {
+CompiledNpuModel compileForNpu(const Model& input, const hw::HardwareConfig& config, const ScheduleChooser& chooser) {
   if (!config.firstNpu()) throw UserError(fmt::format("configuration '{}' has no npu device", config.name()));
   std::unique_ptr<Model> owned = input.clone();
   Model& model = *owned;
   prepareModelForNpu(model);
   partition::PartitionOptions popts;
   popts.canLower = loweringSupport;
-  partition::partitionGraph(*model.graph, config, popts);
+  partition::PartitionResult placed = partition::partitionGraph(*model.graph, config, popts);
   CompiledNpuModel out;
   out.config = config;
+  out.placements = std::move(placed.placements);
   Graph& g = *model.graph;
   std::vector<Node*> calls;
   for (const auto& n : g.nodes())
     if (partition::isSubgraphNode(*n) && config.device(n->device).kind == hw::DeviceKind::Npu) calls.push_back(n.get());
   for (Node* n : calls) {
-    out.subgraphs.push_back(lowerSubgraph(n->attrGraph("body"), config.device(n->device), n->name()));
+    const Graph& body = n->attrGraph("body");
+    const hw::Device& device = config.device(n->device);
+    out.subgraphs.push_back(chooser ? lowerSubgraph(body, device, chooser(body, device, n->name()))
+                                    : lowerSubgraph(body, device, n->name()));
     replaceNode(g, n, "NpuCall", "tessel", "subgraph", out.subgraphs.back().name);
   }
   g.removeUnusedValues();
   out.inputs = ioOf(g.inputs());
   out.outputs = ioOf(g.outputs());
   out.cpuPart = model.clone();
+  return out;
+}
+
+std::vector<partition::Placement> hostPlacements(const CompiledNpuModel& model) {
+  std::vector<partition::Placement> out;
+  for (const partition::Placement& p : model.placements)
+    if (model.config.device(p.device).kind != hw::DeviceKind::Npu) out.push_back(p);
   return out;
 }
 
@@ -119,7 +130,7 @@ NpuModelRun runNpuModel(const CompiledNpuModel& model, const std::map<std::strin
 
 nlohmann::json runSummaryJson(const CompiledNpuModel& model, const NpuModelRun& run) {
   using json = nlohmann::json;
-  uint64_t cycles = 0, read = 0, written = 0, macs = 0, bound = 0, hazards = 0, compulsory = 0;
+  uint64_t cycles = 0, read = 0, written = 0, macs = 0, bound = 0, scheduleBound = 0, hazards = 0, compulsory = 0;
   std::array<uint64_t, kNumBuffers> peak{}, capacity{};
   std::array<uint64_t, kNumUnits> busy{}, stall{};
   double mmCapacity = 0;
@@ -127,16 +138,22 @@ nlohmann::json runSummaryJson(const CompiledNpuModel& model, const NpuModelRun& 
   for (const SubgraphRun& s : run.subgraphs) {
     const SimReport& r = s.report;
     cycles += r.totalCycles, read += r.dramBytesRead, written += r.dramBytesWritten, macs += r.macs;
-    // Subgraphs run one after another, so their bounds add up (each the largest of its resource and
-    // critical-path bounds, docs/npu.md "Lower bounds").
-    bound += r.bounds.bound();
+    // Subgraphs run one after another, so their bounds add up: the schedule-independent one (the work of the
+    // subgraph's nodes on this machine) and the one of this program (resource and critical-path bounds).
+    scheduleBound += r.bounds.bound();
     hazards += r.hazards.size();
     mmCapacity += static_cast<double>(r.totalCycles) * r.dim * r.dim;
     for (size_t b = 0; b < kNumBuffers; ++b) peak[b] = std::max(peak[b], r.peakSramBytes[b]), capacity[b] = r.capacityBytes[b];
     for (size_t u = 0; u < kNumUnits; ++u) busy[u] += r.units[u].busyCycles, stall[u] += r.units[u].stallCycles;
-    for (const LoweredSubgraph& l : model.subgraphs)
-      if (l.name == s.name) compulsory += l.compulsoryDramBytes;
     json j = r.toJson();
+    for (const LoweredSubgraph& l : model.subgraphs)
+      if (l.name == s.name) {
+        compulsory += l.compulsoryDramBytes;
+        const hw::NpuConfig& cfg = model.config.device(l.device).npu;
+        bound += l.work.lowerBound(cfg);
+        j["lower_bound_cycles"] = l.work.lowerBound(cfg);
+        j["work"] = l.work.toJson(cfg);
+      }
     j.erase("hazards");
     j["name"] = s.name;
     j["hazard_count"] = r.hazards.size();
@@ -152,6 +169,7 @@ nlohmann::json runSummaryJson(const CompiledNpuModel& model, const NpuModelRun& 
     units[std::string(unitName(static_cast<Unit>(u)))] = {{"busy", busy[u]}, {"stall", stall[u]}};
   return json{{"cycles", cycles},
               {"lower_bound_cycles", bound},
+              {"schedule_bound_cycles", scheduleBound},
               {"dram_bytes", {{"read", read}, {"written", written}, {"total", read + written}, {"compulsory", compulsory}}},
               {"peak_sram_bytes", bufs},
               {"sram_capacity_bytes", caps},

@@ -43,6 +43,23 @@ struct LoweredOp {
   std::string tiling;  ///< e.g. "+ fused relu"
 };
 
+/// The work a subgraph's nodes need whatever the schedule: the basis of the schedule-independent lower bound.
+struct SubgraphWork {
+  uint64_t macs = 0;              ///< multiply-accumulates of convolutions, Gemm and MatMul on the matrix unit
+  uint64_t vectorCycles = 0;      ///< lane-cycles the vector unit must spend (elements x cycles per vector)
+  uint64_t compulsoryLoadBytes = 0;   ///< inputs and constants, each read once
+  uint64_t compulsoryStoreBytes = 0;  ///< outputs, each written once
+  /// Largest of MACs / DIM^2, vector work / lanes, compulsory loads / load bandwidth and stores / store
+  /// bandwidth: no schedule of these nodes on this machine can take fewer cycles.
+  uint64_t lowerBound(const hw::NpuConfig& cfg) const;
+  nlohmann::json toJson(const hw::NpuConfig& cfg) const;
+};
+
+/// The work of a subgraph body (every node as the NPU would run it: depthwise convolutions on the vector unit,
+/// activations, element-wise ops and pooling windows as vector element operations; a convolution's bias is not
+/// counted, a DMA can add it).
+SubgraphWork subgraphWork(const Graph& body, const hw::NpuConfig& cfg);
+
 /// One subgraph lowered to a program plus everything needed to run it.
 struct LoweredSubgraph {
   std::string name;    ///< the subgraph node's name
@@ -52,6 +69,7 @@ struct LoweredSubgraph {
   std::vector<float> constants;             ///< initial contents of DRAM words [0, constants.size())
   uint64_t dramWords = 0;                   ///< total DRAM image size
   uint64_t compulsoryDramBytes = 0;         ///< each input, output and constant moved once
+  SubgraphWork work;                        ///< schedule-independent work and bound
   std::vector<LoweredOp> ops;
   std::vector<uint32_t> instructionOp;      ///< per instruction of `program`, its index in `ops`
   NpuSchedule schedule;                     ///< the schedule the program was lowered with
@@ -63,6 +81,13 @@ struct LoweredSubgraph {
 LoweredSubgraph lowerSubgraph(const Graph& body, const hw::Device& device, const NpuSchedule& schedule);
 /// The same with defaultSchedule().
 LoweredSubgraph lowerSubgraph(const Graph& body, const hw::Device& device, const std::string& name);
+
+/// Graphviz text of the instruction dependency graph (S2.3) of instructions [first, first + count) of the
+/// subgraph lowered with `schedule`, in the lowering's order before scheduling: each node an instruction
+/// (unit, disassembly, parallel level, critical-path height), each edge its dependency kinds (RAW solid,
+/// WAR dashed, WAW dotted).
+std::string dependencyGraphDot(const Graph& body, const hw::Device& device, const NpuSchedule& schedule, size_t first,
+                               size_t count);
 
 /// Result of running a lowered subgraph.
 struct NpuRun {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -11,6 +12,7 @@
 
 #include "tessel/hw/hardware_config.h"
 #include "tessel/ir/graph.h"
+#include "tessel/partition/partitioner.h"
 #include "tessel/targets/npu/lowering.h"
 #include "tessel/targets/npu/simulator.h"
 
@@ -32,10 +34,19 @@ struct CompiledNpuModel {
   std::unique_ptr<Model> cpuPart;  ///< top-level graph; NPU subgraphs appear as tessel.NpuCall nodes
   std::vector<LoweredSubgraph> subgraphs;
   std::vector<IoTensor> inputs, outputs;
+  /// Where the partitioner put each node and why (known after compiling, not stored in the file).
+  std::vector<partition::Placement> placements;
 };
 
+/// How compileForNpu schedules each NPU subgraph (the default: compilerSchedule for its device).
+using ScheduleChooser =
+    std::function<NpuSchedule(const Graph& body, const hw::Device& device, const std::string& subgraph)>;
+
 /// Prepares, partitions and lowers (a copy of) a model for `config` (which must have an npu device).
-CompiledNpuModel compileForNpu(const Model& model, const hw::HardwareConfig& config);
+CompiledNpuModel compileForNpu(const Model& model, const hw::HardwareConfig& config, const ScheduleChooser& chooser = {});
+
+/// The NPU nodes of a compiled model's subgraphs that the partitioner left on the host, with its reasons.
+std::vector<partition::Placement> hostPlacements(const CompiledNpuModel& model);
 
 /// Serialises to bytes / writes a file (UserError when not writable).
 std::vector<uint8_t> serializeNpuModel(const CompiledNpuModel& model);

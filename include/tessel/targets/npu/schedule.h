@@ -33,8 +33,11 @@ struct NodeTiling {
   int64_t inChannels = 0;       ///< matrix/packed: input channels per loaded block
   int64_t coutPerPass = 0;      ///< matrix: output channels computed from one input load (0 = one block)
   bool weightsResident = true;  ///< matrix: a node's weight blocks stay in SRAM for all its tiles
+  bool phased = false;          ///< matrix/packed, strided: the input window is held as one region per stride phase
   int64_t slots = 2;            ///< buffer depth: tiles of this node in flight (2 = double buffering)
-  std::string fused;            ///< activation node applied in place before the store ("" = none)
+  /// Nodes applied in place to each tile before the store, in order (fused epilogue): activations and
+  /// element-wise ops whose other operand is a scalar constant or a same-shape tensor read from DRAM.
+  std::vector<std::string> epilogue;
 
   bool operator==(const NodeTiling&) const = default;
 };
@@ -77,6 +80,11 @@ struct NpuSchedule {
 /// Conv/Gemm/MatMul's only consumer fused into it), tiles sized so the accumulator tile and the input window
 /// each fit half a buffer, cout-block-outer loops, two slots per buffer.
 NpuSchedule defaultSchedule(const Graph& body, const hw::NpuConfig& cfg, const std::string& subgraph);
+
+/// The compiler's choice: defaultSchedule's groups with every convolution, Gemm and MatMul tiled for the cheapest
+/// cost under the timing model (tiles sized to the buffers, output channels per input load, packed reductions
+/// for few input channels, weights resident or streamed), scheduled by the sliding window.
+NpuSchedule compilerSchedule(const Graph& body, const hw::NpuConfig& cfg, const std::string& subgraph);
 
 /// Checks a schedule against the body and the machine: every node scheduled once and in topological order,
 /// tile sizes legal for their node, each tile's working set within the buffers. Throws UserError listing

@@ -7,6 +7,7 @@
 #include "../lower_context.h"
 #include "tessel/support/error.h"
 #include "tessel/targets/npu/schedule.h"
+#include "tiling_cost.h"
 
 namespace tessel::npu {
 namespace {
@@ -95,53 +96,95 @@ NodeTiling elementwiseTiling(const Node& n, const hw::NpuConfig& cfg) {
   return t;
 }
 
-bool isMatrixOp(const Node& n) {
-  return n.domain().empty() && (n.opType() == "Conv" || n.opType() == "Gemm" || n.opType() == "MatMul");
-}
+bool isMatrixOp(const Node& n) { return lower::opFamily(n) == lower::OpFamily::Matrix; }
 
-/// The activation a Conv/Gemm/MatMul applies in place: its only consumer, when that is an activation and the
-/// result is not a subgraph output.
-const Node* fusedActivationNode(const Graph& body, const Node& n) {
-  if (!isMatrixOp(n)) return nullptr;
-  const Value* y = n.output(0);
+/// The nodes a Conv/Gemm/MatMul applies in place to its result before storing it: the chain of its only
+/// consumers that can run as epilogue steps (activations, element-wise ops with a scalar constant or a
+/// same-shape tensor), stopping at a subgraph output.
+std::vector<const Node*> epilogueChain(const Graph& body, const Node& n) {
+  std::vector<const Node*> chain;
+  if (!isMatrixOp(n)) return chain;
   const auto& outs = body.outputs();
-  if (y->uses().size() != 1 || std::find(outs.begin(), outs.end(), y) != outs.end()) return nullptr;
-  const Node* user = y->uses()[0].node;
-  return y->uses()[0].index == 0 && lower::activationOf(*user) ? user : nullptr;
+  const Value* y = n.output(0);
+  for (;;) {
+    if (y->uses().size() != 1 || std::find(outs.begin(), outs.end(), y) != outs.end()) break;
+    const Node* user = y->uses()[0].node;
+    if (lower::opFamily(*user) != lower::OpFamily::Elementwise || !lower::epilogueStep(*user, y)) break;
+    chain.push_back(user);
+    y = user->output(0);
+  }
+  return chain;
 }
 
 }  // namespace
+
+NpuSchedule compilerSchedule(const Graph& body, const hw::NpuConfig& cfg, const std::string& subgraph) {
+  NpuSchedule s = defaultSchedule(body, cfg, subgraph);
+  std::map<std::string, const Node*> byName;
+  for (const auto& n : body.nodes()) byName[n->name()] = n.get();
+  for (GroupSchedule& g : s.groups)
+    for (NodeTiling& t : g.tiling) {
+      if (t.variant != "matrix") continue;
+      const Node& n = *byName.at(t.node);
+      EpilogueShape e;
+      e.bias = (n.opType() == "Conv" || n.opType() == "Gemm") && n.hasInput(2);
+      const Value* v = n.output(0);
+      for (const std::string& name : t.epilogue) {
+        const Node& user = *byName.at(name);
+        const auto step = lower::epilogueStep(user, v);
+        (step && step->unary ? e.unarySteps : e.tensorSteps)++;
+        v = user.output(0);
+      }
+      NodeTiling chosen = chooseMatrixTiling(n, convGeometry(n), cfg, e);
+      chosen.epilogue = t.epilogue;
+      t = chosen;
+    }
+  return s;
+}
 
 NpuSchedule defaultSchedule(const Graph& body, const hw::NpuConfig& cfg, const std::string& subgraph) {
   NpuSchedule s;
   s.subgraph = subgraph;
   s.strategy = "window";
   s.window = 2;
+  // Each epilogue node joins the first producer (in topological order) that can take it.
   std::map<const Node*, const Node*> fusedInto;
+  std::map<const Node*, std::vector<const Node*>> chains;
   for (const auto& n : body.nodes())
-    if (const Node* act = fusedActivationNode(body, *n)) fusedInto[act] = n.get();
+    for (const Node* e : epilogueChain(body, *n)) {
+      if (fusedInto.count(e)) break;
+      fusedInto[e] = n.get();
+      chains[n.get()].push_back(e);
+    }
+  std::map<std::string, size_t> position;
+  for (size_t i = 0; i < body.nodes().size(); ++i) position[body.nodes()[i]->name()] = i;
   for (const auto& n : body.nodes()) {
     if (fusedInto.count(n.get())) continue;
     GroupSchedule g;
     g.nodes.push_back(n->name());
     g.tileOrder = {0};
-    const std::string& op = n->opType();
     NodeTiling t;
-    if (isMatrixOp(*n))
-      t = matrixTiling(*n, cfg);
-    else if (op == "MaxPool" || op == "AveragePool")
-      t = poolTiling(*n, cfg);
-    else if (op == "GlobalAveragePool" || op == "GlobalMaxPool")
-      t = globalPoolTiling(*n, cfg);
-    else
-      t = elementwiseTiling(*n, cfg);
-    if (const Node* act = fusedActivationNode(body, *n)) {
-      t.fused = act->name();
-      g.nodes.push_back(act->name());
+    switch (lower::opFamily(*n).value_or(lower::OpFamily::Elementwise)) {
+      case lower::OpFamily::Matrix: t = matrixTiling(*n, cfg); break;
+      case lower::OpFamily::Pool: t = poolTiling(*n, cfg); break;
+      case lower::OpFamily::GlobalPool: t = globalPoolTiling(*n, cfg); break;
+      case lower::OpFamily::Alias:
+        t = elementwiseTiling(*n, cfg);  // copy tiles, when a view is impossible
+        t.variant = "alias";
+        break;
+      case lower::OpFamily::Elementwise: t = elementwiseTiling(*n, cfg); break;
+    }
+    for (const Node* e : chains[n.get()]) {
+      t.epilogue.push_back(e->name());
+      g.nodes.push_back(e->name());
     }
     g.tiling.push_back(t);
     s.groups.push_back(std::move(g));
   }
+  // A group is lowered once everything it reads exists: order groups by their last node.
+  std::stable_sort(s.groups.begin(), s.groups.end(), [&](const GroupSchedule& a, const GroupSchedule& b) {
+    return position.at(a.nodes.back()) < position.at(b.nodes.back());
+  });
   return s;
 }
 

@@ -15,20 +15,31 @@ namespace {
 
 constexpr uint64_t kNever = ~uint64_t{0};
 
-/// First-fit allocator of one buffer's words.
+/// First-fit allocator of one buffer's words. Regions that outlive a tile (weights and vectors shared by
+/// several tiles) are taken from the top, a tile's own regions from the bottom, so the long-lived ones do not
+/// split the space the short-lived ones cycle through.
 class FirstFit {
  public:
   explicit FirstFit(uint64_t capacity) { free_[0] = capacity; }
-  std::optional<uint64_t> allocate(uint64_t words) {
-    for (auto it = free_.begin(); it != free_.end(); ++it) {
-      if (it->second < words) continue;
-      const uint64_t addr = it->first, left = it->second - words;
+  std::optional<uint64_t> allocate(uint64_t words, bool fromTop) {
+    auto take = [&](std::map<uint64_t, uint64_t>::iterator it, uint64_t addr) {
+      const uint64_t start = it->first, size = it->second;
       free_.erase(it);
-      if (left) free_[addr + words] = left;
+      if (addr > start) free_[start] = addr - start;
+      if (addr + words < start + size) free_[addr + words] = start + size - addr - words;
       inUse_ += words;
       peak_ = std::max(peak_, inUse_);
       return addr;
+    };
+    if (fromTop) {
+      for (auto it = free_.end(); it != free_.begin();) {
+        --it;
+        if (it->second >= words) return take(it, it->first + it->second - words);
+      }
+      return std::nullopt;
     }
+    for (auto it = free_.begin(); it != free_.end(); ++it)
+      if (it->second >= words) return take(it, it->first);
     return std::nullopt;
   }
   void release(uint64_t addr, uint64_t words) {
@@ -96,6 +107,15 @@ class ListScheduler {
         firstUse_[static_cast<size_t>(r)] = std::min<uint64_t>(firstUse_[static_cast<size_t>(r)], i);
       }
     }
+    // A region used by instructions of more than one tile outlives its tile.
+    longLived_.assign(R, false);
+    std::vector<uint32_t> firstTile(R, ~uint32_t{0});
+    for (size_t i = 0; i < n_; ++i)
+      for (int32_t r : regionsOf_[i]) {
+        const uint32_t t = p_.instructions[i].tile;
+        if (firstTile[static_cast<size_t>(r)] == ~uint32_t{0}) firstTile[static_cast<size_t>(r)] = t;
+        if (firstTile[static_cast<size_t>(r)] != t) longLived_[static_cast<size_t>(r)] = true;
+      }
     fifo_.resize(R);
     for (size_t r = 0; r < R; ++r) fifo_[r] = static_cast<uint32_t>(r);
     std::stable_sort(fifo_.begin(), fifo_.end(), [&](uint32_t a, uint32_t b) { return firstUse_[a] < firstUse_[b]; });
@@ -121,7 +141,7 @@ class ListScheduler {
     for (int32_t r : regionsOf_[i]) {
       if (allocated(r)) continue;
       const Region& reg = p_.regions[static_cast<size_t>(r)];
-      auto addr = alloc_[static_cast<size_t>(reg.buffer)].allocate(reg.words);
+      auto addr = alloc_[static_cast<size_t>(reg.buffer)].allocate(reg.words, longLived_[static_cast<size_t>(r)]);
       if (!addr) {
         for (int32_t d : done) {
           alloc_[static_cast<size_t>(p_.regions[static_cast<size_t>(d)].buffer)].release(
@@ -177,9 +197,9 @@ class ListScheduler {
   };
 
   bool higher(uint32_t a, uint32_t b) const {  // a has higher priority than b
-    if (g_.height[a] != g_.height[b]) return g_.height[a] > g_.height[b];
     const uint32_t ta = p_.instructions[a].tile, tb = p_.instructions[b].tile;
     if (ta != tb) return ta < tb;
+    if (g_.height[a] != g_.height[b]) return g_.height[a] > g_.height[b];
     return a < b;
   }
   void pushReady(uint32_t i) {
@@ -334,6 +354,13 @@ class ListScheduler {
                          bufferName(r.buffer), cfg_.bufferWords(static_cast<size_t>(r.buffer)));
     }
     if (at < n_) msg += fmt::format("; instruction {}: {}", at, disassemble(p_.instructions[at].inst));
+    for (size_t b = 0; b < kNumBuffers; ++b) {
+      std::string live;
+      for (size_t r = 0; r < p_.regions.size(); ++r)
+        if (state_[r] == RegionState::Live && static_cast<size_t>(p_.regions[r].buffer) == b)
+          live += fmt::format(" {}w(tile {}, {} users left)", p_.regions[r].words, p_.regions[r].tile, usersLeft_[r]);
+      if (!live.empty()) msg += fmt::format("\n  live in {}:{}", bufferName(static_cast<Buffer>(b)), live);
+    }
     return msg;
   }
 
@@ -348,6 +375,7 @@ class ListScheduler {
   std::vector<uint64_t> firstUse_;
   std::vector<std::vector<int32_t>> regionsOf_;
   std::vector<uint32_t> fifo_, fifoRank_;
+  std::vector<bool> longLived_;
   size_t fifoPos_ = 0;
   enum class RegionState : uint8_t { Waiting, Live, Released };
   std::vector<RegionState> state_;

@@ -34,8 +34,9 @@ std::string describeTiling(const NodeTiling& t) {
   if (t.inChannels) s += fmt::format(", {} in-ch per load", t.inChannels);
   if (t.coutPerPass) s += fmt::format(", {} out-ch per input load", t.coutPerPass);
   if (t.variant == "matrix" || t.variant == "packed") s += t.weightsResident ? ", weights resident" : ", weights streamed";
+  if (t.phased) s += ", input split into stride phases";
   s += fmt::format(", {} slots", t.slots);
-  if (!t.fused.empty()) s += fmt::format(", + {}", t.fused);
+  for (const std::string& e : t.epilogue) s += fmt::format(", + {}", e);
   return s;
 }
 
@@ -44,8 +45,8 @@ json tilingJson(const NodeTiling& t) {
               {"variant", t.variant},   {"rows", t.rows},
               {"cols", t.cols},         {"channels", t.channels},
               {"in_channels", t.inChannels}, {"cout_per_pass", t.coutPerPass},
-              {"weights_resident", t.weightsResident}, {"slots", t.slots},
-              {"fused", t.fused}};
+              {"weights_resident", t.weightsResident}, {"phased", t.phased}, {"slots", t.slots},
+              {"epilogue", t.epilogue}};
 }
 
 /// Typed field access with errors naming the origin and the JSON path.
@@ -99,8 +100,12 @@ NodeTiling tilingFromJson(const JsonReader& r, const json& j, const std::string&
   t.inChannels = r.integer(j, path, "in_channels", 0, kMaxCount);
   t.coutPerPass = r.integer(j, path, "cout_per_pass", 0, kMaxCount);
   t.weightsResident = r.boolean(j, path, "weights_resident");
+  t.phased = r.boolean(j, path, "phased");
   t.slots = r.integer(j, path, "slots", 1, 64);
-  t.fused = r.string(j, path, "fused");
+  for (const json& e : r.array(j, path, "epilogue")) {
+    if (!e.is_string()) r.fail(path + ".epilogue", "expected node names");
+    t.epilogue.push_back(e.get<std::string>());
+  }
   return t;
 }
 
@@ -180,7 +185,6 @@ void verifySchedule(const NpuSchedule& schedule, const Graph& body, const hw::Np
   std::map<std::string, size_t> position;
   for (size_t i = 0; i < body.nodes().size(); ++i) position[body.nodes()[i]->name()] = i;
   std::map<std::string, size_t> scheduled;
-  size_t last = 0;
   for (size_t gi = 0; gi < schedule.groups.size(); ++gi) {
     const GroupSchedule& g = schedule.groups[gi];
     if (g.nodes.empty()) problems.push_back(fmt::format("group {} has no nodes", gi));
@@ -192,8 +196,6 @@ void verifySchedule(const NpuSchedule& schedule, const Graph& body, const hw::Np
       }
       if (scheduled.count(n)) problems.push_back(fmt::format("node '{}' is scheduled twice", n));
       scheduled[n] = gi;
-      if (it->second < last) problems.push_back(fmt::format("node '{}' is scheduled before a node it may depend on", n));
-      last = std::max(last, it->second);
     }
     std::vector<int64_t> order = g.tileOrder;
     std::sort(order.begin(), order.end());
@@ -205,15 +207,28 @@ void verifySchedule(const NpuSchedule& schedule, const Graph& body, const hw::Np
     for (const NodeTiling& t : g.tiling) {
       if (std::find(g.nodes.begin(), g.nodes.end(), t.node) == g.nodes.end())
         problems.push_back(fmt::format("group {}: tiling for node '{}' outside the group", gi, t.node));
-      if (t.variant == "matrix" && (t.channels > cfg.dim || (t.inChannels > cfg.dim && t.variant == "matrix")))
-        problems.push_back(fmt::format("node '{}': {} output / {} input channels per block exceed the {}x{} array", t.node,
-                                       t.channels, t.inChannels, cfg.dim, cfg.dim));
+      if ((t.variant == "matrix" || t.variant == "packed") && t.channels > cfg.dim)
+        problems.push_back(fmt::format("node '{}': gemm blocks of {} output channels exceed the {}x{} array", t.node,
+                                       t.channels, cfg.dim, cfg.dim));
       if (t.rows >= (int64_t{1} << kCountBits) || t.cols >= (int64_t{1} << kCountBits))
         problems.push_back(fmt::format("node '{}': tile {}x{} exceeds the instruction's 16-bit counts", t.node, t.rows, t.cols));
     }
   }
-  for (const auto& n : body.nodes())
-    if (!scheduled.count(n->name())) problems.push_back(fmt::format("node '{}' is not scheduled", n->name()));
+  for (const auto& n : body.nodes()) {
+    auto it = scheduled.find(n->name());
+    if (it == scheduled.end()) {
+      problems.push_back(fmt::format("node '{}' is not scheduled", n->name()));
+      continue;
+    }
+    // Groups are lowered in order: every input must come from an earlier group or the same one.
+    for (const Value* v : n->inputs())
+      if (v && v->producer()) {
+        auto p = scheduled.find(v->producer()->name());
+        if (p != scheduled.end() && p->second > it->second)
+          problems.push_back(fmt::format("node '{}' (group {}) reads '{}' of group {}, which comes later", n->name(),
+                                         it->second, v->name(), p->second));
+      }
+  }
   if (problems.empty()) return;
   std::string msg = fmt::format("NPU schedule of subgraph '{}' refused: {} problem(s)", schedule.subgraph, problems.size());
   for (size_t i = 0; i < problems.size() && i < 20; ++i) msg += "\n  " + problems[i];

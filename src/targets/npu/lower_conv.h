@@ -1,0 +1,111 @@
+// The convolution machinery the NPU lowerings share: a convolution as numbers plus its DRAM operands and fused
+// epilogue, and per-tile emitters for the matrix unit (MatrixConv), the vector unit (DepthwiseConv) and pooling
+// windows (PoolWindows) that read their input from DRAM or from a window held on chip (fused groups).
+#pragma once
+
+#include <map>
+#include <vector>
+
+#include "geometry.h"
+#include "lower_context.h"
+
+namespace tessel::npu::lower {
+
+/// A 2-D convolution in NHWC DRAM layout with OIHW weights (already scaled) and an optional bias.
+struct ConvProblem : ConvGeometry {
+  std::vector<float> weights;  ///< [M][C/group][KH][KW]
+  std::vector<float> bias;     ///< [M] or empty
+  uint64_t inAddr = 0, outAddr = 0;
+  int64_t inStride = 1, outStride = 1;  ///< DRAM words from one pixel to the next (channels, or a Concat's)
+  std::vector<EpilogueStep> epilogue;
+  std::vector<TensorLoc> epilogueLoc;  ///< per step: DRAM location of its tensor operand (binary steps)
+};
+
+/// The convolution a Conv, Gemm or MatMul node computes (Gemm's alpha/beta folded into weights and bias).
+ConvProblem convProblem(LowerContext& ctx, const Node& node);
+
+/// Where a tile's result goes: output pixel `pixel` (n*OH*OW + oy*OW + ox) and channel `channel` on.
+struct TileAt {
+  int64_t pixel = 0, channel = 0;
+  uint64_t in(uint64_t addr, int64_t stride) const { return addr + static_cast<uint64_t>(pixel * stride + channel); }
+};
+
+/// Applies the fused epilogue in place to a tile of rows x cols pixels x `channels` channels held in `acc`
+/// ([pixel][channels]); binary steps load the matching tile of their other operand from DRAM.
+void applyEpilogue(LowerContext& ctx, const ConvProblem& p, int32_t acc, int64_t rows, int64_t cols, int64_t channels,
+                   TileAt at);
+/// Bias add (when `bias` >= 0), the fused epilogue, and the store of the tile to the result in DRAM.
+void finishTile(LowerContext& ctx, const ConvProblem& p, int32_t acc, int64_t rows, int64_t cols, int64_t channels,
+                int32_t bias, TileAt at);
+
+/// A window of a node's input held on chip (fused groups): input rows [rowLo, rowLo + rows) (rows outside the
+/// image are zeros), every column with the node's left and right padding, all channels; layout
+/// [row][pL + W + pR][C].
+struct OnChipInput {
+  int32_t region = -1;
+  int64_t rowLo = 0, rows = 0, cols = 0;
+};
+
+/// A convolution on the matrix unit, one output tile at a time.
+class MatrixConv {
+ public:
+  MatrixConv(LowerContext& ctx, const Node& node, const ConvProblem& p, const NodeTiling& t);
+  /// Layer by layer: every pass and tile, each stored to DRAM.
+  void lower();
+  /// Starts the pass of output channels [m0, m0 + mk) of group g: resident weights and the bias are loaded by the
+  /// current tile.
+  void beginPass(int64_t g, int64_t m0, int64_t mk);
+  /// The gemms of output rows [oy0, oy0 + rows) x columns [ox0, ox0 + cols) of image n for the current pass,
+  /// reading the input from DRAM (`window` null) or from an on-chip window; returns the accumulator region
+  /// ([pixel][pass channels]).
+  int32_t computeTile(int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, const OnChipInput* window);
+  int32_t bias() const { return bias_; }
+  /// Output channel of the pass's first channel, and its width.
+  int64_t passChannel() const { return g_ * Mg_ + m0_; }
+  int64_t passWidth() const { return mk_; }
+
+ private:
+  std::vector<int64_t> phaseCols(int64_t th, int64_t tw) const;
+  void computeBlock(int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, int64_t c0, int64_t block,
+                    int32_t acc, const OnChipInput* window);
+
+  LowerContext& ctx_;
+  const Node& node_;
+  const ConvProblem& p_;
+  const NodeTiling& t_;
+  const int64_t DIM_, Cg_, Mg_;
+  bool packed_ = false;
+  int64_t cb_ = 1, pass_ = 1, gemmN_ = 1;
+  int64_t ph_ = 1, pw_ = 1;  ///< stride phases the input window is split into (1 x 1: not phased)
+  uint32_t tileIndex_ = 0;
+  int64_t g_ = 0, m0_ = 0, mk_ = 0;  ///< current pass
+  int32_t resident_ = -1, bias_ = -1;
+  std::vector<uint64_t> residentOffset_;  ///< per input block: its weights' offset in the resident region
+  std::map<std::pair<int64_t, size_t>, std::pair<uint64_t, uint64_t>> streamed_;  ///< (block, first slice) -> DRAM, words
+  std::vector<bool> started_;  ///< per gemm block of the tile: accumulating already
+};
+
+/// A depthwise convolution on the vector unit (one multiply-accumulate per tap with a per-channel weight
+/// vector), one output tile of one channel block at a time.
+class DepthwiseConv {
+ public:
+  DepthwiseConv(LowerContext& ctx, const Node& node, const ConvProblem& p, const NodeTiling& t);
+  void lower();
+  /// Loads the weights and bias of channel block c0 (in the current tile).
+  void beginBlock(int64_t c0);
+  /// Output tile of the current channel block; bias included, epilogue not. Returns the accumulator region.
+  int32_t computeTile(int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, const OnChipInput* window);
+  int64_t blockChannel() const { return c0_; }
+  int64_t blockWidth() const { return cbk_; }
+
+ private:
+  LowerContext& ctx_;
+  const Node& node_;
+  const ConvProblem& p_;
+  const NodeTiling& t_;
+  int64_t c0_ = 0, cbk_ = 0;
+  int32_t wgt_ = -1, bias_ = -1;
+  uint32_t tileIndex_ = 0;
+};
+
+}  // namespace tessel::npu::lower

@@ -1,0 +1,113 @@
+// NPU operator interpreters of the data-movement family, done by addressing: Concat along channels (each
+// input written in place into its slice of the output by its producer, or copied by DMA when it cannot be),
+// and Flatten / Reshape / Squeeze / Unsqueeze / Identity as views when the channels-last layout allows.
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "geometry.h"
+#include "lower_context.h"
+#include "tessel/support/error.h"
+
+namespace tessel::npu::lower {
+
+namespace {
+
+/// Whether the DRAM layout of a tensor of this shape is its row-major (ONNX) order: anything but rank 4,
+/// or rank 4 with one pixel or one channel (then channels-last and channels-first coincide).
+bool storedRowMajor(const Shape& s) { return s.size() != 4 || s[2] * s[3] == 1 || s[1] == 1; }
+
+/// The channel axis of a tensor as the NPU stores it (1 for rank 4, the last axis otherwise).
+int64_t channelAxis(size_t rank) { return rank == 4 ? 1 : static_cast<int64_t>(rank) - 1; }
+
+hw::SupportResult checkConcat(const Node& n) {
+  const Shape y = n.output(0)->type.staticShape();
+  int64_t axis = n.attrInt("axis");
+  if (axis < 0) axis += static_cast<int64_t>(y.size());
+  if (y.empty() || axis != channelAxis(y.size()))
+    return refuse(fmt::format("Concat along axis {} of a rank-{} tensor is not lowered (only along channels)", n.attrInt("axis"),
+                              y.size()));
+  for (const Value* v : n.inputs())
+    if (!v || v->type.staticShape().size() != y.size()) return refuse("inputs must all have the output's rank");
+  return ok();
+}
+
+hw::SupportResult checkView(const Node& n) {
+  const Shape x = n.input(0)->type.staticShape(), y = n.output(0)->type.staticShape();
+  if (!storedRowMajor(x) || !storedRowMajor(y))
+    return refuse(fmt::format("{} from {} to {} changes the channels-last layout (needs a transpose)", n.opType(),
+                              shapeToString(x), shapeToString(y)));
+  return ok();
+}
+
+/// Copies a tensor into a channel slice of another by DMA, in tiles of pixels x channels through `inp`.
+void copyInto(LowerContext& ctx, const Node& node, const TensorLoc& from, const TensorLoc& to, int64_t channelOffset) {
+  const NodeTiling& t = ctx.tiling(node);
+  const int64_t P = from.pixels(), C = from.channels();
+  const int64_t nc = std::min(t.channels, C), np = std::max<int64_t>(1, std::min(t.cols, P));
+  for (int64_t c0 = 0; c0 < C; c0 += nc)
+    for (int64_t p0 = 0; p0 < P; p0 += np) {
+      ctx.beginTile(node, static_cast<uint32_t>(c0 / nc * ceilDiv(P, np) + p0 / np));
+      const auto pk = static_cast<uint32_t>(std::min(np, P - p0)), ck = static_cast<uint32_t>(std::min(nc, C - c0));
+      const int32_t r = ctx.region(Buffer::Input, uint64_t{pk} * ck);
+      ctx.emit(makeLoad(ctx.at(r, 0, pk * ck, ck), from.addr + static_cast<uint64_t>(p0 * from.pixelStride() + c0), 0,
+                        from.pixelStride(), 1, pk, ck),
+               r);
+      ctx.emit(makeStore(ctx.at(r, 0, pk * ck, ck),
+                         to.addr + static_cast<uint64_t>(p0 * to.pixelStride() + channelOffset + c0), 0, to.pixelStride(),
+                         1, pk, ck),
+               -1, r);
+    }
+}
+
+void lowerConcat(const Node& n, LowerContext& ctx) {
+  ctx.allocate(n.output(0));
+  const TensorLoc y = ctx.loc(n.output(0));
+  int64_t offset = 0;
+  for (const Value* v : n.inputs()) {
+    const TensorLoc& x = ctx.loc(v);
+    const bool inPlace = x.addr == y.addr + static_cast<uint64_t>(offset) && x.pixelStride() == y.pixelStride();
+    if (!inPlace) copyInto(ctx, n, x, y, offset);
+    offset += x.channels();
+  }
+}
+
+void lowerView(const Node& n, LowerContext& ctx) {
+  const TensorLoc& x = ctx.loc(n.input(0));
+  if (x.pixelStride() == x.channels()) {
+    ctx.view(n.output(0), x, 0);
+    return;
+  }
+  // The input is a slice of a wider tensor: copy it out densely.
+  ctx.allocate(n.output(0));
+  TensorLoc dense = ctx.loc(n.output(0));
+  dense.shape = x.shape, dense.channelsLast = x.channelsLast, dense.stride = 0;
+  copyInto(ctx, n, x, dense, 0);
+}
+
+const RegisterOpLowering kConcat({"Concat"}, {OpFamily::Alias, checkConcat, lowerConcat});
+const RegisterOpLowering kViews({"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity"},
+                                {OpFamily::Alias, checkView, lowerView});
+
+}  // namespace
+
+void placeConcatInputs(const Graph& body, LowerContext& ctx) {
+  const auto& outs = body.outputs();
+  auto isOutput = [&](const Value* v) { return std::find(outs.begin(), outs.end(), v) != outs.end(); };
+  for (auto it = body.nodes().rbegin(); it != body.nodes().rend(); ++it) {
+    const Node& n = **it;
+    if (n.opType() != "Concat" || !n.domain().empty() || !checkConcat(n).supported) continue;
+    ctx.allocate(n.output(0));
+    const TensorLoc y = ctx.loc(n.output(0));
+    int64_t offset = 0;
+    for (const Value* v : n.inputs()) {
+      const Node* producer = v->producer();
+      const bool ownValue = producer && !v->isConstant() && v->uses().size() == 1 && !isOutput(v) && !ctx.hasLoc(v) &&
+                            opFamily(*producer) && opFamily(*producer) != OpFamily::Alias;
+      const int64_t channels = v->type.staticShape()[static_cast<size_t>(channelAxis(v->type.staticShape().size()))];
+      if (ownValue) ctx.view(v, y, offset);
+      offset += channels;
+    }
+  }
+}
+
+}  // namespace tessel::npu::lower

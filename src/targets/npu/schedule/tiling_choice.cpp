@@ -1,0 +1,209 @@
+// The compiler's choice of tiles for each node (compilerSchedule): candidate tilings of a convolution are
+// priced with the simulator's own instruction costs (per-unit busy cycles, whether two tiles fit the buffers
+// at once so loads, gemms and stores overlap) and the cheapest is kept. Other nodes keep the default rules.
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <set>
+
+#include "../geometry.h"
+#include "../lower_context.h"
+#include "tessel/support/error.h"
+#include "tessel/targets/npu/schedule.h"
+#include "tessel/targets/npu/timing.h"
+#include "tiling_cost.h"
+
+namespace tessel::npu {
+namespace {
+
+uint64_t loadCycles(const hw::NpuConfig& cfg, uint64_t rows, uint64_t cols, uint64_t vec, bool dense) {
+  Instruction ld;
+  ld.opcode = Opcode::Load;
+  ld.outer = static_cast<uint32_t>(rows), ld.inner = static_cast<uint32_t>(cols), ld.vecLen = static_cast<uint32_t>(vec);
+  ld.dramStrideInner = dense ? ld.vecLen : ld.vecLen + 1;
+  return instructionCost(ld, cfg).occupancy;
+}
+
+uint64_t storeCycles(const hw::NpuConfig& cfg, uint64_t rows, uint64_t cols, uint64_t vec, bool dense) {
+  Instruction st;
+  st.opcode = Opcode::Store;
+  st.outer = static_cast<uint32_t>(rows), st.inner = static_cast<uint32_t>(cols), st.vecLen = static_cast<uint32_t>(vec);
+  st.dramStrideInner = dense ? st.vecLen : st.vecLen + 1;
+  return instructionCost(st, cfg).occupancy;
+}
+
+uint64_t vectorCycles(const hw::NpuConfig& cfg, uint64_t pixels, uint64_t channels) {
+  return cfg.vector.setupCycles + pixels * ceilDiv(static_cast<int64_t>(channels), cfg.vectorLanes) * cfg.vectorCyclesPerVector;
+}
+
+/// Cycles to load `words` contiguous words (rows of up to 4096 words, as loadContiguous does).
+uint64_t contiguousLoadCycles(const hw::NpuConfig& cfg, uint64_t words) {
+  uint64_t cycles = 0;
+  while (words > 0) {
+    const uint64_t vec = std::min<uint64_t>(words, 4096), rows = words / vec;
+    cycles += loadCycles(cfg, rows, 1, vec, true);
+    words -= rows * vec;
+  }
+  return cycles;
+}
+
+}  // namespace
+
+int64_t reductionSlicesPerBlock(const ConvGeometry& p, bool packed, bool phased, int64_t cb, int64_t dim) {
+  if (!packed) return p.KH * p.KW * ceilDiv(cb, dim);
+  const int64_t pw = phased ? p.sW : 1, step = std::max<int64_t>(1, dim / cb) * cb;
+  int64_t slices = 0;
+  for (int64_t px = 0; px < pw; ++px) {
+    int64_t kws = 0;
+    for (int64_t kw = 0; kw < p.KW; ++kw) kws += (kw * p.dW) % pw == px;
+    slices += ceilDiv(kws * cb, step);
+  }
+  return p.KH * slices;
+}
+
+MatrixCost matrixCost(const ConvGeometry& p, const NodeTiling& t, const hw::NpuConfig& cfg, const EpilogueShape& e) {
+  MatrixCost c;
+  const int64_t DIM = cfg.dim, Cg = p.C / p.group, Mg = p.M / p.group;
+  const bool packed = t.variant == "packed";
+  const int64_t cb = packed ? Cg : std::min(t.inChannels, Cg);
+  const int64_t cp = std::min(t.coutPerPass > 0 ? t.coutPerPass : t.channels, Mg);
+  const int64_t gemmN = std::min({t.channels, DIM, Mg});
+  const int64_t th = std::min(t.rows, p.OH), tw = std::min(t.cols, p.OW);
+  const int64_t tiles = p.N * ceilDiv(p.OH, th) * ceilDiv(p.OW, tw);
+  const int64_t passes = p.group * ceilDiv(Mg, cp);
+  const int64_t blocks = ceilDiv(Cg, cb);
+  const int64_t slices = reductionSlicesPerBlock(p, packed, t.phased, cb, DIM);  // per full block
+  const int64_t jPerPass = ceilDiv(cp, gemmN);
+  const int64_t jTotal = p.group * ceilDiv(Mg, gemmN);
+  const int64_t pixels = p.N * p.OH * p.OW;
+  const int64_t taps = p.KH * p.KW;
+  // Regions of one tile: the input window, or its largest stride phase.
+  const int64_t ph = t.phased ? p.sH : 1, pw = t.phased ? p.sW : 1;
+  uint64_t inputLoad = 0, inputWords = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> stream;  // per region of a block: (load cycles, gemm cycles on it)
+  const uint64_t gemmCycles = cfg.matrix.setupCycles + cfg.dim + static_cast<uint64_t>(th * tw);
+  for (int64_t py = 0; py < ph; ++py)
+    for (int64_t px = 0; px < pw; ++px) {
+      const auto [r, cl] = p.phaseExtent(ph, pw, py, px, th, tw);
+      if (r == 0) continue;
+      c.inpWords = std::max(c.inpWords, static_cast<uint64_t>(r * cl * cb));
+      inputWords += static_cast<uint64_t>(r * cl * cb);
+      const uint64_t ld = loadCycles(cfg, static_cast<uint64_t>(r), static_cast<uint64_t>(cl), static_cast<uint64_t>(cb),
+                                     cb == p.C && pw == 1);
+      inputLoad += ld;
+      int64_t khs = 0, kws = 0;
+      for (int64_t kh = 0; kh < p.KH; ++kh) khs += (kh * p.dH) % ph == py;
+      for (int64_t kw = 0; kw < p.KW; ++kw) kws += (kw * p.dW) % pw == px;
+      const int64_t slicesHere = packed ? khs * ceilDiv(kws * cb, std::max<int64_t>(1, DIM / cb) * cb) : khs * kws * ceilDiv(cb, DIM);
+      stream.push_back({ld, static_cast<uint64_t>(slicesHere * ceilDiv(cp, gemmN)) * gemmCycles});
+    }
+  // The input regions stream through `inp`: with room for two, the load of the next waits for the gemms on the
+  // current one; with room for one, nothing overlaps.
+  const uint64_t depth = c.inpWords ? cfg.bufferWords(static_cast<size_t>(Buffer::Input)) / c.inpWords : 0;
+  uint64_t streamStall = 0;
+  for (size_t k = 0; k < stream.size(); ++k) {
+    const uint64_t before = stream[(k + stream.size() - 1) % stream.size()].second;
+    if (depth <= 1) streamStall += stream[k].first;
+    else if (depth == 2) streamStall += stream[k].first > before ? stream[k].first - before : 0;
+  }
+  c.accWords = static_cast<uint64_t>(th * tw * cp);
+  const uint64_t passWeights = static_cast<uint64_t>(Cg * taps * cp);
+  const uint64_t wgtCap = cfg.bufferWords(static_cast<size_t>(Buffer::Weight));
+  c.wgtWords = t.weightsResident ? passWeights : std::min<uint64_t>(passWeights / static_cast<uint64_t>(blocks), wgtCap / 2);
+  c.outWords = (e.bias ? static_cast<uint64_t>(cp) : 0) + static_cast<uint64_t>(e.tensorSteps) * c.accWords;
+  // Matrix unit: every gemm pays setup + a weight shift; rows are the output pixels.
+  const uint64_t gemmOverhead = cfg.matrix.setupCycles + cfg.dim;
+  const uint64_t gemms = static_cast<uint64_t>(tiles * blocks * slices * jTotal);
+  c.units[1] = gemms * gemmOverhead + static_cast<uint64_t>(pixels * blocks * slices * jTotal);
+  // Loads: the input window of each tile and block once per pass (dense when the block is every channel),
+  // the weights once per pass when resident, else per tile.
+  c.units[0] = static_cast<uint64_t>(passes * tiles * blocks) * inputLoad;
+  c.dramBytes = static_cast<uint64_t>(passes * tiles * blocks) * inputWords * 4;
+  if (t.weightsResident) {
+    c.units[0] += static_cast<uint64_t>(passes) * contiguousLoadCycles(cfg, passWeights);
+    c.dramBytes += static_cast<uint64_t>(passes) * passWeights * 4;
+  } else {
+    const uint64_t perTile = passWeights;
+    const uint64_t chunks = ceilDiv(static_cast<int64_t>(perTile), static_cast<int64_t>(std::max<uint64_t>(1, wgtCap / 2)));
+    c.units[0] += static_cast<uint64_t>(passes * tiles) *
+                  (contiguousLoadCycles(cfg, perTile) + (chunks > 1 ? (chunks - 1) * cfg.load.setupCycles : 0));
+    c.dramBytes += static_cast<uint64_t>(passes * tiles) * perTile * 4;
+  }
+  // Epilogue on the vector unit (and the loads of its tensor operands) and the store, per tile and pass.
+  const uint64_t vecOps = (e.bias ? 1 : 0) + static_cast<uint64_t>(e.unarySteps + e.tensorSteps);
+  c.units[0] += static_cast<uint64_t>(passes * tiles * e.tensorSteps) *
+                loadCycles(cfg, static_cast<uint64_t>(th), static_cast<uint64_t>(tw), static_cast<uint64_t>(cp), cp == p.M);
+  c.units[2] = static_cast<uint64_t>(passes * tiles) * vecOps * vectorCycles(cfg, static_cast<uint64_t>(th * tw), static_cast<uint64_t>(cp));
+  c.units[3] = static_cast<uint64_t>(passes * tiles) *
+               storeCycles(cfg, static_cast<uint64_t>(th), static_cast<uint64_t>(tw), static_cast<uint64_t>(cp), cp == p.M);
+  c.dramBytes += static_cast<uint64_t>(pixels * p.M) * 4;
+  // Two tiles in flight (loads and stores overlap the gemms) only when two tiles' regions fit.
+  auto cap = [&](Buffer b) { return cfg.bufferWords(static_cast<size_t>(b)); };
+  const uint64_t wgtNeed = t.weightsResident ? c.wgtWords : 2 * c.wgtWords;
+  c.fits = c.inpWords <= cap(Buffer::Input) && c.accWords <= cap(Buffer::Accumulator) && c.wgtWords <= wgtCap &&
+           c.outWords <= cap(Buffer::Output) && (t.weightsResident || c.wgtWords * 1 <= wgtCap);
+  c.overlaps = 2 * c.inpWords <= cap(Buffer::Input) && 2 * c.accWords <= cap(Buffer::Accumulator) && wgtNeed <= wgtCap &&
+               2 * c.outWords <= cap(Buffer::Output);
+  c.streamStall = static_cast<uint64_t>(passes * tiles * blocks) * streamStall;
+  // Resident weights of the next pass load while the current pass runs only if both fit.
+  if (t.weightsResident && 2 * passWeights > wgtCap)
+    c.streamStall += static_cast<uint64_t>(passes) * contiguousLoadCycles(cfg, passWeights);
+  const uint64_t steady = std::max(*std::max_element(c.units.begin(), c.units.end()), c.units[1] + c.streamStall);
+  const uint64_t perTileSum = (c.units[0] + c.units[1] + c.units[2] + c.units[3]) / static_cast<uint64_t>(passes * tiles);
+  c.cycles = c.overlaps ? steady + perTileSum : c.units[0] + c.units[1] + c.units[2] + c.units[3];
+  (void)jPerPass;
+  return c;
+}
+
+namespace {
+
+std::vector<int64_t> evenSplits(int64_t extent, int64_t maxParts) {
+  std::set<int64_t> sizes;
+  for (int64_t parts = 1; parts <= std::min(extent, maxParts); ++parts) sizes.insert(ceilDiv(extent, parts));
+  return {sizes.begin(), sizes.end()};
+}
+
+}  // namespace
+
+NodeTiling chooseMatrixTiling(const Node& n, const ConvGeometry& p, const hw::NpuConfig& cfg, const EpilogueShape& e) {
+  const int64_t DIM = cfg.dim, Cg = p.C / p.group, Mg = p.M / p.group;
+  NodeTiling best;
+  best.node = n.name(), best.op = n.opType();
+  MatrixCost bestCost;
+  bool found = false;
+  std::vector<int64_t> cbs{std::min(DIM, Cg)};
+  for (int64_t k = 2; k * DIM <= Cg && k <= 8; k *= 2) cbs.push_back(k * DIM);
+  if (Cg <= 8 * DIM) cbs.push_back(Cg);
+  std::vector<int64_t> cps;
+  for (int64_t k = 1; k * DIM < Mg; k *= 2) cps.push_back(k * DIM);
+  cps.push_back(Mg);
+  std::vector<std::string> variants{"matrix"};
+  if (Cg < DIM && p.dW == 1 && p.KW > 1) variants.push_back("packed");
+  const std::vector<int64_t> ths = evenSplits(p.OH, 64), tws = evenSplits(p.OW, 16);
+  for (const std::string& variant : variants)
+    for (int64_t cb : variant == "packed" ? std::vector<int64_t>{Cg} : cbs)
+      for (int64_t cp : cps)
+        for (bool resident : {true, false})
+          for (bool phased : {false, true})
+          for (int64_t tw : tws)
+            for (int64_t th : ths) {
+              if (phased && p.sH == 1 && p.sW == 1) continue;
+              if (th * tw >= (int64_t{1} << 16) || p.inCols(tw) >= (int64_t{1} << 16)) continue;
+              NodeTiling t = best;
+              t.variant = variant;
+              t.rows = th, t.cols = tw, t.channels = std::min(DIM, Mg), t.inChannels = cb, t.coutPerPass = cp;
+              t.weightsResident = resident, t.phased = phased;
+              const MatrixCost c = matrixCost(p, t, cfg, e);
+              if (!c.fits) continue;
+              if (!found || c.cycles < bestCost.cycles ||
+                  (c.cycles == bestCost.cycles && c.dramBytes < bestCost.dramBytes)) {
+                best = t, bestCost = c, found = true;
+              }
+            }
+  if (!found)
+    throw UserError(fmt::format("{}: no tiling of this {}x{} convolution of {} channels fits the NPU's buffers", n.describe(),
+                                p.KH, p.KW, Cg));
+  return best;
+}
+
+}  // namespace tessel::npu

@@ -1,0 +1,42 @@
+// The cost of a node's tiling under the NPU's timing model, used to choose tiles (tiling_choice.cpp) and to
+// report per-node work (tessel sched).
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "../geometry.h"
+#include "tessel/hw/hardware_config.h"
+#include "tessel/targets/npu/schedule.h"
+
+namespace tessel::npu {
+
+/// Busy cycles per unit (LD, MM, VEC, ST), the regions one tile needs, DRAM traffic and an estimate of the
+/// node's cycles: the busiest unit plus one tile's latency when two tiles fit the buffers at once, else the
+/// sum of the units (nothing overlaps).
+struct MatrixCost {
+  std::array<uint64_t, 4> units{};
+  uint64_t inpWords = 0, accWords = 0, wgtWords = 0, outWords = 0;
+  uint64_t dramBytes = 0;
+  uint64_t streamStall = 0;  ///< matrix-unit cycles spent waiting for input regions that could not be prefetched
+  bool fits = false, overlaps = false;
+  uint64_t cycles = 0;
+};
+
+/// What a node's fused epilogue costs per tile: vector ops in place, and tensors loaded to combine with.
+struct EpilogueShape {
+  bool bias = false;
+  int unarySteps = 0;
+  int tensorSteps = 0;
+};
+
+/// Reduction slices (gemms per output block) of one input block of `cb` channels.
+int64_t reductionSlicesPerBlock(const ConvGeometry& p, bool packed, bool phased, int64_t cb, int64_t dim);
+
+MatrixCost matrixCost(const ConvGeometry& p, const NodeTiling& t, const hw::NpuConfig& cfg, const EpilogueShape& e);
+
+/// The cheapest legal tiling of a convolution (or Gemm/MatMul) on the matrix unit, including the packed
+/// variant for few input channels. Throws UserError when nothing fits the buffers.
+NodeTiling chooseMatrixTiling(const Node& n, const ConvGeometry& p, const hw::NpuConfig& cfg, const EpilogueShape& e);
+
+}  // namespace tessel::npu

@@ -1,0 +1,73 @@
+// The schedule-independent work of an NPU subgraph (matrix MACs, vector element operations, compulsory DRAM
+// bytes) and the lower bound on cycles it implies.
+#include <algorithm>
+
+#include "geometry.h"
+#include "lower_context.h"
+#include "tessel/targets/npu/lowering.h"
+
+namespace tessel::npu {
+namespace {
+
+uint64_t ceilDivU(uint64_t a, uint64_t b) { return b == 0 ? 0 : (a + b - 1) / b; }
+
+uint64_t elements(const Value* v) { return v && v->type.isStatic() ? static_cast<uint64_t>(shapeSize(v->type.staticShape())) : 0; }
+
+/// Cycles per lanes-wide vector of an element-wise op (complex ops take the slow path).
+uint64_t cyclesPerVector(const Node& n, const hw::NpuConfig& cfg) {
+  static const char* complex[] = {"Sigmoid", "Tanh", "Exp", "Div"};
+  for (const char* op : complex)
+    if (n.opType() == op) return cfg.vectorCyclesPerVectorComplex;
+  return cfg.vectorCyclesPerVector;
+}
+
+}  // namespace
+
+uint64_t SubgraphWork::lowerBound(const hw::NpuConfig& cfg) const {
+  return std::max({ceilDivU(macs, uint64_t{cfg.dim} * cfg.dim), ceilDivU(vectorCycles, cfg.vectorLanes),
+                   ceilDivU(compulsoryLoadBytes, cfg.loadBytesPerCycle), ceilDivU(compulsoryStoreBytes, cfg.storeBytesPerCycle)});
+}
+
+nlohmann::json SubgraphWork::toJson(const hw::NpuConfig& cfg) const {
+  return {{"macs", macs},
+          {"vector_lane_cycles", vectorCycles},
+          {"compulsory_load_bytes", compulsoryLoadBytes},
+          {"compulsory_store_bytes", compulsoryStoreBytes},
+          {"mm_cycles", ceilDivU(macs, uint64_t{cfg.dim} * cfg.dim)},
+          {"vector_cycles", ceilDivU(vectorCycles, cfg.vectorLanes)},
+          {"load_cycles", ceilDivU(compulsoryLoadBytes, cfg.loadBytesPerCycle)},
+          {"store_cycles", ceilDivU(compulsoryStoreBytes, cfg.storeBytesPerCycle)},
+          {"lower_bound_cycles", lowerBound(cfg)}};
+}
+
+SubgraphWork subgraphWork(const Graph& body, const hw::NpuConfig& cfg) {
+  SubgraphWork w;
+  for (const Value* in : body.inputs()) w.compulsoryLoadBytes += 4 * elements(in);
+  for (const Value* out : body.outputs()) w.compulsoryStoreBytes += 4 * elements(out);
+  for (const auto& n : body.nodes()) {
+    for (const Value* v : n->inputs())
+      if (v && v->isConstant()) w.compulsoryLoadBytes += 4 * static_cast<uint64_t>(v->constant().numel());
+    const uint64_t out = elements(n->output(0));
+    switch (lower::opFamily(*n).value_or(lower::OpFamily::Alias)) {
+      case lower::OpFamily::Matrix: {
+        const ConvGeometry g = convGeometry(*n);
+        if (g.depthwise())
+          w.vectorCycles += static_cast<uint64_t>(g.macs()) * cfg.vectorCyclesPerVector;
+        else
+          w.macs += static_cast<uint64_t>(g.macs());
+        break;
+      }
+      case lower::OpFamily::Pool: {
+        const PoolGeometry q = poolGeometry(*n);
+        w.vectorCycles += out * static_cast<uint64_t>(q.KH * q.KW + (q.isMax ? 0 : 1)) * cfg.vectorCyclesPerVector;
+        break;
+      }
+      case lower::OpFamily::GlobalPool: w.vectorCycles += (elements(n->input(0)) + out) * cfg.vectorCyclesPerVector; break;
+      case lower::OpFamily::Elementwise: w.vectorCycles += out * cyclesPerVector(*n, cfg); break;
+      case lower::OpFamily::Alias: break;
+    }
+  }
+  return w;
+}
+
+}  // namespace tessel::npu
