@@ -120,7 +120,7 @@ def main():
         models = os.environ.get("TESSEL_MODELS_DIR", "")
         resnet = os.path.join(models, "resnet18.onnx")
         if os.path.exists(resnet):
-            check_model(c, d, resnet, "resnet18", (0, 640),
+            check_model(c, d, resnet, "resnet18", (0, 123),
                         ["--input", f"input={os.path.join(models, 'resnet18.input.npy')}"])
         else:
             print("note: TESSEL_MODELS_DIR has no resnet18.onnx; the ResNet-18 comparisons were not run")
