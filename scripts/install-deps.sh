@@ -21,11 +21,14 @@ PACKAGES=(
   libcli11-dev
   nlohmann-json3-dev
   libfmt-dev
+  zlib1g-dev
   python3-onnx
   python3-numpy
   python3-torch
   python3-torchvision
   python3-sklearn
+  python3-matplotlib
+  graphviz
   nodejs
   npm
 )

@@ -3,9 +3,12 @@
 # and prints one line per stage and a closing "N passed, M failed" line. Exit status 1 if any stage failed.
 #   unit        GoogleTest unit tests (ctest)
 #   harness     self-tests of the Python test harnesses
-#   cli         bad input (corrupt model, cycle, unknown ops, wrong input, bad flag) exits 2 with a clear
-#               message; import features (external data, --input-shape, old opsets, input defaults);
-#               `tessel bench --profile --trace` (one row per kernel call, valid trace, bad --trace path)
+#   cli         one table of bad inputs (corrupt model, cycle, unknown ops, wrong input name/shape/type for
+#               .onnx/.so, bad flags, --threads, tuning files, unwritable paths) and their exit status and
+#               message; symbolic dimensions; import features (external data, --input-shape, old opsets, input
+#               defaults); `tessel bench --profile --trace`; `tessel compare` (passes correct builds, flags an
+#               injected 1e-3 error; .npz); the pictures (bench/sim --plot, partition --render) for ResNet-18;
+#               `cmake --install` into a temporary prefix, then the installed tessel compiles and runs models
 #   example     the bundled digits CNN: interpreter, compiled .so and NPU simulator (accuracy >= 95 %, match)
 #   conformance ONNX backend node suite through `tessel run` (listed tests must pass)
 #   models      torchvision ResNet-18/50, MobileNetV2, SqueezeNet 1.1 vs PyTorch; text IR round trip; the cpu
@@ -16,7 +19,8 @@
 #   npu         the four torchvision models compiled for the NPU (default and tiny configs; SqueezeNet 1.1 and
 #               MobileNetV2 also no-grouped-conv): .tnpu results vs the interpreter, no hazards, peak SRAM <= capacity
 #   sanitize    unit tests built with AddressSanitizer + UndefinedBehaviorSanitizer
-#   fuzz        libFuzzer targets (ONNX importer, text IR parser, .tnpu loader), a fixed number of runs each
+#   fuzz        libFuzzer targets (ONNX importer, text IR parser, .tnpu loader, tuning files, hardware
+#               configurations, .npz archives), a fixed number of runs each
 # Select stages with TESSEL_STAGES="unit conformance" (default: all).
 set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -67,9 +71,15 @@ stage_harness() {
     $py "$repo/bench/ort/test_ort_bench.py"
 }
 stage_cli() {
-  $py "$repo/tests/cli/test_bad_inputs.py" --tessel "$build/tessel" &&
-    $py "$repo/tests/cli/test_import_features.py" --tessel "$build/tessel" &&
-    $py "$repo/tests/cli/test_bench_profile.py" --tessel "$build/tessel"
+  # Every check runs even if an earlier one fails (about 1 min on 2 idle cores once the runtime is cached).
+  local rc=0
+  $py "$repo/tests/cli/test_bad_inputs.py" --tessel "$build/tessel" || rc=1
+  $py "$repo/tests/cli/test_import_features.py" --tessel "$build/tessel" || rc=1
+  $py "$repo/tests/cli/test_bench_profile.py" --tessel "$build/tessel" || rc=1
+  $py "$repo/tests/cli/test_compare.py" --tessel "$build/tessel" || rc=1
+  $py "$repo/tests/cli/test_plots.py" --tessel "$build/tessel" || rc=1
+  bash "$repo/tests/cli/test_install.sh" "$build" || rc=1
+  return $rc
 }
 stage_example() { bash "$repo/examples/digits/run.sh" "$build" "$build/digits-out"; }
 stage_conformance() {

@@ -16,6 +16,7 @@ std::unique_ptr<Model> loadModel(const std::string& path, const ImportOptions& o
     auto model = readModelTextFile(path);
     verifyOrThrow(*model->graph);
     applyInputShapes(*model->graph, options.inputShapes);
+    fixOpenInputDims(*model->graph, options);
     inferShapesWithMode(*model->graph, options.inference);
     return model;
   }

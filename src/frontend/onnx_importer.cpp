@@ -45,6 +45,7 @@ class OnnxImporter {
     upgradeGraph(*model->graph);
     verifyOrThrow(*model->graph);
     applyInputShapes(*model->graph, options.inputShapes);
+    fixOpenInputDims(*model->graph, options);
     inferShapesWithMode(*model->graph, options.inference);
     return model;
   }
@@ -319,6 +320,36 @@ void applyInputShapes(Graph& graph, const std::map<std::string, Shape>& shapes) 
           throw UserError(fmt::format("--input-shape {}: axis {} is fixed to {} by the model, not {}", name, i, d.value, shape[i]));
       }
     v->type = TensorType::fromShape(v->type.dtype, shape);
+  }
+}
+
+void fixOpenInputDims(Graph& graph, const ImportOptions& options) {
+  for (Value* v : graph.inputs()) {
+    if (v->isConstant() || !v->type.hasRank() || v->type.isStatic() || options.inputShapes.count(v->name())) continue;
+    auto given = options.givenInputShapes.find(v->name());
+    if (given != options.givenInputShapes.end()) {
+      bool fits = given->second.size() == v->type.rank();
+      for (size_t i = 0; fits && i < given->second.size(); ++i) {
+        const Dim& d = (*v->type.dims)[i];
+        fits = !d.isKnown() || d.value == given->second[i];
+      }
+      if (fits) v->type = TensorType::fromShape(v->type.dtype, given->second);
+      continue;
+    }
+    if (!options.defaultDimValue) continue;
+    std::vector<std::string> open;
+    Shape fixed;
+    for (size_t i = 0; i < v->type.rank(); ++i) {
+      const Dim& d = (*v->type.dims)[i];
+      if (!d.isKnown()) open.push_back(!d.symbol.empty() ? fmt::format("'{}' (axis {})", d.symbol, i) : fmt::format("axis {}", i));
+      fixed.push_back(d.isKnown() ? d.value : *options.defaultDimValue);
+    }
+    std::string before = v->type.toString();
+    v->type = TensorType::fromShape(v->type.dtype, fixed);
+    if (options.note)
+      options.note(fmt::format("input '{}' {} has undefined dimension{} {}; using {} ({}); set it with --input-shape {}:{}",
+                               v->name(), before, open.size() > 1 ? "s" : "", fmt::join(open, ", "),
+                               *options.defaultDimValue, v->type.toString(), v->name(), fmt::join(fixed, "x")));
   }
 }
 

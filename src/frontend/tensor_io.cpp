@@ -67,8 +67,9 @@ std::string utf32ToUtf8(const char32_t* p, size_t n) {
 
 }  // namespace
 
-Tensor readNpy(const std::string& path) {
-  std::string bytes = readFileBytes(path);
+Tensor readNpy(const std::string& path) { return parseNpy(readFileBytes(path), path); }
+
+Tensor parseNpy(std::string_view bytes, const std::string& path) {
   auto bad = [&](const std::string& why) -> UserError { return UserError(fmt::format("'{}' is not a valid .npy file: {}", path, why)); };
   if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) throw bad("missing the \\x93NUMPY magic");
   int major = static_cast<unsigned char>(bytes[6]);
@@ -85,7 +86,7 @@ Tensor readNpy(const std::string& path) {
     throw bad(fmt::format("unsupported format version {}", major));
   }
   if (headerStart + headerLen > bytes.size()) throw bad("truncated header");
-  std::string header = bytes.substr(headerStart, headerLen);
+  std::string header(bytes.substr(headerStart, headerLen));
   std::smatch m;
   if (!std::regex_search(header, m, std::regex(R"('descr'\s*:\s*'([^']*)')"))) throw bad("no 'descr' in header");
   std::string descr = m[1];
@@ -94,15 +95,22 @@ Tensor readNpy(const std::string& path) {
   Shape shape;
   std::string dims = m[1];
   std::regex num(R"(\d+)");
-  for (auto it = std::sregex_iterator(dims.begin(), dims.end(), num); it != std::sregex_iterator(); ++it)
+  for (auto it = std::sregex_iterator(dims.begin(), dims.end(), num); it != std::sregex_iterator(); ++it) {
+    if (it->str().size() > 15) throw bad(fmt::format("dimension {} is too large", it->str()));
     shape.push_back(std::stoll(it->str()));
+  }
   const char* body = bytes.data() + headerStart + headerLen;
   size_t bodySize = bytes.size() - headerStart - headerLen;
   if (descr.size() > 2 && (descr[1] == 'U') && (descr[0] == '<' || descr[0] == '|')) {
-    size_t width = std::stoul(descr.substr(2));
+    std::string digits = descr.substr(2);
+    if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos)
+      throw bad(fmt::format("unsupported dtype '{}'", descr));
+    size_t width = std::stoul(digits);
+    double need = static_cast<double>(width) * 4;
+    for (int64_t d : shape) need *= static_cast<double>(d);
+    if (static_cast<double>(bodySize) < need)  // checked before allocating: the header may claim any shape
+      throw bad(fmt::format("body has {} bytes, expected {}", bodySize, need));
     Tensor t(DType::String, shape);
-    size_t need = static_cast<size_t>(t.numel()) * width * 4;
-    if (bodySize < need) throw bad(fmt::format("body has {} bytes, expected {}", bodySize, need));
     for (int64_t i = 0; i < t.numel(); ++i)
       t.data<std::string>()[i] = utf32ToUtf8(reinterpret_cast<const char32_t*>(body + static_cast<size_t>(i) * width * 4), width);
     return t;
@@ -121,7 +129,15 @@ Tensor readNpy(const std::string& path) {
   return t;
 }
 
-void writeNpy(const std::string& path, const Tensor& tensorIn) {
+void writeNpy(const std::string& path, const Tensor& tensor) {
+  std::string bytes = encodeNpy(tensor);
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw UserError(fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out) throw UserError(fmt::format("error writing '{}'", path));
+}
+
+std::string encodeNpy(const Tensor& tensorIn) {
   Tensor tensor = tensorIn;
   if (tensorIn.dtype() == DType::BFloat16) {  // numpy has no bfloat16: store the bits as uint16 (ONNX's convention)
     tensor = Tensor(DType::UInt16, tensorIn.shape());
@@ -143,23 +159,21 @@ void writeNpy(const std::string& path, const Tensor& tensorIn) {
   size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw UserError(fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
-  out.write("\x93NUMPY\x01\x00", 8);
+  std::string out("\x93NUMPY\x01\x00", 8);
   uint16_t len = static_cast<uint16_t>(header.size());
-  out.put(static_cast<char>(len & 0xff));
-  out.put(static_cast<char>(len >> 8));
-  out << header;
+  out += static_cast<char>(len & 0xff);
+  out += static_cast<char>(len >> 8);
+  out += header;
   if (tensor.dtype() == DType::String) {
     for (int64_t i = 0; i < tensor.numel(); ++i) {
       std::u32string s = utf8ToUtf32(tensor.data<std::string>()[i]);
       s.resize(width, U'\0');
-      out.write(reinterpret_cast<const char*>(s.data()), static_cast<std::streamsize>(width * 4));
+      out.append(reinterpret_cast<const char*>(s.data()), width * 4);
     }
   } else {
-    out.write(static_cast<const char*>(tensor.rawData()), static_cast<std::streamsize>(tensor.nbytes()));
+    out.append(static_cast<const char*>(tensor.rawData()), tensor.nbytes());
   }
-  if (!out) throw UserError(fmt::format("error writing '{}'", path));
+  return out;
 }
 
 /// Elements a TensorProto carries inline for its data type (-1 when raw_data is not a whole number of them).
@@ -284,11 +298,22 @@ Tensor readTensorProtoFile(const std::string& path) {
   return tensorFromProto(proto, std::filesystem::path(path).parent_path().string(), fmt::format("tensor file '{}'", path));
 }
 
-Tensor readTensorFile(const std::string& path) {
+Tensor readTensorFile(const std::string& path, const std::string& arrayName) {
   std::string ext = std::filesystem::path(path).extension().string();
   if (ext == ".npy") return readNpy(path);
   if (ext == ".pb") return readTensorProtoFile(path);
-  throw UserError(fmt::format("'{}': expected a .npy or .pb (ONNX TensorProto) tensor file", path));
+  if (ext == ".npz") {
+    std::vector<NamedTensor> arrays = readNpz(path);
+    std::vector<std::string> names;
+    for (const auto& [name, t] : arrays) {
+      if (name == arrayName) return t;
+      names.push_back("'" + name + "'");
+    }
+    if (arrays.size() == 1) return arrays.front().second;
+    throw UserError(fmt::format("'{}' holds {} arrays ({}) and none is named '{}'", path, arrays.size(),
+                                fmt::join(names, ", "), arrayName));
+  }
+  throw UserError(fmt::format("'{}': expected a .npy, .npz or .pb (ONNX TensorProto) tensor file", path));
 }
 
 }  // namespace tessel

@@ -199,6 +199,17 @@ std::vector<int64_t> kernelFromWeight(const Node& node, const std::vector<int64_
   return k;
 }
 
+/// A convolution's output extent along spatial axis d (-1 when unknown). UserError naming the node when the
+/// (dilated) kernel does not fit in the padded input: ONNX defines no empty convolution output.
+int64_t convOutputExtent(const Node& node, const WindowGeometry& g, size_t d, int64_t inputExtent) {
+  if (inputExtent >= 0 && inputExtent + g.padBegin[d] + g.padEnd[d] < g.effectiveKernel(d))
+    throw UserError(fmt::format("{}: the kernel ({} on spatial axis {}{}) is larger than the padded input ({} + pads "
+                                "{} + {} = {}); the output would be empty",
+                                node.describe(), g.effectiveKernel(d), d, g.dilations[d] > 1 ? ", dilated" : "",
+                                inputExtent, g.padBegin[d], g.padEnd[d], inputExtent + g.padBegin[d] + g.padEnd[d]));
+  return windowOutputExtent(g, d, inputExtent);
+}
+
 /// Shared inference of Conv, ConvInteger and QLinearConv (x at input xIdx, w at wIdx).
 void inferConvLike(InferContext& ctx, size_t xIdx, size_t wIdx, DType outType) {
   const TensorType& xt = ctx.inputType(xIdx);
@@ -218,7 +229,7 @@ void inferConvLike(InferContext& ctx, size_t xIdx, size_t wIdx, DType outType) {
   WindowGeometry g = readWindowGeometry(ctx.node(), kernelFromWeight(ctx.node(), w), spatialExtents(xt));
   std::vector<Dim> dims{(*xt.dims)[0], (*wt.dims)[0]};
   for (size_t d = 0; d < g.spatialRank(); ++d) {
-    int64_t e = g.kernel[d] < 0 ? -1 : windowOutputExtent(g, d, x[2 + d]);
+    int64_t e = g.kernel[d] < 0 ? -1 : convOutputExtent(ctx.node(), g, d, x[2 + d]);
     dims.push_back(e >= 0 ? Dim::known(e) : Dim::unknown());
   }
   ctx.setOutputType(0, TensorType(outType, dims));
@@ -233,7 +244,7 @@ ConvProblem convProblemFor(const KernelContext& ctx, const Shape& xs, const Shap
     ctx.fail("input has {} channels, weight {} with group {} expects {}", xs[1], shapeToString(ws), groups, ws[1] * groups);
   WindowGeometry g = readWindowGeometry(ctx.node(), kernelFromWeight(ctx.node(), ws), Shape(xs.begin() + 2, xs.end()));
   std::vector<int64_t> out;
-  for (size_t d = 0; d < g.spatialRank(); ++d) out.push_back(windowOutputExtent(g, d, xs[2 + d]));
+  for (size_t d = 0; d < g.spatialRank(); ++d) out.push_back(convOutputExtent(ctx.node(), g, d, xs[2 + d]));
   return makeProblem(xs, ws[0], groups, g, out);
 }
 

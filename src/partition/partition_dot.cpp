@@ -7,20 +7,32 @@
 namespace tessel::partition {
 namespace {
 
+/// A Graphviz quoted string; a newline becomes Graphviz's line break "\n" (escaping its backslash would
+/// print a literal \n in the label).
 std::string dotQuoted(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
     if (c == '"' || c == '\\') out += '\\';
     out += c;
   }
   return out + "\"";
 }
 
-const char* colourFor(const std::string& device, std::map<std::string, int>& seen) {
+/// A fill colour per device (the host CPU grey), remembered in `legend` (device -> colour).
+const char* colourFor(const std::string& device, std::map<std::string, int>& seen,
+                      std::map<std::string, std::string>& legend) {
   static const char* palette[] = {"lightblue", "palegreen", "khaki", "plum", "lightsalmon"};
-  if (device.empty() || device == "cpu") return "lightgrey";
-  auto it = seen.emplace(device, static_cast<int>(seen.size())).first;
-  return palette[it->second % 5];
+  const char* colour = "lightgrey";
+  if (!device.empty() && device != "cpu") {
+    auto it = seen.emplace(device, static_cast<int>(seen.size())).first;
+    colour = palette[it->second % 5];
+  }
+  legend[device.empty() ? "cpu" : device] = colour;
+  return colour;
 }
 
 }  // namespace
@@ -28,6 +40,7 @@ const char* colourFor(const std::string& device, std::map<std::string, int>& see
 std::string partitionDot(const Graph& graph) {
   std::string out = fmt::format("digraph {} {{\n  rankdir=TB;\n  node [shape=box, style=filled];\n", dotQuoted(graph.name()));
   std::map<std::string, int> colours;
+  std::map<std::string, std::string> legend;
   std::map<std::string, std::string> producerId;  // value name -> dot node id
   for (const Value* in : graph.inputs()) {
     std::string id = "in_" + in->name();
@@ -43,8 +56,8 @@ std::string partitionDot(const Graph& graph) {
                          dotQuoted(fmt::format("{} on {}", n->name(), n->device)));
       for (const auto& b : body.nodes()) {
         std::string id = n->name() + "/" + b->name();
-        out += fmt::format("    {} [label={}, fillcolor={}];\n", dotQuoted(id), dotQuoted(b->name() + "\\n" + b->opType()),
-                           colourFor(n->device, colours));
+        out += fmt::format("    {} [label={}, fillcolor={}];\n", dotQuoted(id), dotQuoted(b->name() + "\n" + b->opType()),
+                           colourFor(n->device, colours, legend));
         for (const Value* o : b->outputs())
           if (o) producerId[o->name()] = id;  // body outputs keep the outer names
         for (const Value* in : b->inputs())
@@ -54,8 +67,8 @@ std::string partitionDot(const Graph& graph) {
       continue;
     }
     std::string id = n->name();
-    out += fmt::format("  {} [label={}, fillcolor={}];\n", dotQuoted(id), dotQuoted(n->name() + "\\n" + n->opType()),
-                       colourFor(n->device, colours));
+    out += fmt::format("  {} [label={}, fillcolor={}];\n", dotQuoted(id), dotQuoted(n->name() + "\n" + n->opType()),
+                       colourFor(n->device, colours, legend));
     for (const Value* o : n->outputs())
       if (o) producerId[o->name()] = id;
     for (const Value* in : n->inputs())
@@ -69,7 +82,10 @@ std::string partitionDot(const Graph& graph) {
   for (const auto& [value, consumer] : edges)
     if (auto it = producerId.find(value); it != producerId.end() && it->second != consumer)
       out += fmt::format("  {} -> {} [label={}];\n", dotQuoted(it->second), dotQuoted(consumer), dotQuoted(value));
-  return out + "}\n";
+  out += "  subgraph cluster_legend {\n    label=\"devices\";\n    style=dashed;\n";
+  for (const auto& [device, colour] : legend)
+    out += fmt::format("    {} [label={}, fillcolor={}];\n", dotQuoted("legend_" + device), dotQuoted(device), colour);
+  return out + "  }\n}\n";
 }
 
 }  // namespace tessel::partition

@@ -3,6 +3,7 @@
 dimensions fixed with --input-shape, old-opset models upgraded by the registry, graph inputs with defaults.
 Usage: test_import_features.py --tessel build/tessel"""
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -53,12 +54,23 @@ def main():
         code, out = run(tessel, ["run", j("ext/model.onnx"), "--input", f"x={j('x.npy')}"])
         check("missing external data file is a clear error", code == 2 and "weights.bin" in out, out)
 
-        # 2. Dynamic dims: random input needs --input-shape; info shows the symbolic dim.
+        # 2. Dynamic dims: info shows the symbolic dim; a random input takes 1 for it, with a note naming it and
+        # --input-shape; a given input's size fixes it; --input-shape overrides it.
         os.rename(j("ext/moved.bin"), j("ext/weights.bin"))
         code, out = run(tessel, ["info", j("ext/model.onnx")])
         check("info shows symbolic dims", code == 0 and "f32[N,32]" in out, out)
-        code, out = run(tessel, ["run", j("ext/model.onnx")])
-        check("random input for a dynamic dim asks for --input-shape", code == 2 and "--input-shape" in out, out)
+        code, out = run(tessel, ["run", j("ext/model.onnx"), "-o", j("out1b")])
+        ok = code == 0 and np.load(j("out1b/y.npy")).shape == (1, 16) and "undefined dimension 'N'" in out and \
+            "--input-shape x:" in out and out.count("note: input 'x' f32[N,32]") == 1
+        check("a dynamic dim of a random input is 1, with one note", ok, out)
+        code, out = run(tessel, ["run", j("ext/model.onnx"), "--input", f"x={j('x.npy')}", "-o", j("out1c")])
+        ok = code == 0 and np.allclose(np.load(j("out1c/y.npy")), x @ w, rtol=1e-5, atol=1e-5) and "undefined" not in out
+        check("a given input's size fixes the dynamic dim, no note", ok, out)
+        p = subprocess.run([tessel, "info", j("ext/model.onnx"), "--json"], capture_output=True, text=True, timeout=60)
+        code, out = p.returncode, p.stdout + p.stderr
+        info = json.loads(p.stdout) if code == 0 else {}
+        check("info counts FLOPs at the default dim", code == 0 and info.get("flops") == 2 * 32 * 16 and
+              info["inputs"][0]["declared_type"] == "f32[N,32]" and info["inputs"][0]["shape"] == [1, 32], out)
         code, out = run(tessel, ["run", j("ext/model.onnx"), "--input-shape", "x:5x32", "-o", j("out2"), "-q"])
         check("--input-shape fixes the dynamic dim", code == 0 and np.load(j("out2/y.npy")).shape == (5, 16), out)
 

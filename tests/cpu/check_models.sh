@@ -1,6 +1,7 @@
 #!/bin/bash
 # cpu target end to end: the four torchvision models compiled to .so match the reference interpreter
-# (1e-4 of the output's largest magnitude), and MobileNetV2 and SqueezeNet also when compiled for AVX2 only; an --emit-app build reproduces `tessel run x.so` bit for bit;
+# (1e-4 of the output's largest magnitude), and MobileNetV2 and SqueezeNet also when compiled for AVX2 only; an --emit-app build reproduces `tessel run x.so` bit for bit
+# (and its command line refuses malformed numbers and unknown options, and creates its output directory);
 # bad input gives one clear error (exit status 2).
 # usage: tests/cpu/check_models.sh [TESSEL] [MODELS_DIR]   (defaults: build/tessel, bench/models)
 set -euo pipefail
@@ -58,6 +59,23 @@ mkdir -p "$work/app-out" "$work/app-ref"
 "$tessel" compile "$models/squeezenet1_1.onnx" -o "$work/sq.so" >/dev/null 2>&1
 "$tessel" run "$work/sq.so" --threads 1 --input "input=$models/squeezenet1_1.input.npy" -o "$work/app-ref" -q
 compare "$work/app-out/output.npy" "$work/app-ref/output.npy" 0 || fail=1
+# The app's command line: numbers are checked (no atoi), unknown options refused, -o DIR created.
+expect_app() {  # STATUS FRAGMENT ARGS...
+  local want=$1 fragment=$2 rc=0
+  shift 2
+  "$work/app/build/model_app" "$@" > "$work/app.err" 2>&1 || rc=$?
+  if [[ $rc -ne $want ]] || ! grep -qF -- "$fragment" "$work/app.err"; then
+    echo "  app $*: exit $rc (expected $want), output: $(head -c 300 "$work/app.err")"
+    fail=1
+  fi
+}
+expect_app 2 "--threads expects a whole number from 1 to 1024, got 'abc'" --threads abc "$models/squeezenet1_1.input.npy"
+expect_app 2 "got '0'" --threads 0 "$models/squeezenet1_1.input.npy"
+expect_app 2 "--iterations expects a whole number" --iterations 5x "$models/squeezenet1_1.input.npy"
+expect_app 2 "unknown option '--frobnicate'" --frobnicate "$models/squeezenet1_1.input.npy"
+expect_app 2 "--threads needs a value" "$models/squeezenet1_1.input.npy" --threads
+expect_app 0 "outputs written to $work/app-new/a/b" -o "$work/app-new/a/b" "$models/squeezenet1_1.input.npy"
+[[ -f "$work/app-new/a/b/output.npy" ]] || { echo "  app -o: $work/app-new/a/b/output.npy not written"; fail=1; }
 
 # A pre-norm transformer block exported by PyTorch (decomposed LayerNorm, 2-head attention, Erf GELU):
 # the cpu pipeline fuses its patterns and every node gets a kernel (no host-interpreter fallback).

@@ -186,6 +186,10 @@ TEST(Partition, PartitionedGraphRoundTripsThroughTextIrAndDot) {
   std::string dot = partition::partitionDot(*m.graph);
   EXPECT_NE(dot.find("subgraph cluster_0"), std::string::npos);
   EXPECT_NE(dot.find("\"grouped\""), std::string::npos);
+  // Node labels break lines with Graphviz's \n escape (one backslash), not a literal backslash-n (two).
+  EXPECT_NE(dot.find("\\nConv\""), std::string::npos) << dot;
+  EXPECT_EQ(dot.find("\\\\n"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("subgraph cluster_legend"), std::string::npos) << dot;
 }
 
 }  // namespace

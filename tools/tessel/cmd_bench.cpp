@@ -13,9 +13,11 @@
 
 #include "command.h"
 #include "common.h"
-#include "compiled_model_cli.h"
-#include "tessel/targets/cpu/compiler.h"
+#include "plot.h"
+#include "tessel/eval/runner.h"
 #include "tessel/rt/cpu.h"
+#include "tessel/targets/cpu/compiler.h"
+#include "tessel/targets/cpu/loader.h"
 
 namespace tessel::cli {
 namespace {
@@ -29,6 +31,8 @@ struct BenchOptions {
   bool json = false;
   bool profile = false;
   std::string trace;
+  std::string plot;
+  int plotTop = 20;
   std::string march = "native";
 };
 
@@ -219,9 +223,80 @@ void writeTrace(std::ofstream& f, const std::string& path, const std::string& mo
   if (!f) throw UserError(fmt::format("cannot write trace '{}'", path));
 }
 
+/// What timing a compiled model measured, and the facts of the model it read.
+struct Timing {
+  std::vector<Run> runs;
+  std::vector<cpu::CompiledStepInfo> steps;
+  double flops = 0;
+  std::string hash;
+};
+
+/// Loads the library at `path` on `threads` threads, checks and places the inputs, and times the warm-up and
+/// timed runs (each kernel call too when `profiling`).
+Timing timeModel(const std::string& path, int threads, const BenchOptions& o, bool profiling) {
+  Timing t;
+  cpu::CompiledModel model(path, threads);
+  t.flops = model.flops();
+  t.hash = model.hash();
+  t.steps = model.steps();
+  auto tensors = o.inputs.resolve(*eval::inputSignature(model.inputs()), true);
+  std::vector<const void*> in;
+  for (const auto& info : model.inputs()) in.push_back(tensors.at(info.name).rawData());
+  std::vector<Tensor> outs;
+  std::vector<void*> out;
+  for (const auto& info : model.outputs()) {
+    outs.emplace_back(info.dtype, info.shape);
+    out.push_back(outs.back().rawData());
+  }
+  std::vector<double> record(t.steps.size() + 1);
+  if (profiling) model.setProfile(record.data());
+  for (int i = 0; i < o.warmup; ++i) model.runRaw(in.data(), out.data());
+  for (int i = 0; i < o.iterations; ++i) {
+    Run run;
+    run.startNs = steadyNs();
+    model.runRaw(in.data(), out.data());
+    run.ns = steadyNs() - run.startNs;
+    if (profiling) run.steps = record;
+    t.runs.push_back(std::move(run));
+  }
+  model.setProfile(nullptr);
+  return t;
+}
+
+/// The --plot chart: the `top` slowest kernel calls (median ms), the rest folded into one bar.
+nlohmann::json profileChart(const std::vector<ProfileRow>& rows, size_t top, const std::string& model, int threads) {
+  std::vector<const ProfileRow*> sorted;
+  for (const ProfileRow& r : rows) sorted.push_back(&r);
+  std::stable_sort(sorted.begin(), sorted.end(), [](const ProfileRow* a, const ProfileRow* b) { return a->ms > b->ms; });
+  nlohmann::json bars = nlohmann::json::array();
+  double rest = 0, total = 0;
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    const ProfileRow& r = *sorted[i];
+    total += r.ms;
+    if (i >= top) {
+      rest += r.ms;
+      continue;
+    }
+    bars.push_back({{"label", fmt::format("#{} {} ({})", r.index, r.step->node, r.step->op)},
+                    {"value", r.ms},
+                    {"group", r.step->kernel}});
+  }
+  nlohmann::json folded = nullptr;
+  if (sorted.size() > top) folded = {{"label", fmt::format("the other {} calls", sorted.size() - top)}, {"value", rest}};
+  return {{"title", fmt::format("{}: per-layer time, {} thread(s); {} kernel calls, {:.3f} ms in total (medians)", model,
+                                threads, rows.size(), total)},
+          {"xlabel", "median ms per inference"},
+          {"rows", bars},
+          {"folded", folded}};
+}
+
 void benchCommand(const BenchOptions& o) {
   if (o.iterations < 1) throw UserError("--iterations must be at least 1");
   if (o.warmup < 0) throw UserError("--warmup must not be negative");
+  if (o.plotTop < 1) throw UserError(fmt::format("--plot-top {}: expected at least 1", o.plotTop));
+  if (!o.plot.empty()) checkPictureOutput("--plot", o.plot);
+  o.model.refuseShapesOfCompiled();
+  bool compiled = eval::artifactKind(o.model.path) == "cpu";
   // Open the trace first: a bad path is reported before minutes of compiling and timing.
   std::ofstream traceFile;
   if (!o.trace.empty()) {
@@ -239,41 +314,14 @@ void benchCommand(const BenchOptions& o) {
       if (!path.empty() && std::uncaught_exceptions() > uncaught) std::filesystem::remove(path, ec);
     }
   } removeOnError{o.trace};
-  bool profiling = o.profile || !o.trace.empty();
-  bool compiled = isCompiledModelPath(o.model.path);
+  bool profiling = o.profile || !o.trace.empty() || !o.plot.empty();
   std::string path = compiled ? o.model.path : compileForBench(o);
   int threads = o.threads > 0 ? o.threads : rt::hardware_thread_count();
-  std::vector<Run> runs;
-  double flops = 0;
-  std::string hash;
-  std::vector<cpu::CompiledStepInfo> steps;
-  {
-    cpu::CompiledModel model(path, threads);
-    flops = model.flops();
-    hash = model.hash();
-    steps = model.steps();
-    auto tensors = compiledModelInputs(model, o.inputs, true);
-    std::vector<const void*> in;
-    for (const auto& info : model.inputs()) in.push_back(tensors.at(info.name).rawData());
-    std::vector<Tensor> outs;
-    std::vector<void*> out;
-    for (const auto& info : model.outputs()) {
-      outs.emplace_back(info.dtype, info.shape);
-      out.push_back(outs.back().rawData());
-    }
-    std::vector<double> record(steps.size() + 1);
-    if (profiling) model.setProfile(record.data());
-    for (int i = 0; i < o.warmup; ++i) model.runRaw(in.data(), out.data());
-    for (int i = 0; i < o.iterations; ++i) {
-      Run run;
-      run.startNs = steadyNs();
-      model.runRaw(in.data(), out.data());
-      run.ns = steadyNs() - run.startNs;
-      if (profiling) run.steps = record;
-      runs.push_back(std::move(run));
-    }
-    model.setProfile(nullptr);
-  }
+  Timing timing = timeModel(path, threads, o, profiling);
+  std::vector<Run>& runs = timing.runs;
+  const std::vector<cpu::CompiledStepInfo>& steps = timing.steps;
+  const double flops = timing.flops;
+  const std::string& hash = timing.hash;
   if (!compiled) std::filesystem::remove(path);
   std::vector<double> ms;
   for (const Run& r : runs) ms.push_back(r.ns / 1e6);
@@ -291,6 +339,7 @@ void benchCommand(const BenchOptions& o) {
       rows.push_back({i, &steps[i], median(t), *std::min_element(t.begin(), t.end())});
     }
   if (!o.trace.empty()) writeTrace(traceFile, o.trace, o.model.path, threads, steps, runs);
+  if (!o.plot.empty()) drawChart("layers", profileChart(rows, static_cast<size_t>(o.plotTop), o.model.path, threads), o.plot);
   if (o.json) {
     nlohmann::json j = {{"model", o.model.path}, {"hash", hash},       {"threads", threads},
                         {"warmup", o.warmup},    {"iterations", o.iterations}, {"median_ms", med},
@@ -298,6 +347,7 @@ void benchCommand(const BenchOptions& o) {
                         {"max_ms", sorted.back()},  {"gflops", flops / 1e9}, {"gflop_per_s", gflops}};
     if (o.profile) j["profile"] = profileJson(rows, coverage(runs, steps.size()));
     if (!o.trace.empty()) j["trace"] = o.trace;
+    if (!o.plot.empty()) j["plot"] = o.plot;
     fmt::print("{}\n", j.dump());
     return;
   }
@@ -309,6 +359,7 @@ void benchCommand(const BenchOptions& o) {
   if (o.profile) printProfile(rows, med, coverage(runs, steps.size()));
   if (!o.trace.empty())
     fmt::print("  trace of {} runs ({} kernel calls each) written to {}\n", runs.size(), steps.size(), o.trace);
+  if (!o.plot.empty()) fmt::print("  per-layer chart written to {}\n", o.plot);
 }
 
 }  // namespace
@@ -321,6 +372,7 @@ TESSEL_REGISTER_COMMAND(bench, 45, [](CLI::App& app) {
       "  tessel bench resnet18.so --threads 1 --warmup 5 --iterations 50\n"
       "  tessel bench resnet18.onnx --threads 2 --json\n"
       "  tessel bench resnet18.so --threads 1 --profile --trace trace.json   (open it in ui.perfetto.dev)\n"
+      "  tessel bench resnet18.so --profile --plot layers.svg                (bar chart of the slowest calls)\n"
       "--profile times every kernel call (a fused kernel is one call) in every timed run and prints one row per\n"
       "call: index, node, op, kernel, output shape, median and min ms over the runs, GFLOP/s at the median\n"
       "(FLOPs of convolutions and GEMMs, '-' for other calls), share of the calls' total; a total line; then\n"
@@ -331,7 +383,7 @@ TESSEL_REGISTER_COMMAND(bench, 45, [](CLI::App& app) {
       "Exit status: 0 success, 2 bad input or unsupported model, 1 internal error.");
   o->model.addTo(cmd, "compiled model (.so) or a model file (.onnx, .tir) to compile first");
   o->inputs.addTo(cmd);
-  cmd->add_option("--threads", o->threads, "threads (default: all cores)");
+  addThreadsOption(cmd, o->threads, "threads (default: all cores)");
   cmd->add_option("--warmup", o->warmup, "untimed runs first (default 5)");
   cmd->add_option("--iterations", o->iterations, "timed runs (default 20)");
   cmd->add_option("--march", o->march, "-march when compiling a model file (default native)");
@@ -339,6 +391,9 @@ TESSEL_REGISTER_COMMAND(bench, 45, [](CLI::App& app) {
   cmd->add_flag("--profile", o->profile, "time each kernel call; print a per-layer table (time, GFLOP/s, share)");
   cmd->add_option("--trace", o->trace, "write a Chrome/Perfetto trace (JSON) of the timed runs' kernel calls")
       ->type_name("FILE");
+  cmd->add_option("--plot", o->plot, "draw the per-layer times as a bar chart (.svg, .png or .pdf; needs matplotlib)")
+      ->type_name("FILE");
+  cmd->add_option("--plot-top", o->plotTop, "bars in the --plot chart; slower calls first, the rest folded (default 20)");
   cmd->callback([o]() { benchCommand(*o); });
 });
 

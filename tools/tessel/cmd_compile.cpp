@@ -5,40 +5,10 @@
 
 #include "command.h"
 #include "common.h"
-#include "compiled_model_cli.h"
 #include "npu_cli.h"
-#include "tessel/frontend/tensor_io.h"
 #include "tessel/targets/cpu/compiler.h"
 
 namespace tessel::cli {
-
-bool isCompiledModelPath(const std::string& path) { return path.size() > 3 && path.substr(path.size() - 3) == ".so"; }
-
-std::map<std::string, Tensor> compiledModelInputs(const cpu::CompiledModel& model, const InputOptions& inputs,
-                                                  bool quiet) {
-  // A graph with just the declared inputs lets the interpreter path's input resolution (files, seeded
-  // random values) serve compiled models too, so both paths see the same tensors for the same seed.
-  Graph g;
-  for (const auto& in : model.inputs()) g.addInput(in.name, TensorType::fromShape(in.dtype, in.shape));
-  return inputs.resolve(g, quiet);
-}
-
-void runCompiledModel(const std::string& path, const InputOptions& inputs, const std::string& outputDir, bool quiet,
-                      int threads) {
-  cpu::CompiledModel model(path, threads);
-  auto tensors = compiledModelInputs(model, inputs, quiet);
-  auto start = std::chrono::steady_clock::now();
-  std::vector<Tensor> outputs = model.run(tensors);
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const std::string& name = model.outputs()[i].name;
-    if (!outputDir.empty()) writeNpy((std::filesystem::path(outputDir) / (fileNameFor(name) + ".npy")).string(), outputs[i]);
-    if (!quiet) fmt::print("output '{}': {}\n", name, outputs[i].summary());
-  }
-  if (!quiet)
-    fmt::print("ran compiled model {} (hash {}) in {:.1f} ms{}\n", path, model.hash(), ms,
-               outputDir.empty() ? "" : fmt::format("; outputs written to {}/", outputDir));
-}
 
 namespace {
 
@@ -50,8 +20,12 @@ struct CompileCmdOptions {
   std::string emit = "so";
   std::string emitApp;
   int threads = 0;
+  bool json = false;
   cpu::CompileOptions compile;
 };
+
+/// The largest --threads a compiled model may default to (it may run on a larger machine than this one).
+constexpr int kMaxCompiledThreads = 256;
 
 void printReport(const cpu::CompileReport& r, double seconds, const std::string& what) {
   fmt::print("compiled {} in {:.1f} s (generate {:.2f} s, C++ compiler {:.1f} s)\n", what, seconds, r.generateSeconds,
@@ -69,14 +43,43 @@ void printReport(const cpu::CompileReport& r, double seconds, const std::string&
              humanBytes(r.naiveArenaBytes), humanBytes(r.weightBytes), humanBytes(r.packedWeightBytes), r.hash);
 }
 
+nlohmann::json reportJson(const cpu::CompileReport& r, const CompileCmdOptions& o, double seconds) {
+  nlohmann::json j = {{"target", "cpu"},
+                      {"model", o.model.path},
+                      {"output", o.emitApp.empty() ? o.output : o.emitApp},
+                      {"emit", o.emitApp.empty() ? o.emit : "app"},
+                      {"seconds", seconds},
+                      {"generate_seconds", r.generateSeconds},
+                      {"cxx_seconds", r.cxxSeconds},
+                      {"kernel_calls", r.steps},
+                      {"fused_nodes", r.fusedNodes},
+                      {"flops", r.flops},
+                      {"in_place_concat_inputs", r.inPlaceConcatInputs},
+                      {"fallback_nodes", r.fallbackNodes},
+                      {"arena_bytes", r.arenaBytes},
+                      {"naive_arena_bytes", r.naiveArenaBytes},
+                      {"weight_bytes", r.weightBytes},
+                      {"packed_weight_bytes", r.packedWeightBytes},
+                      {"hash", r.hash}};
+  if (o.compile.tune)
+    j["tuning"] = {{"convs", r.tunedConvs}, {"changed", r.tunedChanged}, {"vector_lanes", r.tunerVectorLanes},
+                   {"seconds", r.tuneSeconds}};
+  return j;
+}
+
 void compileCommand(CompileCmdOptions& o) {
-  if (o.target == "npu") return compileNpuModel(o.model, o.hw, o.output);  // cmd_compile_npu.cpp
+  if (o.target == "npu") {  // cmd_compile_npu.cpp
+    nlohmann::json j = compileNpuModel(o.model, o.hw, o.output, o.json);
+    if (o.json) fmt::print("{}\n", j.dump());
+    return;
+  }
   if (o.target != "cpu") throw UserError(fmt::format("tessel compile: unknown --target '{}' (known: cpu, npu)", o.target));
   if (o.emit != "so" && o.emit != "cpp") throw UserError(fmt::format("--emit={}: expected 'so' or 'cpp'", o.emit));
   auto start = std::chrono::steady_clock::now();
   int stage = 0;
   const int stages = (o.emit == "cpp" ? 3 : 4) + (o.compile.tune ? 1 : 0);
   o.compile.progress = [&](const std::string& msg) {
+    if (o.json) return;
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (msg.rfind("  ", 0) == 0) return fmt::print(stderr, "      {:5.1f} s{}\n", s, msg);  // detail of a stage
     fmt::print(stderr, "[{}/{}] {:5.1f} s  {}\n", std::min(++stage, stages), stages, s, msg);
@@ -101,7 +104,9 @@ void compileCommand(CompileCmdOptions& o) {
     report = cpu::compileSharedLibrary(*model, o.output, o.compile);
     what = o.output;
   }
-  printReport(report, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), what);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (o.json) fmt::print("{}\n", reportJson(report, o, seconds).dump());
+  else printReport(report, seconds, what);
 }
 
 }  // namespace
@@ -114,12 +119,14 @@ TESSEL_REGISTER_COMMAND(compile, 40, [](CLI::App& app) {
       "  tessel compile resnet18.onnx -o resnet18.so && tessel run resnet18.so --input input=x.npy\n"
       "  tessel compile model.onnx --emit=cpp -o model.cpp       (source + model.weights.bin)\n"
       "  tessel compile model.onnx --emit-app app/ && cmake -S app -B app/build && cmake --build app/build\n"
+      "  tessel compile model.onnx --target npu --hw default -o model.tnpu\n"
       "Exit status: 0 success, 2 bad input or unsupported model, 1 internal error.");
   o->model.addTo(cmd);
   cmd->add_option("-o,--output", o->output, "output file (default: MODEL's name with .so / .cpp)");
   cmd->add_option("--target", o->target, "target: cpu, or npu (writes a .tnpu; needs --hw)");
-  cmd->add_option("--hw", o->hw, "hardware configuration for --target npu (e.g. configs/default.json)");
-  cmd->add_option("--threads", o->threads, "default thread count of the compiled model (0: all cores)");
+  cmd->add_option("--hw", o->hw, "hardware configuration for --target npu: a file, or a name (default, tiny, ...)");
+  addThreadsOption(cmd, o->threads, "default thread count of the compiled model (default: all cores of the machine it "
+                   "runs on)", kMaxCompiledThreads);
   cmd->add_option("--emit", o->emit, "so (shared library, default) or cpp (generated source only)");
   cmd->add_option("--emit-app", o->emitApp, "write a standalone CMake project into DIR");
   cmd->add_option("--march", o->compile.march, "-march for the C++ compiler (default native)");
@@ -132,6 +139,7 @@ TESSEL_REGISTER_COMMAND(compile, 40, [](CLI::App& app) {
   cmd->add_flag("--tune", o->compile.tune, "choose each convolution's kernel by timing the candidates here");
   cmd->add_option("--tuning-file", o->compile.tuningFile,
                   "with --tune: save the kernel choices here; without: reuse the choices saved here");
+  cmd->add_flag("--json", o->json, "print one JSON object describing the result (keys: docs/cli.md) instead of text");
   cmd->callback([o]() { compileCommand(*o); });
 });
 

@@ -4,6 +4,7 @@
 
 #include "command.h"
 #include "npu_cli.h"
+#include "tessel/eval/runner.h"
 #include "tessel/ir/text.h"
 
 namespace tessel::cli {
@@ -16,7 +17,7 @@ struct DisasmOptions {
 };
 
 void disasmCommand(const DisasmOptions& o) {
-  npu::CompiledNpuModel m = loadNpuModel(o.path, o.hw);
+  npu::CompiledNpuModel m = eval::readNpuArtifact(o.path, o.hw);
   fmt::print("; {}: compiled for configuration '{}' (hash {})\n", o.path, m.config.name(), m.config.hashHex());
   for (const auto& in : m.inputs) fmt::print("; input  {}: {}[{}]\n", in.name, dtypeName(in.dtype), shapeToString(in.shape));
   for (const auto& out : m.outputs) fmt::print("; output {}: {}[{}]\n", out.name, dtypeName(out.dtype), shapeToString(out.shape));

@@ -15,7 +15,8 @@ struct IrOptions {
 };
 
 void irCommand(const IrOptions& o) {
-  auto model = o.model.load(o.noInference ? InferenceMode::Off : InferenceMode::Strict);
+  // The text IR keeps undefined dimensions as the model declares them.
+  auto model = o.model.load(o.noInference ? InferenceMode::Off : InferenceMode::Strict, {}, /*keepOpenDims=*/true);
   if (o.output.empty() || o.output == "-") {
     fmt::print("{}", printModelText(*model));  // every constant inline: complete, but long for big models
     return;

@@ -44,12 +44,13 @@ TESSEL_REGISTER_COMMAND(opt, 25, [](CLI::App& app) {
       "  tessel opt model.onnx --passes infer-shapes,dce -o out.tir\n"
       "  tessel opt model.tir --pipeline cpu --print-after=dce --verify-each\n"
       "  tessel opt --list-passes");
-  cmd->add_option("model", o->model.path, "model file (.onnx or .tir)");
-  cmd->add_option("--input-shape", o->model.inputShapes, "fix an input's shape, e.g. input:1x3x224x224 (repeatable)");
+  o->model.addTo(cmd, "model file (.onnx or .tir)", /*required=*/false);
   cmd->add_option("--passes", o->passes, "comma-separated passes to run, in order");
   cmd->add_option("--pipeline", o->pipeline, "a named pipeline (when --passes is not given)")->default_val("cleanup");
   cmd->add_option("-o,--output", o->output, "write the result as text IR (.tir) instead of printing it");
-  cmd->add_option("--print-after", o->debug.printAfter, "print the IR after this pass (repeatable)")->delimiter(',');
+  cmd->add_option("--print-after", o->debug.printAfter, "print the IR after this pass (repeatable)")
+      ->delimiter(',')
+      ->allow_extra_args(false);
   cmd->add_flag("--print-after-all", o->debug.printAfterAll, "print the IR after every pass");
   cmd->add_flag("--verify-each", o->debug.verifyEach, "verify the graph after every pass");
   cmd->add_option("--stop-after", o->debug.stopAfter, "stop the pipeline after this pass");

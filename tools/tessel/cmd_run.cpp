@@ -1,14 +1,12 @@
-// `tessel run`: runs a model on given or random inputs and writes each output as <dir>/<name>.npy.
+// `tessel run`: runs a model (on the interpreter), a compiled .so or a .tnpu on given or random inputs and
+// writes each output as <dir>/<name>.npy.
 #include <chrono>
-#include <filesystem>
 #include <fmt/format.h>
 
 #include "command.h"
 #include "common.h"
-#include "compiled_model_cli.h"
-#include "npu_cli.h"
-#include "tessel/frontend/tensor_io.h"
-#include "tessel/interp/interpreter.h"
+#include "tessel/eval/inputs.h"
+#include "tessel/eval/runner.h"
 
 namespace tessel::cli {
 namespace {
@@ -17,36 +15,32 @@ struct RunOptions {
   ModelOptions model;
   InputOptions inputs;
   std::string outputDir;
+  std::string hw;  ///< .tnpu: require this configuration
   bool quiet = false;
   int threads = 0;  ///< compiled models (.so) only
 };
 
 void runCommand(const RunOptions& o) {
-  if (!o.outputDir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(o.outputDir, ec);
-    if (ec || !std::filesystem::is_directory(o.outputDir))
-      throw UserError(fmt::format("cannot create output directory '{}': {}", o.outputDir, ec ? ec.message() : "not a directory"));
-  }
-  if (isNpuModelPath(o.model.path)) return runNpuModelCli(o.model.path, o.inputs, o.outputDir, o.quiet);  // cmd_compile_npu.cpp
-  if (isCompiledModelPath(o.model.path)) return runCompiledModel(o.model.path, o.inputs, o.outputDir, o.quiet, o.threads);
-  auto model = o.model.load(InferenceMode::Lenient);
-  const Graph& g = *model->graph;
-  auto inputs = o.inputs.resolve(g, o.quiet);
-  InterpreterOptions iopts;
-  iopts.seed = o.inputs.seed;
-  Interpreter interp(g, iopts);
+  o.model.refuseShapesOfCompiled();
+  const std::string kind = eval::artifactKind(o.model.path);
+  if (!o.outputDir.empty()) makeOutputDirectory(o.outputDir);
+  std::map<std::string, Tensor> given = o.inputs.readGiven();
+  eval::RunnerOptions ro;
+  if (kind == "model") ro.import = o.model.importOptions(InferenceMode::Lenient, eval::shapesOf(given));
+  ro.threads = o.threads;
+  ro.seed = o.inputs.seed;
+  ro.hwConfig = o.hw;
+  std::unique_ptr<eval::Runner> runner = eval::openArtifact(o.model.path, ro);
+  auto inputs = o.inputs.resolve(runner->signature(), std::move(given), o.quiet);
   auto start = std::chrono::steady_clock::now();
-  std::vector<Tensor> outputs = interp.run(inputs);
+  std::vector<Tensor> outputs = runner->run(inputs);
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const std::string& name = g.outputs()[i]->name();
-    if (!o.outputDir.empty()) writeNpy((std::filesystem::path(o.outputDir) / (fileNameFor(name) + ".npy")).string(), outputs[i]);
-    if (!o.quiet) fmt::print("output '{}': {}\n", name, outputs[i].summary());
-  }
-  if (!o.quiet)
-    fmt::print("ran {} node(s) with the reference interpreter in {:.1f} ms{}\n", g.numNodes(), ms,
-               o.outputDir.empty() ? "" : fmt::format("; outputs written to {}/", o.outputDir));
+  std::vector<std::string> names = runner->outputNames();
+  if (!o.outputDir.empty()) writeOutputFiles(o.outputDir, names, outputs);
+  if (o.quiet) return;
+  for (size_t i = 0; i < outputs.size(); ++i) fmt::print("output '{}': {}\n", names[i], outputs[i].summary());
+  fmt::print("{} in {:.1f} ms{}\n", runner->lastRunSummary(), ms,
+             o.outputDir.empty() ? "" : fmt::format("; outputs written to {}/", o.outputDir));
 }
 
 }  // namespace
@@ -58,12 +52,16 @@ TESSEL_REGISTER_COMMAND(run, 30, [](CLI::App& app) {
       "Examples:\n"
       "  tessel run model.onnx --input image=img.npy --output-dir out\n"
       "  tessel run model.onnx --input-shape input:1x3x224x224 --seed 1   (random input)\n"
-      "Exit status: 0 success, 2 bad input or unsupported model, 1 internal error.");
-  opts->model.addTo(cmd);
+      "  tessel run model.so --input inputs.npz     (compiled for the CPU; one array per input name)\n"
+      "  tessel run model.tnpu -o out               (compiled for the NPU, run on its simulator)\n"
+      "A model file runs on the reference interpreter; undefined input dimensions take the given input's size,\n"
+      "else 1 (with a note). Exit status: 0 success, 2 bad input or unsupported model, 1 internal error.");
+  opts->model.addTo(cmd, "model: .onnx or .tir (reference interpreter), .so (cpu), .tnpu (npu simulator)");
   opts->inputs.addTo(cmd);
   cmd->add_option("--output-dir,-o", opts->outputDir, "write each output as DIR/<output name>.npy");
   cmd->add_flag("--quiet,-q", opts->quiet, "print nothing on success");
-  cmd->add_option("--threads", opts->threads, "threads for a compiled model (.so; default: all cores)");
+  addThreadsOption(cmd, opts->threads, "threads for a compiled model (.so; default: all cores)");
+  cmd->add_option("--hw", opts->hw, "refuse a .tnpu unless it was compiled for this configuration");
   cmd->callback([opts]() { runCommand(*opts); });
 });
 

@@ -7,6 +7,7 @@
 
 #include "command.h"
 #include "common.h"
+#include "tessel/eval/runner.h"
 #include "tessel/hw/hardware_config.h"
 #include "tessel/targets/npu/model_file.h"
 #include "tessel/targets/npu/schedule_report.h"
@@ -48,7 +49,7 @@ void printGroups(const nlohmann::json& subgraphs) {
 }
 
 void schedCommand(const SchedCmdOptions& o) {
-  const hw::HardwareConfig config = hw::HardwareConfig::load(o.hw);
+  const hw::HardwareConfig config = hw::HardwareConfig::load(eval::findHardwareConfig(o.hw));
   if (!config.firstNpu()) throw UserError(fmt::format("configuration '{}' has no npu device", config.name()));
   auto model = o.model.load(InferenceMode::Strict);
   const auto inputs = o.inputs.resolve(*model->graph, true);
@@ -120,7 +121,7 @@ TESSEL_REGISTER_COMMAND(sched, 44, [](CLI::App& app) {
       "  tessel sched resnet18.onnx --hw configs/default.json --dump-deps deps.dot --deps-count 200\n"
       "Exit status: 0 success, 2 bad input, 1 internal error.");
   o->model.addTo(cmd);
-  cmd->add_option("--hw", o->hw, "hardware configuration with an npu device (e.g. configs/default.json)")->required();
+  cmd->add_option("--hw", o->hw, "hardware configuration with an npu device: a file or a name (default, tiny, ...)")->required();
   o->inputs.addTo(cmd);
   cmd->add_flag("--compare", o->compare, "compile and simulate the baselines too and report them side by side");
   cmd->add_flag("--json", o->json, "print one JSON object instead of text");

@@ -1,25 +1,32 @@
 // `tessel sim`: runs a compiled NPU model (.tnpu) and reports cycles, unit busy/stall, matrix utilisation,
-// DRAM traffic and peak SRAM per buffer against capacity (text or --json), with an optional Chrome trace.
-#include <filesystem>
+// DRAM traffic and peak SRAM per buffer against capacity (text or --json), with an optional Chrome trace and
+// a chart of unit activity and SRAM use over time.
+#include <algorithm>
+#include <cmath>
 #include <fmt/format.h>
 #include <fstream>
 #include <sstream>
 
 #include "command.h"
+#include "common.h"
 #include "npu_cli.h"
-#include "tessel/frontend/tensor_io.h"
+#include "plot.h"
+#include "tessel/eval/runner.h"
 
 namespace tessel::cli {
 namespace {
 
 struct SimCmdOptions {
-  std::string path, hw, trace, outputDir;
+  std::string path, hw, trace, outputDir, plot;
   InputOptions inputs;
   bool json = false;
 };
 
+/// Intervals of the --plot chart.
+constexpr size_t kPlotBins = 400;
+
 /// One Chrome trace for the whole run: each subgraph's trace shifted to start after the previous one.
-void writeTrace(const npu::CompiledNpuModel& model, const npu::NpuModelRun& run, const std::string& path) {
+nlohmann::json mergedTrace(const npu::CompiledNpuModel& model, const npu::NpuModelRun& run) {
   nlohmann::json events = nlohmann::json::array();
   double offsetUs = 0;
   for (const auto& s : run.subgraphs) {
@@ -32,13 +39,97 @@ void writeTrace(const npu::CompiledNpuModel& model, const npu::NpuModelRun& run,
     for (auto& e : doc["traceEvents"]) {
       if (e.contains("ts")) e["ts"] = e["ts"].get<double>() + offsetUs;
       if (e.contains("args") && e["args"].is_object() && e.value("ph", "") == "X") e["args"]["subgraph"] = s.name;
+      if (e.value("ph", "") == "M" && offsetUs > 0) continue;  // track names once
       events.push_back(e);
     }
     offsetUs += static_cast<double>(s.report.totalCycles) / s.report.clockMhz;
   }
+  return {{"traceEvents", events}, {"displayTimeUnit", "ns"}};
+}
+
+void writeTrace(const nlohmann::json& trace, const std::string& path) {
   std::ofstream f(path);
   if (!f) throw UserError(fmt::format("cannot write trace '{}'", path));
-  f << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ns"}}.dump() << "\n";
+  f << trace.dump() << "\n";
+  if (!f) throw UserError(fmt::format("cannot write trace '{}'", path));
+}
+
+/// Where one subgraph call of a run starts on the run's time line (calls run one after another).
+struct CallSpan {
+  const npu::LoweredSubgraph* lowered;
+  const npu::SimReport* report;
+  uint64_t offset;  ///< cycles before the call
+};
+
+std::vector<CallSpan> callSpans(const npu::CompiledNpuModel& model, const npu::NpuModelRun& run) {
+  std::vector<CallSpan> spans;
+  uint64_t offset = 0;
+  for (const auto& s : run.subgraphs) {
+    for (const auto& l : model.subgraphs)
+      if (l.name == s.name) spans.push_back({&l, &s.report, offset});
+    offset += s.report.totalCycles;
+  }
+  return spans;
+}
+
+/// Per unit, the busy fraction of each of `bins` intervals of `width` cycles (from the per-instruction timing).
+nlohmann::json unitBusy(const std::vector<CallSpan>& spans, double width, size_t bins) {
+  std::vector<std::vector<double>> busy(npu::kNumUnits, std::vector<double>(bins, 0.0));
+  for (const CallSpan& c : spans)
+    for (size_t i = 0; i < c.lowered->program.instructions.size() && i < c.report->timing.size(); ++i) {
+      std::vector<double>& b = busy[static_cast<size_t>(c.lowered->program.instructions[i].unit())];
+      double a = static_cast<double>(c.offset + c.report->timing[i].start);
+      double z = static_cast<double>(c.offset + c.report->timing[i].end);
+      for (size_t k = static_cast<size_t>(a / width); k < bins && static_cast<double>(k) * width < z; ++k)
+        b[k] += std::min(z, static_cast<double>(k + 1) * width) - std::max(a, static_cast<double>(k) * width);
+    }
+  nlohmann::json units = nlohmann::json::array();
+  for (size_t u = 0; u < npu::kNumUnits; ++u) {
+    for (double& v : busy[u]) v = std::clamp(v / width, 0.0, 1.0);
+    units.push_back({{"name", std::string(npu::unitName(static_cast<npu::Unit>(u)))}, {"busy", busy[u]}});
+  }
+  return units;
+}
+
+/// Per SRAM buffer, the peak live bytes within each interval (from the reports' SRAM usage steps).
+nlohmann::json sramUse(const std::vector<CallSpan>& spans, double width, size_t bins) {
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t buf = 0; buf < npu::kNumBuffers; ++buf) {
+    std::vector<double> peak(bins, 0.0);
+    uint64_t capacity = 0;
+    for (const CallSpan& c : spans) {
+      capacity = std::max(capacity, c.report->capacityBytes[buf]);
+      const auto& steps = c.report->sramUsage[buf];  // (cycle, live bytes from then on), in cycle order
+      for (size_t i = 0; i < steps.size(); ++i) {
+        double a = static_cast<double>(c.offset + steps[i].first);
+        double z = static_cast<double>(c.offset + (i + 1 < steps.size() ? steps[i + 1].first : c.report->totalCycles));
+        for (size_t k = static_cast<size_t>(a / width); k < bins && static_cast<double>(k) * width <= z; ++k)
+          peak[k] = std::max(peak[k], static_cast<double>(steps[i].second));
+      }
+    }
+    out.push_back({{"name", std::string(npu::bufferName(static_cast<npu::Buffer>(buf)))}, {"capacity", capacity},
+                   {"bytes", peak}});
+  }
+  return out;
+}
+
+/// The --plot chart's data (tessel_plot.py npu-timeline), in cycles.
+nlohmann::json timelineChart(const npu::CompiledNpuModel& model, const npu::NpuModelRun& run,
+                             const nlohmann::json& summary, const std::string& path) {
+  std::vector<CallSpan> spans = callSpans(model, run);
+  const double total = std::max<double>(1.0, static_cast<double>(summary["cycles"].get<uint64_t>()));
+  const double width = total / static_cast<double>(kPlotBins);
+  std::vector<double> edges;
+  for (size_t k = 0; k <= kPlotBins; ++k) edges.push_back(static_cast<double>(k) * width);
+  nlohmann::json calls = nlohmann::json::array();
+  for (const CallSpan& c : spans) calls.push_back({{"name", c.lowered->name}, {"start", c.offset}});
+  return {{"title", fmt::format("{}: {} cycles in {} NPU call(s); matrix-unit utilisation {:.1f}%", path,
+                                summary["cycles"].get<uint64_t>(), run.subgraphs.size(),
+                                100 * summary["mm_utilization"].get<double>())},
+          {"bin_edges", edges},
+          {"units", unitBusy(spans, width, kPlotBins)},
+          {"sram", sramUse(spans, width, kPlotBins)},
+          {"calls", calls}};
 }
 
 void printText(const nlohmann::json& j) {
@@ -61,20 +152,27 @@ void printText(const nlohmann::json& j) {
 
 void simCommand(const SimCmdOptions& o) {
   if (!isNpuModelPath(o.path)) throw UserError(fmt::format("tessel sim: '{}' is not a compiled NPU model (.tnpu)", o.path));
-  npu::CompiledNpuModel model = loadNpuModel(o.path, o.hw);
-  auto tensors = npuModelInputs(model, o.inputs, true);
+  if (!o.plot.empty()) checkPictureOutput("--plot", o.plot);
+  if (!o.outputDir.empty()) makeOutputDirectory(o.outputDir);
+  npu::CompiledNpuModel model = eval::readNpuArtifact(o.path, o.hw);
+  auto tensors = o.inputs.resolve(*eval::inputSignature(model.inputs), true);
   npu::NpuModelRun run = npu::runNpuModel(model, tensors);
   nlohmann::json summary = npu::runSummaryJson(model, run);
   if (!o.outputDir.empty()) {
-    std::filesystem::create_directories(o.outputDir);
-    for (size_t i = 0; i < run.outputs.size(); ++i)
-      writeNpy((std::filesystem::path(o.outputDir) / (fileNameFor(model.outputs[i].name) + ".npy")).string(), run.outputs[i]);
+    std::vector<std::string> names;
+    for (const auto& out : model.outputs) names.push_back(out.name);
+    writeOutputFiles(o.outputDir, names, run.outputs);
+  }
+  if (!o.trace.empty()) writeTrace(mergedTrace(model, run), o.trace);
+  if (!o.plot.empty()) {
+    if (run.subgraphs.empty())
+      throw UserError(fmt::format("--plot: nothing of '{}' runs on the NPU (all nodes are on the CPU)", o.path));
+    drawChart("npu-timeline", timelineChart(model, run, summary, o.path), o.plot);
   }
   if (o.json)
     fmt::print("{}\n", summary.dump());
   else
     printText(summary);
-  if (!o.trace.empty()) writeTrace(model, run, o.trace);
 }
 
 }  // namespace
@@ -86,13 +184,18 @@ TESSEL_REGISTER_COMMAND(sim, 45, [](CLI::App& app) {
       "Examples:\n"
       "  tessel sim resnet18.tnpu\n"
       "  tessel sim resnet18.tnpu --json --trace trace.json   (open the trace in ui.perfetto.dev)\n"
+      "  tessel sim resnet18.tnpu --plot timeline.svg         (unit activity and SRAM use over time)\n"
       "Exit status: 0 success, 2 bad input, 1 internal error.");
   cmd->add_option("model", o->path, "compiled NPU model (.tnpu)")->required();
-  cmd->add_option("--hw", o->hw, "refuse the file unless it was compiled for this configuration");
+  cmd->add_option("--hw", o->hw, "refuse the file unless it was compiled for this configuration (file or name)");
   o->inputs.addTo(cmd);
   cmd->add_option("--output-dir,-o", o->outputDir, "also write each output as DIR/<output name>.npy");
   cmd->add_flag("--json", o->json, "print one JSON object instead of text");
   cmd->add_option("--trace", o->trace, "write a Chrome/Perfetto trace (one track per unit, SRAM counters)");
+  cmd->add_option("--plot", o->plot,
+                  "draw each unit's busy fraction and each SRAM buffer's live bytes over time (.svg, .png or .pdf; "
+                  "needs matplotlib)")
+      ->type_name("FILE");
   cmd->callback([o]() { simCommand(*o); });
 });
 

@@ -1,89 +1,133 @@
-// Shared CLI helpers: model options, input resolution, random inputs, number formatting.
+// Shared CLI helpers: model options, input resolution, --threads, output files, number formatting.
 #include "common.h"
 
+#include <filesystem>
 #include <fmt/format.h>
-#include <cstring>
-#include <random>
+#include <set>
 
+#include "tessel/eval/inputs.h"
+#include "tessel/eval/runner.h"
 #include "tessel/frontend/tensor_io.h"
+#include "tessel/rt/cpu.h"
 
 namespace tessel::cli {
 
-void ModelOptions::addTo(CLI::App* cmd, const std::string& modelHelp) {
-  cmd->add_option("model", path, modelHelp)->required();
-  cmd->add_option("--input-shape", inputShapes,
-                  "fix an input's shape, e.g. --input-shape input:1x3x224x224 (repeatable)");
+void printNote(const std::string& message) {
+  static std::set<std::string> printed;  // a model loaded twice (compare --target) says it once
+  if (printed.insert(message).second) fmt::print(stderr, "note: {}\n", message);
+}
+
+CLI::Option* addRepeatable(CLI::App* cmd, const std::string& name, std::vector<std::string>& values,
+                           const std::string& help) {
+  return cmd->add_option(name, values, help)->allow_extra_args(false);
+}
+
+void ModelOptions::addTo(CLI::App* cmd, const std::string& modelHelp, bool required) {
+  CLI::Option* model = cmd->add_option("model", path, modelHelp);
+  if (required) model->required();
+  addRepeatable(cmd, "--input-shape", inputShapes,
+                "fix an input's shape, e.g. --input-shape input:1x3x224x224 (repeatable; undefined dimensions are "
+                "otherwise 1)");
+}
+
+void ModelOptions::refuseShapesOfCompiled() const {
+  std::string kind = eval::artifactKind(path);
+  if (!inputShapes.empty() && (kind == "cpu" || kind == "npu"))
+    throw UserError(fmt::format("--input-shape applies to model files (.onnx, .tir); '{}' was compiled for fixed "
+                                "input shapes (compile it with --input-shape instead)", path));
 }
 
 std::map<std::string, Shape> ModelOptions::shapeOverrides() const {
   std::map<std::string, Shape> out;
-  for (const auto& spec : inputShapes) out.insert(parseInputShapeSpec(spec));
+  for (const auto& spec : inputShapes) {
+    auto [name, shape] = parseInputShapeSpec(spec);
+    if (!out.emplace(name, shape).second)
+      throw UserError(fmt::format("--input-shape '{}' is given twice ({} and {}); give each input once", name,
+                                  fmt::join(out[name], "x"), fmt::join(shape, "x")));
+  }
   return out;
 }
 
-std::unique_ptr<Model> ModelOptions::load(InferenceMode mode) const {
+ImportOptions ModelOptions::importOptions(InferenceMode mode, const std::map<std::string, Shape>& given,
+                                          bool keepOpenDims) const {
   ImportOptions opts;
   opts.inputShapes = shapeOverrides();
+  opts.givenInputShapes = given;
+  if (!keepOpenDims) opts.defaultDimValue = 1;
+  opts.note = printNote;
   opts.inference = mode;
-  return loadModel(path, opts);
+  return opts;
+}
+
+std::unique_ptr<Model> ModelOptions::load(InferenceMode mode, const std::map<std::string, Shape>& given,
+                                          bool keepOpenDims) const {
+  return loadModel(path, importOptions(mode, given, keepOpenDims));
 }
 
 void InputOptions::addTo(CLI::App* cmd) {
-  cmd->add_option("--input", inputs,
-                  "input tensor NAME=FILE (.npy or ONNX TensorProto .pb); repeatable. Inputs not given are "
-                  "random (seeded by --seed)");
+  addRepeatable(cmd, "--input", inputs,
+                "input tensor NAME=FILE (.npy, .npz or ONNX TensorProto .pb), or FILE.npz with one array per input "
+                "name; repeatable. Inputs not given are random (seeded by --seed)");
   cmd->add_option("--seed", seed, "seed for random inputs and random operators")->default_val(0);
 }
 
-Tensor randomInput(const Value& input, uint64_t seed) {
-  if (!input.type.isStatic())
-    throw UserError(fmt::format("input '{}' has shape {}, which is not fully known: give it with --input {}=FILE or "
-                                "fix it with --input-shape {}:DIMS",
-                                input.name(), input.type.toString(), input.name(), input.name()));
-  std::mt19937_64 rng(seed ^ std::hash<std::string>{}(input.name()));
-  Tensor t(input.type.dtype, input.type.staticShape());
-  if (t.dtype() == DType::String) {
-    for (int64_t i = 0; i < t.numel(); ++i) t.data<std::string>()[i] = fmt::format("s{}", rng() % 100);
-    return t;
-  }
-  if (t.dtype() == DType::Complex64 || t.dtype() == DType::Complex128)
-    throw UserError(fmt::format("input '{}': give complex inputs with --input", input.name()));
-  dispatchNumeric(t.dtype(), "random input", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    T* d = t.data<T>();
-    std::uniform_real_distribution<double> uni(-1.0, 1.0);
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      if constexpr (std::is_same_v<T, bool>) d[i] = (rng() & 1) != 0;
-      else if constexpr (std::is_integral_v<T>) d[i] = static_cast<T>(rng() % 10);
-      else d[i] = T(static_cast<compute_t<T>>(uni(rng)));
-    }
-  });
-  return t;
-}
-
-std::map<std::string, Tensor> InputOptions::resolve(const Graph& graph, bool quiet) const {
+std::map<std::string, Tensor> InputOptions::readGiven() const {
   std::map<std::string, Tensor> out;
+  auto add = [&](const std::string& name, Tensor t) {
+    if (!out.emplace(name, std::move(t)).second) throw UserError(fmt::format("--input '{}' is given twice", name));
+  };
   for (const auto& spec : inputs) {
     auto eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
-      throw UserError(fmt::format("bad --input '{}': expected NAME=FILE, e.g. --input image=digits.npy", spec));
-    std::string name = spec.substr(0, eq);
-    if (out.count(name)) throw UserError(fmt::format("--input '{}' is given twice", name));
-    Tensor t = readTensorFile(spec.substr(eq + 1));
-    // bfloat16 travels as uint16 bit patterns in .npy/.pb test data (numpy has no bfloat16).
-    if (Value* v = graph.findValue(name); v && v->type.dtype == DType::BFloat16 && t.dtype() == DType::UInt16) {
-      Tensor bf(DType::BFloat16, t.shape());
-      std::memcpy(bf.rawData(), t.rawData(), t.nbytes());
-      t = bf;
+    if (eq == std::string::npos && std::filesystem::path(spec).extension() == ".npz") {
+      for (auto& [name, t] : readNpz(spec)) add(name, std::move(t));
+      continue;
     }
-    out[name] = t;
-  }
-  for (Value* in : graph.inputs()) {
-    if (out.count(in->name()) || in->isConstant()) continue;
-    out[in->name()] = randomInput(*in, seed);
-    if (!quiet) fmt::print(stderr, "note: input '{}' not given; using random {} (seed {})\n", in->name(), in->type.toString(), seed);
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+      throw UserError(fmt::format("bad --input '{}': expected NAME=FILE (e.g. --input image=digits.npy) or FILE.npz",
+                                  spec));
+    std::string name = spec.substr(0, eq);
+    add(name, readTensorFile(spec.substr(eq + 1), name));
   }
   return out;
+}
+
+std::map<std::string, Tensor> InputOptions::resolve(const Graph& signature, std::map<std::string, Tensor> given,
+                                                    bool quiet) const {
+  return eval::completeInputs(signature, std::move(given), seed,
+                              quiet ? std::function<void(const std::string&)>() : printNote);
+}
+
+void addThreadsOption(CLI::App* cmd, int& threads, const std::string& help, int max) {
+  const int limit = max > 0 ? max : rt::hardware_thread_count();
+  const bool here = max <= 0;
+  cmd->add_option("--threads", threads, help)
+      ->check(CLI::Validator(
+          [limit, here](std::string& text) -> std::string {
+            size_t used = 0;
+            long v = -1;
+            try {
+              v = std::stol(text, &used);
+            } catch (const std::exception&) {
+              used = 0;
+            }
+            if (used == text.size() && v >= 1 && v <= limit) return "";
+            return fmt::format("expected a whole number from 1 to {}{}, got '{}'{}", limit,
+                               here ? " (the hardware threads of this machine)" : "", text,
+                               here ? "; leave --threads out to use all of them" : "");
+          },
+          "1..N"));
+}
+
+void makeOutputDirectory(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir))
+    throw UserError(fmt::format("cannot create output directory '{}': {}", dir, ec ? ec.message() : "not a directory"));
+}
+
+void writeOutputFiles(const std::string& dir, const std::vector<std::string>& names, const std::vector<Tensor>& outputs) {
+  for (size_t i = 0; i < outputs.size() && i < names.size(); ++i)
+    writeNpy((std::filesystem::path(dir) / (fileNameFor(names[i]) + ".npy")).string(), outputs[i]);
 }
 
 std::string fileNameFor(const std::string& valueName) {

@@ -3,13 +3,17 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "command.h"
+#include "tessel/support/data_paths.h"
 #include "tessel/support/error.h"
 
 namespace tessel::cli {
+std::string versionText();  // generated at build time (cmake/tessel_version.cmake)
+
 std::vector<CommandRegistration>& commandRegistry() {
   static std::vector<CommandRegistration> registry;
   return registry;
@@ -23,7 +27,10 @@ int main(int argc, char** argv) {
       "Run `tessel <command> --help` for a command's options."};
   app.name("tessel");
   app.require_subcommand(1);
-  app.set_version_flag("--version", "tessel 0.1.0");
+  // Where this tessel reads its runtime sources, configurations and plotting script (an installed prefix or the
+  // source tree it was built from).
+  app.set_version_flag("--version", tessel::cli::versionText() + "\ndata: " +
+                                        std::filesystem::path(tessel::dataPaths().runtimeDir).parent_path().string());
   auto& registry = tessel::cli::commandRegistry();
   std::sort(registry.begin(), registry.end(), [](const auto& a, const auto& b) { return a.order < b.order; });
   for (const auto& cmd : registry) cmd.setup(app);
@@ -48,6 +55,8 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const CLI::RuntimeError& e) {  // a command's own exit status (compare: 1 on a mismatch)
+    return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "tessel: error: %s\nRun with --help for usage.\n", e.what());
     return 2;

@@ -1,7 +1,9 @@
 // ONNX import (S4.1): ModelProto -> Tessel Model, with opset upgrades, overrides and shape inference.
 #pragma once
 
+#include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 
@@ -19,6 +21,14 @@ enum class InferenceMode {
 struct ImportOptions {
   /// Overrides of input shapes (`--input-shape name:1x3x224x224`), applied before inference.
   std::map<std::string, Shape> inputShapes;
+  /// Shapes of input tensors the caller already has (`tessel run --input x=x.npy`): each fixes the shape of
+  /// an input the model leaves not fully known and no override names, when the ranks agree (any other
+  /// mismatch is left to the input check, which names the input).
+  std::map<std::string, Shape> givenInputShapes;
+  /// When set, every input dimension still symbolic or unknown after the two maps above is fixed to this
+  /// value (trtexec's rule for undefined dimensions), and `note` is told once per input it changed.
+  std::optional<int64_t> defaultDimValue;
+  std::function<void(const std::string&)> note;
   InferenceMode inference = InferenceMode::Strict;
 };
 
@@ -36,6 +46,8 @@ std::unique_ptr<Model> importOnnxBytes(const std::string& bytes, const std::stri
 
 /// Applies `--input-shape` overrides to a graph's inputs (UserError for unknown names or bad ranks).
 void applyInputShapes(Graph& graph, const std::map<std::string, Shape>& shapes);
+/// Applies `givenInputShapes` and `defaultDimValue` of `options` to a graph's inputs (after applyInputShapes).
+void fixOpenInputDims(Graph& graph, const ImportOptions& options);
 /// Runs shape inference per `mode` (Lenient: print a warning and keep going on a UserError).
 void inferShapesWithMode(Graph& graph, InferenceMode mode);
 /// Parses "name:1x3x224x224" (UserError with the expected form otherwise).

@@ -22,6 +22,7 @@
 #include "plan.h"
 #include "tessel/ir/text.h"
 #include "tessel/passes/pass.h"
+#include "tessel/support/data_paths.h"
 #include "tessel/support/error.h"
 #include "tessel/targets/cpu/tuner.h"
 
@@ -108,7 +109,16 @@ fs::path cacheRoot() {
   return fs::temp_directory_path() / "tessel-cache";
 }
 
-fs::path runtimeDir() { return fs::path(TESSEL_SOURCE_DIR) / "runtime"; }
+fs::path runtimeDir() { return dataPaths().runtimeDir; }
+
+/// Creates a cache directory; a directory that cannot be made is the user's environment, not a bug.
+void makeCacheDirectory(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir) || access(dir.c_str(), W_OK) != 0)
+    throw UserError(fmt::format("cannot use the cache directory '{}': {}; point TESSEL_CACHE_DIR at a writable "
+                                "directory", dir.string(), ec ? ec.message() : "not a writable directory"));
+}
 
 /// Builds (or finds cached) a PIC static library of the runtime for this compiler and flags. Objects
 /// are cached one per source (keyed by the source, every header and the flags), so an edit to one
@@ -116,18 +126,20 @@ fs::path runtimeDir() { return fs::path(TESSEL_SOURCE_DIR) / "runtime"; }
 fs::path ensureRuntimeLibrary(const CompileOptions& o) {
   std::string cxx = compilerOf(o), version;
   runCommand(shellQuote(cxx) + " --version", version, {}, "");
-  std::vector<fs::path> sources;
-  uint64_t headers = fnv1a(version + cxxFlags(o));
+  std::vector<fs::path> sources, headerFiles;
   for (const auto& e : fs::recursive_directory_iterator(runtimeDir())) {
     if (!e.is_regular_file()) continue;
     // runtime/tools holds programs built against the library (the conv tuner), not part of it.
     if (*e.path().lexically_relative(runtimeDir()).begin() == "tools") continue;
-    if (e.path().extension() == ".cpp") sources.push_back(e.path());
-    else headers = fnv1a(e.path().string() + readFile(e.path()), headers);
+    (e.path().extension() == ".cpp" ? sources : headerFiles).push_back(e.path());
   }
   std::sort(sources.begin(), sources.end());
+  std::sort(headerFiles.begin(), headerFiles.end());
+  // Keyed by paths inside the runtime, in sorted order, so a build tree and an installed copy share the cache.
+  uint64_t headers = fnv1a(version + cxxFlags(o));
+  for (const fs::path& h : headerFiles) headers = fnv1a(h.lexically_relative(runtimeDir()).string() + readFile(h), headers);
   fs::path objDir = cacheRoot() / "runtime-objects";
-  fs::create_directories(objDir);
+  makeCacheDirectory(objDir);
   uint64_t libKey = headers;
   std::vector<fs::path> objects;
   std::string missing;
@@ -237,16 +249,40 @@ void tuneConvKernels(const Graph& graph, const CompileOptions& o, std::map<std::
                           "the untuned ones", report.tuneSeconds, t.vectorLanes, report.tunedChanged, jobs.size()));
 }
 
-/// Fails early (before the long compile) when outPath cannot be written.
+/// Fails early (before the long compile) when outPath cannot be written: creates (and removes) a file
+/// next to it, which also catches directories where access() says yes but files cannot be made (/proc).
 void checkWritable(const fs::path& outPath) {
   fs::path parent = outPath.parent_path().empty() ? fs::path(".") : outPath.parent_path();
   if (!fs::is_directory(parent))
     throw UserError(fmt::format("cannot write '{}': directory '{}' does not exist", outPath.string(), parent.string()));
-  if (access(parent.c_str(), W_OK) != 0 || (fs::exists(outPath) && access(outPath.c_str(), W_OK) != 0))
+  if (fs::is_directory(outPath)) throw UserError(fmt::format("cannot write '{}': it is a directory", outPath.string()));
+  if (fs::exists(outPath) && access(outPath.c_str(), W_OK) != 0)
     throw UserError(fmt::format("cannot write '{}': permission denied", outPath.string()));
+  fs::path probe = outPath.string() + fmt::format(".probe{}", getpid());
+  {
+    std::ofstream f(probe, std::ios::binary);
+    if (!f) throw UserError(fmt::format("cannot write '{}': {}", outPath.string(), std::strerror(errno)));
+  }
+  std::error_code ec;
+  fs::remove(probe, ec);
 }
 
-std::string abiHeader() { return readFile(fs::path(TESSEL_SOURCE_DIR) / "include/tessel/targets/cpu/abi.h"); }
+/// Moves `from` to `to` atomically: renamed when on the same file system, else copied next to `to` first.
+void placeFile(const fs::path& from, const fs::path& to) {
+  std::error_code ec;
+  fs::rename(from, to, ec);
+  if (!ec) return;
+  fs::path tmp = to.string() + fmt::format(".tmp{}", getpid());
+  fs::copy_file(from, tmp, fs::copy_options::overwrite_existing, ec);
+  if (!ec) fs::rename(tmp, to, ec);
+  if (ec) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    throw UserError(fmt::format("cannot write '{}': {}", to.string(), ec.message()));
+  }
+}
+
+std::string abiHeader() { return readFile(dataPaths().abiHeader); }
 
 }  // namespace
 
@@ -319,18 +355,8 @@ GeneratedModel generateModel(const Model& model, const CompileOptions& options, 
   std::map<std::string, std::string> choices;
   // The tuning file is tied to the model by a hash of its printed graph (structure, shapes, attributes).
   std::string modelKey = fmt::format("{:016x}", fnv1a(printGraphText(*model.graph)));
-  if (!options.tuningFile.empty() && !options.tune) {
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(readFile(options.tuningFile));
-    } catch (const nlohmann::json::exception& e) {
-      throw UserError(fmt::format("tuning file '{}' is not valid JSON: {}", options.tuningFile, e.what()));
-    }
-    if (j.value("model", "") != modelKey)
-      throw UserError(fmt::format("tuning file '{}' was written for another model (model key {}, this model {})",
-                                  options.tuningFile, j.value("model", "?"), modelKey));
-    choices = j.at("conv_kernels").get<std::map<std::string, std::string>>();
-  }
+  if (!options.tuningFile.empty() && !options.tune)
+    choices = parseTuningFile(readFile(options.tuningFile), options.tuningFile, modelKey);
   CompileReport tuning;
   nlohmann::json saved = nlohmann::json::object();
   if (options.tune) tuneConvKernels(*model.graph, options, choices, tuning, saved);
@@ -383,25 +409,29 @@ CompileReport compileSharedLibrary(const Model& model, const std::string& outPat
   writeFile(work / "model.cpp", g.source);
   writeFile(work / "model.weights.bin", g.weights);
   writeFile(work / "tessel_model_abi.h", abiHeader());
-  fs::path tmpOut = fs::path(outPath).string() + fmt::format(".tmp{}", getpid());
+  // The library is linked inside the work directory, so a failure of the C++ compiler is about the generated
+  // code and a failure to place the result is about outPath.
+  fs::path linked = work / "model.so";
   std::string cmd = fmt::format("cd {} && {} {} -I{} -I. -Wa,-I{} -shared -o {} model.cpp {} -pthread "
                                 "-Wl,--exclude-libs,ALL",
                                 shellQuote(work.string()), shellQuote(compilerOf(options)), cxxFlags(options),
                                 shellQuote((runtimeDir() / "include").string()), shellQuote(work.string()),
-                                shellQuote(fs::absolute(tmpOut).string()), shellQuote(runtimeLib.string()));
+                                shellQuote(linked.string()), shellQuote(runtimeLib.string()));
   progress(options, fmt::format("compiling {} kernel calls with {}", g.report.steps, compilerOf(options)));
   auto start = std::chrono::steady_clock::now();
   std::string out;
   int rc = runCommand(cmd, out, options, "C++ compiler");
   g.report.cxxSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::error_code ec;
-  if (rc != 0) {
-    fs::remove(tmpOut, ec);
+  if (rc != 0)
     throw UserError(fmt::format("the C++ compiler failed on the generated code (kept in {}):\n{}", work.string(),
                                 tail(out)));
+  std::error_code ec;
+  try {
+    placeFile(linked, outPath);
+  } catch (const UserError&) {
+    fs::remove_all(work, ec);
+    throw;
   }
-  fs::rename(tmpOut, outPath, ec);
-  if (ec) throw UserError(fmt::format("cannot write '{}': {}", outPath, ec.message()));
   fs::remove_all(work, ec);
   return g.report;
 }

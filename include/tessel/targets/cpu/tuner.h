@@ -2,6 +2,7 @@
 // candidate kernels with the runtime compiled for the model's --march (not the one inside `tessel`).
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,12 @@ inline const std::string kTunedKernelOption = "select-kernels.tuned.";
 /// (src/targets/cpu/lower_conv_gemm.cpp), each with the kernel select-kernels recorded (`untuned`) and
 /// the candidates: every applicable NCHW kernel, AVX-512 ones only when `avx512` (the target has it).
 std::vector<ConvTuneJob> convTuneJobs(const Graph& graph, bool avx512);
+
+/// The conv kernel choices of a tuning file's text (geometry key -> kernel name). UserError naming `origin`
+/// when it is not JSON, was written for a model other than `modelKey`, or names a geometry or kernel that
+/// does not exist (src/targets/cpu/tuning_file.cpp).
+std::map<std::string, std::string> parseTuningFile(const std::string& text, const std::string& origin,
+                                                   const std::string& modelKey);
 
 /// What the tuner measured.
 struct ConvTimings {

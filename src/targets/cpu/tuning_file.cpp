@@ -1,0 +1,73 @@
+// The tuning file of `tessel compile --tune --tuning-file F`: read back and validated before a compile uses it.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tessel/rt/conv.h"
+#include "tessel/support/error.h"
+#include "tessel/targets/cpu/tuner.h"
+
+namespace tessel::cpu {
+namespace {
+
+/// The NCHW kernels a tuning file may name (what --tune chooses from).
+std::string knownKernelNames() {
+  std::vector<std::string> names;
+  for (const rt::Conv2dKernel& k : rt::conv2d_kernels())
+    if (k.layout == rt::ConvLayout::NCHW) names.push_back(k.name);
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+/// A geometry key is the 16 non-negative integers of convGeometryKey.
+bool isGeometryKey(const std::string& key) {
+  std::istringstream in(key);
+  int fields = 0;
+  std::string part;
+  while (in >> part) {
+    if (part.find_first_not_of("0123456789") != std::string::npos || part.size() > 12) return false;
+    ++fields;
+  }
+  return fields == 16;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> parseTuningFile(const std::string& text, const std::string& origin,
+                                                   const std::string& modelKey) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw UserError(fmt::format("tuning file '{}' is not valid JSON: {}", origin, e.what()));
+  }
+  if (!j.is_object()) throw UserError(fmt::format("tuning file '{}': expected a JSON object", origin));
+  const auto model = j.find("model");
+  if (model == j.end() || !model->is_string())
+    throw UserError(fmt::format("tuning file '{}': no \"model\" key (a string written by --tune)", origin));
+  if (model->get<std::string>() != modelKey)
+    throw UserError(fmt::format("tuning file '{}' was written for another model (model key {}, this model {})", origin,
+                                model->get<std::string>(), modelKey));
+  const auto kernels = j.find("conv_kernels");
+  if (kernels == j.end() || !kernels->is_object())
+    throw UserError(fmt::format("tuning file '{}': \"conv_kernels\" must be an object of conv geometry -> kernel name",
+                                origin));
+  std::map<std::string, std::string> choices;
+  for (const auto& [key, value] : kernels->items()) {
+    if (!isGeometryKey(key))
+      throw UserError(fmt::format("tuning file '{}': conv_kernels key '{}' is not a conv geometry (16 integers)", origin,
+                                  key));
+    if (!value.is_string())
+      throw UserError(fmt::format("tuning file '{}': conv_kernels['{}'] must be a kernel name, is {}", origin, key,
+                                  value.dump()));
+    const std::string name = value.get<std::string>();
+    const rt::Conv2dKernel* k = rt::find_conv2d_kernel(name.c_str());
+    if (k == nullptr || k->layout != rt::ConvLayout::NCHW)
+      throw UserError(fmt::format("tuning file '{}': conv_kernels['{}'] names kernel '{}', which is not an NCHW "
+                                  "convolution kernel of this Tessel (known: {})",
+                                  origin, key, name, knownKernelNames()));
+    choices[key] = name;
+  }
+  return choices;
+}
+
+}  // namespace tessel::cpu

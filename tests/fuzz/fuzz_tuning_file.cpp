@@ -1,0 +1,30 @@
+// libFuzzer target for tuning files (tessel compile --tuning-file): any text either yields kernel choices that all
+// name NCHW convolution kernels of the runtime, or is a UserError; anything else is a bug.
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "tessel/rt/conv.h"
+#include "tessel/support/error.h"
+#include "tessel/targets/cpu/tuner.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string text(reinterpret_cast<const char*>(data), size);
+  std::map<std::string, std::string> choices;
+  try {
+    // The corpus files carry this model key, so mutations get past the model check to the choices.
+    choices = tessel::cpu::parseTuningFile(text, "fuzz.json", "00112233445566ff");
+  } catch (const tessel::UserError&) {
+    return 0;
+  }
+  for (const auto& [geometry, kernel] : choices) {
+    const tessel::rt::Conv2dKernel* k = tessel::rt::find_conv2d_kernel(kernel.c_str());
+    if (k == nullptr || k->layout != tessel::rt::ConvLayout::NCHW) {
+      std::fprintf(stderr, "accepted kernel '%s' for '%s', which is not an NCHW kernel\n", kernel.c_str(), geometry.c_str());
+      std::abort();
+    }
+  }
+  return 0;
+}
