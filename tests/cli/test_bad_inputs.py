@@ -154,7 +154,7 @@ def cases(j):
     add("tuning file for another model", ["compile", relu, "-o", j("c4.so"), "--tuning-file", j("tuning.json")], 2,
         "written for another model")
     add("unknown hardware configuration", ["partition", relu, "--hw", "frobnicate"], 2, "'frobnicate'",
-        "default, no-grouped-conv, tiny")
+        "default, edge, no-grouped-conv, tiny")
     add("--plot to a non-picture", ["bench", so, "--plot", j("x.txt")], 2, "--plot", ".svg, .png or .pdf")
     add("--render into a missing directory", ["partition", relu, "--hw", "default", "--render", j("no/dir/x.svg")], 2,
         "directory", "does not exist")
