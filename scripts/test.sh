@@ -78,6 +78,7 @@ stage_cli() {
   $py "$repo/tests/cli/test_bench_profile.py" --tessel "$build/tessel" || rc=1
   $py "$repo/tests/cli/test_compare.py" --tessel "$build/tessel" || rc=1
   $py "$repo/tests/cli/test_plots.py" --tessel "$build/tessel" || rc=1
+  $py "$repo/tests/cli/test_sched.py" --tessel "$build/tessel" || rc=1
   bash "$repo/tests/cli/test_install.sh" "$build" || rc=1
   return $rc
 }
@@ -117,6 +118,9 @@ stage_npu() {
   TESSEL_NPU_CONFIGS="default tiny" bash "$repo/scripts/check-npu-models.sh" "$build/tessel" \
     "$build/models" "$build/npu-models" || rc=1
   TESSEL_NPU_MODELS="squeezenet1_1 mobilenet_v2" TESSEL_NPU_CONFIGS="no-grouped-conv" \
+    bash "$repo/scripts/check-npu-models.sh" "$build/tessel" "$build/models" "$build/npu-models" || rc=1
+  # edge: the configuration where tile fusion keeps intermediates on chip (fused row tiles, halo copies).
+  TESSEL_NPU_MODELS="resnet18 squeezenet1_1" TESSEL_NPU_CONFIGS="edge" \
     bash "$repo/scripts/check-npu-models.sh" "$build/tessel" "$build/models" "$build/npu-models" || rc=1
   return $rc
 }

@@ -17,6 +17,7 @@ struct CompileCmdOptions {
   std::string output;
   std::string target = "cpu";
   std::string hw;  ///< --target npu: hardware configuration
+  NpuScheduleFlags npu;  ///< --target npu: schedule overrides
   std::string emit = "so";
   std::string emitApp;
   int threads = 0;
@@ -69,11 +70,13 @@ nlohmann::json reportJson(const cpu::CompileReport& r, const CompileCmdOptions& 
 
 void compileCommand(CompileCmdOptions& o) {
   if (o.target == "npu") {  // cmd_compile_npu.cpp
-    nlohmann::json j = compileNpuModel(o.model, o.hw, o.output, o.json);
+    nlohmann::json j = compileNpuModel(o.model, o.hw, o.output, o.json, o.npu);
     if (o.json) fmt::print("{}\n", j.dump());
     return;
   }
   if (o.target != "cpu") throw UserError(fmt::format("tessel compile: unknown --target '{}' (known: cpu, npu)", o.target));
+  if (!o.npu.strategy.empty() || o.npu.window >= 0)
+    throw UserError("--npu-strategy and --npu-window apply to --target npu only");
   if (o.emit != "so" && o.emit != "cpp") throw UserError(fmt::format("--emit={}: expected 'so' or 'cpp'", o.emit));
   auto start = std::chrono::steady_clock::now();
   int stage = 0;
@@ -125,6 +128,13 @@ TESSEL_REGISTER_COMMAND(compile, 40, [](CLI::App& app) {
   cmd->add_option("-o,--output", o->output, "output file (default: MODEL's name with .so / .cpp)");
   cmd->add_option("--target", o->target, "target: cpu, or npu (writes a .tnpu; needs --hw)");
   cmd->add_option("--hw", o->hw, "hardware configuration for --target npu: a file, or a name (default, tiny, ...)");
+  cmd->add_option("--npu-strategy", o->npu.strategy,
+                  "--target npu: how instructions are scheduled: window (default: list scheduling admitting a few "
+                  "tiles at a time), greedy (no window) or sequential (no overlap); docs/scheduling.md")
+      ->check(CLI::IsMember({"window", "greedy", "sequential"}));
+  cmd->add_option("--npu-window", o->npu.window,
+                  "--target npu: tiles the window admits at once (0: the compiler chooses, the default)")
+      ->check(CLI::Range(0, 1 << 20));
   addThreadsOption(cmd, o->threads, "default thread count of the compiled model (default: all cores of the machine it "
                    "runs on)", kMaxCompiledThreads);
   cmd->add_option("--emit", o->emit, "so (shared library, default) or cpp (generated source only)");

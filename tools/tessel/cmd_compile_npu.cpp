@@ -11,7 +11,7 @@ namespace tessel::cli {
 bool isNpuModelPath(const std::string& path) { return path.size() > 5 && path.substr(path.size() - 5) == ".tnpu"; }
 
 nlohmann::json compileNpuModel(const ModelOptions& modelOptions, const std::string& hwPath, std::string output,
-                               bool quiet) {
+                               bool quiet, const NpuScheduleFlags& flags) {
   if (hwPath.empty())
     throw UserError("tessel compile --target npu needs --hw CONFIG (a file, or a configuration name such as 'default')");
   auto start = std::chrono::steady_clock::now();
@@ -19,7 +19,13 @@ nlohmann::json compileNpuModel(const ModelOptions& modelOptions, const std::stri
   if (output.empty()) output = std::filesystem::path(modelOptions.path).stem().string() + ".tnpu";
   if (!isNpuModelPath(output)) throw UserError(fmt::format("-o {}: an NPU model file must end in .tnpu", output));
   auto model = modelOptions.load(InferenceMode::Strict);
-  npu::CompiledNpuModel compiled = npu::compileForNpu(*model, config);
+  npu::ScheduleChooser chooser = [&](const Graph& body, const hw::Device& device, const std::string& name) {
+    npu::NpuSchedule s = npu::compilerSchedule(body, device.npu, name);
+    if (!flags.strategy.empty()) s.strategy = flags.strategy;
+    if (flags.window >= 0) s.window = flags.window;
+    return s;
+  };
+  npu::CompiledNpuModel compiled = npu::compileForNpu(*model, config, chooser);
   npu::writeNpuModel(compiled, output);
   size_t instructions = 0, weights = 0, npuNodes = 0;
   for (const auto& s : compiled.subgraphs) {

@@ -272,42 +272,57 @@ namespace {
 sched::ScheduleOptions scheduleOptions(const NpuSchedule& schedule) {
   sched::ScheduleOptions o;
   o.window = static_cast<uint32_t>(schedule.window);
-  if (schedule.strategy == "greedy") o.mode = sched::ScheduleOptions::Mode::Greedy;
+  if (schedule.strategy == "greedy") o.mode = sched::ScheduleOptions::Mode::Greedy, o.oldestFirst = false;
   if (schedule.strategy == "sequential") o.mode = sched::ScheduleOptions::Mode::Sequential;
   return o;
 }
 
-/// Orders the lowered instructions, gives the regions their addresses and derives the tokens (S2.3-S2.7).
 /// Window sizes the compiler tries when the schedule leaves the choice to it (S0.6).
 constexpr uint32_t kWindowChoices[] = {1, 2, 3, 4, 6, 8};
 
+/// Schedules the program as `schedule` says; writes the window used into `window`.
+///  - window strategy, window 0: each of kWindowChoices; the fastest, ties to the smallest (more tiles in flight
+///    only hold more SRAM when they no longer keep the units busier);
+///  - greedy: no window; when the buffers cannot hold what its eager start of every tile leaves them to (the
+///    oldest tile cannot get space), the same capped at the most tiles in flight (a power of two <= 64) that fit:
+///    "greedy forced to fit".
+sched::ScheduleResult chooseSchedule(const sched::VirtualProgram& vp, const sched::InstructionGraph& graph,
+                                     const hw::NpuConfig& cfg, const NpuSchedule& schedule, int64_t& window) {
+  sched::ScheduleOptions options = scheduleOptions(schedule);
+  std::vector<uint32_t> windows;
+  if (options.mode == sched::ScheduleOptions::Mode::Window && schedule.window == 0)
+    windows.assign(std::begin(kWindowChoices), std::end(kWindowChoices));
+  if (options.mode == sched::ScheduleOptions::Mode::Greedy) {
+    try {
+      window = 0;  // no cap
+      return sched::listSchedule(vp, graph, cfg, options);
+    } catch (const InternalError&) {
+      options.mode = sched::ScheduleOptions::Mode::Window;
+      for (uint32_t cap = 64; cap >= 1; cap /= 2)
+        if (cap < vp.tiles.size()) windows.push_back(cap);
+    }
+  }
+  if (windows.empty()) return sched::listSchedule(vp, graph, cfg, options);
+  std::optional<sched::ScheduleResult> best;
+  std::string why;
+  for (uint32_t m : windows) {
+    options.window = m;
+    try {
+      sched::ScheduleResult r = sched::listSchedule(vp, graph, cfg, options);
+      if (!best || r.cycles < best->cycles) best = std::move(r), window = m;
+      if (schedule.strategy == "greedy") break;  // the largest cap that fits
+    } catch (const InternalError& e) {
+      why = e.what();  // this window cannot be scheduled within the buffers
+    }
+  }
+  TESSEL_ASSERT(best.has_value(), "npu scheduling: no window size can be scheduled: " + why);
+  return std::move(*best);
+}
+
+/// Orders the lowered instructions, gives the regions their addresses and derives the tokens (S2.3-S2.7).
 void scheduleProgram(sched::VirtualProgram vp, const hw::NpuConfig& cfg, const NpuSchedule& schedule, LoweredSubgraph& out) {
   const sched::InstructionGraph graph = sched::buildInstructionGraph(vp, cfg);
-  sched::ScheduleOptions options = scheduleOptions(schedule);
-  std::optional<sched::ScheduleResult> chosen;
-  if (schedule.window == 0) {
-    // The smallest window whose schedule is within 0.5 % of the best one tried: more tiles in flight only
-    // hold more SRAM when they no longer keep the units busier.
-    std::vector<std::pair<uint32_t, sched::ScheduleResult>> tried;
-    uint64_t best = ~uint64_t{0};
-    for (uint32_t m : kWindowChoices) {
-      options.window = m;
-      try {
-        tried.emplace_back(m, sched::listSchedule(vp, graph, cfg, options));
-        best = std::min(best, tried.back().second.cycles);
-      } catch (const InternalError&) {
-        // this window cannot be scheduled within the buffers
-      }
-    }
-    TESSEL_ASSERT(!tried.empty(), "npu scheduling: no window size can be scheduled");
-    for (auto& [m, r] : tried)
-      if (r.cycles * 1000 <= best * 1005) {
-        out.schedule.window = m;
-        chosen = std::move(r);
-        break;
-      }
-  }
-  const sched::ScheduleResult result = chosen ? std::move(*chosen) : sched::listSchedule(vp, graph, cfg, options);
+  const sched::ScheduleResult result = chooseSchedule(vp, graph, cfg, schedule, out.schedule.window);
   out.program = sched::materialize(vp, result, schedule.strategy == "sequential");
   std::map<std::string, uint32_t> opIndex;
   for (size_t i = 0; i < out.ops.size(); ++i) opIndex[out.ops[i].node] = static_cast<uint32_t>(i);

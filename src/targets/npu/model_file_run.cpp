@@ -131,7 +131,7 @@ NpuModelRun runNpuModel(const CompiledNpuModel& model, const std::map<std::strin
 nlohmann::json runSummaryJson(const CompiledNpuModel& model, const NpuModelRun& run) {
   using json = nlohmann::json;
   uint64_t cycles = 0, read = 0, written = 0, macs = 0, bound = 0, scheduleBound = 0, hazards = 0, compulsory = 0;
-  std::array<uint64_t, kNumBuffers> peak{}, capacity{};
+  std::array<uint64_t, kNumBuffers> peak{}, footprint{}, capacity{};
   std::array<uint64_t, kNumUnits> busy{}, stall{};
   double mmCapacity = 0;
   json subgraphs = json::array();
@@ -143,7 +143,11 @@ nlohmann::json runSummaryJson(const CompiledNpuModel& model, const NpuModelRun& 
     scheduleBound += r.bounds.bound();
     hazards += r.hazards.size();
     mmCapacity += static_cast<double>(r.totalCycles) * r.dim * r.dim;
-    for (size_t b = 0; b < kNumBuffers; ++b) peak[b] = std::max(peak[b], r.peakSramBytes[b]), capacity[b] = r.capacityBytes[b];
+    for (size_t b = 0; b < kNumBuffers; ++b) {
+      peak[b] = std::max(peak[b], r.peakSramBytes[b]);
+      footprint[b] = std::max(footprint[b], r.footprintBytes[b]);
+      capacity[b] = r.capacityBytes[b];
+    }
     for (size_t u = 0; u < kNumUnits; ++u) busy[u] += r.units[u].busyCycles, stall[u] += r.units[u].stallCycles;
     json j = r.toJson();
     for (const LoweredSubgraph& l : model.subgraphs)
@@ -159,10 +163,11 @@ nlohmann::json runSummaryJson(const CompiledNpuModel& model, const NpuModelRun& 
     j["hazard_count"] = r.hazards.size();
     subgraphs.push_back(j);
   }
-  json bufs = json::object(), caps = json::object(), units = json::object();
+  json bufs = json::object(), used = json::object(), caps = json::object(), units = json::object();
   for (size_t b = 0; b < kNumBuffers; ++b) {
     std::string n(bufferName(static_cast<Buffer>(b)));
     bufs[n] = peak[b];
+    used[n] = footprint[b];
     caps[n] = capacity[b];
   }
   for (size_t u = 0; u < kNumUnits; ++u)
@@ -172,6 +177,7 @@ nlohmann::json runSummaryJson(const CompiledNpuModel& model, const NpuModelRun& 
               {"schedule_bound_cycles", scheduleBound},
               {"dram_bytes", {{"read", read}, {"written", written}, {"total", read + written}, {"compulsory", compulsory}}},
               {"peak_sram_bytes", bufs},
+              {"sram_footprint_bytes", used},
               {"sram_capacity_bytes", caps},
               {"mm_utilization", mmCapacity > 0 ? static_cast<double>(macs) / mmCapacity : 0.0},
               {"macs", macs},

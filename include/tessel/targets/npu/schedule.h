@@ -62,7 +62,9 @@ struct NpuSchedule {
   /// "window": list scheduling of the instruction dependency graph with a sliding window of `window` tiles;
   /// "greedy": the same without a window; "sequential": every instruction waits for the previous one.
   std::string strategy = "window";
-  int64_t window = 2;  ///< tiles admitted at once; 0: the lowering chooses the smallest that keeps the units busy
+  /// "window": tiles admitted at once; 0 lets the lowering try 1, 2, 3, 4, 6, 8 and keep the fastest (ties: the
+  /// smallest), and the lowered schedule records the choice. "greedy": 0 uncapped, else the most tiles in flight.
+  int64_t window = 2;
   std::vector<GroupSchedule> groups;
 
   bool operator==(const NpuSchedule&) const = default;

@@ -55,6 +55,9 @@ struct ScheduleOptions {
   Mode mode = Mode::Window;
   uint32_t window = 2;          ///< Window: tiles admitted at once
   bool boundedSram = true;      ///< false: every buffer as large as the encoding allows (greedy's need)
+  /// Regions get space in order of their first use, so a later tile never takes the space the oldest one
+  /// needs (the window's admission in priority order); false (greedy): any ready instruction that finds space.
+  bool oldestFirst = true;
 };
 
 /// Result of scheduling: the order instructions are dispatched in, an address for every region and the

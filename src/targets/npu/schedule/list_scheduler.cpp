@@ -324,8 +324,9 @@ class ListScheduler {
         w = waiting.erase(w);
       }
     }
-    // Only the instructions holding a buffer's oldest waiting region get here, so there are few: retry them
-    // whenever anything changed.
+    // Those that found no space retry once some was released (allocations only take space).
+    if (!spaceFreed_) return;
+    spaceFreed_ = false;
     for (uint32_t i : noSpace_) pushReady(i);
     noSpace_.clear();
   }
@@ -344,7 +345,7 @@ class ListScheduler {
         continue;
       }
       std::pair<size_t, uint32_t> waitFor{0, 0};
-      switch (allocateFor(i, true, &waitFor)) {
+      switch (allocateFor(i, o_.oldestFirst, &waitFor)) {
         case Alloc::NotOldest: notOldest_[waitFor.first][waitFor.second].push_back(i); continue;
         case Alloc::NoSpace: noSpace_.push_back(i); continue;
         case Alloc::Done: break;
