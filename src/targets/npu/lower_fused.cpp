@@ -23,8 +23,9 @@ struct Stage {
   ConvProblem conv;  ///< Matrix / Depthwise
   // Geometry of the window it reads: input H, W, C; output OH, OW, M; kernel, strides, pads, dilations.
   int64_t H = 1, W = 1, C = 1, OH = 1, OW = 1, M = 1, KH = 1, KW = 1, sH = 1, sW = 1, pT = 0, pL = 0, dH = 1, dW = 1;
-  int producer = -1;           ///< stage whose output is this stage's input (-1: the input is in DRAM)
-  std::vector<int> consumers;  ///< stages reading this stage's output on chip
+  int producer = -1;           ///< stage whose output is this stage's input (-1: the group's input)
+  bool inputOnChip = false;    ///< reads its producer's rows from an on-chip window (else from DRAM)
+  std::vector<int> consumers;  ///< stages reading this stage's output
   bool toDram = false;         ///< the output is stored (it leaves the group)
   float pad = 0;               ///< value of the padding in the windows this stage reads
   int64_t windowCols = 0;      ///< columns of those windows (left padding, the image, right padding)
@@ -84,6 +85,7 @@ class FusedGroup {
       auto it = producerOf.find(n.input(0));
       if (it != producerOf.end()) {
         st.producer = it->second;
+        st.inputOnChip = std::find(group_.onChip.begin(), group_.onChip.end(), n.input(0)->name()) != group_.onChip.end();
         stages_[static_cast<size_t>(it->second)].consumers.push_back(static_cast<int>(stages_.size()));
       }
       producerOf[ctx_.resultValue(n)] = static_cast<int>(stages_.size());
@@ -91,11 +93,11 @@ class FusedGroup {
     }
     for (Stage& st : stages_) {
       const Value* out = ctx_.resultValue(*st.node);
-      size_t inGroup = 0;
-      for (const Stage& other : stages_) inGroup += other.producer >= 0 && other.node->input(0) == out;
-      st.toDram = st.consumers.empty() || out->uses().size() != inGroup || ctx_.isBodyOutput(out);
+      size_t onChip = 0;
+      for (const Stage& other : stages_) onChip += other.inputOnChip && other.node->input(0) == out;
+      st.toDram = out->uses().size() != onChip || ctx_.isBodyOutput(out);
       if (st.kind == StageKind::Matrix) {
-        TESSEL_ASSERT(st.producer < 0 || (!st.tiling->phased && st.conv.group == 1 && st.tiling->variant == "matrix"),
+        TESSEL_ASSERT(!st.inputOnChip || (!st.tiling->phased && st.conv.group == 1 && st.tiling->variant == "matrix"),
                       "npu lowering: a fused convolution reading on chip must be unphased and ungrouped");
         st.matrix = std::make_unique<MatrixConv>(ctx_, *st.node, st.conv, *st.tiling);
       } else if (st.kind == StageKind::Depthwise) {
@@ -158,7 +160,7 @@ class FusedGroup {
     fill(w.rows - bottom, bottom, 0, w.cols);
     fill(top, w.rows - top - bottom, 0, st.pL);
     fill(top, w.rows - top - bottom, st.pL + st.W, w.cols - st.pL - st.W);
-    if (st.producer < 0 && w.rows - top - bottom > 0) {  // the group's input: its rows come from DRAM
+    if (!st.inputOnChip && w.rows - top - bottom > 0) {  // the rows come from DRAM
       const TensorLoc& x = ctx_.loc(st.node->input(0));
       const int64_t S = x.pixelStride();
       ctx_.emit(makeLoad(ctx_.at(w.region, static_cast<uint64_t>((top * w.cols + st.pL) * st.C), w.cols * st.C, st.C),
@@ -174,7 +176,7 @@ class FusedGroup {
     const auto [lo, hi] = st.newRows[t];
     if (hi <= lo) return;
     // Convolutions load their own input from DRAM; a pool at the start of the group reads a window too.
-    const OnChipInput* in = st.producer >= 0 || st.kind == StageKind::Pool ? &window(s, t) : nullptr;
+    const OnChipInput* in = st.inputOnChip || st.kind == StageKind::Pool ? &window(s, t) : nullptr;
     ctx_.builder.setNode(st.node->name());
     const NodeTiling& tl = *st.tiling;
     for (int64_t r0 = lo; r0 < hi; r0 += tl.rows)
@@ -217,7 +219,8 @@ class FusedGroup {
       applyEpilogue(ctx_, st.conv, acc, rows, cols, ck, at);
     }
     (void)n;
-    for (int c : st.consumers) copyToWindows(static_cast<size_t>(c), t, acc, r0, rows, ox0, cols, c0, ck);
+    for (int c : st.consumers)
+      if (stages_[static_cast<size_t>(c)].inputOnChip) copyToWindows(static_cast<size_t>(c), t, acc, r0, rows, ox0, cols, c0, ck);
   }
 
   /// Copies output rows [r0, r0 + rows) of a stage into every window of consumer `c` that holds some of them:

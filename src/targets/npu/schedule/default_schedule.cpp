@@ -8,6 +8,7 @@
 #include "tessel/support/error.h"
 #include "tessel/targets/npu/schedule.h"
 #include "tiling_cost.h"
+#include "tessel/targets/npu/lowering.h"
 
 namespace tessel::npu {
 namespace {
@@ -118,27 +119,104 @@ std::vector<const Node*> epilogueChain(const Graph& body, const Node& n) {
 
 }  // namespace
 
+namespace {
+
+/// The DRAM traffic the compiler allows itself, as a multiple of the compulsory bytes (every input, output and
+/// constant moved once): past it, tilings that move fewer bytes are preferred at a small cost in cycles, as long
+/// as that brings the traffic within 5 % of the budget (networks whose activations dwarf their weights cannot
+/// get there layer by layer, and then keep their fastest tilings).
+constexpr double kDramBudget = 2.75;
+/// The most cycles a node may lose (as a fraction) to move fewer DRAM bytes, and all nodes together.
+constexpr double kDramTradeLimit = 0.25;
+constexpr double kDramTradeTotalLimit = 0.04;
+
+/// What a node's epilogue costs per tile (vector ops, tensors loaded).
+EpilogueShape epilogueShape(const Node& n, const NodeTiling& t, const std::map<std::string, const Node*>& byName) {
+  EpilogueShape e;
+  e.bias = (n.opType() == "Conv" || n.opType() == "Gemm") && n.hasInput(2);
+  const Value* v = n.output(0);
+  for (const std::string& name : t.epilogue) {
+    const Node& user = *byName.at(name);
+    const auto step = lower::epilogueStep(user, v);
+    (step && step->unary ? e.unarySteps : e.tensorSteps)++;
+    v = user.output(0);
+  }
+  return e;
+}
+
+uint64_t bytesOf(const Value* v) { return v && v->type.isStatic() ? 4 * static_cast<uint64_t>(shapeSize(v->type.staticShape())) : 0; }
+
+}  // namespace
+
 NpuSchedule compilerSchedule(const Graph& body, const hw::NpuConfig& cfg, const std::string& subgraph, bool fusion) {
   NpuSchedule s = defaultSchedule(body, cfg, subgraph);
   std::map<std::string, const Node*> byName;
   for (const auto& n : body.nodes()) byName[n->name()] = n.get();
+  struct Choice {
+    NodeTiling* tiling;
+    std::vector<std::pair<NodeTiling, MatrixCost>> options;  ///< Pareto front, fastest first
+    size_t pick = 0;
+  };
+  std::vector<Choice> choices;
+  uint64_t otherBytes = 0;  // traffic of the nodes that are not convolutions: their inputs and outputs once
   for (GroupSchedule& g : s.groups)
     for (NodeTiling& t : g.tiling) {
-      if (t.variant != "matrix") continue;
       const Node& n = *byName.at(t.node);
-      EpilogueShape e;
-      e.bias = (n.opType() == "Conv" || n.opType() == "Gemm") && n.hasInput(2);
-      const Value* v = n.output(0);
-      for (const std::string& name : t.epilogue) {
-        const Node& user = *byName.at(name);
-        const auto step = lower::epilogueStep(user, v);
-        (step && step->unary ? e.unarySteps : e.tensorSteps)++;
-        v = user.output(0);
+      if (t.variant != "matrix") {
+        for (const Value* v : n.inputs()) otherBytes += bytesOf(v);
+        otherBytes += bytesOf(n.output(0));
+        continue;
       }
-      NodeTiling chosen = chooseMatrixTiling(n, convGeometry(n), cfg, e);
-      chosen.epilogue = t.epilogue;
-      t = chosen;
+      const EpilogueShape e = epilogueShape(n, t, byName);
+      Choice c{&t, matrixTilingOptions(n, convGeometry(n), cfg, e)};
+      const NodeTiling chosen = chooseMatrixTiling(n, convGeometry(n), cfg, e);
+      for (size_t k = 0; k < c.options.size(); ++k)
+        if (c.options[k].first == chosen) c.pick = k;
+      choices.push_back(std::move(c));
     }
+  // Within the DRAM budget: trade the fewest cycles per byte saved, one node at a time.
+  const SubgraphWork work = subgraphWork(body, cfg);
+  const auto budget = static_cast<uint64_t>(kDramBudget * static_cast<double>(work.compulsoryLoadBytes + work.compulsoryStoreBytes));
+  auto total = [&] {
+    uint64_t b = otherBytes;
+    for (const Choice& c : choices) b += c.options[c.pick].second.dramBytes;
+    return b;
+  };
+  uint64_t cycles = 0;
+  for (const Choice& c : choices) cycles += c.options[c.pick].second.cycles;
+  const auto allowed = static_cast<uint64_t>(kDramTradeTotalLimit * static_cast<double>(cycles));
+  uint64_t spent = 0;
+  std::vector<size_t> fastest;
+  for (const Choice& c : choices) fastest.push_back(c.pick);
+  uint64_t bytes = total();
+  while (bytes > budget) {
+    Choice* bestChoice = nullptr;
+    size_t bestPick = 0;
+    double bestRatio = 0;
+    for (Choice& c : choices) {
+      const MatrixCost& now = c.options[c.pick].second;
+      for (size_t k = c.pick + 1; k < c.options.size(); ++k) {
+        const MatrixCost& o = c.options[k].second;
+        if (o.cycles > c.options[0].second.cycles + static_cast<uint64_t>(kDramTradeLimit * static_cast<double>(c.options[0].second.cycles)))
+          break;
+        if (spent + (o.cycles - now.cycles) > allowed) continue;
+        const double ratio = static_cast<double>(now.dramBytes - o.dramBytes) / static_cast<double>(o.cycles - now.cycles + 1);
+        if (ratio > bestRatio) bestRatio = ratio, bestChoice = &c, bestPick = k;
+      }
+    }
+    if (!bestChoice) break;
+    bytes -= bestChoice->options[bestChoice->pick].second.dramBytes - bestChoice->options[bestPick].second.dramBytes;
+    spent += bestChoice->options[bestPick].second.cycles - bestChoice->options[bestChoice->pick].second.cycles;
+    bestChoice->pick = bestPick;
+  }
+  // Trading is worth its cycles only when it brings the traffic (nearly) within the budget.
+  if (bytes > budget + budget / 20)
+    for (size_t k = 0; k < choices.size(); ++k) choices[k].pick = fastest[k];
+  for (Choice& c : choices) {
+    NodeTiling chosen = c.options[c.pick].first;
+    chosen.epilogue = c.tiling->epilogue;
+    *c.tiling = chosen;
+  }
   if (fusion) chooseFusion(s, body, cfg);
   return s;
 }

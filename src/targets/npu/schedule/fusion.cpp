@@ -100,8 +100,9 @@ namespace {
 /// output channels) whose accumulator tile fits half the accumulator; stages reading on chip are unphased;
 /// weights stay resident while they fit the weight buffer, the rest are streamed.
 GroupSchedule fuse(const NpuSchedule& s, const std::vector<size_t>& members, const std::map<std::string, const Node*>& byName,
-                   const hw::NpuConfig& cfg, int64_t rowTiles) {
+                   const hw::NpuConfig& cfg, int64_t rowTiles, bool intermediatesOnChip) {
   GroupSchedule f;
+  const uint64_t inpHalf = cfg.bufferWords(static_cast<size_t>(Buffer::Input)) / 2;
   f.rowTiles = rowTiles;
   for (int64_t t = 0; t < rowTiles; ++t) f.tileOrder.push_back(t);
   const uint64_t accHalf = cfg.bufferWords(static_cast<size_t>(Buffer::Accumulator)) / 2;
@@ -113,16 +114,27 @@ GroupSchedule fuse(const NpuSchedule& s, const std::vector<size_t>& members, con
     NodeTiling t = src.tiling[0];
     const Node& n = *byName.at(t.node);
     const Spatial sp = *spatialOf(n);
-    const bool onChip = produced.count(n.input(0)) != 0;
+    const bool onChip = intermediatesOnChip && produced.count(n.input(0)) != 0;
+    if (onChip) f.onChip.push_back(n.input(0)->name());
     const int64_t channels = sp.pool || sp.depthwise ? std::min<int64_t>(sp.C, 4 * cfg.dim) : sp.M;
     t.cols = std::min<int64_t>(sp.OW, std::max<int64_t>(1, static_cast<int64_t>(accHalf) / channels));
     t.rows = std::max<int64_t>(1, std::min<int64_t>(sp.OH, static_cast<int64_t>(accHalf) / (t.cols * channels)));
+    if (!onChip) {
+      // A chunk loads its input window from DRAM: it (one input block of it) must fit half the input buffer.
+      const int64_t cb = sp.pool || sp.depthwise ? channels : std::min<int64_t>(sp.C, t.inChannels > 0 ? t.inChannels : cfg.dim);
+      auto window = [&](int64_t rows, int64_t cols) {
+        return static_cast<uint64_t>(((rows - 1) * sp.sH + (sp.KH - 1) * sp.dH + 1) * ((cols - 1) * sp.sH + sp.KW) * cb);
+      };
+      while (t.cols > 1 && window(1, t.cols) > inpHalf) t.cols = (t.cols + 1) / 2;
+      while (t.rows > 1 && window(t.rows, t.cols) > inpHalf) --t.rows;
+    }
     if (sp.pool || sp.depthwise) {
       t.channels = channels;
     } else {
       t.coutPerPass = sp.M;
       t.channels = std::min<int64_t>(cfg.dim, sp.M);
       if (onChip) t.variant = "matrix", t.phased = false, t.inChannels = sp.C;
+      if (!onChip && t.variant == "matrix" && t.inChannels == 0) t.inChannels = std::min<int64_t>(sp.C, cfg.dim);
       const uint64_t weights = static_cast<uint64_t>(sp.C * sp.M * sp.KH * sp.KW);
       t.weightsResident = weights <= wgtLeft;
       if (t.weightsResident) wgtLeft -= weights;
@@ -162,32 +174,37 @@ void chooseFusion(NpuSchedule& s, const Graph& body, const hw::NpuConfig& cfg) {
   std::vector<std::pair<std::vector<size_t>, GroupSchedule>> chosen;
   for (const std::vector<size_t>& members : fusionCandidates(s, body, cfg)) {
     const Spatial last = *spatialOf(*byName.at(s.groups[members.back()].tiling[0].node));
-    // Row tiles from the fewest whose windows fit (two tiles' windows and the first stage's input share `inp`)
-    // to a few more; each option priced against the same groups layer by layer.
-    int64_t minTiles = 1;
-    while (minTiles < last.OH && windowWords(s, members, byName, ceilDiv(last.OH, minTiles)) > inpWords * 3 / 4) ++minTiles;
-    if (windowWords(s, members, byName, ceilDiv(last.OH, minTiles)) > inpWords * 3 / 4) continue;
+    // Intermediates on chip (row tiles from the fewest whose windows fit, to a few more), or through DRAM with
+    // the tiles of the nodes interleaved (the stages still pipeline across units); each option priced against
+    // the same groups layer by layer.
     const uint64_t layered = lower::modelledCycles(body, cfg, s, members);
     uint64_t best = layered;
     std::optional<GroupSchedule> bestGroup;
-    std::set<int64_t> tried;
-    for (int64_t n = minTiles; n <= last.OH && tried.size() < 3; ++n) {
-      const int64_t tiles = ceilDiv(last.OH, ceilDiv(last.OH, n));
-      if (!tried.insert(tiles).second) continue;
+    auto tryOption = [&](int64_t tiles, bool onChip) {
       NpuSchedule trial = s;
-      GroupSchedule f = fuse(s, members, byName, cfg, tiles);
+      GroupSchedule f = fuse(s, members, byName, cfg, tiles, onChip);
       // The fused group replaces its last member (its position), the others are dropped.
       trial.groups[members.back()] = f;
       for (size_t k = members.size() - 1; k-- > 0;) trial.groups.erase(trial.groups.begin() + static_cast<long>(members[k]));
       const size_t at = members.back() - (members.size() - 1);
-      uint64_t cycles = 0;
       try {
-        cycles = lower::modelledCycles(body, cfg, trial, {at});
+        const uint64_t cycles = lower::modelledCycles(body, cfg, trial, {at});
+        if (cycles <= best) best = cycles, bestGroup = f;
       } catch (const InternalError&) {
-        continue;  // the buffers cannot hold this option
+        // the buffers cannot hold this option
       }
-      if (cycles <= best) best = cycles, bestGroup = f;
+    };
+    int64_t minTiles = 1;
+    while (minTiles < last.OH && windowWords(s, members, byName, ceilDiv(last.OH, minTiles)) > inpWords * 3 / 4) ++minTiles;
+    if (windowWords(s, members, byName, ceilDiv(last.OH, minTiles)) <= inpWords * 3 / 4) {
+      std::set<int64_t> tried;
+      for (int64_t n = minTiles; n <= last.OH && tried.size() < 3; ++n) {
+        const int64_t tiles = ceilDiv(last.OH, ceilDiv(last.OH, n));
+        if (tried.insert(tiles).second) tryOption(tiles, true);
+      }
     }
+    for (int64_t rows : {8, 4})
+      if (rows < last.OH) tryOption(ceilDiv(last.OH, rows), false);
     if (bestGroup) chosen.push_back({members, *bestGroup});
   }
   // A fused group takes the place of its last member; the other members go.

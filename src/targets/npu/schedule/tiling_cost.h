@@ -4,6 +4,8 @@
 
 #include <array>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "../geometry.h"
 #include "tessel/hw/hardware_config.h"
@@ -34,6 +36,11 @@ struct EpilogueShape {
 int64_t reductionSlicesPerBlock(const ConvGeometry& p, bool packed, bool phased, int64_t cb, int64_t dim);
 
 MatrixCost matrixCost(const ConvGeometry& p, const NodeTiling& t, const hw::NpuConfig& cfg, const EpilogueShape& e);
+
+/// The legal tilings of a convolution (or Gemm/MatMul) on the matrix unit that no other beats in both cycles
+/// and DRAM bytes, fastest first.
+std::vector<std::pair<NodeTiling, MatrixCost>> matrixTilingOptions(const Node& n, const ConvGeometry& p, const hw::NpuConfig& cfg,
+                                                                  const EpilogueShape& e);
 
 /// The cheapest legal tiling of a convolution (or Gemm/MatMul) on the matrix unit, including the packed
 /// variant for few input channels. Throws UserError when nothing fits the buffers.
