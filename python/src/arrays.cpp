@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <fmt/format.h>
+#include <pybind11/stl.h>
 
 namespace tessel::python {
 namespace {
@@ -37,7 +38,7 @@ Tensor stringTensor(const std::string& role, const std::string& name, const py::
     if (py::isinstance<py::bytes>(item)) out[i] = item.cast<std::string>();
     else if (py::isinstance<py::str>(item)) out[i] = item.cast<std::string>();
     else
-      throw UserError(fmt::format("{} '{}': element {} is a {}, not a string", role, name, i,
+      throw UserError(fmt::format("{} '{}': element {} is of type {}, not a string", role, name, i,
                                   py::str(py::type::handle_of(item).attr("__name__")).cast<std::string>()));
   }
   return t;
@@ -76,6 +77,10 @@ py::dtype numpyDtype(DType dtype) {
 Tensor tensorFromArray(const std::string& role, const std::string& name, py::handle value) {
   py::array a = py::isinstance<py::array>(value) ? py::reinterpret_borrow<py::array>(value) : py::array::ensure(value);
   if (!a)
+    throw UserError(fmt::format("{} '{}': expected an array (numpy.ndarray, or what numpy.asarray accepts), got {}",
+                                role, name, py::str(py::type::handle_of(value).attr("__name__")).cast<std::string>()));
+  // numpy makes an object array of anything it cannot read as numbers (e.g. object()): not an array of strings.
+  if (!py::isinstance<py::array>(value) && a.dtype().kind() == 'O')
     throw UserError(fmt::format("{} '{}': expected an array (numpy.ndarray, or what numpy.asarray accepts), got {}",
                                 role, name, py::str(py::type::handle_of(value).attr("__name__")).cast<std::string>()));
   const DType dtype = dtypeOfNumpy(a.dtype());

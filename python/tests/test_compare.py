@@ -58,7 +58,7 @@ def test_outputs_given_as_a_dict_and_a_mismatch(digits_compiled, digits_images, 
 
 def test_compare_errors(digits_model, digits_compiled, digits_images):
     x = {"image": digits_images[:1]}
-    with pytest.raises(tessel.UserError, match="atol=-1.0 rtol=1e-05: tolerances must be non-negative"):
+    with pytest.raises(tessel.UserError, match=r"atol=-1 rtol=1e-05: tolerances must be non-negative"):
         tessel.compare(digits_model, digits_compiled["cpu"], atol=-1)
     with pytest.raises(tessel.UserError, match="tolerances must be non-negative"):
         tessel.compare(digits_model, digits_compiled["cpu"], rtol=float("nan"))

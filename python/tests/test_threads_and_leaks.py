@@ -46,9 +46,9 @@ def test_one_compiled_from_four_threads(digits_compiled, digits_images, target):
 
 
 def test_the_gil_is_released_while_a_model_runs():
-    """Another Python thread keeps running during one long run (an interpreted 384x384 MatMul)."""
-    c = tessel.compile(tessel.load(one_node_model("MatMul", [384, 384], inputs=("a", "b"))), "ref")
-    a = np.ones((384, 384), np.float32)
+    """Another Python thread keeps running during one long run (an interpreted 1024x1024 MatMul)."""
+    c = tessel.compile(tessel.load(one_node_model("MatMul", [1024, 1024], inputs=("a", "b"))), "ref")
+    a = np.ones((1024, 1024), np.float32)
     started = time.perf_counter()
     c.run({"a": a, "b": a})
     seconds = time.perf_counter() - started
@@ -73,8 +73,8 @@ def test_the_gil_is_released_while_a_model_runs():
 
 def test_ten_thousand_runs_leave_memory_flat(relu_cpu, digits_compiled, digits_images):
     x = np.linspace(-1, 1, 1000, dtype=np.float32).reshape(1, 1000)
-    refs = sys.getrefcount(x)
     feeds = {"x": x}
+    refs = sys.getrefcount(x)
     for _ in range(1000):  # warm up the allocators
         relu_cpu.run(feeds)
     gc.collect()
