@@ -17,30 +17,6 @@
 namespace tessel::python {
 namespace {
 
-/// Outputs given as {name: array} (e.g. PyTorch's): a reference that takes no inputs.
-class GivenOutputs final : public eval::Runner {
- public:
-  explicit GivenOutputs(std::map<std::string, Tensor> outputs) : outputs_(std::move(outputs)) {}
-  std::string target() const override { return "saved"; }
-  std::string label() const override { return "given outputs"; }
-  const Graph& signature() const override { return signature_; }
-  std::vector<std::string> outputNames() const override {
-    std::vector<std::string> names;
-    for (const auto& [name, t] : outputs_) names.push_back(name);
-    return names;
-  }
-  std::vector<Tensor> run(const std::map<std::string, Tensor>&) override {
-    std::vector<Tensor> out;
-    for (const auto& [name, t] : outputs_) out.push_back(t);
-    return out;
-  }
-  std::string lastRunSummary() const override { return fmt::format("{} given output(s)", outputs_.size()); }
-
- private:
-  std::map<std::string, Tensor> outputs_;
-  Graph signature_;
-};
-
 bool isPath(py::handle side) { return py::isinstance<py::str>(side) || py::hasattr(side, "__fspath__"); }
 
 /// The runners of the two sides. Those that are not model files open first: their fixed input shapes, with the
@@ -79,7 +55,11 @@ class Sides {
 
   eval::Runner* openFixed(py::handle side, const char* which) {
     if (py::isinstance<Compiled>(side)) return remember(side.cast<Compiled*>());  // owned by Python, alive meanwhile
-    if (py::isinstance<py::dict>(side)) return remember(own(std::make_unique<GivenOutputs>(tensorsFromDict("output", side))));
+    if (py::isinstance<py::dict>(side)) {
+      auto given = tensorsFromDict("output", side);
+      std::string summary = fmt::format("{} given output(s)", given.size());
+      return remember(own(eval::savedOutputs({given.begin(), given.end()}, "given outputs", std::move(summary))));
+    }
     if (isPath(side)) {
       std::string path = pathOf(side, which);
       py::gil_scoped_release release;
