@@ -23,6 +23,7 @@ PACKAGES=(
   libfmt-dev
   zlib1g-dev
   pybind11-dev
+  python3-dev
   python3-pytest
   python3-onnx
   python3-numpy
