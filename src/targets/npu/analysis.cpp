@@ -15,14 +15,49 @@ namespace tessel::npu::detail {
 namespace {
 
 struct HazardAccumulator {
-  std::map<std::tuple<HazardKind, size_t, size_t, Buffer>, std::pair<uint64_t, uint64_t>> found;  ///< -> (first word, count)
-  void add(HazardKind kind, size_t earlier, size_t later, Buffer b, uint64_t word, uint64_t words) {
-    auto [it, fresh] = found.try_emplace({kind, earlier, later, b}, word, 0);
+  /// (kind, earlier, later, buffer, unsynchronised) -> (first word, count)
+  std::map<std::tuple<HazardKind, size_t, size_t, Buffer, bool>, std::pair<uint64_t, uint64_t>> found;
+  void add(HazardKind kind, size_t earlier, size_t later, Buffer b, uint64_t word, uint64_t words, bool unsynchronised = false) {
+    auto [it, fresh] = found.try_emplace({kind, earlier, later, b, unsynchronised}, word, 0);
     it->second.first = std::min(it->second.first, word);
     it->second.second += words;
     (void)fresh;
   }
 };
+
+/// Per unit, the latest program index of that unit's instructions known to have finished.
+using Clock = std::array<int64_t, kNumUnits>;
+
+/// What each instruction knows has finished when it starts, from unit order and the tokens it waited for:
+/// the n-th token unit v sends to unit u is the one u's n-th wait on v pops. A cross-unit dependency whose
+/// producer is not known finished this way is ordered only by the timing of this run, not by the program.
+std::vector<Clock> tokenClocks(const Program& program) {
+  const size_t n = program.instructions.size();
+  std::vector<Clock> atStart(n);
+  std::array<Clock, kNumUnits> know;
+  for (Clock& c : know) c.fill(-1);
+  std::array<std::array<std::vector<Clock>, kNumUnits>, kNumUnits> sent;  ///< [from][to]: clocks carried
+  std::array<std::array<size_t, kNumUnits>, kNumUnits> popped{};
+  for (size_t j = 0; j < n; ++j) {
+    const Instruction& inst = program.instructions[j];
+    const auto u = static_cast<size_t>(inst.unit());
+    for (size_t v = 0; v < kNumUnits; ++v) {
+      if (!((inst.waitMask >> v) & 1)) continue;
+      size_t& k = popped[v][u];
+      if (k < sent[v][u].size())
+        for (size_t f = 0; f < kNumUnits; ++f) know[u][f] = std::max(know[u][f], sent[v][u][k][f]);
+      ++k;
+    }
+    atStart[j] = know[u];
+    for (size_t v = 0; v < kNumUnits; ++v) {
+      if (!((inst.signalMask >> v) & 1)) continue;
+      Clock c = atStart[j];
+      c[u] = static_cast<int64_t>(j);
+      sent[u][v].push_back(c);
+    }
+  }
+  return atStart;
+}
 
 /// Live-word changes attributed to one instruction of one buffer: values it wrote that are read later
 /// become live at its finish; values whose last read it is die one cycle after that read (at its start
@@ -42,6 +77,7 @@ class HazardChecker {
     for (size_t b = 0; b < kNumBuffers; ++b) live_[b].resize(n);
     finishRaw_.resize(n);
     finishOrdered_.resize(n);
+    clocks_ = tokenClocks(p);
   }
 
   void run() {
@@ -50,8 +86,8 @@ class HazardChecker {
     tracker_.closeAll([&](const DependencyTracker::ClosedValue& v) { close(v); });
     report_.uninitialisedReads = tracker_.uninitialisedReads();
     for (auto& [key, where] : hazards_.found) {
-      auto [kind, earlier, later, buffer] = key;
-      report_.hazards.push_back(Hazard{kind, earlier, later, buffer, where.first, where.second});
+      auto [kind, earlier, later, buffer, unsynchronised] = key;
+      report_.hazards.push_back(Hazard{kind, earlier, later, buffer, where.first, where.second, unsynchronised});
     }
     buildUsage();
     LowerBounds& lb = report_.bounds;
@@ -98,6 +134,10 @@ class HazardChecker {
     auto onDep = [&](const Dependency& d) {
       const auto b = static_cast<Buffer>(d.space);
       const size_t p = d.producer;
+      // Independently of this run's timing: a cross-unit dependency must be ordered by the tokens.
+      const auto pu = static_cast<size_t>(program_.instructions[p].unit());
+      if (pu != static_cast<size_t>(inst.unit()) && clocks_[j][pu] < static_cast<int64_t>(p))
+        hazards_.add(static_cast<HazardKind>(d.kind), p, j, b, d.firstWord, d.words, true);
       switch (d.kind) {
         case DepKind::ReadAfterWrite: {
           const bool atStart = d.consumerAccess == AccessKind::ReadAtStart;
@@ -163,6 +203,7 @@ class HazardChecker {
   std::vector<uint64_t> finishRaw_, finishOrdered_;          ///< earliest finish under the two bounds
   std::array<uint64_t, kNumUnits> unitFreeOrdered_{}, unitFinishOrdered_{};
   HazardAccumulator hazards_;
+  std::vector<Clock> clocks_;  ///< per instruction: what the tokens and unit order tell it has finished
 };
 
 uint64_t ceilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }

@@ -123,10 +123,14 @@ struct OpLowering {
 /// Before lowering: every Concat input that its producer can write straight into its slice of the output gets
 /// that slice as its DRAM location (a view with the output's pixel stride).
 void placeConcatInputs(const Graph& body, LowerContext& ctx);
-/// Cycles the instruction scheduler models for groups `groups` of the schedule lowered on their own (their
-/// inputs as if already in DRAM): prices one choice of the schedule against another.
-uint64_t modelledCycles(const Graph& body, const hw::NpuConfig& cfg, const NpuSchedule& schedule,
-                        const std::vector<size_t>& groups);
+/// What groups `groups` of the schedule cost when lowered on their own (their inputs as if already in DRAM):
+/// the cycles the instruction scheduler models and the DRAM bytes the instructions move. Prices one choice of
+/// the schedule against another.
+struct ModelledCost {
+  uint64_t cycles = 0, dramBytes = 0;
+};
+ModelledCost modelledCost(const Graph& body, const hw::NpuConfig& cfg, const NpuSchedule& schedule,
+                          const std::vector<size_t>& groups);
 /// The family of a node the NPU can lower (nullopt for other nodes).
 std::optional<OpFamily> opFamily(const Node& node);
 /// The table of op-family lowerings, by ONNX op type.

@@ -25,6 +25,9 @@ std::string Hazard::describe() const {
   const char* what = kind == HazardKind::ReadAfterWrite   ? "read before the earlier write landed"
                      : kind == HazardKind::WriteAfterRead ? "overwrote before the earlier read"
                                                           : "write landed before the earlier write";
+  if (unsynchronised)
+    return fmt::format("{} hazard on {} words [{}..] ({} words): no token makes instruction #{} wait for #{}",
+                       hazardName(kind), bufferName(buffer), firstWord, words, later, earlier);
   return fmt::format("{} hazard on {} words [{}..] ({} words): instruction #{} {} of #{}", hazardName(kind),
                      bufferName(buffer), firstWord, words, later, what, earlier);
 }

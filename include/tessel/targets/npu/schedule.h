@@ -62,7 +62,7 @@ struct NpuSchedule {
   /// "window": list scheduling of the instruction dependency graph with a sliding window of `window` tiles;
   /// "greedy": the same without a window; "sequential": every instruction waits for the previous one.
   std::string strategy = "window";
-  int64_t window = 2;
+  int64_t window = 2;  ///< tiles admitted at once; 0: the lowering chooses the smallest that keeps the units busy
   std::vector<GroupSchedule> groups;
 
   bool operator==(const NpuSchedule&) const = default;

@@ -47,7 +47,8 @@ struct InstructionTiming {
 
 enum class HazardKind : uint8_t { ReadAfterWrite, WriteAfterRead, WriteAfterWrite };
 
-/// A pair of instructions whose accesses to the same SRAM words happened out of program order.
+/// A pair of instructions whose accesses to the same SRAM words happened out of program order, or that the
+/// program's tokens do not order.
 struct Hazard {
   HazardKind kind = HazardKind::ReadAfterWrite;
   size_t earlier = 0;  ///< index in program order of the first instruction of the pair
@@ -55,6 +56,9 @@ struct Hazard {
   Buffer buffer = Buffer::Input;
   uint64_t firstWord = 0;  ///< lowest conflicting word
   uint64_t words = 0;      ///< conflicting words
+  /// No dependency token (or unit order) makes `later` wait for `earlier`: the pair is ordered, if at all,
+  /// by this run's timing only.
+  bool unsynchronised = false;
   std::string describe() const;
 };
 

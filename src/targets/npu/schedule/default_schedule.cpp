@@ -218,6 +218,7 @@ NpuSchedule compilerSchedule(const Graph& body, const hw::NpuConfig& cfg, const 
     *c.tiling = chosen;
   }
   if (fusion) chooseFusion(s, body, cfg);
+  s.window = 0;  // chosen when the program is scheduled (S0.6)
   return s;
 }
 

@@ -4,6 +4,7 @@
 // nodes layer by layer; a group that cannot gain stays layer by layer.
 #include <algorithm>
 #include <fmt/format.h>
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <optional>
@@ -63,6 +64,8 @@ std::vector<std::vector<size_t>> fusionCandidates(const NpuSchedule& s, const Gr
   for (size_t g = 0; g < parent.size(); ++g) parent[g] = g;
   std::function<size_t(size_t)> find = [&](size_t g) { return parent[g] == g ? g : parent[g] = find(parent[g]); };
   std::set<size_t> joined;
+  // The groups reading each group's result, when every use of it is the first input of a fusable anchor.
+  std::map<size_t, std::vector<size_t>> readers;
   for (const auto& [anchor, g] : groupOfAnchor) {
     if (!spatialOf(*anchor)) continue;
     const Value* r = resultOf(s.groups[g], byName);
@@ -76,6 +79,13 @@ std::vector<std::vector<size_t>> fusionCandidates(const NpuSchedule& s, const Gr
       }
       users.push_back(it->second);
     }
+    if (!users.empty()) readers[g] = users;
+  }
+  // A chain link joins a group to its only reader; a fan-out (SqueezeNet's squeeze feeding two expands) joins
+  // only readers that end the chain, so groups stay chains or shallow trees.
+  for (const auto& [g, users] : readers) {
+    if (users.size() > 1)
+      if (std::any_of(users.begin(), users.end(), [&](size_t h) { return readers.count(h) != 0; })) continue;
     for (size_t h : users) {
       parent[find(h)] = find(g);
       joined.insert(g), joined.insert(h);
@@ -177,9 +187,27 @@ void chooseFusion(NpuSchedule& s, const Graph& body, const hw::NpuConfig& cfg) {
     // Intermediates on chip (row tiles from the fewest whose windows fit, to a few more), or through DRAM with
     // the tiles of the nodes interleaved (the stages still pipeline across units); each option priced against
     // the same groups layer by layer.
-    const uint64_t layered = lower::modelledCycles(body, cfg, s, members);
-    uint64_t best = layered;
+    // Priced in context: with the groups right before and after (fill and drain at the boundaries count).
+    std::vector<size_t> context = members;
+    if (members.front() > 0) context.insert(context.begin(), members.front() - 1);
+    if (members.back() + 1 < s.groups.size()) context.push_back(members.back() + 1);
+    const lower::ModelledCost layered = lower::modelledCost(body, cfg, s, context);
+    lower::ModelledCost best = layered;
     std::optional<GroupSchedule> bestGroup;
+    // An option is taken when it is not slower, or when it removes at least a fifth of the activation traffic
+    // (DRAM bytes beyond the weights and the groups' own inputs and outputs) for at most 3 % more cycles: what
+    // fusion is for, intermediates that never leave the chip.
+    uint64_t compulsory = 0;
+    for (size_t g : context)
+      for (const std::string& name : s.groups[g].nodes)
+        for (const Value* v : byName.at(name)->inputs())
+          if (v && v->isConstant()) compulsory += 4 * static_cast<uint64_t>(v->constant().numel());
+    const uint64_t layeredTraffic = layered.dramBytes > compulsory ? layered.dramBytes - compulsory : 0;
+    auto better = [&](const lower::ModelledCost& c) {
+      const uint64_t saved = layered.dramBytes > c.dramBytes ? layered.dramBytes - c.dramBytes : 0;
+      const bool acceptable = c.cycles <= layered.cycles || (c.cycles * 100 <= layered.cycles * 103 && saved * 5 >= layeredTraffic);
+      return acceptable && (c.cycles < best.cycles || !bestGroup);
+    };
     auto tryOption = [&](int64_t tiles, bool onChip) {
       NpuSchedule trial = s;
       GroupSchedule f = fuse(s, members, byName, cfg, tiles, onChip);
@@ -187,9 +215,12 @@ void chooseFusion(NpuSchedule& s, const Graph& body, const hw::NpuConfig& cfg) {
       trial.groups[members.back()] = f;
       for (size_t k = members.size() - 1; k-- > 0;) trial.groups.erase(trial.groups.begin() + static_cast<long>(members[k]));
       const size_t at = members.back() - (members.size() - 1);
+      std::vector<size_t> around{at};
+      if (members.front() > 0) around.insert(around.begin(), members.front() - 1);
+      if (at + 1 < trial.groups.size()) around.push_back(at + 1);
       try {
-        const uint64_t cycles = lower::modelledCycles(body, cfg, trial, {at});
-        if (cycles <= best) best = cycles, bestGroup = f;
+        const lower::ModelledCost cost = lower::modelledCost(body, cfg, trial, around);
+        if (better(cost)) best = cost, bestGroup = f;
       } catch (const InternalError&) {
         // the buffers cannot hold this option
       }
@@ -197,14 +228,15 @@ void chooseFusion(NpuSchedule& s, const Graph& body, const hw::NpuConfig& cfg) {
     int64_t minTiles = 1;
     while (minTiles < last.OH && windowWords(s, members, byName, ceilDiv(last.OH, minTiles)) > inpWords * 3 / 4) ++minTiles;
     if (windowWords(s, members, byName, ceilDiv(last.OH, minTiles)) <= inpWords * 3 / 4) {
+      // The fewest row tiles that fit, and the next count (fewer tiles: less halo and weight traffic).
       std::set<int64_t> tried;
-      for (int64_t n = minTiles; n <= last.OH && tried.size() < 3; ++n) {
+      for (int64_t n = minTiles; n <= last.OH && tried.size() < 2; ++n) {
         const int64_t tiles = ceilDiv(last.OH, ceilDiv(last.OH, n));
         if (tried.insert(tiles).second) tryOption(tiles, true);
       }
+    } else if (last.OH > 8) {
+      tryOption(ceilDiv(last.OH, 8), false);  // intermediates through DRAM, 8 output rows per tile
     }
-    for (int64_t rows : {8, 4})
-      if (rows < last.OH) tryOption(ceilDiv(last.OH, rows), false);
     if (bestGroup) chosen.push_back({members, *bestGroup});
   }
   // A fused group takes the place of its last member; the other members go.

@@ -155,7 +155,7 @@ NpuSchedule NpuSchedule::fromJson(const json& j, const std::string& origin) {
   s.strategy = r.string(j, "schedule", "strategy");
   static const std::set<std::string> strategies{"window", "greedy", "sequential"};
   if (!strategies.count(s.strategy)) r.fail("schedule.strategy", fmt::format("unknown strategy '{}'", s.strategy));
-  s.window = r.integer(j, "schedule", "window", 1, 1 << 20);
+  s.window = r.integer(j, "schedule", "window", 0, 1 << 20);
   const json& gs = r.array(j, "schedule", "groups");
   for (size_t gi = 0; gi < gs.size(); ++gi) {
     const std::string path = fmt::format("schedule.groups[{}]", gi);

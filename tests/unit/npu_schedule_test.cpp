@@ -1,0 +1,266 @@
+// Tests of NPU scheduling (S2, S0): the dependency graph and the tokens of a small hand-written program
+// against what was worked out by hand, the hazard checker catching one removed RAW, WAR and WAW ordering of a
+// real fused schedule, the schedule's JSON form, and fused schedules matching the interpreter.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "targets/npu/schedule/instruction_scheduler.h"
+#include "tessel/interp/interpreter.h"
+#include "tessel/ops/shape_inference.h"
+#include "tessel/support/error.h"
+#include "tessel/targets/npu/lowering.h"
+#include "tessel/targets/npu/schedule.h"
+
+#include "npu_test_util.h"
+
+namespace {
+
+using namespace tessel;
+using namespace tessel::npu;
+using test::randomTensor;
+
+constexpr uint8_t bit(Unit u) { return static_cast<uint8_t>(1u << static_cast<unsigned>(u)); }
+constexpr uint8_t kindBit(DepKind k) { return static_cast<uint8_t>(1u << static_cast<unsigned>(k)); }
+constexpr uint8_t RAW = kindBit(DepKind::ReadAfterWrite), WAR = kindBit(DepKind::WriteAfterRead),
+                  WAW = kindBit(DepKind::WriteAfterWrite);
+
+/// A 16x16 block program on virtual regions (one tile):
+///   0 LD  in  <- dram[0]          1 LD  wgt <- dram[256]
+///   2 MM  acc  = in x wgt         3 LD  in  <- dram[512]   (the same region again)
+///   4 MM  acc += in x wgt         5 VEC out  = relu(acc)     6 ST  dram[1024] <- out
+struct BlockProgram {
+  sched::VirtualProgram program;
+  BlockProgram() {
+    sched::ProgramBuilder b;
+    b.beginTile(0, 0);
+    b.setNode("block");
+    const int32_t in = b.region(Buffer::Input, 256), wgt = b.region(Buffer::Weight, 256),
+                  acc = b.region(Buffer::Accumulator, 256), out = b.region(Buffer::Output, 256);
+    auto load = [&](int32_t r, uint32_t dram) {
+      Instruction i;
+      i.opcode = Opcode::Load;
+      i.dst = b.at(r, 0, 16);
+      i.outer = 16;
+      i.vecLen = 16;
+      i.dramAddr = dram;
+      i.dramStrideOuter = 16;
+      b.emit(i, {r, -1, -1, -1});
+    };
+    auto gemm = [&](bool accumulate) {
+      Instruction i;
+      i.opcode = Opcode::Gemm;
+      i.srcA = b.at(in, 0, 16);
+      i.srcB = b.at(wgt);
+      i.dst = b.at(acc, 0, 16);
+      i.outer = 16;
+      i.gemmK = i.gemmN = 16;
+      i.accumulate = accumulate;
+      b.emit(i, {acc, in, wgt, -1});
+    };
+    load(in, 0);
+    load(wgt, 256);
+    gemm(false);
+    load(in, 512);
+    gemm(true);
+    Instruction relu;
+    relu.opcode = Opcode::VecUnary;
+    relu.vecOp = VecOp::Relu;
+    relu.dst = b.at(out, 0, 16);
+    relu.srcA = b.at(acc, 0, 16);
+    relu.outer = 16;
+    relu.vecLen = 16;
+    b.emit(relu, {out, acc, -1, -1});
+    Instruction st;
+    st.opcode = Opcode::Store;
+    st.srcA = b.at(out, 0, 16);
+    st.dramAddr = 1024;
+    st.outer = 16;
+    st.vecLen = 16;
+    st.dramStrideOuter = 16;
+    b.emit(st, {-1, out, -1, -1});
+    program = b.take();
+  }
+};
+
+hw::NpuConfig defaultNpu() { return test::shippedConfig("default.json").firstNpu()->npu; }
+
+TEST(NpuSchedule, DependencyGraphOfAHandWrittenProgramIsTheOneWorkedOutByHand) {
+  BlockProgram p;
+  const sched::InstructionGraph g = sched::buildInstructionGraph(p.program, defaultNpu());
+  std::map<std::pair<uint32_t, uint32_t>, uint8_t> edges;
+  for (uint32_t c = 0; c < g.size(); ++c)
+    for (const sched::DepEdge* e = g.predBegin(c); e != g.predEnd(c); ++e) edges[{e->other, c}] = e->kinds;
+  // Worked out from the program: the gemms read what the loads wrote; the second load overwrites the
+  // input the first gemm read (WAR) and the first load wrote (WAW); the accumulating gemm reads and
+  // rewrites the first gemm's accumulator (RAW + WAW); the weight block is read by both gemms.
+  const std::map<std::pair<uint32_t, uint32_t>, uint8_t> want{
+      {{0, 2}, RAW}, {{1, 2}, RAW}, {{0, 3}, WAW}, {{2, 3}, WAR},       {{1, 4}, RAW},
+      {{2, 4}, RAW | WAW},          {{3, 4}, RAW}, {{4, 5}, RAW}, {{5, 6}, RAW}};
+  EXPECT_EQ(edges, want);
+  // Parallel levels: a level runs once the levels before it are done (longest edge path from a source).
+  EXPECT_EQ(g.level, (std::vector<uint32_t>{0, 0, 1, 2, 3, 4, 5}));
+  // Critical-path heights never increase along an edge, and the sources carry the longest.
+  for (const auto& [e, kinds] : edges) EXPECT_GT(g.height[e.first], g.height[e.second]) << e.first << "->" << e.second;
+  const std::string dot = sched::dependencyGraphDot(p.program, g, 0, g.size());
+  EXPECT_NE(dot.find("style=dashed"), std::string::npos) << dot;  // the WAR edge
+  EXPECT_NE(dot.find("style=dotted"), std::string::npos) << dot;  // the WAW edge
+}
+
+TEST(NpuSchedule, TokensOfAHandWrittenProgramAreTheOnesWorkedOutByHand) {
+  BlockProgram p;
+  const hw::NpuConfig cfg = defaultNpu();
+  const sched::InstructionGraph g = sched::buildInstructionGraph(p.program, cfg);
+  const sched::ScheduleResult r = sched::listSchedule(p.program, g, cfg, {});
+  // Every instruction depends on the one before it or its unit's previous one: program order is the only order.
+  EXPECT_EQ(r.order, (std::vector<uint32_t>{0, 1, 2, 3, 4, 5, 6}));
+  const Program prog = sched::materialize(p.program, r);
+  // One token per cross-unit edge not implied by another: the gemm waits for the weight load only (the
+  // input load is earlier on the same unit); the reload waits for the first gemm (WAR); the accumulating
+  // gemm's wait on the weight load is implied by the first gemm's.
+  const Unit LD = Unit::Load, MM = Unit::Matrix, VEC = Unit::Vector, ST = Unit::Store;
+  const std::vector<std::pair<uint8_t, uint8_t>> want{
+      {0, 0}, {0, bit(MM)}, {bit(LD), bit(LD)}, {bit(MM), bit(MM)}, {bit(LD), bit(VEC)}, {bit(MM), bit(ST)}, {bit(VEC), 0}};
+  ASSERT_EQ(prog.instructions.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(prog.instructions[i].waitMask, want[i].first) << i << ": " << disassemble(prog.instructions[i]);
+    EXPECT_EQ(prog.instructions[i].signalMask, want[i].second) << i << ": " << disassemble(prog.instructions[i]);
+  }
+  // One region per buffer, in one tile: each at its buffer's base; both loads of the input at the same words.
+  std::string text = disassemble(prog);
+  for (const char* line : {"LD   load    inp[0; 16,0]", "MM   gemm    acc[0; 16,0] = inp[0; 16,0] x wgt[0]",
+                           "MM   gemm    acc[0; 16,0] += inp[0; 16,0] x wgt[0]", "VEC  vun     relu       out[0; 16,0] <- acc[0; 16,0]"})
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  // The program runs without hazards.
+  SimOptions o;
+  o.checkHazards = true;
+  Dram dram(2048);
+  SimReport rep = simulate(prog, cfg, dram, o);
+  EXPECT_TRUE(rep.hazards.empty()) << rep.hazards.front().describe();
+  EXPECT_EQ(rep.totalCycles, r.cycles);
+}
+
+/// conv -> relu -> conv -> add(residual): the chain the compiler fuses into row tiles.
+void residualBlock(Graph& g) {
+  Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 16, 24, 24}));
+  auto conv = [&](Value* in, uint32_t seed) {
+    Node* n = g.addNode("Conv", {in, g.addConstant(g.uniqueName("w"), randomTensor({16, 16, 3, 3}, seed))}, {g.uniqueName("c")});
+    n->setAttr("pads", std::vector<int64_t>{1, 1, 1, 1});
+    n->setAttr("kernel_shape", std::vector<int64_t>{3, 3});
+    return n->output(0);
+  };
+  Value* y = g.addNode("Relu", {conv(x, 1)}, {"r"})->output(0);
+  g.addOutput(g.addNode("Add", {conv(y, 2), x}, {"a"})->output(0));
+  inferShapes(g);
+}
+
+/// The program's cross-unit dependencies (the shared analysis, SRAM only) as (producer, consumer) -> kinds.
+std::map<std::pair<size_t, size_t>, uint8_t> crossUnitDependencies(const Program& p) {
+  std::map<std::pair<size_t, size_t>, uint8_t> deps;
+  DependencyTracker tracker;
+  std::vector<WordRun> runs;
+  for (size_t j = 0; j < p.instructions.size(); ++j) {
+    runs.clear();
+    instructionRuns(p.instructions[j], runs, false);
+    tracker.visit(static_cast<uint32_t>(j), p.instructions[j].unit(), runs, [&](const Dependency& d) {
+      if (p.instructions[d.producer].unit() != p.instructions[j].unit()) deps[{d.producer, j}] |= kindBit(d.kind);
+    });
+  }
+  return deps;
+}
+
+/// Removes instruction j's wait on unit `from` and the signal that token would have come from (the n-th
+/// token `from` sends to j's unit is the one j's unit's n-th wait on `from` pops), keeping the program
+/// free of deadlock.
+void removeToken(Program& p, size_t j, Unit from) {
+  const Unit to = p.instructions[j].unit();
+  size_t n = 0;
+  for (size_t i = 0; i < j; ++i)
+    if (p.instructions[i].unit() == to && (p.instructions[i].waitMask & bit(from))) ++n;
+  for (Instruction& i : p.instructions)
+    if (i.unit() == from && (i.signalMask & bit(to)) && n-- == 0) {
+      i.signalMask &= static_cast<uint8_t>(~bit(to));
+      break;
+    }
+  p.instructions[j].waitMask &= static_cast<uint8_t>(~bit(from));
+}
+
+TEST(NpuSchedule, HazardCheckerCatchesEachRemovedRawWarAndWawOrdering) {
+  Graph g;
+  residualBlock(g);
+  hw::HardwareConfig cfg = test::shippedConfig("tiny.json");
+  const hw::Device& dev = *cfg.firstNpu();
+  NpuSchedule s = compilerSchedule(g, dev.npu, "block");
+  const LoweredSubgraph lowered = lowerSubgraph(g, dev, s);
+  const std::vector<Tensor> inputs{randomTensor({1, 16, 24, 24}, 3)};
+  ASSERT_TRUE(runLowered(lowered, dev.npu, inputs).report.hazards.empty());
+  const auto deps = crossUnitDependencies(lowered.program);
+  // For each kind, the first dependency of that kind whose consumer waits for a token from the producer's
+  // unit: removing that token (and its signal) leaves it unordered, which the checker must report.
+  for (DepKind kind : {DepKind::ReadAfterWrite, DepKind::WriteAfterRead, DepKind::WriteAfterWrite}) {
+    bool tried = false;
+    for (const auto& [e, kinds] : deps) {
+      const auto [p, j] = e;
+      const Unit from = lowered.program.instructions[p].unit();
+      if (!(kinds & kindBit(kind)) || !(lowered.program.instructions[j].waitMask & bit(from))) continue;
+      // The token must be the one that orders p before j: no other dependency of j on `from` is later than p.
+      bool latest = true;
+      for (const auto& [e2, k2] : deps)
+        if (e2.second == j && e2.first > p && lowered.program.instructions[e2.first].unit() == from) latest = false;
+      if (!latest) continue;
+      LoweredSubgraph broken = lowered;
+      removeToken(broken.program, j, from);
+      const SimReport rep = runLowered(broken, dev.npu, inputs).report;
+      bool caught = false;
+      for (const Hazard& h : rep.hazards)
+        caught |= h.earlier == p && h.later == j && static_cast<DepKind>(h.kind) == kind && h.unsynchronised;
+      EXPECT_TRUE(caught) << depKindName(kind) << " #" << p << " -> #" << j << " removed, hazards: " << rep.hazards.size();
+      tried = true;
+      break;
+    }
+    EXPECT_TRUE(tried) << "no " << depKindName(kind) << " dependency carried by its own token in the schedule";
+  }
+}
+
+TEST(NpuSchedule, JsonRoundTripsAndVerificationNamesTheField) {
+  Graph g;
+  residualBlock(g);
+  const hw::NpuConfig cfg = defaultNpu();
+  NpuSchedule s = compilerSchedule(g, cfg, "block");
+  const NpuSchedule back = NpuSchedule::fromJson(s.toJson(), "test");
+  EXPECT_EQ(back, s);
+  verifySchedule(back, g, cfg);
+  nlohmann::json bad = s.toJson();
+  bad["strategy"] = "fastest";
+  try {
+    NpuSchedule::fromJson(bad, "test");
+    FAIL() << "an unknown strategy was accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("strategy"), std::string::npos) << e.what();
+  }
+}
+
+TEST(NpuSchedule, FusedWindowAndGreedySchedulesMatchTheInterpreter) {
+  Graph g;
+  residualBlock(g);
+  const std::map<std::string, Tensor> named{{"x", randomTensor({1, 16, 24, 24}, 3)}};
+  const Tensor want = Interpreter(g).run(named).at(0);
+  for (const char* cfgName : {"default.json", "tiny.json", "edge.json"})
+    for (const char* strategy : {"window", "greedy", "sequential"}) {
+      hw::HardwareConfig cfg = test::shippedConfig(cfgName);
+      const hw::Device& dev = *cfg.firstNpu();
+      NpuSchedule s = compilerSchedule(g, dev.npu, "block");
+      s.strategy = strategy;
+      const NpuRun run = runLowered(lowerSubgraph(g, dev, s), dev.npu, {named.at("x")});
+      EXPECT_TRUE(run.report.hazards.empty()) << cfgName << " " << strategy << ": " << run.report.hazards.front().describe();
+      const float *a = run.outputs.at(0).data<float>(), *b = want.data<float>();
+      float diff = 0;
+      for (int64_t i = 0; i < want.numel(); ++i) diff = std::max(diff, std::abs(a[i] - b[i]));
+      EXPECT_LE(diff, 1e-4f) << cfgName << " " << strategy;
+    }
+}
+
+}  // namespace
