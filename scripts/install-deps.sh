@@ -22,6 +22,9 @@ PACKAGES=(
   nlohmann-json3-dev
   libfmt-dev
   zlib1g-dev
+  pybind11-dev
+  python3-dev
+  python3-pytest
   python3-onnx
   python3-numpy
   python3-torch

@@ -9,6 +9,9 @@
 #               defaults); `tessel bench --profile --trace`; `tessel compare` (passes correct builds, flags an
 #               injected 1e-3 error; .npz); the pictures (bench/sim --plot, partition --render) for ResNet-18;
 #               `cmake --install` into a temporary prefix, then the installed tessel compiles and runs models
+#   python      the Python package (pytest, python/tests): every function of `import tessel` and its errors against
+#               the CLI's messages and --json reports, 4 threads on one compiled model, 10,000 runs with flat memory,
+#               the run overhead over bench, docs/python.md's worked example (ResNet-18), a fresh install prefix
 #   example     the bundled digits CNN: interpreter, compiled .so and NPU simulator (accuracy >= 95 %, match)
 #   conformance ONNX backend node suite through `tessel run` (listed tests must pass)
 #   models      torchvision ResNet-18/50, MobileNetV2, SqueezeNet 1.1 vs PyTorch; text IR round trip; the cpu
@@ -26,7 +29,7 @@ set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${TESSEL_BUILD_DIR:-$repo/build}
 jobs=$(nproc)
-stages=${TESSEL_STAGES:-"unit harness cli example conformance models cpu npu sanitize fuzz"}
+stages=${TESSEL_STAGES:-"unit harness cli python example conformance models cpu npu sanitize fuzz"}
 # Fuzzing in CI is reproducible: a fixed seed and number of runs from the committed corpus. Explore
 # further by hand with a larger TESSEL_FUZZ_RUNS and another TESSEL_FUZZ_SEED.
 fuzz_runs=${TESSEL_FUZZ_RUNS:-60000}
@@ -81,6 +84,10 @@ stage_cli() {
   $py "$repo/tests/cli/test_sched.py" --tessel "$build/tessel" || rc=1
   bash "$repo/tests/cli/test_install.sh" "$build" || rc=1
   return $rc
+}
+stage_python() {
+  # ~2 min on 2 idle cores (ResNet-18 compiled for cpu and npu twice: the worked example and the fresh prefix).
+  PYTHONPATH="$build/python" $py -m pytest -q -p no:cacheprovider "$repo/python/tests"
 }
 stage_example() { bash "$repo/examples/digits/run.sh" "$build" "$build/digits-out"; }
 stage_conformance() {

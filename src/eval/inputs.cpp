@@ -36,8 +36,11 @@ Tensor randomInput(const Value& input, uint64_t seed) {
   return t;
 }
 
-std::map<std::string, Tensor> completeInputs(const Graph& signature, std::map<std::string, Tensor> given, uint64_t seed,
-                                             const std::function<void(const std::string&)>& note) {
+namespace {
+
+/// Checks every given tensor against the declared input of its name (converting uint16 bit patterns for a
+/// bfloat16 input); UserError for a name that is not a declared input or a tensor of the wrong type or shape.
+void checkGiven(const Graph& signature, std::map<std::string, Tensor>& given) {
   std::vector<std::string> names;
   for (Value* in : signature.inputs())
     if (!in->isConstant()) names.push_back("'" + in->name() + "'");
@@ -53,11 +56,26 @@ std::map<std::string, Tensor> completeInputs(const Graph& signature, std::map<st
     }
     Interpreter::checkInput(*v, tensor);
   }
+}
+
+}  // namespace
+
+std::map<std::string, Tensor> completeInputs(const Graph& signature, std::map<std::string, Tensor> given, uint64_t seed,
+                                             const std::function<void(const std::string&)>& note) {
+  checkGiven(signature, given);
   for (Value* in : signature.inputs()) {
     if (given.count(in->name()) || in->isConstant()) continue;
     given[in->name()] = randomInput(*in, seed);
     if (note) note(fmt::format("input '{}' not given; using random {} (seed {})", in->name(), in->type.toString(), seed));
   }
+  return given;
+}
+
+std::map<std::string, Tensor> checkedInputs(const Graph& signature, std::map<std::string, Tensor> given) {
+  checkGiven(signature, given);
+  for (Value* in : signature.inputs())
+    if (!in->isConstant() && !given.count(in->name()))
+      throw UserError(fmt::format("missing input '{}' (expected {})", in->name(), in->type.toString()));
   return given;
 }
 

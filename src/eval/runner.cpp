@@ -98,12 +98,13 @@ class NpuRunner : public Runner {
   size_t calls_ = 0;
 };
 
-/// Outputs saved earlier (a .npz of output name -> array): a reference that needs no inputs.
+/// Outputs computed earlier (a .npz of output name -> array, or given by a caller): a reference that needs no inputs.
 class SavedOutputsRunner : public Runner {
  public:
-  explicit SavedOutputsRunner(std::string path) : path_(std::move(path)), arrays_(readNpz(path_)) {}
+  SavedOutputsRunner(std::vector<NamedTensor> arrays, std::string label, std::string summary)
+      : label_(std::move(label)), summary_(std::move(summary)), arrays_(std::move(arrays)) {}
   std::string target() const override { return "saved"; }
-  std::string label() const override { return path_ + " (saved outputs)"; }
+  std::string label() const override { return label_; }
   const Graph& signature() const override { return signature_; }
   std::vector<std::string> outputNames() const override {
     std::vector<std::string> names;
@@ -115,10 +116,10 @@ class SavedOutputsRunner : public Runner {
     for (const auto& [name, t] : arrays_) out.push_back(t);
     return out;
   }
-  std::string lastRunSummary() const override { return fmt::format("read {} saved output(s) from {}", arrays_.size(), path_); }
+  std::string lastRunSummary() const override { return summary_; }
 
  private:
-  std::string path_;
+  std::string label_, summary_;
   std::vector<NamedTensor> arrays_;
   Graph signature_;
 };
@@ -162,12 +163,20 @@ std::string findHardwareConfig(const std::string& nameOrPath) {
                               "({}: {})", nameOrPath, dir.string(), fmt::join(names, ", ")));
 }
 
+std::unique_ptr<Runner> savedOutputs(std::vector<NamedTensor> outputs, std::string label, std::string summary) {
+  return std::make_unique<SavedOutputsRunner>(std::move(outputs), std::move(label), std::move(summary));
+}
+
 std::unique_ptr<Runner> openArtifact(const std::string& path, const RunnerOptions& options) {
   std::string kind = artifactKind(path);
   if (kind == "model") return std::make_unique<InterpreterRunner>(path, loadModelFile(path, options, options.import.inference), options.seed);
   if (kind == "cpu") return std::make_unique<CpuRunner>(path, path, options.threads);
   if (kind == "npu") return std::make_unique<NpuRunner>(readNpuArtifact(path, options.hwConfig), path + " (npu)");
-  if (kind == "outputs") return std::make_unique<SavedOutputsRunner>(path);
+  if (kind == "outputs") {
+    std::vector<NamedTensor> arrays = readNpz(path);
+    std::string summary = fmt::format("read {} saved output(s) from {}", arrays.size(), path);
+    return savedOutputs(std::move(arrays), path + " (saved outputs)", std::move(summary));
+  }
   throw UserError(fmt::format("'{}': unknown kind of model (expected .onnx or .tir to run on the reference "
                               "interpreter, .so compiled for the CPU, .tnpu compiled for the NPU, .npz of saved "
                               "outputs)", path));

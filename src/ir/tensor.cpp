@@ -53,6 +53,18 @@ Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape
   data_ = p;
 }
 
+Tensor Tensor::wrap(DType dtype, Shape shape, void* data, std::shared_ptr<void> owner) {
+  TESSEL_ASSERT(dtype != DType::Undefined && dtype != DType::String, "Tensor::wrap: numeric element types only");
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  for (int64_t d : t.shape_) TESSEL_ASSERT(d >= 0, "Tensor::wrap: negative extent");
+  t.numel_ = shapeSize(t.shape_);
+  t.buffer_ = std::move(owner);
+  t.data_ = data;
+  return t;
+}
+
 int64_t Tensor::dim(int64_t i) const {
   int64_t r = static_cast<int64_t>(shape_.size());
   if (i < 0) i += r;

@@ -1,6 +1,8 @@
-// Finds Tessel's data files: in the installed prefix of the running binary, else in the source tree.
+// Finds Tessel's data files: in the installed prefix of the running binary (or of the shared object holding this
+// code, e.g. the Python module), else in the source tree.
 #include "tessel/support/data_paths.h"
 
+#include <dlfcn.h>
 #include <filesystem>
 #include <system_error>
 #include <unistd.h>
@@ -32,9 +34,22 @@ DataPaths fromShare(const fs::path& share, const fs::path& includeDir) {
   return p;
 }
 
+/// The prefix P of an installed shared object holding this code (the Python module, P/lib/python3.X/
+/// site-packages/tessel/_tessel*.so): the nearest ancestor of its directory with Tessel's data in share/tessel.
+fs::path sharedObjectPrefix() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&sharedObjectPrefix), &info) == 0 || info.dli_fname == nullptr) return {};
+  std::error_code ec;
+  fs::path object = fs::canonical(info.dli_fname, ec);
+  if (ec) return {};
+  for (fs::path dir = object.parent_path(); !dir.empty() && dir != dir.root_path(); dir = dir.parent_path())
+    if (hasRuntime(dir / "share" / "tessel")) return dir;
+  return {};
+}
+
 DataPaths findDataPaths() {
-  fs::path prefix = executablePrefix();
-  if (!prefix.empty() && hasRuntime(prefix / "share" / "tessel")) return fromShare(prefix / "share" / "tessel", prefix / "include");
+  for (const fs::path& prefix : {executablePrefix(), sharedObjectPrefix()})
+    if (!prefix.empty() && hasRuntime(prefix / "share" / "tessel")) return fromShare(prefix / "share" / "tessel", prefix / "include");
   const fs::path src = TESSEL_SOURCE_DIR;
   DataPaths p;
   p.runtimeDir = (src / "runtime").string();

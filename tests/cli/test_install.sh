@@ -3,7 +3,8 @@
 # a directory outside the source tree, P/bin/tessel compiles the bundled digits CNN for the CPU (.so) and the
 # NPU (.tnpu, with the installed configuration named "default"), runs both and compares them with the
 # interpreter; it reads its data from P (tessel --version says where), also after the prefix is moved; the
-# installed runtime library and headers link a program around a model emitted as C++.
+# installed runtime library and headers link a program around a model emitted as C++; the installed Python package
+# (P/lib/python3.X/site-packages/tessel) imports, reads its data from P and compiles the CNN for the CPU and the NPU.
 # usage: tests/cli/test_install.sh BUILD_DIR
 set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -45,10 +46,27 @@ check "compile for the CPU from $work" "$tessel" compile digits.onnx -o digits.s
 check "compile for the NPU with the installed config 'default'" "$tessel" compile digits.onnx --target npu --hw default -o digits.tnpu
 check "run the .so and the .tnpu" bash -c "'$tessel' run digits.so -q -o so && '$tessel' run digits.tnpu -q -o npu && test -f so/logits.npy -a -f npu/logits.npy"
 check "compare: .so and .tnpu match the interpreter" bash -c "'$tessel' compare digits.onnx digits.so && '$tessel' compare digits.onnx digits.tnpu"
+site=$(cd "$prefix" && ls -d lib/python3*/site-packages 2>/dev/null | head -1)
+check "installed: the Python package tessel in $site" test -f "$prefix/$site/tessel/__init__.py"
+python_ok() {
+  PYTHONPATH="$prefix/$site" /usr/bin/python3 -c "
+import sys, numpy as np, tessel
+assert tessel.__file__.startswith('$prefix/'), tessel.__file__
+assert tessel.data_paths()['runtime'] == '$prefix/share/tessel/runtime', tessel.data_paths()
+model = tessel.load('digits.onnx', input_shapes={'image': [1, 1, 8, 8]})
+x = {'image': np.full((1, 1, 8, 8), 0.5, np.float32)}
+for target in ('cpu', 'npu'):
+    assert tessel.compare(model, tessel.compile(model, target), inputs=x, atol=1e-4)['pass'], target
+print('python: ok')"
+}
+check "python3 -c 'import tessel' from the prefix: data from P, digits compiled for cpu and npu" python_ok
 check "no path into the source tree in what it printed" bash -c "! grep -F '$repo' '$tmp/all.log'"
 # Moved elsewhere, the prefix still finds its own data.
 mv "$prefix" "$tmp/moved"
-moved_ok() { "$tmp/moved/bin/tessel" --version | grep -qx "data: $tmp/moved/share/tessel" && "$tmp/moved/bin/tessel" compile digits.onnx -o moved.so; }
+moved_ok() {
+  "$tmp/moved/bin/tessel" --version | grep -qx "data: $tmp/moved/share/tessel" && "$tmp/moved/bin/tessel" compile digits.onnx -o moved.so &&
+    PYTHONPATH="$tmp/moved/$site" /usr/bin/python3 -c "import tessel; assert tessel.data_paths()['configs'] == '$tmp/moved/share/tessel/configs'"
+}
 check "a moved prefix uses its own data" moved_ok
 mv "$tmp/moved" "$prefix"
 # The installed runtime library + headers link a program around a model emitted as C++.

@@ -16,11 +16,15 @@
 #include "plot.h"
 #include "tessel/eval/runner.h"
 #include "tessel/rt/cpu.h"
+#include "tessel/targets/cpu/bench.h"
 #include "tessel/targets/cpu/compiler.h"
 #include "tessel/targets/cpu/loader.h"
 
 namespace tessel::cli {
 namespace {
+
+using cpu::ProfileRow;
+using cpu::TimedRun;
 
 struct BenchOptions {
   ModelOptions model;
@@ -48,72 +52,8 @@ std::string compileForBench(const BenchOptions& o) {
   return path.string();
 }
 
-double percentile(const std::vector<double>& sorted, double p) {
-  double idx = p * (static_cast<double>(sorted.size()) - 1);
-  size_t lo = static_cast<size_t>(idx);
-  size_t hi = std::min(lo + 1, sorted.size() - 1);
-  return sorted[lo] + (sorted[hi] - sorted[lo]) * (idx - static_cast<double>(lo));
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return percentile(v, 0.5);
-}
-
-/// Nanoseconds on the steady clock (the clock the generated code's step timing uses).
-double steadyNs() {
-  return static_cast<double>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
-}
-
-/// One timed inference: its start and duration on the steady clock, and (when profiled) the per-step
-/// record written by the model (num_steps durations in ns, then the first step's start time).
-struct Run {
-  double startNs = 0, ns = 0;
-  std::vector<double> steps;
-};
-
-/// Per-layer profile: each step's median time over the timed runs.
-struct ProfileRow {
-  size_t index;
-  const cpu::CompiledStepInfo* step;
-  double ms;     ///< median
-  double minMs;  ///< fastest run (on a shared machine: the run least disturbed by other processes)
-};
-
 std::string gflopsText(double flops, double ms) {
   return flops > 0 && ms > 0 ? fmt::format("{:.1f}", flops / (ms * 1e6)) : "-";
-}
-
-/// Kernel-type totals of the profile, largest first.
-struct KernelTotal {
-  std::string kernel;
-  int calls = 0;
-  double ms = 0, flops = 0;
-};
-std::vector<KernelTotal> byKernel(const std::vector<ProfileRow>& rows) {
-  std::vector<KernelTotal> out;
-  for (const ProfileRow& r : rows) {
-    auto it = std::find_if(out.begin(), out.end(), [&](const KernelTotal& k) { return k.kernel == r.step->kernel; });
-    if (it == out.end()) it = out.insert(out.end(), KernelTotal{r.step->kernel});
-    it->calls++;
-    it->ms += r.ms;
-    it->flops += r.step->flops;
-  }
-  std::stable_sort(out.begin(), out.end(), [](const KernelTotal& a, const KernelTotal& b) { return a.ms > b.ms; });
-  return out;
-}
-
-/// Median over the runs of (sum of the run's step times) / (the run's wall time): how much of an inference
-/// the kernel calls account for (the rest is the call into the model and the clock reads at its ends).
-double coverage(const std::vector<Run>& runs, size_t numSteps) {
-  std::vector<double> c;
-  for (const Run& r : runs) {
-    double sum = 0;
-    for (size_t i = 0; i < numSteps; ++i) sum += r.steps[i];
-    c.push_back(r.ns > 0 ? sum / r.ns : 0.0);
-  }
-  return median(c);
 }
 
 void printProfile(const std::vector<ProfileRow>& rows, double medianRunMs, double cover) {
@@ -148,43 +88,15 @@ void printProfile(const std::vector<ProfileRow>& rows, double medianRunMs, doubl
              100.0 * cover);
   fmt::print("\nby kernel:\n{:<{}}  {:>5}  {:>10}  {:>8}  {:>6}\n", "kernel", wKernel, "calls", "ms", "GFLOP/s",
              "share");
-  for (const KernelTotal& k : byKernel(rows))
+  for (const cpu::KernelTotal& k : cpu::byKernel(rows))
     fmt::print("{:<{}}  {:>5}  {:>10.5f}  {:>8}  {:>5.1f}%\n", k.kernel, wKernel, k.calls, k.ms,
                gflopsText(k.flops, k.ms), total > 0 ? 100.0 * k.ms / total : 0.0);
-}
-
-nlohmann::json profileJson(const std::vector<ProfileRow>& rows, double cover) {
-  double total = 0;
-  for (const ProfileRow& r : rows) total += r.ms;
-  nlohmann::json layers = nlohmann::json::array(), kernels = nlohmann::json::array();
-  auto gflops = [](double flops, double ms) -> nlohmann::json {
-    if (flops > 0 && ms > 0) return flops / (ms * 1e6);
-    return nullptr;
-  };
-  for (const ProfileRow& r : rows)
-    layers.push_back({{"index", r.index},
-                      {"node", r.step->node},
-                      {"op", r.step->op},
-                      {"kernel", r.step->kernel},
-                      {"shape", r.step->shape},
-                      {"flops", r.step->flops},
-                      {"ms", r.ms},
-                      {"min_ms", r.minMs},
-                      {"gflop_per_s", gflops(r.step->flops, r.ms)},
-                      {"share", total > 0 ? r.ms / total : 0.0}});
-  for (const KernelTotal& k : byKernel(rows))
-    kernels.push_back({{"kernel", k.kernel},
-                       {"calls", k.calls},
-                       {"ms", k.ms},
-                       {"gflop_per_s", gflops(k.flops, k.ms)},
-                       {"share", total > 0 ? k.ms / total : 0.0}});
-  return {{"layers", layers}, {"by_kernel", kernels}, {"total_ms", total}, {"coverage", cover}};
 }
 
 /// Chrome/Perfetto trace of every timed run: one "inference" event per run on the calling thread's track,
 /// the kernel calls nested in it (microseconds from the first run's start).
 void writeTrace(std::ofstream& f, const std::string& path, const std::string& model, int threads,
-                const std::vector<cpu::CompiledStepInfo>& steps, const std::vector<Run>& runs) {
+                const std::vector<cpu::CompiledStepInfo>& steps, const std::vector<TimedRun>& runs) {
   nlohmann::json events = nlohmann::json::array();
   events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", "tessel bench " + model}}}});
   std::string thread = threads > 1 ? fmt::format("inference thread (each step's wall time; the {} pool worker(s) "
@@ -194,7 +106,7 @@ void writeTrace(std::ofstream& f, const std::string& path, const std::string& mo
   events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 1}, {"args", {{"name", thread}}}});
   double origin = runs.front().startNs;
   for (size_t r = 0; r < runs.size(); ++r) {
-    const Run& run = runs[r];
+    const TimedRun& run = runs[r];
     events.push_back({{"name", fmt::format("inference {}", r)},
                       {"cat", "inference"},
                       {"ph", "X"},
@@ -225,10 +137,9 @@ void writeTrace(std::ofstream& f, const std::string& path, const std::string& mo
 
 /// What timing a compiled model measured, and the facts of the model it read.
 struct Timing {
-  std::vector<Run> runs;
+  std::vector<TimedRun> runs;
   std::vector<cpu::CompiledStepInfo> steps;
-  double flops = 0;
-  std::string hash;
+  nlohmann::json json;  ///< the --json object
 };
 
 /// Loads the library at `path` on `threads` threads, checks and places the inputs, and times the warm-up and
@@ -236,30 +147,10 @@ struct Timing {
 Timing timeModel(const std::string& path, int threads, const BenchOptions& o, bool profiling) {
   Timing t;
   cpu::CompiledModel model(path, threads);
-  t.flops = model.flops();
-  t.hash = model.hash();
   t.steps = model.steps();
   auto tensors = o.inputs.resolve(*eval::inputSignature(model.inputs()), true);
-  std::vector<const void*> in;
-  for (const auto& info : model.inputs()) in.push_back(tensors.at(info.name).rawData());
-  std::vector<Tensor> outs;
-  std::vector<void*> out;
-  for (const auto& info : model.outputs()) {
-    outs.emplace_back(info.dtype, info.shape);
-    out.push_back(outs.back().rawData());
-  }
-  std::vector<double> record(t.steps.size() + 1);
-  if (profiling) model.setProfile(record.data());
-  for (int i = 0; i < o.warmup; ++i) model.runRaw(in.data(), out.data());
-  for (int i = 0; i < o.iterations; ++i) {
-    Run run;
-    run.startNs = steadyNs();
-    model.runRaw(in.data(), out.data());
-    run.ns = steadyNs() - run.startNs;
-    if (profiling) run.steps = record;
-    t.runs.push_back(std::move(run));
-  }
-  model.setProfile(nullptr);
+  t.runs = cpu::timeRuns(model, tensors, o.warmup, o.iterations, profiling);
+  t.json = cpu::benchJson(o.model.path, model, threads, o.warmup, t.runs, o.profile);
   return t;
 }
 
@@ -318,45 +209,27 @@ void benchCommand(const BenchOptions& o) {
   std::string path = compiled ? o.model.path : compileForBench(o);
   int threads = o.threads > 0 ? o.threads : rt::hardware_thread_count();
   Timing timing = timeModel(path, threads, o, profiling);
-  std::vector<Run>& runs = timing.runs;
+  const std::vector<TimedRun>& runs = timing.runs;
   const std::vector<cpu::CompiledStepInfo>& steps = timing.steps;
-  const double flops = timing.flops;
-  const std::string& hash = timing.hash;
   if (!compiled) std::filesystem::remove(path);
-  std::vector<double> ms;
-  for (const Run& r : runs) ms.push_back(r.ns / 1e6);
-  std::vector<double> sorted = ms;
-  std::sort(sorted.begin(), sorted.end());
-  double med = percentile(sorted, 0.5), p90 = percentile(sorted, 0.9);
-  double mean = 0;
-  for (double v : ms) mean += v / static_cast<double>(ms.size());
-  double gflops = flops / (med * 1e6);
   std::vector<ProfileRow> rows;
-  if (profiling)
-    for (size_t i = 0; i < steps.size(); ++i) {
-      std::vector<double> t;
-      for (const Run& r : runs) t.push_back(r.steps[i] / 1e6);
-      rows.push_back({i, &steps[i], median(t), *std::min_element(t.begin(), t.end())});
-    }
+  if (profiling) rows = cpu::profileRows(steps, runs);
   if (!o.trace.empty()) writeTrace(traceFile, o.trace, o.model.path, threads, steps, runs);
   if (!o.plot.empty()) drawChart("layers", profileChart(rows, static_cast<size_t>(o.plotTop), o.model.path, threads), o.plot);
+  nlohmann::json& j = timing.json;
   if (o.json) {
-    nlohmann::json j = {{"model", o.model.path}, {"hash", hash},       {"threads", threads},
-                        {"warmup", o.warmup},    {"iterations", o.iterations}, {"median_ms", med},
-                        {"min_ms", sorted.front()}, {"p90_ms", p90}, {"mean_ms", mean},
-                        {"max_ms", sorted.back()},  {"gflops", flops / 1e9}, {"gflop_per_s", gflops}};
-    if (o.profile) j["profile"] = profileJson(rows, coverage(runs, steps.size()));
     if (!o.trace.empty()) j["trace"] = o.trace;
     if (!o.plot.empty()) j["plot"] = o.plot;
     fmt::print("{}\n", j.dump());
     return;
   }
+  const double med = j["median_ms"], gflops = j["gflop_per_s"];
   fmt::print("{}: {} thread(s), {} warm-up + {} timed runs{}\n", o.model.path, threads, o.warmup, o.iterations,
              profiling ? " (each kernel call timed)" : "");
   fmt::print("  median {:.3f} ms  min {:.3f} ms  p90 {:.3f} ms  mean {:.3f} ms  max {:.3f} ms\n", med,
-             sorted.front(), p90, mean, sorted.back());
-  fmt::print("  {:.2f} GFLOP per inference, {:.1f} GFLOP/s at the median\n", flops / 1e9, gflops);
-  if (o.profile) printProfile(rows, med, coverage(runs, steps.size()));
+             j["min_ms"].get<double>(), j["p90_ms"].get<double>(), j["mean_ms"].get<double>(), j["max_ms"].get<double>());
+  fmt::print("  {:.2f} GFLOP per inference, {:.1f} GFLOP/s at the median\n", j["gflops"].get<double>(), gflops);
+  if (o.profile) printProfile(rows, med, cpu::profileCoverage(runs, steps.size()));
   if (!o.trace.empty())
     fmt::print("  trace of {} runs ({} kernel calls each) written to {}\n", runs.size(), steps.size(), o.trace);
   if (!o.plot.empty()) fmt::print("  per-layer chart written to {}\n", o.plot);

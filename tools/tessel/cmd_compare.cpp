@@ -2,11 +2,12 @@
 // compares their outputs element by element against --atol/--rtol (Polygraphy's `run` comparison).
 #include <cmath>
 #include <fmt/format.h>
+#include <set>
 #include <sstream>
 
 #include "command.h"
 #include "common.h"
-#include "tessel/eval/compare.h"
+#include "tessel/eval/compare_runs.h"
 #include "tessel/eval/inputs.h"
 #include "tessel/eval/runner.h"
 #include "tessel/frontend/tensor_io.h"
@@ -103,45 +104,31 @@ int compareCommand(const CompareOptions& o) {
     throw UserError(fmt::format("--atol {} --rtol {}: tolerances must be non-negative numbers", o.tol.atol, o.tol.rtol));
   std::map<std::string, Tensor> given = o.inputs.readGiven();
   std::vector<std::unique_ptr<eval::Runner>> runners = openRunners(o, given);
-  // Inputs are declared by the first runner that takes any (saved outputs take none).
-  const eval::Runner* declaring = runners[0]->target() == "saved" ? runners[1].get() : runners[0].get();
+  std::vector<eval::Runner*> order;
+  for (auto& r : runners) order.push_back(r.get());
   std::vector<std::string> notes;
-  auto inputs = eval::completeInputs(declaring->signature(), given, o.inputs.seed,
-                                     [&](const std::string& n) { notes.push_back(n); });
+  auto inputs = eval::comparisonInputs(order, given, o.inputs.seed, [&](const std::string& n) { notes.push_back(n); });
   if (!o.json)
     for (const auto& n : notes) printNote(n);
   if (!o.saveInputs.empty()) writeNpz(o.saveInputs, std::vector<NamedTensor>(inputs.begin(), inputs.end()));
-  std::vector<std::vector<Tensor>> outputs;
-  for (auto& r : runners) outputs.push_back(r->run(inputs));
+  eval::ComparisonRun run = eval::compareRunners(order, inputs, o.tol);
   if (!o.saveOutputs.empty()) {
     std::vector<NamedTensor> saved;
     std::vector<std::string> names = runners[0]->outputNames();
-    for (size_t i = 0; i < names.size(); ++i) saved.emplace_back(names[i], outputs[0][i]);
+    for (size_t i = 0; i < names.size(); ++i) saved.emplace_back(names[i], run.outputs[0][i]);
     writeNpz(o.saveOutputs, saved);
   }
-  bool pass = true;
-  nlohmann::json comparisons = nlohmann::json::array();
-  for (size_t k = 1; k < runners.size(); ++k) {
-    auto result = eval::compareOutputs(runners[0]->outputNames(), outputs[0], runners[k]->outputNames(), outputs[k], o.tol);
-    bool ok = std::all_of(result.begin(), result.end(), [](const auto& c) { return c.pass; });
-    pass &= ok;
-    nlohmann::json outs = nlohmann::json::array();
-    for (const auto& c : result) outs.push_back(eval::toJson(c));
-    comparisons.push_back({{"reference", runners[0]->label()}, {"actual", runners[k]->label()}, {"pass", ok}, {"outputs", outs}});
-    if (!o.json) printComparison(*runners[0], *runners[k], result, o.tol);
-  }
   if (o.json) {
-    nlohmann::json in = nlohmann::json::array();
-    for (const auto& [name, t] : inputs)
-      in.push_back({{"name", name}, {"dtype", dtypeName(t.dtype())}, {"shape", t.shape()}, {"given", given.count(name) > 0}});
-    fmt::print("{}\n", nlohmann::json{{"atol", o.tol.atol}, {"rtol", o.tol.rtol}, {"seed", o.inputs.seed}, {"inputs", in},
-                                      {"comparisons", comparisons}, {"pass", pass}}
-                           .dump());
+    std::set<std::string> givenNames;
+    for (const auto& [name, t] : given) givenNames.insert(name);
+    fmt::print("{}\n", eval::comparisonJson(run, inputs, givenNames, o.tol, o.inputs.seed).dump());
   } else {
-    fmt::print("{}\n", pass ? "PASS: every output is within the tolerances"
-                            : "FAIL: outputs differ beyond the tolerances (exit status 1)");
+    for (size_t k = 1; k < runners.size(); ++k)
+      printComparison(*runners[0], *runners[k], run.comparisons[k - 1].outputs, o.tol);
+    fmt::print("{}\n", run.pass ? "PASS: every output is within the tolerances"
+                                : "FAIL: outputs differ beyond the tolerances (exit status 1)");
   }
-  return pass ? 0 : kMismatchStatus;
+  return run.pass ? 0 : kMismatchStatus;
 }
 
 }  // namespace

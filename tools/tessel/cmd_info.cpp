@@ -5,7 +5,7 @@
 
 #include "command.h"
 #include "common.h"
-#include "tessel/ops/registry.h"
+#include "tessel/frontend/model_info.h"
 
 namespace tessel::cli {
 namespace {
@@ -14,53 +14,6 @@ struct InfoOptions {
   ModelOptions model;
   bool json = false;
 };
-
-void countNodes(const Graph& g, std::map<std::string, int>& hist, double& flops, int& nodes) {
-  for (const auto& n : g.nodes()) {
-    ++nodes;
-    hist[n->domain().empty() ? n->opType() : n->domain() + "." + n->opType()]++;
-    if (n->def() && n->def()->costFn) flops += n->def()->costFn(*n).flops;
-    for (const Graph* sub : n->subgraphs()) countNodes(*sub, hist, flops, nodes);
-  }
-}
-
-/// Everything `info` reports, as the --json object (keys in docs/cli.md). `declared`: the input types as the
-/// file declares them (before undefined dimensions were fixed).
-nlohmann::json modelFacts(const Model& model, const std::string& path, const std::map<std::string, std::string>& declared) {
-  const Graph& g = *model.graph;
-  nlohmann::json opsets = nlohmann::json::object(), inputs = nlohmann::json::array(), outputs = nlohmann::json::array();
-  for (const auto& [d, v] : model.opsetImports) opsets[d.empty() ? "ai.onnx" : d] = v;
-  auto valueJson = [&](const Value* v) {
-    nlohmann::json dims = nlohmann::json::array();
-    if (v->type.hasRank())
-      for (const Dim& d : *v->type.dims) dims.push_back(d.isKnown() ? nlohmann::json(d.value) : nlohmann::json(d.toString()));
-    nlohmann::json j = {{"name", v->name()},
-                        {"dtype", dtypeName(v->type.dtype)},
-                        {"shape", v->type.hasRank() ? dims : nlohmann::json(nullptr)},
-                        {"type", v->type.toString()}};
-    if (auto it = declared.find(v->name()); it != declared.end()) j["declared_type"] = it->second;
-    return j;
-  };
-  for (Value* in : g.inputs())
-    if (!in->isConstant()) inputs.push_back(valueJson(in));
-  for (Value* out : g.outputs()) outputs.push_back(valueJson(out));
-  double params = 0, paramBytes = 0, flops = 0;
-  for (Value* c : g.constants()) {
-    params += static_cast<double>(c->constant().numel());
-    paramBytes += static_cast<double>(c->constant().nbytes());
-  }
-  std::map<std::string, int> hist;
-  int nodes = 0;
-  countNodes(g, hist, flops, nodes);
-  nlohmann::json ops = nlohmann::json::array();
-  std::vector<std::pair<int, std::string>> sorted;
-  for (const auto& [op, c] : hist) sorted.push_back({-c, op});
-  std::sort(sorted.begin(), sorted.end());
-  for (const auto& [c, op] : sorted) ops.push_back({{"op", op}, {"count", -c}});
-  return {{"model", path},     {"producer", model.producerName}, {"opsets", opsets},   {"inputs", inputs},
-          {"outputs", outputs}, {"parameters", params},          {"parameter_bytes", paramBytes},
-          {"flops", flops},    {"nodes", nodes},                  {"operators", ops}};
-}
 
 void printFacts(const nlohmann::json& j) {
   fmt::print("model:    {}\n", j["model"].get<std::string>());
@@ -85,15 +38,9 @@ void printFacts(const nlohmann::json& j) {
 }
 
 void infoCommand(const InfoOptions& o) {
-  // Loaded with the undefined dimensions kept, to show them as declared; then fixed for the counts.
+  // Loaded with the undefined dimensions kept, to show them as declared; fixed on a copy for the counts.
   auto model = o.model.load(InferenceMode::Lenient, {}, /*keepOpenDims=*/true);
-  std::map<std::string, std::string> declared;
-  for (Value* in : model->graph->inputs())
-    if (!in->isConstant()) declared[in->name()] = in->type.toString();
-  ImportOptions fix = o.model.importOptions(InferenceMode::Lenient);
-  fixOpenInputDims(*model->graph, fix);
-  inferShapesWithMode(*model->graph, InferenceMode::Lenient);
-  nlohmann::json facts = modelFacts(*model, o.model.path, declared);
+  nlohmann::json facts = modelInfoJson(*model, o.model.path, o.model.importOptions(InferenceMode::Lenient));
   if (o.json) fmt::print("{}\n", facts.dump());
   else printFacts(facts);
 }

@@ -33,25 +33,6 @@ void writeTextFile(const std::string& path, const std::string& text) {
   if (!f) throw UserError(fmt::format("cannot write '{}'", path));
 }
 
-/// The --json object (keys in docs/cli.md).
-nlohmann::json partitionJson(const partition::PartitionResult& r, const hw::HardwareConfig& config,
-                             const std::string& model) {
-  nlohmann::json placements = nlohmann::json::array(), perDevice = nlohmann::json::object();
-  for (const auto& p : r.placements) {
-    placements.push_back({{"node", p.node}, {"op", p.opType}, {"device", p.device}, {"subgraph", p.subgraph},
-                          {"reason", p.reason}});
-    perDevice[p.device] = perDevice.value(p.device, 0) + 1;
-  }
-  return {{"model", model},
-          {"hw_config", config.name()},
-          {"hw_hash", config.hashHex()},
-          {"placements", placements},
-          {"nodes_per_device", perDevice},
-          {"subgraphs", r.subgraphNodes},
-          {"transfer_values", r.transferValues},
-          {"transfer_bytes", r.transferBytes}};
-}
-
 void partitionCommand(const PartitionCmdOptions& o) {
   if (!o.render.empty()) checkPictureOutput("--render", o.render);
   hw::HardwareConfig config = hw::HardwareConfig::load(eval::findHardwareConfig(o.hw));
@@ -60,7 +41,7 @@ void partitionCommand(const PartitionCmdOptions& o) {
   partition::PartitionOptions popts;
   popts.canLower = npu::loweringSupport;
   partition::PartitionResult result = partition::partitionGraph(*model->graph, config, popts);
-  if (o.json) fmt::print("{}\n", partitionJson(result, config, o.model.path).dump());
+  if (o.json) fmt::print("{}\n", partition::placementJson(result, config, o.model.path).dump());
   else if (!o.quiet) fmt::print("{}", partition::placementTable(result));
   if (!o.dot.empty()) writeTextFile(o.dot, partition::partitionDot(*model->graph));
   if (!o.render.empty()) renderDot(partition::partitionDot(*model->graph), o.render);

@@ -4,14 +4,13 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
-#include <fstream>
-#include <sstream>
 
 #include "command.h"
 #include "common.h"
 #include "npu_cli.h"
 #include "plot.h"
 #include "tessel/eval/runner.h"
+#include "tessel/targets/npu/run_trace.h"
 
 namespace tessel::cli {
 namespace {
@@ -24,35 +23,6 @@ struct SimCmdOptions {
 
 /// Intervals of the --plot chart.
 constexpr size_t kPlotBins = 400;
-
-/// One Chrome trace for the whole run: each subgraph's trace shifted to start after the previous one.
-nlohmann::json mergedTrace(const npu::CompiledNpuModel& model, const npu::NpuModelRun& run) {
-  nlohmann::json events = nlohmann::json::array();
-  double offsetUs = 0;
-  for (const auto& s : run.subgraphs) {
-    const npu::LoweredSubgraph* lowered = nullptr;
-    for (const auto& l : model.subgraphs)
-      if (l.name == s.name) lowered = &l;
-    std::ostringstream one;
-    npu::writeChromeTrace(lowered->program, s.report, one);
-    nlohmann::json doc = nlohmann::json::parse(one.str());
-    for (auto& e : doc["traceEvents"]) {
-      if (e.contains("ts")) e["ts"] = e["ts"].get<double>() + offsetUs;
-      if (e.contains("args") && e["args"].is_object() && e.value("ph", "") == "X") e["args"]["subgraph"] = s.name;
-      if (e.value("ph", "") == "M" && offsetUs > 0) continue;  // track names once
-      events.push_back(e);
-    }
-    offsetUs += static_cast<double>(s.report.totalCycles) / s.report.clockMhz;
-  }
-  return {{"traceEvents", events}, {"displayTimeUnit", "ns"}};
-}
-
-void writeTrace(const nlohmann::json& trace, const std::string& path) {
-  std::ofstream f(path);
-  if (!f) throw UserError(fmt::format("cannot write trace '{}'", path));
-  f << trace.dump() << "\n";
-  if (!f) throw UserError(fmt::format("cannot write trace '{}'", path));
-}
 
 /// Where one subgraph call of a run starts on the run's time line (calls run one after another).
 struct CallSpan {
@@ -163,7 +133,7 @@ void simCommand(const SimCmdOptions& o) {
     for (const auto& out : model.outputs) names.push_back(out.name);
     writeOutputFiles(o.outputDir, names, run.outputs);
   }
-  if (!o.trace.empty()) writeTrace(mergedTrace(model, run), o.trace);
+  if (!o.trace.empty()) npu::writeRunTrace(model, run, o.trace);
   if (!o.plot.empty()) {
     if (run.subgraphs.empty())
       throw UserError(fmt::format("--plot: nothing of '{}' runs on the NPU (all nodes are on the CPU)", o.path));

@@ -21,6 +21,10 @@ Tensor randomInput(const Value& input, uint64_t seed);
 std::map<std::string, Tensor> completeInputs(const Graph& signature, std::map<std::string, Tensor> given, uint64_t seed,
                                              const std::function<void(const std::string&)>& note = {});
 
+/// The inputs of a run where every declared input of `signature` must be given: UserError naming the input for a
+/// missing one, and as completeInputs for an unknown name or a tensor of the wrong element type or shape.
+std::map<std::string, Tensor> checkedInputs(const Graph& signature, std::map<std::string, Tensor> given);
+
 /// The shapes of a set of tensors (for ImportOptions::givenInputShapes).
 std::map<std::string, Shape> shapesOf(const std::map<std::string, Tensor>& tensors);
 

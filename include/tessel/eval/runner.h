@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tessel/frontend/onnx_importer.h"
+#include "tessel/frontend/tensor_io.h"
 #include "tessel/targets/cpu/compiler.h"
 #include "tessel/targets/npu/model_file.h"
 
@@ -55,6 +56,10 @@ std::string artifactKind(const std::string& path);
 /// Opens a model file on the reference interpreter, a compiled CPU model, a compiled NPU model or saved
 /// outputs, by the path's extension (UserError naming the accepted forms otherwise).
 std::unique_ptr<Runner> openArtifact(const std::string& path, const RunnerOptions& options);
+
+/// Outputs computed earlier (read from a .npz, or given by a caller) as a runner of target "saved": a reference for
+/// comparisons that takes no inputs; run() returns `outputs` in order, lastRunSummary() `summary`.
+std::unique_ptr<Runner> savedOutputs(std::vector<NamedTensor> outputs, std::string label, std::string summary);
 
 /// Builds a model file for `target`: "ref" (the interpreter), "cpu" (compiled into a temporary library),
 /// "npu" (compiled for options.hwConfig, run on the simulator).

@@ -35,6 +35,9 @@ class Tensor {
     for (size_t i = 0; i < values.size(); ++i) d[i] = values[i];
     return t;
   }
+  /// A tensor over memory it does not own (no copy), e.g. a numpy array: `owner` keeps `data` alive for as long
+  /// as a copy of the tensor exists. Numeric and bool element types only; the extents must be non-negative.
+  static Tensor wrap(DType dtype, Shape shape, void* data, std::shared_ptr<void> owner);
   /// A rank-0 tensor.
   template <class T>
   static Tensor scalar(T value) {
@@ -61,6 +64,8 @@ class Tensor {
     return static_cast<const T*>(data_);
   }
   void* rawData() { return data_; }
+  /// True when no other tensor shares this one's buffer (a caller may then hand the buffer out to be written).
+  bool ownsBufferAlone() const { return buffer_.use_count() == 1; }
   const void* rawData() const { return data_; }
 
   /// Same buffer, new shape (same element count).

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,9 @@ PartitionResult partitionGraph(Graph& graph, const hw::HardwareConfig& config, c
 
 /// A table, one row per node: name, op, device, subgraph, reason; then a summary line.
 std::string placementTable(const PartitionResult& result);
+
+/// The placements as `tessel partition --json` prints them (keys in docs/cli.md); `model` names the model.
+nlohmann::json placementJson(const PartitionResult& result, const hw::HardwareConfig& config, const std::string& model);
 
 /// Graphviz text of a partitioned graph: one cluster per subgraph node, colour per device.
 std::string partitionDot(const Graph& graph);

@@ -16,7 +16,8 @@ struct DataPaths {
   bool installed = false;   ///< found in an installed prefix
 };
 
-/// The paths, found once (the first call looks next to the running executable).
+/// The paths, found once (the first call looks in the prefix of the running executable, then of the shared object
+/// holding this code, e.g. the installed Python module).
 const DataPaths& dataPaths();
 
 }  // namespace tessel
