@@ -44,9 +44,7 @@ void registerErrors(py::module_& m) {
       PyErr_SetString(userErrorType, e.what());
     } catch (const InternalError& e) {
       PyErr_SetString(internalErrorType, e.what());
-    } catch (const py::builtin_exception&) {
-      throw;
-    } catch (const py::cast_error&) {
+    } catch (const py::builtin_exception&) {  // cast_error included: pybind11 translates them
       throw;
     } catch (const std::bad_alloc&) {
       throw;
