@@ -182,8 +182,7 @@ void chooseFusion(NpuSchedule& s, const Graph& body, const hw::NpuConfig& cfg) {
   for (const auto& n : body.nodes()) byName[n->name()] = n.get();
   const uint64_t inpWords = cfg.bufferWords(static_cast<size_t>(Buffer::Input));
   std::vector<std::pair<std::vector<size_t>, GroupSchedule>> chosen;
-  // The best accepted fused group for `members`, if any.
-  auto evaluate = [&](const std::vector<size_t>& members) -> std::optional<GroupSchedule> {
+  for (const std::vector<size_t>& members : fusionCandidates(s, body, cfg)) {
     const Spatial last = *spatialOf(*byName.at(s.groups[members.back()].tiling[0].node));
     // Intermediates on chip (row tiles from the fewest whose windows fit, to a few more), or through DRAM with
     // the tiles of the nodes interleaved (the stages still pipeline across units); each option priced against
@@ -238,21 +237,7 @@ void chooseFusion(NpuSchedule& s, const Graph& body, const hw::NpuConfig& cfg) {
     } else if (last.OH > 8) {
       tryOption(ceilDiv(last.OH, 8), false);  // intermediates through DRAM, 8 output rows per tile
     }
-    return bestGroup;
-  };
-  for (const std::vector<size_t>& members : fusionCandidates(s, body, cfg)) {
-    if (std::optional<GroupSchedule> f = evaluate(members)) {
-      chosen.push_back({members, *f});
-      continue;
-    }
-    // The whole chain does not pay: a pool and the group before it still may (SqueezeNet's stem and its
-    // max pool: the convolution's output is the largest activation of the model).
-    for (size_t k = 1; k < members.size(); ++k) {
-      const std::string& op = byName.at(s.groups[members[k]].tiling[0].node)->opType();
-      if (op != "MaxPool" && op != "AveragePool") continue;
-      const std::vector<size_t> pair{members[k - 1], members[k]};
-      if (std::optional<GroupSchedule> f = evaluate(pair)) chosen.push_back({pair, *f});
-    }
+    if (bestGroup) chosen.push_back({members, *bestGroup});
   }
   // A fused group takes the place of its last member; the other members go.
   std::map<size_t, const GroupSchedule*> replace;
