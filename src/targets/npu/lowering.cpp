@@ -289,6 +289,31 @@ constexpr uint32_t kWindowChoices[] = {1, 2, 3, 4, 6, 8};
 sched::ScheduleResult chooseSchedule(const sched::VirtualProgram& vp, const sched::InstructionGraph& graph,
                                      const hw::NpuConfig& cfg, const NpuSchedule& schedule, int64_t& window) {
   sched::ScheduleOptions options = scheduleOptions(schedule);
+  if (options.mode == sched::ScheduleOptions::Mode::Sequential) {
+    // No overlap: materialize makes every instruction wait for the one before it. The order and the addresses
+    // come from a window schedule (the lowering's order one instruction at a time can leave a buffer too
+    // fragmented for a large region); the modelled cycles are those of running them one after another.
+    options.mode = sched::ScheduleOptions::Mode::Window;
+    std::string why;
+    for (uint32_t m : kWindowChoices) {
+      options.window = m;
+      try {
+        sched::ScheduleResult r = sched::listSchedule(vp, graph, cfg, options);
+        uint64_t t = 0;
+        for (uint32_t i : r.order) {
+          InstructionTiming& tm = r.timing[i];
+          tm.start = t, tm.end = t + graph.cost[i].occupancy, tm.finish = t + graph.cost[i].latency;
+          t = tm.finish;
+        }
+        r.cycles = t;
+        window = m;
+        return r;
+      } catch (const InternalError& e) {
+        why = e.what();
+      }
+    }
+    TESSEL_ASSERT(false, "npu scheduling: no window size can be scheduled: " + why);
+  }
   std::vector<uint32_t> windows;
   if (options.mode == sched::ScheduleOptions::Mode::Window && schedule.window == 0)
     windows.assign(std::begin(kWindowChoices), std::end(kWindowChoices));
