@@ -285,37 +285,14 @@ constexpr uint32_t kWindowChoices[] = {1, 2, 3, 4, 6, 8};
 ///    only hold more SRAM when they no longer keep the units busier);
 ///  - greedy: no window; when the buffers cannot hold what its eager start of every tile leaves them to (the
 ///    oldest tile cannot get space), the same capped at the most tiles in flight (a power of two <= 64) that fit:
-///    "greedy forced to fit".
+///    "greedy forced to fit";
+///  - sequential, window 0: the first of kWindowChoices that fits (its cycles do not depend on the window).
 sched::ScheduleResult chooseSchedule(const sched::VirtualProgram& vp, const sched::InstructionGraph& graph,
                                      const hw::NpuConfig& cfg, const NpuSchedule& schedule, int64_t& window) {
   sched::ScheduleOptions options = scheduleOptions(schedule);
-  if (options.mode == sched::ScheduleOptions::Mode::Sequential) {
-    // No overlap: materialize makes every instruction wait for the one before it. The order and the addresses
-    // come from a window schedule (the lowering's order one instruction at a time can leave a buffer too
-    // fragmented for a large region); the modelled cycles are those of running them one after another.
-    options.mode = sched::ScheduleOptions::Mode::Window;
-    std::string why;
-    for (uint32_t m : kWindowChoices) {
-      options.window = m;
-      try {
-        sched::ScheduleResult r = sched::listSchedule(vp, graph, cfg, options);
-        uint64_t t = 0;
-        for (uint32_t i : r.order) {
-          InstructionTiming& tm = r.timing[i];
-          tm.start = t, tm.end = t + graph.cost[i].occupancy, tm.finish = t + graph.cost[i].latency;
-          t = tm.finish;
-        }
-        r.cycles = t;
-        window = m;
-        return r;
-      } catch (const InternalError& e) {
-        why = e.what();
-      }
-    }
-    TESSEL_ASSERT(false, "npu scheduling: no window size can be scheduled: " + why);
-  }
   std::vector<uint32_t> windows;
-  if (options.mode == sched::ScheduleOptions::Mode::Window && schedule.window == 0)
+  bool firstThatFits = options.mode == sched::ScheduleOptions::Mode::Sequential;
+  if (options.mode != sched::ScheduleOptions::Mode::Greedy && schedule.window == 0)
     windows.assign(std::begin(kWindowChoices), std::end(kWindowChoices));
   if (options.mode == sched::ScheduleOptions::Mode::Greedy) {
     try {
@@ -323,6 +300,7 @@ sched::ScheduleResult chooseSchedule(const sched::VirtualProgram& vp, const sche
       return sched::listSchedule(vp, graph, cfg, options);
     } catch (const InternalError&) {
       options.mode = sched::ScheduleOptions::Mode::Window;
+      firstThatFits = true;  // the largest cap that fits
       for (uint32_t cap = 64; cap >= 1; cap /= 2)
         if (cap < vp.tiles.size()) windows.push_back(cap);
     }
@@ -335,7 +313,7 @@ sched::ScheduleResult chooseSchedule(const sched::VirtualProgram& vp, const sche
     try {
       sched::ScheduleResult r = sched::listSchedule(vp, graph, cfg, options);
       if (!best || r.cycles < best->cycles) best = std::move(r), window = m;
-      if (schedule.strategy == "greedy") break;  // the largest cap that fits
+      if (firstThatFits) break;
     } catch (const InternalError& e) {
       why = e.what();  // this window cannot be scheduled within the buffers
     }

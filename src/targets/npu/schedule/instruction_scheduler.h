@@ -51,9 +51,11 @@ InstructionGraph buildInstructionGraph(const VirtualProgram& program, const hw::
 std::string dependencyGraphDot(const VirtualProgram& program, const InstructionGraph& graph, size_t first, size_t count);
 
 struct ScheduleOptions {
+  /// Sequential: the window schedule's order and addresses, timed one instruction after another (the
+  /// baseline without overlap; the lowering's order one at a time can leave a buffer too fragmented).
   enum class Mode { Window, Greedy, Sequential };
   Mode mode = Mode::Window;
-  uint32_t window = 2;          ///< Window: tiles admitted at once
+  uint32_t window = 2;          ///< Window, Sequential: tiles admitted at once
   bool boundedSram = true;      ///< false: every buffer as large as the encoding allows (greedy's need)
   /// Regions get space in order of their first use, so a later tile never takes the space the oldest one
   /// needs (the window's admission in priority order); false (greedy): any ready instruction that finds space.

@@ -105,16 +105,14 @@ class ListScheduler {
   }
 
   ScheduleResult run() {
-    if (o_.mode == ScheduleOptions::Mode::Sequential)
-      runSequential();
-    else
-      runList();
+    runList();
     for (size_t b = 0; b < kNumBuffers; ++b) result_.peakWords[b] = alloc_[b].peak();
     result_.order.resize(n_);
     for (size_t i = 0; i < n_; ++i) result_.order[i] = static_cast<uint32_t>(i);
     std::stable_sort(result_.order.begin(), result_.order.end(), [&](uint32_t a, uint32_t b) {
       return result_.timing[a].start < result_.timing[b].start;
     });
+    if (o_.mode == ScheduleOptions::Mode::Sequential) retimeSerially();
     return std::move(result_);
   }
 
@@ -218,17 +216,15 @@ class ListScheduler {
       }
   }
 
-  // ---- sequential baseline: one instruction at a time in the lowering's order ----
-  void runSequential() {
+  // ---- sequential baseline: the window schedule's order and addresses, one instruction at a time ----
+  void retimeSerially() {
     uint64_t t = 0;
-    for (size_t i = 0; i < n_; ++i) {
-      if (allocateFor(i, false) != Alloc::Done) throw InternalError(stuckMessage(t, i));
+    for (uint32_t i : result_.order) {
       InstructionTiming& tm = result_.timing[i];
       tm.start = t;
       tm.end = t + g_.cost[i].occupancy;
       tm.finish = t + g_.cost[i].latency;
       t = tm.finish;
-      finished(i);
     }
     result_.cycles = t;
   }
@@ -259,7 +255,7 @@ class ListScheduler {
   }
 
   void updateWindow() {
-    if (o_.mode != ScheduleOptions::Mode::Window) {
+    if (o_.mode == ScheduleOptions::Mode::Greedy) {
       windowLimit_ = ~uint32_t{0};
       return;
     }
@@ -402,7 +398,7 @@ class ListScheduler {
                            r.words, cfg_.bufferWords(static_cast<size_t>(r.buffer)));
       }
     if (at < n_) msg += fmt::format("; instruction {}: {}", at, disassemble(p_.instructions[at].inst));
-    for (size_t i = 0; i < n_ && o_.mode != ScheduleOptions::Mode::Sequential; ++i) {
+    for (size_t i = 0; i < n_; ++i) {
       if (result_.timing[i].end != 0 || (i == 0 && issued_ > 0)) continue;
       if (pending_.size() == n_ && pending_[i] == 0) {
         msg += fmt::format("\n  oldest unissued #{} (tile {}, window limit {}): {}", i, p_.instructions[i].tile, windowLimit_,
