@@ -4,7 +4,6 @@
 // nodes layer by layer; a group that cannot gain stays layer by layer.
 #include <algorithm>
 #include <fmt/format.h>
-#include <algorithm>
 #include <functional>
 #include <map>
 #include <optional>
