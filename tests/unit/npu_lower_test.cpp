@@ -8,11 +8,14 @@
 #include <functional>
 #include <random>
 
+#include <fmt/format.h>
+
 #include "tessel/hw/hardware_config.h"
 #include "tessel/interp/interpreter.h"
 #include "tessel/ops/shape_inference.h"
 #include "tessel/support/error.h"
 #include "tessel/targets/npu/lowering.h"
+#include "tessel/targets/npu/schedule.h"
 
 #include "npu_test_util.h"
 
@@ -35,15 +38,25 @@ float maxAbsDiff(const Tensor& a, const Tensor& b, float* scale) {
   return d;
 }
 
-/// Lowers `g` (every node on the NPU) for the config, runs it and checks it against the interpreter.
-npu::SimReport checkAgainstInterpreter(const Graph& g, const std::string& cfgName) {
+/// Lowers `g` (every node on the NPU) for the config, with the compiler's schedule or the one `edit` makes of
+/// it, runs it and checks it against the interpreter.
+npu::SimReport checkAgainstInterpreter(const Graph& g, const std::string& cfgName,
+                                       const std::function<void(npu::NpuSchedule&)>& edit = nullptr) {
   hw::HardwareConfig cfg = config(cfgName);
   const hw::Device& npu = *cfg.firstNpu();
   for (const auto& n : g.nodes()) {
     hw::SupportResult r = npu::loweringSupport(*n, npu);
     EXPECT_TRUE(r.supported) << n->describe() << ": " << r.reason;
   }
-  npu::LoweredSubgraph lowered = npu::lowerSubgraph(g, npu, "test");
+  npu::LoweredSubgraph lowered;
+  if (edit) {
+    npu::NpuSchedule schedule = npu::compilerSchedule(g, npu.npu, "test", false);
+    edit(schedule);
+    npu::verifySchedule(schedule, g, npu.npu);
+    lowered = npu::lowerSubgraph(g, npu, schedule);
+  } else {
+    lowered = npu::lowerSubgraph(g, npu, "test");
+  }
   std::vector<Tensor> inputs;
   std::map<std::string, Tensor> named;
   uint32_t seed = 11;
@@ -109,6 +122,70 @@ TEST(NpuLower, Conv7x7Stride2And1x1) {
     y = conv(g, y, 8, 40, 1, 1, 0, 1, false, 3);
     g.addOutput(y);
   });
+}
+
+/// The tiling of the node named `node` in a schedule.
+npu::NodeTiling& tilingOf(npu::NpuSchedule& s, const std::string& node) {
+  for (npu::GroupSchedule& g : s.groups)
+    for (npu::NodeTiling& t : g.tiling)
+      if (t.node == node) return t;
+  throw std::runtime_error("no tiling for " + node);
+}
+
+// Few input channels: every reduction layout (per tap, packed per kernel row, stacked kernel rows), unphased and
+// split into stride phases, on odd tiles that cut the padding, with dilation and asymmetric strides.
+TEST(NpuLower, FewChannelConvInEveryReductionLayout) {
+  struct Case { int64_t c, m, h, w, k, sh, sw, pad, dil; };
+  for (const Case& k : {Case{3, 20, 31, 29, 7, 2, 2, 3, 1}, Case{3, 64, 23, 25, 3, 2, 2, 1, 1}, Case{5, 17, 19, 18, 5, 1, 1, 2, 1},
+                        Case{2, 9, 17, 21, 3, 2, 1, 2, 2}, Case{1, 16, 12, 13, 4, 3, 2, 1, 1}})
+    for (const char* variant : {"matrix", "packed", "stacked"})
+      for (bool phased : {false, true}) {
+        if (phased && k.sh == 1 && k.sw == 1) continue;
+        if (std::string(variant) != "matrix" && k.dil != 1) continue;  // packed layouts need unit column dilation
+        for (const char* cfgName : {"default.json", "tiny.json"}) {
+          SCOPED_TRACE(fmt::format("{}x{} conv C={} stride {}x{} dilation {}, {}{}, {}", k.k, k.k, k.c, k.sh, k.sw, k.dil, variant,
+                                   phased ? " phased" : "", cfgName));
+          Graph g;
+          Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, k.c, k.h, k.w}));
+          Value* w = g.addConstant("w", randomTensor({k.m, k.c, k.k, k.k}, 3));
+          Node* n = g.addNode("Conv", {x, w, g.addConstant("b", randomTensor({k.m}, 4))}, {"y"});
+          n->setAttr("strides", std::vector<int64_t>{k.sh, k.sw});
+          n->setAttr("dilations", std::vector<int64_t>{k.dil, k.dil});
+          n->setAttr("pads", std::vector<int64_t>{k.pad, k.pad, k.pad, k.pad});
+          n->setAttr("kernel_shape", std::vector<int64_t>{k.k, k.k});
+          Node* r = g.addNode("Relu", {n->output(0)}, {"r"});
+          g.addOutput(r->output(0));
+          inferShapes(g);
+          checkAgainstInterpreter(g, cfgName, [&](npu::NpuSchedule& s) {
+            npu::NodeTiling& t = tilingOf(s, n->name());
+            t.variant = variant, t.phased = phased;
+            t.rows = 3, t.cols = 5, t.channels = std::min<int64_t>(16, k.m), t.inChannels = k.c, t.coutPerPass = k.m;
+            t.weightsResident = std::string(cfgName) == "default.json";  // tiny: streamed, in slices
+          });
+        }
+      }
+}
+
+// Pools with their windows in the input buffer ("pool") and in the accumulator ("pool-wide"), on odd tiles.
+TEST(NpuLower, PoolWindowsInEitherBuffer) {
+  for (const char* op : {"MaxPool", "AveragePool"})
+    for (const char* variant : {"pool", "pool-wide"})
+      for (const char* cfgName : {"default.json", "tiny.json"}) {
+        SCOPED_TRACE(fmt::format("{} {} {}", op, variant, cfgName));
+        Graph g;
+        Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 21, 17, 15}));
+        Node* p = g.addNode(op, {x}, {"p"});
+        p->setAttr("kernel_shape", std::vector<int64_t>{3, 3});
+        p->setAttr("strides", std::vector<int64_t>{2, 2});
+        p->setAttr("pads", std::vector<int64_t>{1, 1, 1, 1});
+        if (std::string(op) == "AveragePool") p->setAttr("count_include_pad", int64_t{1});
+        g.addOutput(p->output(0));
+        inferShapes(g);
+        checkAgainstInterpreter(g, cfgName, [&](npu::NpuSchedule& s) {
+          npu::NodeTiling& t = tilingOf(s, "p");
+          t.variant = variant, t.rows = 3, t.cols = 4, t.channels = 16;
+        });
+      }
 }
 
 TEST(NpuLower, GroupedAndDepthwiseConv) {

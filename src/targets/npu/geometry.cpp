@@ -50,6 +50,22 @@ std::pair<int64_t, int64_t> ConvGeometry::phaseExtent(int64_t ph, int64_t pw, in
   return {maxRow + (th - 1) * (sH / ph) + 1, maxCol + (tw - 1) * (sW / pw) + 1};
 }
 
+int64_t ConvGeometry::rowTaps(int64_t ph, int64_t py) const {
+  int64_t n = 0;
+  for (int64_t kh = 0; kh < KH; ++kh) n += (kh * dH) % ph == py;
+  return n;
+}
+
+int64_t ConvGeometry::colTaps(int64_t pw, int64_t px) const {
+  int64_t n = 0;
+  for (int64_t kw = 0; kw < KW; ++kw) n += (kw * dW) % pw == px;
+  return n;
+}
+
+Reduction reductionOf(const std::string& variant) {
+  return variant == "packed" ? Reduction::Packed : variant == "stacked" ? Reduction::Stacked : Reduction::PerTap;
+}
+
 PoolGeometry poolGeometry(const Node& n) {
   const Shape x = n.input(0)->type.staticShape(), y = n.output(0)->type.staticShape();
   auto k = n.attrInts("kernel_shape");

@@ -27,7 +27,17 @@ struct ConvGeometry {
   /// Rows and columns of stride phase (py, px) of the input window of a th x tw output tile when the window is
   /// split into ph x pw phases (phase rows py, py + ph, ...); 0 x 0 when no kernel tap reads that phase.
   std::pair<int64_t, int64_t> phaseExtent(int64_t ph, int64_t pw, int64_t py, int64_t px, int64_t th, int64_t tw) const;
+  /// Kernel rows (kernel columns) that read stride phase py of ph rows (px of pw columns).
+  int64_t rowTaps(int64_t ph, int64_t py) const;
+  int64_t colTaps(int64_t pw, int64_t px) const;
 };
+
+/// How a matrix convolution lays out the reduction of one output pixel in its input region (the `variant` of
+/// NodeTiling): one gemm per kernel tap and block of DIM channels ("matrix"); per kernel row, the (kernel column,
+/// channel) pairs of a stride phase consecutive ("packed"); or every (kernel column, kernel row, channel) of a
+/// stride phase consecutive, the loads stacking the kernel rows of each output row side by side ("stacked").
+enum class Reduction { PerTap, Packed, Stacked };
+Reduction reductionOf(const std::string& variant);
 
 /// Geometry of a Conv, Gemm or MatMul node (shapes must be static).
 ConvGeometry convGeometry(const Node& node);

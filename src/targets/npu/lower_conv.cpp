@@ -107,10 +107,11 @@ struct ReductionSlice {
 };
 
 /// The reduction slices of an input block of `cb` channels starting at channel `c0` (within the group), phase
-/// by phase (`cols[phase]`: columns of that phase's region). Matrix: per tap, slices of <= DIM channels.
+/// by phase (`cols[phase]`: columns of that phase's region). PerTap: per tap, slices of <= DIM channels.
 /// Packed: per kernel row, the (kernel column, channel) pairs of a phase are consecutive words (dilation 1
-/// along W), cut into slices of <= DIM words.
-std::vector<ReductionSlice> reductionSlices(const ConvProblem& p, const Phasing& ph, bool packed, int64_t c0, int64_t cb,
+/// along W), cut into slices of <= DIM words. Stacked: every (kernel column, kernel row, channel) of a phase is
+/// consecutive (the region holds, per column, the phase's kernel rows side by side), cut into slices of DIM.
+std::vector<ReductionSlice> reductionSlices(const ConvProblem& p, const Phasing& ph, Reduction red, int64_t c0, int64_t cb,
                                             const std::vector<int64_t>& cols, int64_t DIM) {
   std::vector<ReductionSlice> out;
   for (int64_t py = 0; py < ph.ph; ++py)
@@ -122,7 +123,18 @@ std::vector<ReductionSlice> reductionSlices(const ConvProblem& p, const Phasing&
         if ((kh * p.dH) % ph.ph == py) khs.push_back(kh);
       for (int64_t kw = 0; kw < p.KW; ++kw)
         if ((kw * p.dW) % ph.pw == px) kws.push_back(kw);
-      if (packed) {
+      if (red == Reduction::Stacked) {
+        const auto nkh = static_cast<int64_t>(khs.size());
+        const int64_t span = static_cast<int64_t>(kws.size()) * nkh * cb;
+        for (int64_t s0 = 0; s0 < span; s0 += DIM) {
+          ReductionSlice sl{phase, s0, std::min(DIM, span - s0), {}};
+          for (int64_t w = s0; w < s0 + sl.k; ++w)
+            sl.rows.push_back({c0 + w % cb, khs[static_cast<size_t>(w / cb % nkh)] * p.KW + kws[static_cast<size_t>(w / (cb * nkh))]});
+          out.push_back(std::move(sl));
+        }
+        continue;
+      }
+      if (red == Reduction::Packed) {
         const int64_t span = static_cast<int64_t>(kws.size()) * cb, step = std::max<int64_t>(1, DIM / cb) * cb;
         for (int64_t kh : khs)
           for (int64_t s0 = 0; s0 < span; s0 += step) {
@@ -144,17 +156,19 @@ std::vector<ReductionSlice> reductionSlices(const ConvProblem& p, const Phasing&
   return out;
 }
 
+/// Of `count` indices start, start + step, ...: the first and the last inside [0, limit).
+std::pair<int64_t, int64_t> inside(int64_t start, int64_t step, int64_t count, int64_t limit) {
+  const int64_t first = start >= 0 ? 0 : (-start + step - 1) / step;
+  const int64_t last = start + (count - 1) * step < limit ? count - 1 : (limit - 1 - start) / step;
+  return {first, std::min(last, count - 1)};
+}
+
 /// Loads phase (py, px) of the input window of the tile whose first output is (oy0, ox0), channels [c0, c0+cb)
 /// of image n, into a new `inp` region of rows x cols x cb; rows and columns outside the image are zeros.
 int32_t loadPhase(LowerContext& ctx, const ConvProblem& p, const Phasing& ph, int64_t n, int64_t oy0, int64_t ox0, int64_t c0,
                   int64_t cb, int64_t py, int64_t px, int64_t rows, int64_t cols) {
   const int32_t r = ctx.region(Buffer::Input, static_cast<uint64_t>(rows * cols * cb));
   const int64_t y0 = oy0 * p.sH - p.pT + py, x0 = ox0 * p.sW - p.pL + px;  // image row/col of the region's (0, 0)
-  auto inside = [](int64_t start, int64_t step, int64_t count, int64_t limit) {  // first and last index in [0, limit)
-    int64_t first = start >= 0 ? 0 : (-start + step - 1) / step;
-    int64_t last = start + (count - 1) * step < limit ? count - 1 : (limit - 1 - start) / step;
-    return std::pair<int64_t, int64_t>{first, std::min(last, count - 1)};
-  };
   const auto [i0, i1] = inside(y0, ph.ph, rows, p.H);
   const auto [j0, j1] = inside(x0, ph.pw, cols, p.W);
   SramOperand region = ctx.at(r, 0, cols * cb, cb);
@@ -176,6 +190,40 @@ int32_t loadPhase(LowerContext& ctx, const ConvProblem& p, const Phasing& ph, in
   return r;
 }
 
+/// Stacked: loads phase (py, px) of the input of the tile whose first output is (oy0, ox0) as one region row per
+/// output row, holding for each of the phase's `cols` columns the phase's kernel rows side by side
+/// ([row][col][kernel row][channel]), one load (or fill, when all padding) per kernel row.
+int32_t loadStacked(LowerContext& ctx, const ConvProblem& p, const Phasing& ph, int64_t n, int64_t oy0, int64_t ox0, int64_t c0,
+                    int64_t cb, int64_t py, int64_t px, int64_t rows, int64_t cols) {
+  std::vector<int64_t> khs;
+  for (int64_t kh = 0; kh < p.KH; ++kh)
+    if ((kh * p.dH) % ph.ph == py) khs.push_back(kh);
+  const int64_t pixel = static_cast<int64_t>(khs.size()) * cb;
+  const int32_t r = ctx.region(Buffer::Input, static_cast<uint64_t>(rows * cols * pixel));
+  const int64_t x0 = ox0 * p.sW - p.pL + px;
+  const auto [j0, j1] = inside(x0, ph.pw, cols, p.W);
+  for (size_t i = 0; i < khs.size(); ++i) {
+    const int64_t y0 = oy0 * p.sH - p.pT + khs[i] * p.dH;
+    const auto [i0, i1] = inside(y0, p.sH, rows, p.H);
+    const SramOperand dst = ctx.at(r, static_cast<uint64_t>(static_cast<int64_t>(i) * cb), cols * pixel, pixel);
+    if (i1 < i0 || j1 < j0 || y0 + i0 * p.sH >= p.H || x0 + j0 * ph.pw >= p.W) {
+      ctx.emit(makeVecUnary(VecOp::Fill, dst, dst, static_cast<uint32_t>(rows), static_cast<uint32_t>(cols),
+                            static_cast<uint32_t>(cb), 0.0f),
+               r);
+      continue;
+    }
+    Instruction ld = makeLoad(dst, p.inAddr + ((n * p.H + y0 + i0 * p.sH) * p.W + x0 + j0 * ph.pw) * p.inStride + c0,
+                              p.sH * p.W * p.inStride, ph.pw * p.inStride, static_cast<uint32_t>(i1 - i0 + 1),
+                              static_cast<uint32_t>(j1 - j0 + 1), static_cast<uint32_t>(cb));
+    ld.padTop = static_cast<uint8_t>(i0), ld.padBottom = static_cast<uint8_t>(rows - 1 - i1);
+    ld.padLeft = static_cast<uint8_t>(j0), ld.padRight = static_cast<uint8_t>(cols - 1 - j1);
+    TESSEL_ASSERT(i0 <= 15 && j0 <= 15 && rows - 1 - i1 <= 15 && cols - 1 - j1 <= 15,
+                  "npu lowering: a convolution tile needs more than 15 rows or columns of padding");
+    ctx.emit(ld, r);
+  }
+  return r;
+}
+
 /// Packs the weight blocks of one input block for output channels [m0, m0 + mk) of group g: per slice, per
 /// DIM-wide output block, a k x n block (row-major), in the order the gemms use them. Appends to `packed`.
 void packWeights(const ConvProblem& p, const std::vector<ReductionSlice>& slices, int64_t g, int64_t m0, int64_t mk,
@@ -193,8 +241,8 @@ void packWeights(const ConvProblem& p, const std::vector<ReductionSlice>& slices
 
 MatrixConv::MatrixConv(LowerContext& ctx, const Node& node, const ConvProblem& p, const NodeTiling& t)
     : ctx_(ctx), node_(node), p_(p), t_(t), DIM_(ctx.cfg.dim), Cg_(p.C / p.group), Mg_(p.M / p.group) {
-  packed_ = t.variant == "packed";
-  cb_ = packed_ ? Cg_ : std::min(t.inChannels, Cg_);
+  red_ = reductionOf(t.variant);
+  cb_ = red_ != Reduction::PerTap ? Cg_ : std::min(t.inChannels, Cg_);
   pass_ = t.coutPerPass > 0 ? std::min(t.coutPerPass, Mg_) : std::min(t.channels, Mg_);
   gemmN_ = std::min({t.channels, DIM_, Mg_});
   if (t.phased) ph_ = p.sH, pw_ = p.sW;
@@ -236,7 +284,7 @@ void MatrixConv::beginPass(int64_t g, int64_t m0, int64_t mk) {
     const std::vector<int64_t> cols = phaseCols(std::min(t_.rows, p_.OH), std::min(t_.cols, p_.OW));
     for (int64_t c0 = 0; c0 < Cg_; c0 += cb_) {
       residentOffset_.push_back(all.size());
-      packWeights(p_, reductionSlices(p_, ph, packed_, c0, std::min(cb_, Cg_ - c0), cols, gemmN_), g, m0, mk, gemmN_, all);
+      packWeights(p_, reductionSlices(p_, ph, red_, c0, std::min(cb_, Cg_ - c0), cols, gemmN_), g, m0, mk, gemmN_, all);
     }
     resident_ = ctx_.region(Buffer::Weight, all.size());
     loadContiguous(ctx_, resident_, 0, ctx_.addConstant(all), all.size());
@@ -249,7 +297,8 @@ void MatrixConv::beginPass(int64_t g, int64_t m0, int64_t mk) {
 }
 
 int32_t MatrixConv::computeTile(int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, const OnChipInput* window) {
-  TESSEL_ASSERT(!window || (ph_ == 1 && pw_ == 1 && p_.group == 1), "npu lowering: an on-chip input needs an unphased, ungrouped conv");
+  TESSEL_ASSERT(!window || (ph_ == 1 && pw_ == 1 && p_.group == 1 && red_ != Reduction::Stacked),
+                "npu lowering: an on-chip input needs an unphased, ungrouped, unstacked conv");
   const int32_t acc = ctx_.region(Buffer::Accumulator, static_cast<uint64_t>(rows * cols * mk_));
   started_.assign(static_cast<size_t>(ceilDiv(mk_, gemmN_)), false);
   const int64_t cb = window ? Cg_ : cb_;
@@ -264,7 +313,7 @@ void MatrixConv::computeBlock(int64_t n, int64_t oy0, int64_t rows, int64_t ox0,
   const Phasing ph{ph_, pw_};
   const int64_t cbk = window ? Cg_ : std::min(cb_, Cg_ - c0);
   const std::vector<int64_t> pcols = window ? std::vector<int64_t>{window->cols} : phaseCols(rows, cols);
-  const std::vector<ReductionSlice> slices = reductionSlices(p_, ph, packed_, c0, cbk, pcols, gemmN_);
+  const std::vector<ReductionSlice> slices = reductionSlices(p_, ph, red_, c0, cbk, pcols, gemmN_);
   std::vector<int32_t> regions(pcols.size(), -1);
   uint64_t base = 0;  // offset of the tile's first output pixel's window in an on-chip input
   if (window) {
@@ -298,13 +347,19 @@ void MatrixConv::computeBlock(int64_t n, int64_t oy0, int64_t rows, int64_t ox0,
       if (regions[phase] < 0) {
         const int64_t py = sl.phase / pw_, px = sl.phase % pw_;
         const auto [prow, pcol] = p_.phaseExtent(ph_, pw_, py, px, rows, cols);
-        regions[phase] = loadPhase(ctx_, p_, ph, n, oy0, ox0, g_ * Cg_ + c0, cbk, py, px, prow, pcol);
+        regions[phase] = red_ == Reduction::Stacked
+                             ? loadStacked(ctx_, p_, ph, n, oy0, ox0, g_ * Cg_ + c0, cbk, py, px, rows, pcol)
+                             : loadPhase(ctx_, p_, ph, n, oy0, ox0, g_ * Cg_ + c0, cbk, py, px, prow, pcol);
       }
+      // Words from one output row (column) to the next in the phase's region.
+      const int64_t pixel = (red_ == Reduction::Stacked ? p_.rowTaps(ph_, sl.phase / pw_) : 1) * cbk;
+      const int64_t rowStep = red_ == Reduction::Stacked ? pcols[phase] * pixel : p_.sH / ph_ * pcols[phase] * cbk;
+      const int64_t colStep = p_.sW / pw_ * pixel;
       for (int64_t j0 = 0; j0 < mk_; j0 += gemmN_) {
         const int64_t nb = std::min(gemmN_, mk_ - j0);
         Instruction gm;
         gm.opcode = Opcode::Gemm;
-        gm.srcA = ctx_.at(regions[phase], base + static_cast<uint64_t>(sl.offset), p_.sH / ph_ * pcols[phase] * cbk, p_.sW / pw_ * cbk);
+        gm.srcA = ctx_.at(regions[phase], base + static_cast<uint64_t>(sl.offset), rowStep, colStep);
         gm.srcB = ctx_.at(wgt, woff);
         gm.dst = ctx_.at(acc, static_cast<uint64_t>(j0), cols * mk_, mk_);
         gm.outer = static_cast<uint32_t>(rows), gm.inner = static_cast<uint32_t>(cols);

@@ -74,7 +74,7 @@ class MatrixConv {
   const ConvProblem& p_;
   const NodeTiling& t_;
   const int64_t DIM_, Cg_, Mg_;
-  bool packed_ = false;
+  Reduction red_ = Reduction::PerTap;
   int64_t cb_ = 1, pass_ = 1, gemmN_ = 1;
   int64_t ph_ = 1, pw_ = 1;  ///< stride phases the input window is split into (1 x 1: not phased)
   uint32_t tileIndex_ = 0;

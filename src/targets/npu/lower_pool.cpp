@@ -55,6 +55,9 @@ void lowerPool(const Node& n, LowerContext& ctx) {
   auto inRows = [&](int64_t rows) { return (rows - 1) * q.sH + q.KH; };
   auto inCols = [&](int64_t cols) { return (cols - 1) * q.sW + q.KW; };
   const float fill = q.isMax ? -std::numeric_limits<float>::infinity() : 0.0f;
+  // "pool": windows in `inp`, results in `acc`; "pool-wide": windows in the (larger) `acc`, results in `out`.
+  const bool wide = tiling.variant == "pool-wide";
+  const Buffer windowBuffer = wide ? Buffer::Accumulator : Buffer::Input, resultBuffer = wide ? Buffer::Output : Buffer::Accumulator;
   uint32_t count = 0;
   for (int64_t n0 = 0; n0 < q.N; ++n0)
     for (int64_t c0 = 0; c0 < q.C; c0 += cb)
@@ -66,7 +69,7 @@ void lowerPool(const Node& n, LowerContext& ctx) {
           const int64_t y0 = oy0 * q.sH - q.pT, x0 = ox0 * q.sW - q.pL;
           const int64_t iy0 = std::max<int64_t>(0, y0), iy1 = std::min(q.H - 1, y0 + ht - 1);
           const int64_t ix0 = std::max<int64_t>(0, x0), ix1 = std::min(q.W - 1, x0 + wt - 1);
-          const int32_t in = ctx.region(Buffer::Input, static_cast<uint64_t>(ht * wt * ck));
+          const int32_t in = ctx.region(windowBuffer, static_cast<uint64_t>(ht * wt * ck));
           auto c = static_cast<uint32_t>(ck);
           if (iy0 != y0 || ix0 != x0 || iy1 != y0 + ht - 1 || ix1 != x0 + wt - 1)
             ctx.emit(makeVecUnary(VecOp::Fill, ctx.at(in, 0, wt * ck, ck), ctx.at(in, 0, wt * ck, ck), static_cast<uint32_t>(ht),
@@ -76,7 +79,7 @@ void lowerPool(const Node& n, LowerContext& ctx) {
           ctx.emit(makeLoad(ctx.at(in, interior, wt * ck, ck), x.addr + ((n0 * q.H + iy0) * q.W + ix0) * sx + c0, q.W * sx,
                             sx, static_cast<uint32_t>(iy1 - iy0 + 1), static_cast<uint32_t>(ix1 - ix0 + 1), c),
                    in);
-          const int32_t acc = ctx.region(Buffer::Accumulator, static_cast<uint64_t>(rows * cols * ck));
+          const int32_t acc = ctx.region(resultBuffer, static_cast<uint64_t>(rows * cols * ck));
           SramOperand tile = ctx.at(acc, 0, cols * ck, ck);
           auto r = static_cast<uint32_t>(rows), cl = static_cast<uint32_t>(cols);
           for (int64_t kh = 0; kh < q.KH; ++kh)

@@ -20,6 +20,8 @@ namespace tessel::npu {
 ///   output channels (at most DIM per gemm), input channels loaded `inChannels` at a time;
 /// - "packed" (a Conv with few input channels): like matrix, with (kernel column, channel) pairs packed into
 ///   the reduction so the array is not mostly idle;
+/// - "stacked" (a Conv with few input channels): like packed, with the kernel rows too: the loads stack each
+///   output row's kernel rows side by side so one pixel's (kernel column, kernel row, channel) words are consecutive;
 /// - "vector" (depthwise Conv on the vector unit), "pool" (MaxPool/AveragePool): rows x cols x channels;
 /// - "elementwise": tiles of `cols` pixels x `channels` channels (rows is 1);
 /// - "global-pool": chunks of `cols` pixels x `channels` channels;

@@ -7,6 +7,7 @@
 #include "../lower_context.h"
 #include "tessel/support/error.h"
 #include "tessel/targets/npu/schedule.h"
+#include "tessel/targets/npu/timing.h"
 #include "tiling_cost.h"
 #include "tessel/targets/npu/lowering.h"
 
@@ -60,22 +61,57 @@ NodeTiling matrixTiling(const Node& n, const hw::NpuConfig& cfg) {
   return t;
 }
 
-NodeTiling poolTiling(const Node& n, const hw::NpuConfig& cfg) {
+/// Busy cycles of the busiest unit (load, vector, store) for a pool's tiling, with the simulator's instruction costs.
+uint64_t poolCycles(const PoolGeometry& q, const NodeTiling& t, const hw::NpuConfig& cfg) {
+  uint64_t ld = 0, vec = 0, st = 0;
+  for (int64_t c0 = 0; c0 < q.C; c0 += t.channels)
+    for (int64_t oy0 = 0; oy0 < q.OH; oy0 += t.rows)
+      for (int64_t ox0 = 0; ox0 < q.OW; ox0 += t.cols) {
+        const int64_t ck = std::min(t.channels, q.C - c0), rows = std::min(t.rows, q.OH - oy0), cols = std::min(t.cols, q.OW - ox0);
+        Instruction io;
+        io.opcode = Opcode::Load;
+        io.outer = static_cast<uint32_t>(q.inRows(rows)), io.inner = static_cast<uint32_t>(q.inCols(cols));
+        io.vecLen = static_cast<uint32_t>(ck), io.dramStrideInner = ck == q.C ? io.vecLen : io.vecLen + 1;
+        ld += instructionCost(io, cfg).occupancy;
+        io.opcode = Opcode::Store, io.outer = static_cast<uint32_t>(rows), io.inner = static_cast<uint32_t>(cols);
+        st += instructionCost(io, cfg).occupancy;
+        Instruction v;
+        v.opcode = Opcode::VecBinary, v.vecOp = VecOp::Max;
+        v.outer = io.outer, v.inner = io.inner, v.vecLen = io.vecLen;
+        vec += static_cast<uint64_t>(q.KH * q.KW) * instructionCost(v, cfg).occupancy;
+      }
+  return std::max({ld, vec, st});
+}
+
+/// A pool's tiles when its input windows go to buffer `window` and its results to `result` (one slot each).
+NodeTiling poolTilingIn(const Node& n, const hw::NpuConfig& cfg, const char* variant, Buffer window, Buffer result) {
   const PoolGeometry q = poolGeometry(n);
-  NodeTiling t = tilingFor(n, "pool");
-  const uint64_t inpSlot = half(cfg, Buffer::Input), accSlot = half(cfg, Buffer::Accumulator);
+  NodeTiling t = tilingFor(n, variant);
+  const uint64_t inpSlot = half(cfg, window), accSlot = half(cfg, result);
   int64_t cb = std::min<int64_t>(q.C, 4 * cfg.dim);
   while (cb > 1 && static_cast<uint64_t>(q.KH * q.KW * cb) > inpSlot) cb = ceilDiv(cb, 2);
-  int64_t th = 0, tw = 0;
-  for (int64_t parts = 1; parts <= q.OW && th == 0; ++parts) {
-    tw = ceilDiv(q.OW, parts);
+  // The widest tile that fits ("pool"); the cheapest of all widths ("pool-wide", which is only kept when cheaper).
+  const bool cheapest = std::string(variant) != "pool";
+  bool found = false;
+  uint64_t best = 0;
+  for (int64_t parts = 1; parts <= q.OW; ++parts) {
+    const int64_t tw = ceilDiv(q.OW, parts);
     if (static_cast<uint64_t>(q.inCols(tw) * cb) > inpSlot) continue;
-    th = std::min<int64_t>(q.OH, static_cast<int64_t>(accSlot / static_cast<uint64_t>(tw * cb)));
+    int64_t th = std::min<int64_t>(q.OH, static_cast<int64_t>(accSlot / static_cast<uint64_t>(tw * cb)));
     while (th >= 1 && static_cast<uint64_t>(q.inRows(th) * q.inCols(tw) * cb) > inpSlot) --th;
+    if (th < 1) continue;
+    NodeTiling c = t;
+    c.rows = th, c.cols = tw, c.channels = cb;
+    const uint64_t cycles = poolCycles(q, c, cfg);
+    if (!found || cycles < best) best = cycles, t = c, found = true;
+    if (!cheapest) break;
   }
-  if (th < 1) throw UserError(fmt::format("{}: pooling window does not fit the input buffer", n.describe()));
-  t.rows = th, t.cols = tw, t.channels = cb;
+  if (!found) throw UserError(fmt::format("{}: pooling window does not fit the input buffer", n.describe()));
   return t;
+}
+
+NodeTiling poolTiling(const Node& n, const hw::NpuConfig& cfg) {
+  return poolTilingIn(n, cfg, "pool", Buffer::Input, Buffer::Accumulator);
 }
 
 NodeTiling globalPoolTiling(const Node& n, const hw::NpuConfig& cfg) {
@@ -217,6 +253,19 @@ NpuSchedule compilerSchedule(const Graph& body, const hw::NpuConfig& cfg, const 
     chosen.epilogue = c.tiling->epilogue;
     *c.tiling = chosen;
   }
+  // Pools: the input windows in the accumulator and the results in the output buffer when that is cheaper
+  // (larger windows load fewer overlapping rows).
+  for (GroupSchedule& g : s.groups)
+    for (NodeTiling& t : g.tiling)
+      if (t.variant == "pool") {
+        const Node& n = *byName.at(t.node);
+        const NodeTiling wide = poolTilingIn(n, cfg, "pool-wide", Buffer::Accumulator, Buffer::Output);
+        if (poolCycles(poolGeometry(n), wide, cfg) < poolCycles(poolGeometry(n), t, cfg)) {
+          const std::vector<std::string> epilogue = t.epilogue;
+          t = wide;
+          t.epilogue = epilogue;
+        }
+      }
   if (fusion) chooseFusion(s, body, cfg);
   s.window = 0;  // chosen when the program is scheduled (S0.6)
   return s;

@@ -137,6 +137,9 @@ GroupSchedule fuse(const NpuSchedule& s, const std::vector<size_t>& members, con
       while (t.cols > 1 && window(1, t.cols) > inpHalf) t.cols = (t.cols + 1) / 2;
       while (t.rows > 1 && window(t.rows, t.cols) > inpHalf) --t.rows;
     }
+    // Fused stages keep the windows the fused lowering sizes: pools in `inp`, few-channel convs packed per kernel row.
+    if (t.variant == "pool-wide") t.variant = "pool";
+    if (t.variant == "stacked") t.variant = "packed";
     if (sp.pool || sp.depthwise) {
       t.channels = channels;
     } else {

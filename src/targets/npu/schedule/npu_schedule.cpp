@@ -33,7 +33,7 @@ std::string describeTiling(const NodeTiling& t) {
     s = fmt::format("{}x{} px x {} ch", t.rows, t.cols, t.channels);
   if (t.inChannels) s += fmt::format(", {} in-ch per load", t.inChannels);
   if (t.coutPerPass) s += fmt::format(", {} out-ch per input load", t.coutPerPass);
-  if (t.variant == "matrix" || t.variant == "packed") s += t.weightsResident ? ", weights resident" : ", weights streamed";
+  if (t.variant == "matrix" || t.variant == "packed" || t.variant == "stacked") s += t.weightsResident ? ", weights resident" : ", weights streamed";
   if (t.phased) s += ", input split into stride phases";
   s += fmt::format(", {} slots", t.slots);
   for (const std::string& e : t.epilogue) s += fmt::format(", + {}", e);
@@ -207,7 +207,7 @@ void verifySchedule(const NpuSchedule& schedule, const Graph& body, const hw::Np
     for (const NodeTiling& t : g.tiling) {
       if (std::find(g.nodes.begin(), g.nodes.end(), t.node) == g.nodes.end())
         problems.push_back(fmt::format("group {}: tiling for node '{}' outside the group", gi, t.node));
-      if ((t.variant == "matrix" || t.variant == "packed") && t.channels > cfg.dim)
+      if ((t.variant == "matrix" || t.variant == "packed" || t.variant == "stacked") && t.channels > cfg.dim)
         problems.push_back(fmt::format("node '{}': gemm blocks of {} output channels exceed the {}x{} array", t.node,
                                        t.channels, cfg.dim, cfg.dim));
       if (t.rows >= (int64_t{1} << kCountBits) || t.cols >= (int64_t{1} << kCountBits))

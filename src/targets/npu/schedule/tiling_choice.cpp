@@ -47,32 +47,39 @@ uint64_t contiguousLoadCycles(const hw::NpuConfig& cfg, uint64_t words) {
   return cycles;
 }
 
+/// Gemms per output block that stride phase (py, px) of an input block of `cb` channels needs.
+int64_t phaseSlices(const ConvGeometry& p, Reduction r, int64_t ph, int64_t pw, int64_t py, int64_t px, int64_t cb, int64_t dim) {
+  const int64_t khs = p.rowTaps(ph, py), kws = p.colTaps(pw, px);
+  switch (r) {
+    case Reduction::PerTap: return khs * kws * ceilDiv(cb, dim);
+    case Reduction::Packed: return khs * ceilDiv(kws * cb, std::max<int64_t>(1, dim / cb) * cb);
+    case Reduction::Stacked: return ceilDiv(khs * kws * cb, dim);
+  }
+  return 0;
+}
+
 }  // namespace
 
-int64_t reductionSlicesPerBlock(const ConvGeometry& p, bool packed, bool phased, int64_t cb, int64_t dim) {
-  if (!packed) return p.KH * p.KW * ceilDiv(cb, dim);
-  const int64_t pw = phased ? p.sW : 1, step = std::max<int64_t>(1, dim / cb) * cb;
+int64_t reductionSlicesPerBlock(const ConvGeometry& p, Reduction r, bool phased, int64_t cb, int64_t dim) {
+  const int64_t ph = phased ? p.sH : 1, pw = phased ? p.sW : 1;
   int64_t slices = 0;
-  for (int64_t px = 0; px < pw; ++px) {
-    int64_t kws = 0;
-    for (int64_t kw = 0; kw < p.KW; ++kw) kws += (kw * p.dW) % pw == px;
-    slices += ceilDiv(kws * cb, step);
-  }
-  return p.KH * slices;
+  for (int64_t py = 0; py < ph; ++py)
+    for (int64_t px = 0; px < pw; ++px) slices += phaseSlices(p, r, ph, pw, py, px, cb, dim);
+  return slices;
 }
 
 MatrixCost matrixCost(const ConvGeometry& p, const NodeTiling& t, const hw::NpuConfig& cfg, const EpilogueShape& e) {
   MatrixCost c;
   const int64_t DIM = cfg.dim, Cg = p.C / p.group, Mg = p.M / p.group;
-  const bool packed = t.variant == "packed";
-  const int64_t cb = packed ? Cg : std::min(t.inChannels, Cg);
+  const Reduction red = reductionOf(t.variant);
+  const int64_t cb = red != Reduction::PerTap ? Cg : std::min(t.inChannels, Cg);
   const int64_t cp = std::min(t.coutPerPass > 0 ? t.coutPerPass : t.channels, Mg);
   const int64_t gemmN = std::min({t.channels, DIM, Mg});
   const int64_t th = std::min(t.rows, p.OH), tw = std::min(t.cols, p.OW);
   const int64_t tiles = p.N * ceilDiv(p.OH, th) * ceilDiv(p.OW, tw);
   const int64_t passes = p.group * ceilDiv(Mg, cp);
   const int64_t blocks = ceilDiv(Cg, cb);
-  const int64_t slices = reductionSlicesPerBlock(p, packed, t.phased, cb, DIM);  // per full block
+  const int64_t slices = reductionSlicesPerBlock(p, red, t.phased, cb, DIM);  // per full block
   const int64_t jPerPass = ceilDiv(cp, gemmN);
   const int64_t jTotal = p.group * ceilDiv(Mg, gemmN);
   const int64_t pixels = p.N * p.OH * p.OW;
@@ -86,15 +93,18 @@ MatrixCost matrixCost(const ConvGeometry& p, const NodeTiling& t, const hw::NpuC
     for (int64_t px = 0; px < pw; ++px) {
       const auto [r, cl] = p.phaseExtent(ph, pw, py, px, th, tw);
       if (r == 0) continue;
-      c.inpWords = std::max(c.inpWords, static_cast<uint64_t>(r * cl * cb));
-      inputWords += static_cast<uint64_t>(r * cl * cb);
-      const uint64_t ld = loadCycles(cfg, static_cast<uint64_t>(r), static_cast<uint64_t>(cl), static_cast<uint64_t>(cb),
-                                     cb == p.C && pw == 1);
+      // Stacked: one region row per output row holding its kernel rows side by side, one load per kernel row.
+      const int64_t khs = p.rowTaps(ph, py);
+      const bool stacked = red == Reduction::Stacked;
+      const auto words = static_cast<uint64_t>(stacked ? th * cl * khs * cb : r * cl * cb);
+      c.inpWords = std::max(c.inpWords, words);
+      inputWords += words;
+      const bool dense = cb == p.C && pw == 1;
+      const uint64_t ld = stacked ? static_cast<uint64_t>(khs) * loadCycles(cfg, static_cast<uint64_t>(th), static_cast<uint64_t>(cl),
+                                                                           static_cast<uint64_t>(cb), dense)
+                                  : loadCycles(cfg, static_cast<uint64_t>(r), static_cast<uint64_t>(cl), static_cast<uint64_t>(cb), dense);
       inputLoad += ld;
-      int64_t khs = 0, kws = 0;
-      for (int64_t kh = 0; kh < p.KH; ++kh) khs += (kh * p.dH) % ph == py;
-      for (int64_t kw = 0; kw < p.KW; ++kw) kws += (kw * p.dW) % pw == px;
-      const int64_t slicesHere = packed ? khs * ceilDiv(kws * cb, std::max<int64_t>(1, DIM / cb) * cb) : khs * kws * ceilDiv(cb, DIM);
+      const int64_t slicesHere = phaseSlices(p, red, ph, pw, py, px, cb, DIM);
       stream.push_back({ld, static_cast<uint64_t>(slicesHere * ceilDiv(cp, gemmN)) * gemmCycles});
     }
   // The input regions stream through `inp`: with room for two, the load of the next waits for the gemms on the
@@ -178,10 +188,11 @@ std::vector<std::pair<NodeTiling, MatrixCost>> matrixTilingOptions(const Node& n
   cps.push_back(Mg);
   std::vector<std::string> variants{"matrix"};
   if (Cg < DIM && p.dW == 1 && p.KW > 1) variants.push_back("packed");
+  if (Cg < DIM && p.dW == 1 && p.KH > 1) variants.push_back("stacked");
   const std::vector<int64_t> ths = evenSplits(p.OH, 64), tws = evenSplits(p.OW, 16);
   std::vector<std::pair<NodeTiling, MatrixCost>> options;
   for (const std::string& variant : variants)
-    for (int64_t cb : variant == "packed" ? std::vector<int64_t>{Cg} : cbs)
+    for (int64_t cb : variant != "matrix" ? std::vector<int64_t>{Cg} : cbs)
       for (int64_t cp : cps)
         for (bool resident : {true, false})
           for (bool phased : {false, true})

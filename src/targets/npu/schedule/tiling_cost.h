@@ -33,7 +33,7 @@ struct EpilogueShape {
 };
 
 /// Reduction slices (gemms per output block) of one input block of `cb` channels.
-int64_t reductionSlicesPerBlock(const ConvGeometry& p, bool packed, bool phased, int64_t cb, int64_t dim);
+int64_t reductionSlicesPerBlock(const ConvGeometry& p, Reduction r, bool phased, int64_t cb, int64_t dim);
 
 MatrixCost matrixCost(const ConvGeometry& p, const NodeTiling& t, const hw::NpuConfig& cfg, const EpilogueShape& e);
 
