@@ -308,15 +308,24 @@ sched::ScheduleResult chooseSchedule(const sched::VirtualProgram& vp, const sche
   if (windows.empty()) return sched::listSchedule(vp, graph, cfg, options);
   std::optional<sched::ScheduleResult> best;
   std::string why;
-  for (uint32_t m : windows) {
-    options.window = m;
-    try {
-      sched::ScheduleResult r = sched::listSchedule(vp, graph, cfg, options);
-      if (!best || r.cycles < best->cycles) best = std::move(r), window = m;
-      if (firstThatFits) break;
-    } catch (const InternalError& e) {
-      why = e.what();  // this window cannot be scheduled within the buffers
+  auto tryWindows = [&] {
+    for (uint32_t m : windows) {
+      options.window = m;
+      try {
+        sched::ScheduleResult r = sched::listSchedule(vp, graph, cfg, options);
+        if (!best || r.cycles < best->cycles) best = std::move(r), window = m;
+        if (firstThatFits) break;
+      } catch (const InternalError& e) {
+        why = e.what();  // this window cannot be scheduled within the buffers
+      }
     }
+  };
+  tryWindows();
+  // Greedy's critical-path order can fill the buffers within a single fused tile (regions of its later stages
+  // taken before the earlier ones free theirs); forced to fit, it then issues the oldest instruction first.
+  if (!best && !options.oldestFirst) {
+    options.oldestFirst = true;
+    tryWindows();
   }
   TESSEL_ASSERT(best.has_value(), "npu scheduling: no window size can be scheduled: " + why);
   return std::move(*best);
