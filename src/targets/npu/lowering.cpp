@@ -1,6 +1,7 @@
 // The NPU lowering driver: DRAM layout of a subgraph's tensors, dispatch of each node to its op family's
 // operator interpreter (S2.1), activation fusion, and running a lowered subgraph on the simulator.
 #include "tessel/targets/npu/lowering.h"
+#include "tessel/targets/npu/verify.h"
 
 #include <algorithm>
 #include <cmath>
@@ -431,6 +432,7 @@ LoweredSubgraph lowerSubgraph(const Graph& body, const hw::Device& device, const
   LoweredSubgraph out;
   sched::VirtualProgram vp = lowerToVirtual(body, device, schedule, out);
   scheduleProgram(std::move(vp), device.npu, schedule, out);
+  verifyProgram(out, device.npu);
   return out;
 }
 

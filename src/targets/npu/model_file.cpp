@@ -9,6 +9,7 @@
 #include "tessel/ir/text.h"
 #include "tessel/support/error.h"
 #include "tessel/targets/npu/access.h"
+#include "tessel/targets/npu/verify.h"
 
 namespace tessel::npu {
 namespace {
@@ -251,10 +252,11 @@ LoweredSubgraph subgraphFrom(Reader& sec, const hw::HardwareConfig& config, cons
   for (const hw::Device& d : config.devices())
     if (d.name == s.device && d.kind == hw::DeviceKind::Npu) dev = &d;
   if (!dev) r.fail(fmt::format("subgraph '{}' names device '{}', which is not an NPU of the configuration", s.name, s.device));
-  try {
-    validateProgram(s.program, dev->npu, s.dramWords);
-  } catch (const UserError& e) {
-    r.fail(fmt::format("subgraph '{}': {}", s.name, e.what()));
+  const std::vector<std::string> problems = programProblems(s, dev->npu);
+  if (!problems.empty()) {
+    std::string msg = fmt::format("subgraph '{}': the program fails verification", s.name);
+    for (const std::string& p : problems) msg += "\n  " + p;
+    r.fail(msg);
   }
   return s;
 }
