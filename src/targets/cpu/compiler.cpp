@@ -361,7 +361,7 @@ GeneratedModel generateModel(const Model& model, const CompileOptions& options, 
   nlohmann::json saved = nlohmann::json::object();
   if (options.tune) tuneConvKernels(*model.graph, options, choices, tuning, saved);
   const std::unique_ptr<Model> tuned = choices.empty() ? nullptr : withTunedKernels(model, choices, options);
-  Plan plan = lowerGraph(tuned ? *tuned->graph : *model.graph);
+  Plan plan = lowerGraph(tuned ? *tuned->graph : *model.graph, options);
   if (!options.tuningFile.empty() && options.tune) {
     saved["model"] = modelKey;
     saved["conv_kernels"] = choices;
@@ -373,7 +373,10 @@ GeneratedModel generateModel(const Model& model, const CompileOptions& options, 
   h = fnv1a(plan.globals + plan.initCode + options.march, h);
   for (const PlanStep& s : plan.steps) h = fnv1a(s.code, h);
   plan.report.hash = fmt::format("{:016x}", h);
-  for (const PlanFallback& f : plan.fallbacks) plan.report.fallbackNodes.push_back(f.description);
+  for (const PlanFallback& f : plan.fallbacks) {
+    plan.report.fallbackNodes.push_back(f.description);
+    plan.report.hostSteps.push_back({f.description, f.op, f.reason});
+  }
   GeneratedModel g;
   g.source = emitSource(plan, weightsFileName, model.graph->name());
   g.weights = std::move(plan.weights);

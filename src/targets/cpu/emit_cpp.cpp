@@ -101,6 +101,7 @@ const char* kPrologue = R"(#include <chrono>
 #include "tessel/rt/gemm.h"
 #include "tessel/rt/indexing.h"
 #include "tessel/rt/pool.h"
+#include "tessel/rt/recurrent.h"
 #include "tessel/rt/thread_pool.h"
 #include "tessel/rt/transpose.h"
 #include "tessel/rt/vmath.h"
@@ -204,6 +205,70 @@ template <int N, class Fn>
       for (int k = 0; k < N; ++k) off[k] -= shape[a] * strides[k][a];
       idx[a] = 0;
     }
+  }
+}
+
+// Run-time shape checks: the shape a node's run-time operand (a shape or axes tensor) gives must be the
+// static shape its compiled code was planned for (the model's declared output shape).
+[[maybe_unused]] bool reshape_ok(const int64_t* in, int rin, const int64_t* shape, int k, bool allowzero,
+                                 const int64_t* out, int rout) {
+  if (k != rout) return false;
+  int64_t total = 1, known = 1;
+  for (int i = 0; i < rin; ++i) total *= in[i];
+  int inferred = -1;
+  for (int i = 0; i < k; ++i) {
+    int64_t d = shape[i];
+    if (d == 0 && !allowzero) {
+      if (i >= rin) return false;
+      d = in[i];
+    }
+    if (d == -1 && inferred < 0) {
+      inferred = i;
+      continue;
+    }
+    if (d < 0 || d != out[i]) return false;
+    known *= d;
+  }
+  return inferred < 0 ? known == total : known != 0 && out[inferred] * known == total;
+}
+
+[[maybe_unused]] bool expand_ok(const int64_t* in, int rin, const int64_t* shape, int k, const int64_t* out, int rout) {
+  const int r = rin > k ? rin : k;
+  if (r != rout) return false;
+  for (int i = 0; i < r; ++i) {
+    const int64_t a = i >= r - rin ? in[i - (r - rin)] : 1, b = i >= r - k ? shape[i - (r - k)] : 1;
+    if ((a != b && a != 1 && b != 1) || (a == 1 ? b : a) != out[i]) return false;
+  }
+  return true;
+}
+
+// Squeeze (unsqueeze false) or Unsqueeze by a run-time axes tensor.
+[[maybe_unused]] bool axes_ok(const int64_t* in, int rin, const int64_t* axes, int k, bool unsqueeze, const int64_t* out,
+                              int rout) {
+  const int r = unsqueeze ? rin + k : rin;
+  if (r > 16 || rout != (unsqueeze ? r : rin - k)) return false;
+  bool marked[16] = {};
+  for (int i = 0; i < k; ++i) {
+    const int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
+    if (a < 0 || a >= r || marked[a]) return false;
+    marked[a] = true;
+  }
+  const int64_t* whole = unsqueeze ? out : in;
+  const int64_t* part = unsqueeze ? in : out;
+  for (int i = 0, j = 0; i < r; ++i)
+    if (marked[i] ? whole[i] != 1 : whole[i] != part[j++]) return false;
+  return true;
+}
+
+// Scan: copies position `index` along an axis of a tensor (outer x length x innerBytes) into a tensor without
+// that axis (take), or back into it (!take).
+[[maybe_unused]] void axis_slice(const void* from, void* to, int64_t outer, int64_t length, int64_t inner_bytes,
+                                 int64_t index, bool take) {
+  const char* x = static_cast<const char*>(from);
+  char* y = static_cast<char*>(to);
+  for (int64_t o = 0; o < outer; ++o) {
+    const int64_t whole = (o * length + index) * inner_bytes, part = o * inner_bytes;
+    std::memcpy(y + (take ? part : whole), x + (take ? whole : part), static_cast<size_t>(inner_bytes));
   }
 }
 
