@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import warnings
 
 import numpy as np
 import torch
@@ -76,6 +77,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tessel", default=os.path.join(ROOT, "build", "tessel"))
     args = parser.parse_args()
+    warnings.simplefilter("ignore")  # the exporter's notes on scripted code
     torch.manual_seed(0)
     module = RecurrentBranch().eval()
     scripted = torch.jit.script(module)

@@ -86,11 +86,14 @@ std::string descriptors(const Plan& plan, const std::vector<int>& ids, const std
   return dims + fmt::format("const tessel_tensor_desc k{}[] = {{\n{}}};\n", prefix, table);
 }
 
-const char* kPrologue = R"(#include <chrono>
+const char* kPrologue = R"(#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
+#include <limits>
 #include <new>
+#include <vector>
 
 #include "tessel/rt/aligned_buffer.h"
 #include "tessel/rt/attention.h"
@@ -258,6 +261,60 @@ template <int N, class Fn>
   for (int i = 0, j = 0; i < r; ++i)
     if (marked[i] ? whole[i] != 1 : whole[i] != part[j++]) return false;
   return true;
+}
+
+// Reductions over the input axes whose `mapped` output stride is 0 (rank <= 8, `count` inputs per output).
+enum ReduceKind { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kLogSum, kLogSumExp, kSumSquare };
+template <class T, class Acc>
+[[maybe_unused]] void reduce_mapped(ReduceKind kind, const T* x, T* y, const int64_t* shape, const int64_t* mapped,
+                                    int rank, int64_t out_n, int64_t count) {
+  int64_t total = 1;
+  for (int a = 0; a < rank; ++a) total *= shape[a];
+  auto walk = [&](auto&& f) {
+    int64_t idx[8] = {}, o = 0;
+    for (int64_t i = 0; i < total; ++i) {
+      f(i, o);
+      for (int a = rank - 1; a >= 0; --a) {
+        o += mapped[a];
+        if (++idx[a] < shape[a]) break;
+        o -= shape[a] * mapped[a];
+        idx[a] = 0;
+      }
+    }
+  };
+  if (kind == kMean || kind == kL2 || kind == kLogSum || kind == kLogSumExp) {  // in double, as the reference
+    std::vector<double> top(static_cast<size_t>(out_n), -INFINITY), sum(static_cast<size_t>(out_n), 0.0);
+    if (kind == kLogSumExp) walk([&](int64_t i, int64_t o) { top[o] = std::max(top[o], static_cast<double>(x[i])); });
+    walk([&](int64_t i, int64_t o) {
+      const double v = static_cast<double>(x[i]);
+      sum[o] += kind == kL2 ? v * v : kind == kLogSumExp ? std::exp(std::isinf(top[o]) ? v : v - top[o]) : v;
+    });
+    for (int64_t o = 0; o < out_n; ++o) {
+      const double s = sum[o];
+      y[o] = static_cast<T>(kind == kMean ? s / static_cast<double>(count) : kind == kL2 ? std::sqrt(s)
+                            : kind == kLogSum ? std::log(s) : std::isinf(top[o]) ? std::log(s) : top[o] + std::log(s));
+    }
+    return;
+  }
+  const Acc lowest = std::numeric_limits<Acc>::has_infinity ? -std::numeric_limits<Acc>::infinity()
+                                                            : static_cast<Acc>(std::numeric_limits<T>::lowest());
+  const Acc highest = std::numeric_limits<Acc>::has_infinity ? std::numeric_limits<Acc>::infinity()
+                                                             : static_cast<Acc>(std::numeric_limits<T>::max());
+  std::vector<Acc> acc(static_cast<size_t>(out_n), kind == kProd ? Acc(1) : kind == kMax ? lowest : kind == kMin ? highest : Acc(0));
+  walk([&](int64_t i, int64_t o) {
+    const Acc v = static_cast<Acc>(x[i]);
+    Acc& a = acc[o];
+    switch (kind) {
+      case kSum: a += v; break;
+      case kSumSquare: a += v * v; break;
+      case kL1: a += v < Acc(0) ? Acc(0) - v : v; break;
+      case kProd: a *= v; break;
+      case kMax: a = (v > a || v != v) ? v : a; break;  // NaN propagates
+      case kMin: a = (v < a || v != v) ? v : a; break;
+      default: break;
+    }
+  });
+  for (int64_t o = 0; o < out_n; ++o) y[o] = static_cast<T>(acc[o]);
 }
 
 // Scan: copies position `index` along an axis of a tensor (outer x length x innerBytes) into a tensor without

@@ -127,6 +127,8 @@ class Lowerer {
   bool lowerTypedNode(const Node* n);
   /// lower_recurrent.cpp: RNN, GRU and LSTM through rt::recurrent.
   bool lowerRecurrent(const Node* n);
+  /// lower_reduce.cpp: Reduce* over axes known at compile time.
+  bool lowerReduce(const Node* n);
   /// lower_shape_checks.cpp: a check step for a run-time shape operand of n; false when n has one that no
   /// check covers (n then runs on the host).
   bool checkRunTimeShape(const Node* n);

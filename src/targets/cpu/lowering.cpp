@@ -375,6 +375,7 @@ bool Lowerer::lowerTypedNode(const Node* n) {
   if (isOp(*n, "Slice")) return lowerSlice(n);
   if (isOp(*n, "Cast")) return lowerCast(n);
   if (isOp(*n, "LSTM") || isOp(*n, "GRU") || isOp(*n, "RNN")) return lowerRecurrent(n);
+  if (n->opType().rfind("Reduce", 0) == 0) return lowerReduce(n);
   return lowerBroadcastOp(n);
 }
 
