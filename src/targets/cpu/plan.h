@@ -87,6 +87,8 @@ inline int64_t offsetInRoot(const Plan& plan, int id) {
 Plan lowerGraph(const Graph& graph, const CompileOptions& options = {});
 /// Assigns arena offsets from liveness, reusing dead blocks and honouring in-place candidates.
 void planMemory(Plan& plan);
+/// The #include lines every generated source starts with (precompiled once by the compile driver).
+std::string generatedIncludes();
 /// Renders the C++ source of a planned model.
 std::string emitSource(const Plan& plan, const std::string& weightsFileName, const std::string& modelName);
 
