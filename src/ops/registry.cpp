@@ -79,6 +79,7 @@ void InferContext::setOutputType(size_t i, TensorType t) {
   // on values known only at run time): the declaration is the model's promise, checked when it runs.
   const auto& outs = node_.graph() ? node_.graph()->outputs() : std::vector<Value*>{};
   const bool declared = std::find(outs.begin(), outs.end(), v) != outs.end();
+  if (declared && t.dtype == v->type.dtype && !t.hasRank() && v->type.hasRank()) t.dims = v->type.dims;
   if (declared && t.dtype == v->type.dtype && t.hasRank() && v->type.hasRank() && t.rank() == v->type.rank()) {
     for (size_t d = 0; d < t.rank(); ++d)
       if (!(*t.dims)[d].isKnown() && (*v->type.dims)[d].isKnown()) (*t.dims)[d] = (*v->type.dims)[d];

@@ -213,6 +213,17 @@ template <int N, class Fn>
   }
 }
 
+// The element-wise expressions compute in double, as the reference interpreter does for most operators.
+template <class T>
+[[maybe_unused]] inline double dbl(T x) {
+  return static_cast<double>(x);
+}
+// Python-style remainder (the sign of the divisor), Mod with fmod=0.
+[[maybe_unused]] inline double floor_mod(double a, double b) {
+  const double r = std::fmod(a, b);
+  return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
+}
+
 // Run-time shape checks: the shape a node's run-time operand (a shape or axes tensor) gives must be the
 // static shape its compiled code was planned for (the model's declared output shape).
 [[maybe_unused]] bool reshape_ok(const int64_t* in, int rin, const int64_t* shape, int k, bool allowzero,
@@ -317,6 +328,143 @@ template <class T, class Acc>
     }
   });
   for (int64_t o = 0; o < out_n; ++o) y[o] = static_cast<T>(acc[o]);
+}
+
+// Slice with run-time starts, ends, axes and steps (any may be null but starts and ends; k entries each):
+// the start and step of every axis of x, false when they do not give the planned output shape ys.
+template <class I>
+[[maybe_unused]] bool slice_params(const int64_t* xs, int r, const I* starts, const I* ends, const I* axes,
+                                   const I* steps, int k, const int64_t* ys, int64_t* start, int64_t* step) {
+  int64_t len[8];
+  for (int a = 0; a < r; ++a) start[a] = 0, step[a] = 1, len[a] = xs[a];
+  for (int i = 0; i < k; ++i) {
+    int64_t a = axes ? static_cast<int64_t>(axes[i]) : i;
+    if (a < 0) a += r;
+    const int64_t st = steps ? static_cast<int64_t>(steps[i]) : 1, dim = xs[a < 0 || a >= r ? 0 : a];
+    if (a < 0 || a >= r || st == 0) return false;
+    int64_t b = static_cast<int64_t>(starts[i]), e = static_cast<int64_t>(ends[i]);
+    if (b < 0) b += dim;
+    if (e < 0) e += dim;
+    if (st > 0) {
+      b = std::clamp<int64_t>(b, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+      len[a] = e > b ? (e - b + st - 1) / st : 0;
+    } else {
+      b = std::clamp<int64_t>(b, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+      len[a] = b > e ? (b - e - st - 1) / -st : 0;
+    }
+    start[a] = b, step[a] = st;
+  }
+  for (int a = 0; a < r; ++a)
+    if (len[a] != ys[a]) return false;
+  return true;
+}
+
+// Tile: y[i] = x[i mod xs] over a row-major output of rank r (<= 8).
+[[maybe_unused]] void tile_copy(const char* x, const int64_t* xs, char* y, const int64_t* ys, int r, int64_t bytes) {
+  int64_t total = 1, idx[8] = {}, xstride[8];
+  for (int64_t a = r - 1, s = 1; a >= 0; --a) xstride[a] = s, s *= xs[a];
+  for (int a = 0; a < r; ++a) total *= ys[a];
+  for (int64_t i = 0; i < total; ++i) {
+    int64_t off = 0;
+    for (int a = 0; a < r; ++a) off += (idx[a] % xs[a]) * xstride[a];
+    std::memcpy(y + i * bytes, x + off * bytes, static_cast<size_t>(bytes));
+    for (int a = r - 1; a >= 0; --a) {
+      if (++idx[a] < ys[a]) break;
+      idx[a] = 0;
+    }
+  }
+}
+
+// Index and axis operators of any element type over [outer, n, inner] views (lower_axis_ops.cpp).
+// ArgMax (max) / ArgMin: the first extreme along the middle axis, or the last with `last`.
+template <class T>
+[[maybe_unused]] void arg_extreme(const T* x, int64_t* y, int64_t outer, int64_t n, int64_t inner, bool max, bool last) {
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const T* p = x + o * n * inner + i;
+      int64_t best = 0;
+      for (int64_t k = 1; k < n; ++k) {
+        const T v = p[k * inner], b = p[best * inner];
+        if (max ? (v > b || (last && v == b)) : (v < b || (last && v == b))) best = k;
+      }
+      y[o * inner + i] = best;
+    }
+}
+
+// Softmax (kind 0), LogSoftmax (1) or Hardmax (2) along the middle axis, in double.
+template <class T>
+[[maybe_unused]] void softmax_axis(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, int kind) {
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const int64_t base = o * n * inner + i;
+      int64_t best = 0;
+      for (int64_t k = 1; k < n; ++k)
+        if (x[base + k * inner] > x[base + best * inner]) best = k;
+      const double top = static_cast<double>(x[base + best * inner]);
+      double sum = 0;
+      for (int64_t k = 0; k < n; ++k) sum += std::exp(static_cast<double>(x[base + k * inner]) - top);
+      for (int64_t k = 0; k < n; ++k) {
+        const double v = static_cast<double>(x[base + k * inner]) - top;
+        y[base + k * inner] = static_cast<T>(kind == 2 ? (k == best ? 1.0 : 0.0) : kind == 1 ? v - std::log(sum)
+                                                                                         : std::exp(v) / sum);
+      }
+    }
+}
+
+// CumSum along the middle axis (exclusive: each sum without its own element; reverse: from the end).
+template <class T>
+[[maybe_unused]] void cum_sum(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, bool exclusive, bool reverse) {
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      T acc = T(0);
+      for (int64_t kk = 0; kk < n; ++kk) {
+        const int64_t at = (o * n + (reverse ? n - 1 - kk : kk)) * inner + i;
+        const T v = x[at];
+        if (exclusive) y[at] = acc;
+        acc = static_cast<T>(acc + v);
+        if (!exclusive) y[at] = acc;
+      }
+    }
+}
+
+// Trilu: the upper (j - i >= k) or lower (j - i <= k) triangle of each [rows, cols] matrix, zeros elsewhere.
+template <class T>
+[[maybe_unused]] void trilu(const T* x, T* y, int64_t batch, int64_t rows, int64_t cols, int64_t k, bool upper) {
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        const int64_t at = (b * rows + i) * cols + j;
+        y[at] = (upper ? j - i >= k : j - i <= k) ? x[at] : T(0);
+      }
+}
+
+// GatherElements along `axis` (rank r <= 8): y takes the indices' shape; false on an index out of range.
+template <class I>
+[[maybe_unused]] bool gather_elements(const char* x, const int64_t* xs, const I* idx, const int64_t* is, int r,
+                                      int axis, char* y, int64_t bytes) {
+  int64_t total = 1, pos[8] = {}, xstride[8];
+  for (int64_t a = r - 1, s = 1; a >= 0; --a) xstride[a] = s, s *= xs[a];
+  for (int a = 0; a < r; ++a) total *= is[a];
+  for (int64_t i = 0; i < total; ++i) {
+    int64_t off = 0;
+    for (int a = 0; a < r; ++a) {
+      int64_t c = pos[a];
+      if (a == axis) {
+        c = static_cast<int64_t>(idx[i]);
+        if (c < 0) c += xs[a];
+        if (c < 0 || c >= xs[a]) return false;
+      }
+      off += c * xstride[a];
+    }
+    std::memcpy(y + i * bytes, x + off * bytes, static_cast<size_t>(bytes));
+    for (int a = r - 1; a >= 0; --a) {
+      if (++pos[a] < is[a]) break;
+      pos[a] = 0;
+    }
+  }
+  return true;
 }
 
 // Scan: copies position `index` along an axis of a tensor (outer x length x innerBytes) into a tensor without

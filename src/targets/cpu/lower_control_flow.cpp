@@ -87,6 +87,35 @@ void Lowerer::keepLiveThrough(size_t open, size_t close) {
   for (int id : end.writes) plan_.steps[open].writes.push_back(id);
 }
 
+std::string Lowerer::carryBack(const Node* n, const std::vector<int>& next, const std::vector<int>& state,
+                                std::vector<int>& reads, std::vector<int>& writes) {
+  auto same = [&](int a, int b) {
+    return rootOf(plan_, a) == rootOf(plan_, b) && offsetInRoot(plan_, a) == offsetInRoot(plan_, b);
+  };
+  // A value that shares storage with another one's input (a swap) goes through a temporary.
+  bool swap = false;
+  for (size_t i = 0; i < next.size(); ++i)
+    for (size_t j = 0; j < state.size(); ++j) swap = swap || (i != j && rootOf(plan_, next[i]) == rootOf(plan_, state[j]));
+  std::string code;
+  for (size_t i = 0; i < next.size(); ++i) {
+    if (same(next[i], state[i])) continue;  // the body passes its input through
+    int from = next[i];
+    if (swap) {
+      PlanTensor t = plan_.tensors[state[i]];
+      t.name += ".next";
+      t.aliasOf = -1;
+      t.aliasOffset = 0;
+      plan_.tensors.push_back(t);
+      from = static_cast<int>(plan_.tensors.size()) - 1;
+      copyStep(n, next[i], from, fmt::format("carried value {} (through a temporary)", i));
+    }
+    code += fmt::format("\n  std::memmove({}, {}, {});", ref(state[i]), ref(from), bytesOf(plan_.tensors[state[i]]));
+    reads.push_back(from);
+    writes.push_back(state[i]);
+  }
+  return code;
+}
+
 bool Lowerer::lowerIf(const Node* n) {
   const Graph& thenG = n->attrGraph("then_branch");
   const Graph& elseG = n->attrGraph("else_branch");
@@ -117,6 +146,12 @@ bool Lowerer::lowerLoop(const Node* n) {
   if (body.inputs().size() != carried + 2 || body.outputs().size() < carried + 1) return false;
   const size_t scans = body.outputs().size() - 1 - carried;
   if (n->numOutputs() > carried + scans) return false;
+  for (size_t s = 0; s < scans && carried + s < n->numOutputs(); ++s) {  // slices of a static trip count
+    const Value* out = n->output(carried + s);
+    const TensorType& part = definitionOf(body.outputs()[1 + carried + s])->type;
+    if (out && (out->type.rank() == 0 || out->type.staticSize() != (*out->type.dims)[0].value * part.staticSize()))
+      return false;
+  }
   const int k = controlCounter_++;
   const std::string trips = fmt::format("trips{}", k), cond = fmt::format("cond{}", k), it = fmt::format("it{}", k);
   // Before the loop: the trip count, the condition and the carried values' first values.
@@ -148,41 +183,19 @@ bool Lowerer::lowerLoop(const Node* n) {
   std::string close = fmt::format("{} = *{} != 0;", cond, ref(condOut));
   std::vector<int> next;
   for (size_t i = 0; i < carried; ++i) next.push_back(tensorOf(body.outputs()[1 + i]));
-  // A carried output that shares storage with another carried input (a swap) goes through a temporary.
-  auto same = [&](int a, int b) {
-    return rootOf(plan_, a) == rootOf(plan_, b) && offsetInRoot(plan_, a) == offsetInRoot(plan_, b);
-  };
-  bool swap = false;
-  for (size_t i = 0; i < carried; ++i)
-    for (size_t j = 0; j < carried; ++j) swap = swap || (i != j && rootOf(plan_, next[i]) == rootOf(plan_, state[j]));
-  for (size_t i = 0; i < carried; ++i) {
-    if (same(next[i], state[i])) continue;  // the body passes its input through
-    int from = next[i];
-    if (swap) {
-      PlanTensor t = plan_.tensors[state[i]];
-      t.name += ".next";
-      t.aliasOf = -1;
-      t.aliasOffset = 0;
-      plan_.tensors.push_back(t);
-      from = static_cast<int>(plan_.tensors.size()) - 1;
-      copyStep(n, next[i], from, fmt::format("carried value {} (through a temporary)", i));
-    }
-    close += fmt::format("\n  std::memmove({}, {}, {});", ref(state[i]), ref(from), bytesOf(plan_.tensors[state[i]]));
-    closeReads.push_back(from);
-    closeWrites.push_back(state[i]);
-  }
+  // Scan output slices first: a scan output may be a carried input, which the copies below overwrite.
   for (size_t s = 0; s < scans; ++s) {
     const Value* out = carried + s < n->numOutputs() ? n->output(carried + s) : nullptr;
     if (!out) continue;
     const int y = tensorOf(out), part = tensorOf(body.outputs()[1 + carried + s]);
     const int64_t bytes = bytesOf(plan_.tensors[part]);
-    if (plan_.tensors[y].shape.empty() || bytes * plan_.tensors[y].shape[0] != bytesOf(plan_.tensors[y])) return false;
     // The output's first dimension is the static trip count (no condition input), so it never overflows.
     close += fmt::format("\n  if ({} < {}) std::memcpy(reinterpret_cast<char*>({}) + {} * {}, {}, {});", it,
                          plan_.tensors[y].shape[0], ref(y), it, bytes, ref(part), bytes);
     closeReads.push_back(part);
     closeWrites.push_back(y);
   }
+  close += carryBack(n, next, state, closeReads, closeWrites);
   addStep({n->name(), "Loop", "for"}, fmt::format("Loop '{}': next iteration", n->name()), close + "\n  }",
           closeReads, closeWrites);
   keepLiveThrough(first - 1, plan_.steps.size() - 1);
@@ -249,15 +262,6 @@ bool Lowerer::lowerScan(const Node* n) {
   const size_t first = lowerBody(body);
   std::string close;
   std::vector<int> closeReads, closeWrites;
-  for (size_t i = 0; i < numState; ++i) {
-    const int from = tensorOf(body.outputs()[i]);
-    for (size_t j = 0; j < numState; ++j)
-      if (j != i && rootOf(plan_, from) == rootOf(plan_, state[j])) return false;  // a swap: not emitted yet
-    if (rootOf(plan_, from) == rootOf(plan_, state[i])) continue;
-    close += fmt::format("std::memmove({}, {}, {});\n  ", ref(state[i]), ref(from), bytesOf(plan_.tensors[state[i]]));
-    closeReads.push_back(from);
-    closeWrites.push_back(state[i]);
-  }
   for (size_t s = 0; s < numScanOut; ++s) {
     if (scanOut[s] < 0) continue;
     const int part = tensorOf(body.outputs()[numState + s]);
@@ -267,7 +271,10 @@ bool Lowerer::lowerScan(const Node* n) {
     closeReads.push_back(part);
     closeWrites.push_back(scanOut[s]);
   }
-  addStep({n->name(), "Scan", "for"}, fmt::format("Scan '{}': next position", n->name()), close + "}", closeReads,
+  std::vector<int> next;
+  for (size_t i = 0; i < numState; ++i) next.push_back(tensorOf(body.outputs()[i]));
+  close += carryBack(n, next, state, closeReads, closeWrites);
+  addStep({n->name(), "Scan", "for"}, fmt::format("Scan '{}': next position", n->name()), close + "\n  }", closeReads,
           closeWrites);
   keepLiveThrough(first - 1, plan_.steps.size() - 1);
   for (size_t i = 0; i < numState && i < n->numOutputs(); ++i)

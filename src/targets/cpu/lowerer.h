@@ -60,6 +60,15 @@ std::optional<rt::Pool2dShape> loweredPoolShape(const Node* n, const Shape& xs);
 /// The initializer of a generated `rt::Pool2dShape` constant.
 std::string poolShapeInit(const rt::Pool2dShape& p);
 
+/// A scalar C++ expression over the broadcast operands a, b, c of an element-wise node, and how many operands
+/// it reads (Expand's shape input is not one).
+struct ElementExpr {
+  std::string expr;
+  size_t arity = 1;
+};
+/// The expression the generated broadcast loop computes for n (element_expressions.cpp), or nullopt.
+std::optional<ElementExpr> elementExpression(const Node* n);
+
 class Lowerer {
  public:
   Lowerer(const Graph& g, const CompileOptions& options) : graph_(g), options_(options) {}
@@ -102,6 +111,10 @@ class Lowerer {
   /// reads stays live until it ends: the next iteration reads it again), and to step `open` a write of every
   /// tensor `close` writes (it keeps its storage through the whole loop).
   void keepLiveThrough(size_t open, size_t close);
+  /// The end of an iteration: each body result `next[i]` copied into the body input `state[i]` (the
+  /// copies' code; temporaries when two of them share storage), with the reads and writes it adds.
+  std::string carryBack(const Node* n, const std::vector<int>& next, const std::vector<int>& state,
+                        std::vector<int>& reads, std::vector<int>& writes);
   int controlCounter_ = 0;
   bool lowerFallback(const Node* n);
   /// Why no compiled code path took n (the host step's reason in the report).
@@ -129,9 +142,15 @@ class Lowerer {
   bool lowerRecurrent(const Node* n);
   /// lower_reduce.cpp: Reduce* over axes known at compile time.
   bool lowerReduce(const Node* n);
+  /// lower_axis_ops.cpp: ArgMax/ArgMin, Softmax family on any axis, CumSum, Trilu, GatherElements, Shape, Size.
+  bool lowerAxisOp(const Node* n);
   /// lower_shape_checks.cpp: a check step for a run-time shape operand of n; false when n has one that no
   /// check covers (n then runs on the host).
   bool checkRunTimeShape(const Node* n);
+  bool lowerSliceAtRunTime(const Node* n);
+  bool lowerRange(const Node* n);
+  bool lowerConstantOfShape(const Node* n);
+  bool lowerTile(const Node* n);
   bool lowerGather(const Node* n);
   bool lowerSlice(const Node* n);
   bool lowerCast(const Node* n);

@@ -204,7 +204,7 @@ static std::string whyNotStorable(const Node* n) {
     if (!compiledDType(v->type.dtype))
       return fmt::format("'{}' is {}: compiled code holds numeric and bool tensors", v->name(), v->type.toString());
     if (!v->type.isStatic())
-      return fmt::format("'{}' is {}: its shape is known only at run time", v->name(), v->type.toString());
+      return fmt::format("'{}' is {}: a dynamic shape, known only at run time", v->name(), v->type.toString());
   }
   return "no code path";
 }
@@ -372,10 +372,18 @@ bool Lowerer::lowerTypedNode(const Node* n) {
     return true;
   }
   if (isOp(*n, "Gather")) return lowerGather(n);
-  if (isOp(*n, "Slice")) return lowerSlice(n);
+  if (isOp(*n, "Slice")) {
+    bool runTime = false;
+    for (size_t i = 1; i < n->numInputs(); ++i) runTime = runTime || (n->input(i) && !isConst(n->input(i)));
+    return runTime ? lowerSliceAtRunTime(n) : lowerSlice(n);
+  }
+  if (isOp(*n, "Range")) return lowerRange(n);
+  if (isOp(*n, "ConstantOfShape")) return lowerConstantOfShape(n);
+  if (isOp(*n, "Tile")) return lowerTile(n);
   if (isOp(*n, "Cast")) return lowerCast(n);
   if (isOp(*n, "LSTM") || isOp(*n, "GRU") || isOp(*n, "RNN")) return lowerRecurrent(n);
   if (n->opType().rfind("Reduce", 0) == 0) return lowerReduce(n);
+  if (lowerAxisOp(n)) return true;
   return lowerBroadcastOp(n);
 }
 
