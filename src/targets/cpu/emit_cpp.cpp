@@ -467,6 +467,62 @@ template <class I>
   return true;
 }
 
+// LayerNormalization of `outer` rows of `n` elements in double, as the reference: y, and per row the mean and
+// 1 / sqrt(var + eps) (either may be null).
+template <class T, class S>
+[[maybe_unused]] void layer_norm_rows(const T* x, const T* scale, const T* bias, T* y, S* mean, S* inv, int64_t outer,
+                                      int64_t n, double eps) {
+  for (int64_t o = 0; o < outer; ++o) {
+    const T* row = x + o * n;
+    double m = 0, v = 0;
+    for (int64_t i = 0; i < n; ++i) m += static_cast<double>(row[i]);
+    m /= static_cast<double>(n);
+    for (int64_t i = 0; i < n; ++i) v += (static_cast<double>(row[i]) - m) * (static_cast<double>(row[i]) - m);
+    const double r = 1.0 / std::sqrt(v / static_cast<double>(n) + eps);
+    for (int64_t i = 0; i < n; ++i)
+      y[o * n + i] = static_cast<T>((static_cast<double>(row[i]) - m) * r * static_cast<double>(scale[i]) +
+                                    (bias ? static_cast<double>(bias[i]) : 0.0));
+    if (mean) mean[o] = static_cast<S>(m);
+    if (inv) inv[o] = static_cast<S>(r);
+  }
+}
+
+// NegativeLogLikelihoodLoss (softmax false) and SoftmaxCrossEntropyLoss (true) over scores [n, c, d] and
+// labels [n, d] in double, as the reference: loss [n, d] (reduction 0), or its sum (1) or weighted mean (2)
+// in loss[0]; log_prob [n, c, d] when asked. False on a label outside [0, c) that is not ignored.
+template <class T, class L>
+[[maybe_unused]] bool class_loss(const T* scores, const L* labels, const T* weight, T* loss, T* log_prob, int64_t n,
+                                 int64_t c, int64_t d, int reduction, bool softmax, bool has_ignore, int64_t ignore) {
+  std::vector<double> x(static_cast<size_t>(n * c * d));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<double>(scores[i]);
+  if (softmax)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < d; ++j) {
+        double top = -INFINITY, sum = 0;
+        for (int64_t k = 0; k < c; ++k) top = std::max(top, x[(i * c + k) * d + j]);
+        for (int64_t k = 0; k < c; ++k) sum += std::exp(x[(i * c + k) * d + j] - top);
+        for (int64_t k = 0; k < c; ++k) x[(i * c + k) * d + j] -= top + std::log(sum);
+      }
+  if (log_prob)
+    for (size_t i = 0; i < x.size(); ++i) log_prob[i] = static_cast<T>(x[i]);
+  double weight_sum = 0, loss_sum = 0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < d; ++j) {
+      const int64_t label = static_cast<int64_t>(labels[i * d + j]);
+      double value = 0;
+      if (!(has_ignore && label == ignore)) {
+        if (label < 0 || label >= c) return false;
+        const double w = weight ? static_cast<double>(weight[label]) : 1.0;
+        value = -x[(i * c + label) * d + j] * w;
+        weight_sum += w;
+        loss_sum += value;
+      }
+      if (reduction == 0) loss[i * d + j] = static_cast<T>(value);
+    }
+  if (reduction != 0) loss[0] = static_cast<T>(reduction == 1 ? loss_sum : loss_sum / weight_sum);
+  return true;
+}
+
 // Scan: copies position `index` along an axis of a tensor (outer x length x innerBytes) into a tensor without
 // that axis (take), or back into it (!take).
 [[maybe_unused]] void axis_slice(const void* from, void* to, int64_t outer, int64_t length, int64_t inner_bytes,

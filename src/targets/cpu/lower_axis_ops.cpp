@@ -33,6 +33,9 @@ bool Lowerer::lowerAxisOp(const Node* n) {
   const std::string& op = n->opType();
   static const std::set<std::string> kOps = {"Shape", "Size", "ArgMax", "ArgMin", "Softmax", "LogSoftmax",
                                              "Hardmax", "CumSum", "Trilu", "GatherElements"};
+  if (n->domain().empty() && op == "LayerNormalization") return lowerLayerNormRows(n);
+  if (n->domain().empty() && (op == "NegativeLogLikelihoodLoss" || op == "SoftmaxCrossEntropyLoss"))
+    return lowerClassLoss(n);
   if (!n->domain().empty() || !kOps.count(op) || n->numInputs() < 1 || !n->input(0) || n->numOutputs() != 1 ||
       !n->output(0))
     return false;
@@ -131,6 +134,76 @@ bool Lowerer::lowerAxisOp(const Node* n) {
                 {x, i});
   }
   return false;
+}
+
+bool Lowerer::lowerLayerNormRows(const Node* n) {
+  if (n->numInputs() < 2 || !n->output(0)) return false;
+  const Value* xv = definitionOf(n->input(0));
+  const DType dt = xv->type.dtype;
+  if (dt != DType::Float32 && dt != DType::Float64) return false;
+  const Shape xs = xv->type.staticShape();
+  auto v = viewAt(xs, n->attrInt("axis"), true);
+  if (!v || v->n == 0) return false;
+  std::vector<int> reads{tensorOf(xv)}, writes{tensorOf(n->output(0))};
+  std::string operands[2] = {"nullptr", "nullptr"}, stats[2] = {"nullptr", "nullptr"};
+  for (size_t i = 1; i < 3 && i < n->numInputs(); ++i) {
+    if (!n->input(i)) continue;
+    const Value* p = definitionOf(n->input(i));
+    if (p->type.dtype != dt || p->type.staticSize() != v->n) return false;  // Scale and B of the normalised shape
+    reads.push_back(tensorOf(p));
+    operands[i - 1] = ref(reads.back());
+  }
+  DType stash = DType::Float32;
+  for (size_t i = 1; i < 3 && i < n->numOutputs(); ++i) {
+    if (!n->output(i)) continue;
+    stash = n->output(i)->type.dtype;
+    if (stash != DType::Float32 && stash != DType::Float64) return false;
+    writes.push_back(tensorOf(n->output(i)));
+    stats[i - 1] = ref(writes.back());
+  }
+  addStep({n->name(), "LayerNormalization", "layer_norm_rows"},
+          fmt::format("LayerNormalization '{}' {} rows of {}", n->name(), v->outer, v->n),
+          fmt::format("layer_norm_rows<{}, {}>({}, {}, {}, {}, {}, {}, {}, {}, {});", cppElementType(dt),
+                      cppElementType(stash), ref(reads[0]), operands[0], operands[1], ref(writes[0]), stats[0],
+                      stats[1], v->outer, v->n, n->attrFloat("epsilon")),
+          reads, writes);
+  return true;
+}
+
+bool Lowerer::lowerClassLoss(const Node* n) {
+  const bool softmax = n->opType() == "SoftmaxCrossEntropyLoss";
+  if (n->numInputs() < 2 || !n->output(0)) return false;
+  const Value* sv = definitionOf(n->input(0));
+  const Value* lv = definitionOf(n->input(1));
+  const DType dt = sv->type.dtype, lt = lv->type.dtype;
+  if ((dt != DType::Float32 && dt != DType::Float64) || (lt != DType::Int64 && lt != DType::Int32)) return false;
+  const Shape ss = sv->type.staticShape();
+  if (ss.size() < 2) return false;
+  const int64_t batch = ss[0], classes = ss[1], rest = shapeSize(ss) / std::max<int64_t>(1, batch * classes);
+  if (batch * classes == 0 || lv->type.staticSize() != batch * rest) return false;
+  const std::string reduction = n->attrString("reduction");
+  const int r = reduction == "none" ? 0 : reduction == "sum" ? 1 : 2;
+  std::vector<int> reads{tensorOf(sv), tensorOf(lv)}, writes{tensorOf(n->output(0))};
+  std::string weight = "nullptr", logProb = "nullptr";
+  if (n->numInputs() > 2 && n->input(2)) {
+    const Value* wv = definitionOf(n->input(2));
+    if (wv->type.dtype != dt || wv->type.staticSize() != classes) return false;
+    reads.push_back(tensorOf(wv));
+    weight = ref(reads.back());
+  }
+  if (softmax && n->numOutputs() > 1 && n->output(1)) {
+    writes.push_back(tensorOf(n->output(1)));
+    logProb = ref(writes.back());
+  }
+  const bool ignore = n->hasAttr("ignore_index");
+  addStep({n->name(), n->opType(), "class_loss"}, fmt::format("{} '{}' {}", n->opType(), n->name(), shapeToString(ss)),
+          fmt::format("if (!class_loss<{}, {}>({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {})) {{\n    m->error = {};\n"
+                      "    return 2;\n  }}",
+                      cppElementType(dt), cppElementType(lt), ref(reads[0]), ref(reads[1]), weight, ref(writes[0]),
+                      logProb, batch, classes, rest, r, softmax, ignore, ignore ? n->attrInt("ignore_index") : 0,
+                      cppString(n->describe() + ": a target value is outside the class range")),
+          reads, writes);
+  return true;
 }
 
 }  // namespace tessel::cpu

@@ -144,6 +144,8 @@ class Lowerer {
   bool lowerReduce(const Node* n);
   /// lower_axis_ops.cpp: ArgMax/ArgMin, Softmax family on any axis, CumSum, Trilu, GatherElements, Shape, Size.
   bool lowerAxisOp(const Node* n);
+  bool lowerLayerNormRows(const Node* n);
+  bool lowerClassLoss(const Node* n);
   /// lower_shape_checks.cpp: a check step for a run-time shape operand of n; false when n has one that no
   /// check covers (n then runs on the host).
   bool checkRunTimeShape(const Node* n);
