@@ -1,7 +1,7 @@
 // The scalar C++ expression of each element-wise operator the generated broadcast loop computes (any
 // element type; the float32 vector kernels take float32 nodes first): comparisons and logic, Where and
-// Expand, trigonometric and rounding functions, the activations of every type, Pow, Mod on floats, PRelu,
-// BitShift, the variadic Sum/Mean/Max/Min of up to three inputs. Operands are a, b, c; dbl(x) is x as a
+// Expand, trigonometric and rounding functions, Pow, Mod on floats, BitShift, the variadic Sum/Mean/Max/Min
+// of up to three inputs, and the activations with the formulas the registry keeps (scalar_expressions.h). Operands are a, b, c; dbl(x) is x as a
 // double, as the reference interpreter computes most of these.
 #include <fmt/format.h>
 
@@ -9,6 +9,7 @@
 #include <map>
 
 #include "lowerer.h"
+#include "tessel/ops/scalar_expressions.h"
 
 namespace tessel::cpu {
 namespace {
@@ -17,20 +18,6 @@ using ExprFn = std::function<std::optional<ElementExpr>(const Node*)>;
 
 ExprFn fixed(std::string expr, size_t arity) {
   return [expr = std::move(expr), arity](const Node*) { return ElementExpr{expr, arity}; };
-}
-
-/// A unary float expression with the node's float attributes substituted for {name}.
-ExprFn withAttrs(std::string pattern, std::vector<std::pair<std::string, float>> attrs) {
-  return [pattern = std::move(pattern), attrs = std::move(attrs)](const Node* n) -> std::optional<ElementExpr> {
-    std::string expr = pattern;
-    for (const auto& [name, fallback] : attrs) {
-      const float v = n->hasAttr(name) ? n->attrFloat(name) : fallback;
-      const std::string key = "{" + name + "}", literal = fmt::format("{:.9g}", static_cast<double>(v));
-      for (size_t at = expr.find(key); at != std::string::npos; at = expr.find(key, at + literal.size()))
-        expr.replace(at, key.size(), literal);
-    }
-    return ElementExpr{expr, 1};
-  };
 }
 
 bool isFloatType(DType t) { return t == DType::Float32 || t == DType::Float64; }
@@ -50,28 +37,14 @@ const std::map<std::string, ExprFn>& table() {
       {"Floor", fixed("std::floor(dbl(a))", 1)}, {"Ceil", fixed("std::ceil(dbl(a))", 1)},
       {"Round", fixed("std::nearbyint(dbl(a))", 1)}, {"Sign", fixed("(a > 0) - (a < 0)", 1)},
       {"Exp", fixed("std::exp(dbl(a))", 1)}, {"Log", fixed("std::log(dbl(a))", 1)}, {"Sqrt", fixed("std::sqrt(dbl(a))", 1)},
-      {"Reciprocal", fixed("1.0 / dbl(a)", 1)}, {"Tanh", fixed("std::tanh(dbl(a))", 1)},
-      {"Sigmoid", fixed("1.0 / (1.0 + std::exp(-dbl(a)))", 1)}, {"Erf", fixed("std::erf(dbl(a))", 1)},
-      {"Softplus", fixed("std::log1p(std::exp(dbl(a)))", 1)}, {"Softsign", fixed("dbl(a) / (1.0 + std::fabs(dbl(a)))", 1)},
-      {"Mish", fixed("dbl(a) * std::tanh(std::log1p(std::exp(dbl(a))))", 1)},
-      {"IsNaN", fixed("std::isnan(dbl(a))", 1)},
-      {"Neg", fixed("-a", 1)}, {"Abs", fixed("a < 0 ? -a : a", 1)}, {"Relu", fixed("a > 0 ? a : 0", 1)},
-      {"Elu", withAttrs("dbl(a) >= 0 ? dbl(a) : {alpha} * std::expm1(dbl(a))", {{"alpha", 1.0f}})},
-      {"Celu", withAttrs("std::max(0.0, dbl(a)) + std::min(0.0, {alpha} * std::expm1(dbl(a) / {alpha}))", {{"alpha", 1.0f}})},
-      {"Selu", withAttrs("dbl(a) > 0 ? {gamma} * dbl(a) : {gamma} * ({alpha} * std::exp(dbl(a)) - {alpha})",
-                         {{"alpha", 1.67326319217681884765625f}, {"gamma", 1.05070102214813232421875f}})},
-      {"ThresholdedRelu", withAttrs("dbl(a) > {alpha} ? a : 0", {{"alpha", 1.0f}})},
-      {"LeakyRelu", withAttrs("dbl(a) >= 0 ? dbl(a) : {alpha} * dbl(a)", {{"alpha", 0.01f}})},
-      {"HardSigmoid", withAttrs("std::max(0.0, std::min(1.0, {alpha} * dbl(a) + {beta}))", {{"alpha", 0.2f}, {"beta", 0.5f}})},
-      {"HardSwish", fixed("dbl(a) * std::max(0.0, std::min(1.0, dbl(a) / 6.0 + 0.5))", 1)},
-      {"Shrink", withAttrs("dbl(a) < -{lambd} ? dbl(a) + {bias} : dbl(a) > {lambd} ? dbl(a) - {bias} : 0.0",
-                           {{"lambd", 0.5f}, {"bias", 0.0f}})},
+      {"Reciprocal", fixed("1.0 / dbl(a)", 1)}, {"Erf", fixed("std::erf(dbl(a))", 1)},
+      {"IsNaN", fixed("std::isnan(dbl(a))", 1)}, {"Neg", fixed("-a", 1)}, {"Abs", fixed("a < 0 ? -a : a", 1)},
       {"IsInf", [](const Node* n) -> std::optional<ElementExpr> {
          const bool neg = !n->hasAttr("detect_negative") || n->attrInt("detect_negative") != 0;
          const bool pos = !n->hasAttr("detect_positive") || n->attrInt("detect_positive") != 0;
          return ElementExpr{fmt::format("std::isinf(dbl(a)) && ((dbl(a) > 0 && {}) || (dbl(a) < 0 && {}))", pos, neg), 1};
        }},
-      {"Pow", fixed("std::pow(dbl(a), dbl(b))", 2)}, {"PRelu", fixed("a < 0 ? a * b : a", 2)},
+      {"Pow", fixed("std::pow(dbl(a), dbl(b))", 2)},
       {"Add", fixed("a + b", 2)}, {"Sub", fixed("a - b", 2)}, {"Mul", fixed("a * b", 2)},
       {"Mod", [](const Node* n) -> std::optional<ElementExpr> {  // floats only: integers may divide by zero
          if (!isFloatType(n->output(0)->type.dtype)) return std::nullopt;
@@ -95,28 +68,31 @@ std::optional<ElementExpr> elementExpression(const Node* n) {
   if (!n->domain().empty() || n->numOutputs() != 1) return std::nullopt;
   const std::string& op = n->opType();
   const size_t k = n->numInputs();
-  if ((op == "Sum" || op == "Max" || op == "Min" || op == "Mean") && k >= 1 && k <= 3) {
+  if ((isOp(*n, "Sum") || isOp(*n, "Max") || isOp(*n, "Min") || isOp(*n, "Mean")) && k >= 1 && k <= 3) {
     static const char* names[] = {"a", "b", "c"};
     std::string expr = names[0];
     for (size_t i = 1; i < k; ++i) {
-      if (op == "Sum" || op == "Mean") expr = fmt::format("{} + dbl({})", i == 1 ? "dbl(a)" : expr, names[i]);
+      if (isOp(*n, "Sum") || isOp(*n, "Mean")) expr = fmt::format("{} + dbl({})", i == 1 ? "dbl(a)" : expr, names[i]);
       else expr = fmt::format("({0} {1} {2} || {2} != {2} ? {2} : {0})", i == 1 ? "a" : "(" + expr + ")",
-                              op == "Max" ? "<" : ">", names[i]);
+                              isOp(*n, "Max") ? "<" : ">", names[i]);
     }
-    if (op == "Mean") expr = fmt::format("({}) / {}.0", k == 1 ? "dbl(a)" : expr, k);
+    if (isOp(*n, "Mean")) expr = fmt::format("({}) / {}.0", k == 1 ? "dbl(a)" : expr, k);
     return ElementExpr{expr, k};
   }
+  std::optional<ElementExpr> e;
+  if (std::optional<std::string> activation = activationExpression(*n))  // the registry's (src/ops) formulas
+    e = ElementExpr{*activation, isOp(*n, "PRelu") ? size_t{2} : size_t{1}};
   auto it = table().find(op);
-  if (it == table().end()) return std::nullopt;
+  if (!e && it == table().end()) return std::nullopt;
   // 16-bit floats are stored as raw bits: only moving them (Expand, Identity, Where's b and c) is right.
   auto raw = [](const Value* v) {
     return v && (definitionOf(v)->type.dtype == DType::Float16 || definitionOf(v)->type.dtype == DType::BFloat16);
   };
-  const bool moves = op == "Expand" || op == "Identity" || op == "Where";
+  const bool moves = isOp(*n, "Expand") || isOp(*n, "Identity") || isOp(*n, "Where");
   for (const Value* v : n->inputs())
     if (raw(v) && !moves) return std::nullopt;
   if (raw(n->output(0)) && !moves) return std::nullopt;
-  std::optional<ElementExpr> e = it->second(n);
+  if (!e) e = it->second(n);
   if (e && k < e->arity) return std::nullopt;
   return e;
 }

@@ -33,8 +33,8 @@ bool Lowerer::lowerAxisOp(const Node* n) {
   const std::string& op = n->opType();
   static const std::set<std::string> kOps = {"Shape", "Size", "ArgMax", "ArgMin", "Softmax", "LogSoftmax",
                                              "Hardmax", "CumSum", "Trilu", "GatherElements"};
-  if (n->domain().empty() && op == "LayerNormalization") return lowerLayerNormRows(n);
-  if (n->domain().empty() && (op == "NegativeLogLikelihoodLoss" || op == "SoftmaxCrossEntropyLoss"))
+  if (n->domain().empty() && isOp(*n, "LayerNormalization")) return lowerLayerNormRows(n);
+  if (n->domain().empty() && (isOp(*n, "NegativeLogLikelihoodLoss") || isOp(*n, "SoftmaxCrossEntropyLoss")))
     return lowerClassLoss(n);
   if (!n->domain().empty() || !kOps.count(op) || n->numInputs() < 1 || !n->input(0) || n->numOutputs() != 1 ||
       !n->output(0))
@@ -42,9 +42,9 @@ bool Lowerer::lowerAxisOp(const Node* n) {
   const Value* xv = definitionOf(n->input(0));
   const DType dt = xv->type.dtype;
   const Shape xs = xv->type.staticShape(), ys = n->output(0)->type.staticShape();
-  if (op == "Shape" || op == "Size") {  // constants of a static shape
+  if (isOp(*n, "Shape") || isOp(*n, "Size")) {  // constants of a static shape
     std::vector<int64_t> values;
-    if (op == "Size") {
+    if (isOp(*n, "Size")) {
       values.push_back(shapeSize(xs));
     } else {
       const int64_t r = static_cast<int64_t>(xs.size());
@@ -75,22 +75,22 @@ bool Lowerer::lowerAxisOp(const Node* n) {
             code, std::move(reads), {y});
     return true;
   };
-  if (op == "ArgMax" || op == "ArgMin") {
+  if (isOp(*n, "ArgMax") || isOp(*n, "ArgMin")) {
     auto v = viewAt(xs, n->attrInt("axis"));
     if (!v || v->n == 0) return false;
     return step("arg_extreme", fmt::format("arg_extreme<{}>({}, {}, {}, {}, {}, {}, {});", type, ref(x), ref(y), v->outer,
-                                           v->n, v->inner, op == "ArgMax", n->attrInt("select_last_index") != 0),
+                                           v->n, v->inner, isOp(*n, "ArgMax"), n->attrInt("select_last_index") != 0),
                 {x});
   }
-  if (op == "Softmax" || op == "LogSoftmax" || op == "Hardmax") {
+  if (isOp(*n, "Softmax") || isOp(*n, "LogSoftmax") || isOp(*n, "Hardmax")) {
     if (dt != DType::Float32 && dt != DType::Float64) return false;
     auto v = viewAt(xs, n->attrInt("axis"), n->hasAttr("coerce_2d") && n->attrInt("coerce_2d") != 0);
     if (!v || v->n == 0) return false;
     return step("softmax_axis", fmt::format("softmax_axis<{}>({}, {}, {}, {}, {}, {});", type, ref(x), ref(y), v->outer,
-                                            v->n, v->inner, op == "Softmax" ? 0 : op == "LogSoftmax" ? 1 : 2),
+                                            v->n, v->inner, isOp(*n, "Softmax") ? 0 : isOp(*n, "LogSoftmax") ? 1 : 2),
                 {x});
   }
-  if (op == "CumSum") {
+  if (isOp(*n, "CumSum")) {
     const Tensor* axis = n->numInputs() > 1 ? constTensor(n->input(1)) : nullptr;
     if (!axis || axis->numel() != 1) return false;
     auto v = viewAt(xs, axis->toInt64Vector()[0]);
@@ -99,7 +99,7 @@ bool Lowerer::lowerAxisOp(const Node* n) {
                                        v->inner, n->attrInt("exclusive") != 0, n->attrInt("reverse") != 0),
                 {x});
   }
-  if (op == "Trilu") {
+  if (isOp(*n, "Trilu")) {
     if (xs.size() < 2) return false;
     const int64_t rows = xs[xs.size() - 2], cols = xs.back();
     std::vector<int> reads{x};
@@ -115,7 +115,7 @@ bool Lowerer::lowerAxisOp(const Node* n) {
                                      !n->hasAttr("upper") || n->attrInt("upper") != 0),
                 reads);
   }
-  if (op == "GatherElements") {
+  if (isOp(*n, "GatherElements")) {
     const Value* iv = definitionOf(n->input(1));
     const DType it = iv->type.dtype;
     const Shape is = iv->type.staticShape();
@@ -171,7 +171,7 @@ bool Lowerer::lowerLayerNormRows(const Node* n) {
 }
 
 bool Lowerer::lowerClassLoss(const Node* n) {
-  const bool softmax = n->opType() == "SoftmaxCrossEntropyLoss";
+  const bool softmax = isOp(*n, "SoftmaxCrossEntropyLoss");
   if (n->numInputs() < 2 || !n->output(0)) return false;
   const Value* sv = definitionOf(n->input(0));
   const Value* lv = definitionOf(n->input(1));

@@ -10,26 +10,26 @@
 namespace tessel::cpu {
 namespace {
 
-/// rt::RnnActivation's enumerator for an ONNX activation name, with its default alpha and beta.
+/// ONNX's recurrent activation functions (lower case) in the order of rt::RnnActivation, with the default
+/// alpha and beta of each.
 struct ActivationSpelling {
   const char* onnx;
-  const char* rt;
   bool takesAlpha, takesBeta;
   float alpha, beta;
 };
 constexpr ActivationSpelling kActivations[] = {
-    {"sigmoid", "Sigmoid", false, false, 0, 0},        {"tanh", "Tanh", false, false, 0, 0},
-    {"relu", "Relu", false, false, 0, 0},              {"affine", "Affine", true, true, 1, 0},
-    {"leakyrelu", "LeakyRelu", true, false, 0.01f, 0}, {"thresholdedrelu", "ThresholdedRelu", true, false, 1, 0},
-    {"scaledtanh", "ScaledTanh", true, true, 1, 1},    {"hardsigmoid", "HardSigmoid", true, true, 0.2f, 0.5f},
-    {"elu", "Elu", true, false, 1, 0},                 {"softsign", "Softsign", false, false, 0, 0},
-    {"softplus", "Softplus", false, false, 0, 0}};
+    {"sigmoid", false, false, 0, 0},          {"tanh", false, false, 0, 0},
+    {"relu", false, false, 0, 0},             {"affine", true, true, 1, 0},
+    {"leakyrelu", true, false, 0.01f, 0},     {"thresholdedrelu", true, false, 1, 0},
+    {"scaledtanh", true, true, 1, 1},         {"hardsigmoid", true, true, 0.2f, 0.5f},
+    {"elu", true, false, 1, 0},               {"softsign", false, false, 0, 0},
+    {"softplus", false, false, 0, 0}};
 
 }  // namespace
 
 bool Lowerer::lowerRecurrent(const Node* n) {
   const std::string& op = n->opType();
-  const bool lstm = op == "LSTM", gru = op == "GRU";
+  const bool lstm = isOp(*n, "LSTM"), gru = isOp(*n, "GRU");
   const size_t perDirection = lstm ? 3 : gru ? 2 : 1;
   // Float tensors throughout, sequence_lens int32.
   for (size_t i = 0; i < n->numInputs(); ++i)
@@ -42,9 +42,9 @@ bool Lowerer::lowerRecurrent(const Node* n) {
   std::vector<std::string> names;
   if (n->hasAttr("activations")) names = n->attrStrings("activations");
   if (names.empty())
-    names = lstm ? std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"}
-            : gru ? std::vector<std::string>{"Sigmoid", "Tanh"}
-                  : std::vector<std::string>{"Tanh"};
+    names = lstm ? std::vector<std::string>{"sigmoid", "tanh", "tanh"}
+            : gru ? std::vector<std::string>{"sigmoid", "tanh"}
+                  : std::vector<std::string>{"tanh"};
   if (names.size() == perDirection && dirs == 2) names.insert(names.end(), names.begin(), names.end());
   if (names.size() != perDirection * static_cast<size_t>(dirs)) return false;
   const std::vector<float> alphas = n->hasAttr("activation_alpha") ? n->attrFloats("activation_alpha") : std::vector<float>{};
@@ -59,7 +59,8 @@ bool Lowerer::lowerRecurrent(const Node* n) {
     if (a == std::end(kActivations)) return false;
     float alpha = a->takesAlpha && ai < alphas.size() ? alphas[ai++] : a->alpha;
     float beta = a->takesBeta && bi < betas.size() ? betas[bi++] : a->beta;
-    acts += fmt::format("  s.act[{}][{}] = rt::RnnActivation::{};\n", k / perDirection, k % perDirection, a->rt);
+    acts += fmt::format("  s.act[{}][{}] = static_cast<rt::RnnActivation>({});\n", k / perDirection, k % perDirection,
+                        a - std::begin(kActivations));
     params += fmt::format("  s.alpha[{0}][{1}] = {2};\n  s.beta[{0}][{1}] = {3};\n", k / perDirection, k % perDirection,
                           floatLiteral(alpha), floatLiteral(beta));
   }

@@ -25,7 +25,7 @@ bool isIndexType(DType t) { return t == DType::Int64 || t == DType::Int32; }
 bool Lowerer::checkRunTimeShape(const Node* n) {
   if (!n->domain().empty()) return true;
   const std::string& op = n->opType();
-  if (op != "Reshape" && op != "Expand" && op != "Squeeze" && op != "Unsqueeze") return true;
+  if (!isOp(*n, "Reshape") && !isOp(*n, "Expand") && !isOp(*n, "Squeeze") && !isOp(*n, "Unsqueeze")) return true;
   if (n->numInputs() < 2 || !n->input(1) || isConst(n->input(1))) return true;
   const Value* operand = definitionOf(n->input(1));
   if (operand->type.dtype != DType::Int64 || !operand->type.isStatic() || operand->type.rank() > 1) return false;
@@ -34,13 +34,13 @@ bool Lowerer::checkRunTimeShape(const Node* n) {
   const std::string in = int64Array("ChkIn", xs), out = int64Array("ChkOut", ys);
   const int s = tensorOf(operand);
   std::string test;
-  if (op == "Reshape")
+  if (isOp(*n, "Reshape"))
     test = fmt::format("reshape_ok({}, {}, {}, {}, {}, {}, {})", in, xs.size(), ref(s), count,
                        n->hasAttr("allowzero") && n->attrInt("allowzero") != 0, out, ys.size());
-  else if (op == "Expand")
+  else if (isOp(*n, "Expand"))
     test = fmt::format("expand_ok({}, {}, {}, {}, {}, {})", in, xs.size(), ref(s), count, out, ys.size());
   else
-    test = fmt::format("axes_ok({}, {}, {}, {}, {}, {}, {})", in, xs.size(), ref(s), count, op == "Unsqueeze", out,
+    test = fmt::format("axes_ok({}, {}, {}, {}, {}, {}, {})", in, xs.size(), ref(s), count, isOp(*n, "Unsqueeze"), out,
                        ys.size());
   addStep({n->name(), op + " shape check", "shape check"},
           fmt::format("{} '{}': the run-time operand '{}' must give {}", op, n->name(), operand->name(),
