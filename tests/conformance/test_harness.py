@@ -348,14 +348,15 @@ class CompiledHarnessTest(unittest.TestCase):
         self.assertEqual(again.returncode, 0, again.stdout)
 
     def test_op_set_is_the_lowering_code(self):
-        """Every operator the harness selects on is one the cpu lowering (lowering.cpp, lower_*.cpp) names, or
+        """Every operator the harness selects on is one the cpu lowering (lowering.cpp, lower_*.cpp,
+        element_expressions.cpp) names, or
         one whose registry definition (src/ops) carries a trait the lowering dispatches on: activations
         (fusibleEpilogue) and views (OpTrait::View). A removed kernel or trait shows here."""
         sys.path.insert(0, HERE)
         import run_node_suite_compiled
         lowering = ""
         for name in sorted(os.listdir(CPU_TARGET)):
-            if name == "lowering.cpp" or (name.startswith("lower_") and name.endswith(".cpp")):
+            if name in ("lowering.cpp", "element_expressions.cpp") or (name.startswith("lower_") and name.endswith(".cpp")):
                 with open(os.path.join(CPU_TARGET, name)) as f:
                     lowering += f.read()
         definitions = {}  # op name -> the text of its definition, up to the next registration
