@@ -17,8 +17,9 @@
 #   models      torchvision ResNet-18/50, MobileNetV2, SqueezeNet 1.1 vs PyTorch; text IR round trip; the cpu
 #               pass pipeline keeps outputs (also on an exported transformer block)
 #   cpu         the four torchvision models compiled to .so (generated C++) vs the interpreter; --emit-app
-#               build reproduces `tessel run` bit for bit; compile-time bad input; the node-suite tests whose
-#               operators all have a compiled kernel, compiled and run as .so (listed tests must pass)
+#               build reproduces `tessel run` bit for bit; compile-time bad input; every node-suite test compiled and
+#               run as .so (listed tests must pass, without host steps unless listed with pass-host); a PyTorch
+#               loop around an LSTM cell with a data-dependent If compiled with --no-host-fallback vs ONNX Runtime
 #   npu         the four torchvision models compiled for the NPU (default and tiny configs; SqueezeNet 1.1 and
 #               MobileNetV2 also no-grouped-conv): .tnpu results vs the interpreter, no hazards, peak SRAM <= capacity
 #   sanitize    unit tests built with AddressSanitizer + UndefinedBehaviorSanitizer
@@ -115,6 +116,7 @@ stage_cpu() {
   bash "$repo/tests/cpu/check_models.sh" "$build/tessel" "$build/models" || rc=1
   $py "$repo/tests/conformance/run_node_suite_compiled.py" --tessel "$build/tessel" --suite "$build/onnx-suite" \
     --report "$build/conformance-compiled-report.tsv" || rc=1
+  $py "$repo/tests/cpu/check_torch_control_flow.py" --tessel "$build/tessel" || rc=1
   return $rc
 }
 stage_npu() {

@@ -3,10 +3,12 @@
 
 #include <algorithm>
 #include <fmt/format.h>
+#include <functional>
 #include <queue>
 #include <set>
 #include <unordered_map>
 
+#include "tessel/ir/captures.h"
 #include "tessel/ops/registry.h"
 
 namespace tessel {
@@ -168,12 +170,30 @@ Value* Graph::lookup(const std::string& name) const {
   return nullptr;
 }
 
+namespace {
+void addCapturedNames(const Graph& g, std::set<std::string>& out) {
+  for (const auto& node : g.nodes())
+    for (const Graph* sub : node->subgraphs()) {
+      for (const Value* v : sub->values())
+        if (v->isCaptured()) out.insert(v->name());
+      addCapturedNames(*sub, out);
+    }
+}
+}  // namespace
+
+std::set<std::string> capturedNames(const Graph& g) {
+  std::set<std::string> names;
+  addCapturedNames(g, names);
+  return names;
+}
+
 void Graph::removeUnusedValues() {
   std::set<Value*> keep(outputs_.begin(), outputs_.end());
   keep.insert(inputs_.begin(), inputs_.end());
+  const std::set<std::string> captured = capturedNames(*this);  // read by name from nested graphs
   std::vector<std::unique_ptr<Value>> kept;
   for (auto& v : values_) {
-    if (v->producer_ || v->hasUses() || keep.count(v.get())) {
+    if (v->producer_ || v->hasUses() || keep.count(v.get()) || captured.count(v->name_)) {
       kept.push_back(std::move(v));
     } else {
       valueByName_.erase(v->name_);
@@ -250,6 +270,26 @@ void Graph::replaceAllUsesWith(Value* from, Value* to) {
   for (const Use& u : uses) u.node->setInput(u.index, to);
   for (Value*& out : outputs_)
     if (out == from) out = to;
+  // Nested graphs read `from` by name: their captured value now stands for `to` (renamed, or replaced by
+  // the value of that name they already see).
+  const std::string oldName = from->name_, newName = to->name_;
+  std::function<void(Graph&)> redirect = [&](Graph& g) {
+    auto it = g.valueByName_.find(oldName);
+    if (it != g.valueByName_.end() && it->second->isCaptured()) {
+      Value* captured = it->second;
+      if (auto seen = g.valueByName_.find(newName); seen != g.valueByName_.end()) {
+        g.replaceAllUsesWith(captured, seen->second);
+      } else {
+        g.valueByName_.erase(it);
+        captured->name_ = newName;
+        g.valueByName_[newName] = captured;
+      }
+    }
+    for (const auto& n : g.nodes_)
+      for (Graph* sub : n->subgraphs()) redirect(*sub);
+  };
+  for (const auto& n : nodes_)
+    for (Graph* sub : n->subgraphs()) redirect(*sub);
 }
 
 Node* Graph::findNode(const std::string& name) const {

@@ -52,10 +52,15 @@ void verifyInto(const Graph& graph, std::vector<std::string>& problems) {
       for (Value* o : graph.outputs()) isOutput |= o == v;
       if (!isOutput) continue;  // an unused placeholder
     }
-    if (!graph.parent() || !graph.parent()->lookup(v->name()))
+    const Value* outer = graph.parent() ? graph.parent()->lookup(v->name()) : nullptr;
+    if (!outer)
       problems.push_back(fmt::format("graph '{}': value '{}' is used but never defined (no producer, not an input, "
                                      "not an initializer{})",
                                      graph.name(), v->name(), graph.parent() ? ", not in an enclosing graph" : ""));
+    else if (v->type.dtype != DType::Undefined && outer->type.dtype != DType::Undefined &&
+             v->type.dtype != outer->type.dtype)
+      problems.push_back(fmt::format("graph '{}': captured value '{}' is {} here but {} where it is defined",
+                                     graph.name(), v->name(), v->type.toString(), outer->type.toString()));
     defined.insert(v);
   }
   for (const auto& nodePtr : graph.nodes()) {

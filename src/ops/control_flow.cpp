@@ -105,29 +105,22 @@ Graph& bodyOf(Node& node, const std::string& attr) {
 }
 
 /// Bodies often declare their inputs without shapes, and captured values carry no type at all. Completes
-/// them from what the calling node knows (`inputTypes`, the enclosing scopes) and re-infers the body so
-/// that its output types become as precise as the outer graph allows.
+/// them from what the calling node knows (`inputTypes`, the enclosing scopes) and infers the body, so that
+/// its values are typed before any pass runs and its output types are as precise as the outer graph allows.
 void refineBody(Graph& body, const std::vector<TensorType>& inputTypes) {
-  bool changed = false;
   for (size_t i = 0; i < inputTypes.size() && i < body.inputs().size(); ++i) {
     Value* in = body.inputs()[i];
     TensorType t = completeType(in->type, inputTypes[i]);
-    if (!(t == in->type)) {
-      in->type = t;
-      changed = true;
-    }
+    in->type = t;
   }
   for (Value* v : body.values()) {
     if (!v->isCaptured() || !body.parent()) continue;
     Value* outer = body.parent()->lookup(v->name());
     if (!outer || outer == v) continue;
     TensorType t = completeType(v->type, outer->type);
-    if (!(t == v->type)) {
-      v->type = t;
-      changed = true;
-    }
+    v->type = t;
   }
-  if (changed) inferShapes(body);
+  inferShapes(body);  // shape_inference.cpp leaves If, Loop and Scan bodies to this
 }
 
 /// `t` without axis `axis` (a slice taken by Scan); unknown rank stays unknown.

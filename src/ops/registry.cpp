@@ -1,6 +1,8 @@
 // The operator registry and the contexts handed to inference and reference kernels.
 #include "tessel/ops/registry.h"
 
+#include <algorithm>
+
 namespace tessel {
 
 const AttrSpec* OpDef::findAttr(std::string_view n) const {
@@ -71,7 +73,18 @@ const Tensor* InferContext::inputValue(size_t i) const {
 }
 
 void InferContext::setOutputType(size_t i, TensorType t) {
-  if (Value* v = node_.output(i)) v->type = std::move(t);
+  Value* v = node_.output(i);
+  if (!v) return;
+  // A graph output keeps the dimensions its model declares where inference cannot tell them (they depend
+  // on values known only at run time): the declaration is the model's promise, checked when it runs.
+  const auto& outs = node_.graph() ? node_.graph()->outputs() : std::vector<Value*>{};
+  const bool declared = std::find(outs.begin(), outs.end(), v) != outs.end();
+  if (declared && t.dtype == v->type.dtype && !t.hasRank() && v->type.hasRank()) t.dims = v->type.dims;
+  if (declared && t.dtype == v->type.dtype && t.hasRank() && v->type.hasRank() && t.rank() == v->type.rank()) {
+    for (size_t d = 0; d < t.rank(); ++d)
+      if (!(*t.dims)[d].isKnown() && (*v->type.dims)[d].isKnown()) (*t.dims)[d] = (*v->type.dims)[d];
+  }
+  v->type = std::move(t);
 }
 
 void InferContext::setOutputValue(size_t i, Tensor t) {

@@ -29,7 +29,12 @@ class ShapeInference {
     if (!def) throw UserError(fmt::format("{}: unsupported operator '{}'", node.describe(), node.opType()));
     if (!def->inferFn)
       throw InternalError(fmt::format("operator '{}' has no type inference rule", node.opType()));
-    for (Graph* sub : node.subgraphs()) ShapeInference().run(*sub);  // bodies first: their types feed the op's rule
+    // If, Loop and Scan type their bodies' inputs and captured values from the node, then infer the bodies
+    // (control_flow.cpp, refineBody); a nested graph of any other op is inferred on its own first.
+    const bool typesItsBodies = node.domain().empty() && (node.opType() == "If" || node.opType() == "Loop" ||
+                                                          node.opType() == "Scan");
+    if (!typesItsBodies)
+      for (Graph* sub : node.subgraphs()) ShapeInference().run(*sub);
     InferContext ctx(node, [this](const Value* v) { return known(v); });
     def->inferFn(ctx);
     for (auto& [i, t] : ctx.outputValues()) values_[node.output(i)] = std::move(t);

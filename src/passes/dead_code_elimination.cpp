@@ -1,6 +1,7 @@
 // Pass dce: removes nodes whose outputs nothing reads, and constants nothing uses.
 #include <set>
 
+#include "tessel/ir/captures.h"
 #include "tessel/ops/registry.h"
 #include "tessel/passes/pass.h"
 
@@ -13,13 +14,14 @@ bool eliminateDeadCode(Graph& graph) {
   bool progress = true;
   while (progress) {
     progress = false;
+    const std::set<std::string> captured = capturedNames(graph);  // read by nested graphs
     // Walk backwards so a chain of dead nodes goes in one sweep.
     for (size_t i = graph.nodes().size(); i-- > 0;) {
       Node* node = graph.nodes()[i].get();
       if (node->def() && !node->def()->deterministic) continue;  // keep random ops: they advance the generator
       bool live = false;
       for (Value* out : node->outputs())
-        if (out && (out->hasUses() || outputs.count(out))) live = true;
+        if (out && (out->hasUses() || outputs.count(out) || captured.count(out->name()))) live = true;
       if (live) continue;
       graph.removeNode(node);
       changed = progress = true;

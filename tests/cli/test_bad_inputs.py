@@ -56,6 +56,9 @@ def build_fixtures(d, tessel):
     # A small conv model for the tuning file.
     save([helper.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[1, 1, 1, 1])], [vi("x", [1, 8, 16, 16])],
          [vi("y", None)], j("conv.onnx"), [numpy_helper.from_array(np.random.rand(8, 8, 3, 3).astype(np.float32), "w")])
+    # A node no compiled code path takes (Einsum runs on the host interpreter): --no-host-fallback refuses it.
+    save([helper.make_node("Einsum", ["x", "x"], ["y"], name="ein", equation="ij,ij->i")], [vi("x", [2, 3])],
+         [vi("y", None)], j("host.onnx"))
     np.save(j("rank3.npy"), np.zeros((2, 3, 1), np.float32))
     np.save(j("int.npy"), np.zeros((2, 3), np.int64))
     np.save(j("size.npy"), np.zeros((2, 4), np.float32))
@@ -103,6 +106,9 @@ def cases(j):
         "larger than the padded input (3 + pads 0 + 0 = 3)", absent=("1x2x0x0",))
     add("conv kernel larger than the padded input (compile)", ["compile", j("bigkernel.onnx"), "-o", j("bk.so")], 2,
         "'bigk'", "larger than the padded input")
+    add("compile --no-host-fallback with a host node", ["compile", j("host.onnx"), "-o", j("host.so"),
+                                                          "--no-host-fallback"], 2,
+        "--no-host-fallback", "node 'ein' (Einsum): no compiled kernel for Einsum")
     add("malformed text IR", ["run", j("bad.tir")], 2, "bad.tir:4:1: expected")
     add("undefined value in text IR", ["run", j("undef.tir")], 2, "undef.tir:3:", "nope")
     add("unknown model format", ["info", j("bad.npy")], 2, "unknown model format")

@@ -290,7 +290,7 @@ class CompiledHarnessTest(unittest.TestCase):
         expected = self.write_list("expected.txt", expected_names)
         interp = self.write_list("interp.txt", interp_names)
         report = os.path.join(self.work, "report.tsv")
-        command = [PYTHON, COMPILED_HARNESS, "--tessel", FAKE_TESSEL, "--suite", self.suite,
+        command = [PYTHON, COMPILED_HARNESS, "--tessel", FAKE_TESSEL, "--suite", self.suite, "--select", "compiled-ops",
                    "--expected", expected, "--interp-expected", interp, "--report", report,
                    "--timeout", str(TIMEOUT_SECONDS), *extra]
         return subprocess.run(command, capture_output=True, text=True), report, expected
@@ -305,7 +305,7 @@ class CompiledHarnessTest(unittest.TestCase):
         counts = {s: list(COMPILED_STATUS.values()).count(s) for s in ("pass", "fail", "refused", "error")}
         self.assertTrue(last.startswith("selected 8 of 10 suite tests (operators with a compiled kernel) and 3 "
                                         "+const variants (1 pass, 1 fail, 1 refused); in all "
-                                        f"{counts['pass']} pass, {counts['fail']} fail, {counts['refused']} refused, "
+                                        f"{counts['pass']} pass, 0 pass-host, {counts['fail']} fail, {counts['refused']} refused, "
                                         f"{counts['error']} error, 0 timeout;"), last)
         self.assertIn("test_fake_compile_refused: refused: compile exit 2: fake tessel: error: cpu target: "
                       "input 'a' is i64[2,3]", done.stdout)
@@ -348,14 +348,15 @@ class CompiledHarnessTest(unittest.TestCase):
         self.assertEqual(again.returncode, 0, again.stdout)
 
     def test_op_set_is_the_lowering_code(self):
-        """Every operator the harness selects on is one the cpu lowering (lowering.cpp, lower_*.cpp) names, or
+        """Every operator the harness selects on is one the cpu lowering (lowering.cpp, lower_*.cpp,
+        element_expressions.cpp) names, or
         one whose registry definition (src/ops) carries a trait the lowering dispatches on: activations
         (fusibleEpilogue) and views (OpTrait::View). A removed kernel or trait shows here."""
         sys.path.insert(0, HERE)
         import run_node_suite_compiled
         lowering = ""
         for name in sorted(os.listdir(CPU_TARGET)):
-            if name == "lowering.cpp" or (name.startswith("lower_") and name.endswith(".cpp")):
+            if name in ("lowering.cpp", "element_expressions.cpp") or (name.startswith("lower_") and name.endswith(".cpp")):
                 with open(os.path.join(CPU_TARGET, name)) as f:
                     lowering += f.read()
         definitions = {}  # op name -> the text of its definition, up to the next registration

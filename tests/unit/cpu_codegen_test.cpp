@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "tessel/interp/interpreter.h"
+#include "tessel/ir/verifier.h"
 #include "tessel/ops/shape_inference.h"
 #include "tessel/support/error.h"
 #include "tessel/targets/cpu/compiler.h"
@@ -231,7 +232,20 @@ TEST(CpuCodegen, OperatorsWithoutKernelRunThroughTheInterpreter) {
   b.g.addOutput(b.node("ReduceSum", {m, b.g.addConstant("axes", Tensor::fromVector<int64_t>({1}, {1}))}));
   expectCompiledMatchesInterpreter(b, "fallback");
   cpu::GeneratedModel gen = cpu::generateModel(*b.model, {});
-  EXPECT_EQ(gen.report.fallbackNodes.size(), 2u);
+  ASSERT_EQ(gen.report.hostSteps.size(), 1u);  // ReduceSum over constant axes compiles (reduce_mapped)
+  EXPECT_EQ(gen.report.hostSteps[0].op, "Softplus");
+  EXPECT_NE(gen.report.hostSteps[0].reason.find("no compiled kernel for Softplus"), std::string::npos)
+      << gen.report.hostSteps[0].reason;
+  // --no-host-fallback: the same model is refused, naming the node and the reason.
+  cpu::CompileOptions strict;
+  strict.hostFallback = false;
+  try {
+    cpu::generateModel(*b.model, strict);
+    FAIL() << "expected UserError";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("--no-host-fallback"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("(Softplus): no compiled kernel for Softplus"), std::string::npos) << e.what();
+  }
 }
 
 TEST(CpuCodegen, DriverErrorsAreUserErrors) {
@@ -404,7 +418,7 @@ TEST(CpuCodegen, UncoveredConvPoolAndBatchNormFallBack) {
 
 // Tensors of other element types: int64 token ids through an embedding Gather, an int64 padding mask
 // turned into a bool (Equal) and a float bias (Where, Expand, Cast), a strided and a contiguous Slice, an
-// int64 node without a kernel through the host interpreter; an out-of-range id is one error naming the
+// int64 CumSum as a generated loop; an out-of-range id is one error naming the
 // Gather node.
 TEST(CpuCodegen, IntegerAndBoolTensorsCompile) {
   Builder b;
@@ -418,7 +432,7 @@ TEST(CpuCodegen, IntegerAndBoolTensorsCompile) {
   Value* wide = b.node("Expand", {b.node("Unsqueeze", {bias, b.g.addConstant("ax", Tensor::fromVector<int64_t>({1}, {2}))}),
                                   b.g.addConstant("to", Tensor::fromVector<int64_t>({3}, {1, T, D}))});
   Value* masked = b.node("Add", {emb, wide});
-  Value* sum = b.node("CumSum", {mask, b.g.addConstant("axis1", Tensor::fromVector<int64_t>({}, {1}))});  // no kernel
+  Value* sum = b.node("CumSum", {mask, b.g.addConstant("axis1", Tensor::fromVector<int64_t>({}, {1}))});
   Value* pos = b.node("Cast", {sum}, {{"to", int64_t{1}}});
   auto slice = [&](Value* x, std::vector<int64_t> st, std::vector<int64_t> en, std::vector<int64_t> ax, std::vector<int64_t> sp) {
     auto c = [&](const std::vector<int64_t>& v) {
@@ -432,10 +446,10 @@ TEST(CpuCodegen, IntegerAndBoolTensorsCompile) {
   std::map<std::string, Tensor> given = {{"ids", Tensor::fromVector<int64_t>({1, T}, {3, 0, 10, -1, 7, 3})},
                                          {"mask", Tensor::fromVector<int64_t>({1, T}, {1, 1, 1, 1, 0, 0})}};
   cpu::CompileReport report = expectCompiledMatchesInterpreter(b, "typed", 2, given);
-  ASSERT_EQ(report.fallbackNodes.size(), 1u);
-  EXPECT_NE(report.fallbackNodes[0].find("CumSum"), std::string::npos);
+  EXPECT_TRUE(report.hostSteps.empty());  // CumSum over a constant axis is a generated loop (cum_sum)
   const auto kernels = stepKernels(tempDir() / "typed.so");
-  for (const char* k : {"gather", "broadcast_loop", "cast_copy", "strided_copy"}) EXPECT_TRUE(calls(kernels, k)) << k;
+  for (const char* k : {"gather", "broadcast_loop", "cast_copy", "strided_copy", "cum_sum"})
+    EXPECT_TRUE(calls(kernels, k)) << k;
   cpu::CompiledModel compiled((tempDir() / "typed.so").string(), 1);
   given["ids"] = Tensor::fromVector<int64_t>({1, T}, {3, 0, 11, 1, 7, 3});
   try {
@@ -495,6 +509,84 @@ TEST(CpuCodegen, Nchwc8RegionsRunElementwiseKernelsOnBlockedBuffers) {
     EXPECT_TRUE(calls(kernels, k)) << "no call of " << k;
   EXPECT_EQ(std::count(kernels.begin(), kernels.end(), "reorder_nchw_to_nchwc8"), 1);
   EXPECT_EQ(std::count(kernels.begin(), kernels.end(), "reorder_nchwc8_to_nchw"), 1);
+}
+
+}  // namespace
+}  // namespace tessel
+
+namespace tessel {
+namespace {
+
+/// x [2, 3] -> Loop (4 trips: h = tanh(h W + relu(x)), the sum also stacked as a scan output; W and relu(x)
+/// captured from the main graph) -> If (sum of x > 0: sigmoid of the final h, else -x, both captured).
+void buildLoopAndIf(Builder& b) {
+  Value* x = b.input("x", {2, 3});
+  b.weight("w", {3, 3});
+  Value* rx = b.node("Relu", {x});
+  auto body = std::make_shared<Graph>("body");
+  body->setParent(&b.g);
+  body->addInput("i", TensorType::fromShape(DType::Int64, {}));
+  Value* cond = body->addInput("c", TensorType::fromShape(DType::Bool, {}));
+  Value* h = body->addInput("h", TensorType());  // typed by inference from the Loop's input
+  Node* mm = body->addNode("MatMul", {h, body->addValue("w")}, {"hw"}, "mm");
+  Node* add = body->addNode("Add", {mm->output(0), body->addValue(rx->name())}, {"pre"}, "add");
+  Node* next = body->addNode("Tanh", {add->output(0)}, {"h_next"}, "tanh");
+  body->addOutput(body->addNode("Identity", {cond}, {"c_out"}, "keep")->output(0));
+  body->addOutput(next->output(0));
+  body->addOutput(add->output(0));  // scan output
+  Node* loop = b.g.addNode("Loop", {b.g.addConstant("M", Tensor::fromVector<int64_t>({}, {4})), nullptr, x},
+                           {"h_final", "pre_all"}, "loop");
+  loop->setAttr("body", body);
+  Value* sum = b.node("ReduceSum", {x}, {{"keepdims", int64_t{0}}});
+  Value* positive = b.node("Greater", {sum, b.g.addConstant("zero", Tensor::scalar(0.0f))});
+  auto thenG = std::make_shared<Graph>("then");
+  thenG->setParent(&b.g);
+  thenG->addOutput(thenG->addNode("Sigmoid", {thenG->addValue("h_final")}, {"t"}, "sigmoid")->output(0));
+  auto elseG = std::make_shared<Graph>("else");
+  elseG->setParent(&b.g);
+  elseG->addOutput(elseG->addNode("Neg", {elseG->addValue("x")}, {"e"}, "neg")->output(0));
+  Node* branch = b.g.addNode("If", {positive}, {"y"}, "branch");
+  branch->setAttr("then_branch", thenG);
+  branch->setAttr("else_branch", elseG);
+  b.g.addOutput(branch->output(0));
+  b.g.addOutput(loop->output(1));
+}
+
+// If and Loop compile to C++ control flow around their bodies' steps: no host step, both branches and
+// the loop's carried value and scan output match the interpreter; --no-host-fallback accepts the model.
+TEST(CpuCodegen, LoopAndIfCompileWithoutHostSteps) {
+  for (float sign : {1.0f, -1.0f}) {
+    Builder b;
+    buildLoopAndIf(b);
+    Tensor x = randomTensor({2, 3}, 7, 0.1f, 1.0f);
+    for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] *= sign;
+    cpu::CompileOptions strict;
+    strict.hostFallback = false;
+    const std::string name = sign > 0 ? "loop_if_then" : "loop_if_else";
+    cpu::CompileReport report = expectCompiledMatchesInterpreter(b, name, 1, {{"x", x}}, strict);
+    EXPECT_TRUE(report.hostSteps.empty());
+    const auto kernels = stepKernels(tempDir() / (name + ".so"));
+    for (const char* k : {"for", "if", "else", "reduce_mapped"}) EXPECT_TRUE(calls(kernels, k)) << k;
+  }
+}
+
+// Bodies are typed before any pass: the captured values and the loop-carried input take their outer types,
+// and the verifier names a captured value whose type disagrees with its definition.
+TEST(CpuCodegen, NestedGraphsAreTypedAndVerified) {
+  Builder b;
+  buildLoopAndIf(b);
+  inferShapes(*b.model->graph);
+  const Graph& body = b.model->graph->findNode("loop")->attrGraph("body");
+  EXPECT_EQ(body.findValue("h")->type.toString(), "f32[2,3]");
+  EXPECT_EQ(body.findValue("w")->type.toString(), "f32[3,3]");
+  EXPECT_EQ(body.findValue("h_next")->type.toString(), "f32[2,3]");
+  EXPECT_EQ(b.model->graph->findValue("pre_all")->type.toString(), "f32[4,2,3]");
+  EXPECT_EQ(b.model->graph->findValue("y")->type.toString(), "f32[2,3]");
+  EXPECT_TRUE(verifyGraph(*b.model->graph).empty());
+  const_cast<Graph&>(body).findValue("w")->type = TensorType::fromShape(DType::Int64, {3, 3});
+  const std::vector<std::string> problems = verifyGraph(*b.model->graph);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("captured value 'w' is i64[3,3] here but f32[3,3]"), std::string::npos) << problems[0];
 }
 
 }  // namespace

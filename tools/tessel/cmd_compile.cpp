@@ -36,10 +36,12 @@ void printReport(const cpu::CompileReport& r, double seconds, const std::string&
   if (r.inPlaceConcatInputs > 0)
     fmt::print("  concat: {} input(s) written in place into their slice of the output (no copy)\n",
                r.inPlaceConcatInputs);
-  if (!r.fallbackNodes.empty())
-    fmt::print("  host interpreter: {} node(s) without a compiled kernel run through the reference interpreter "
-               "(tessel run/bench provide it; --emit-app refuses them): {}\n",
-               r.fallbackNodes.size(), fmt::join(r.fallbackNodes, "; "));
+  if (!r.hostSteps.empty()) {
+    fmt::print("  host interpreter: {} node(s) without a compiled code path run through the reference interpreter "
+               "(tessel run/bench provide it; --emit-app and --no-host-fallback refuse them):\n",
+               r.hostSteps.size());
+    for (const cpu::HostStep& h : r.hostSteps) fmt::print("    {}: {}\n", h.node, h.reason);
+  }
   fmt::print("  peak arena: {} (without reuse: {}); weights: {} (packed: {}); hash {}\n", humanBytes(r.arenaBytes),
              humanBytes(r.naiveArenaBytes), humanBytes(r.weightBytes), humanBytes(r.packedWeightBytes), r.hash);
 }
@@ -62,6 +64,9 @@ nlohmann::json reportJson(const cpu::CompileReport& r, const CompileCmdOptions& 
                       {"weight_bytes", r.weightBytes},
                       {"packed_weight_bytes", r.packedWeightBytes},
                       {"hash", r.hash}};
+  nlohmann::json host = nlohmann::json::array();
+  for (const cpu::HostStep& h : r.hostSteps) host.push_back({{"node", h.node}, {"op", h.op}, {"reason", h.reason}});
+  j["host_steps"] = host;
   if (o.compile.tune)
     j["tuning"] = {{"convs", r.tunedConvs}, {"changed", r.tunedChanged}, {"vector_lanes", r.tunerVectorLanes},
                    {"seconds", r.tuneSeconds}};
@@ -149,6 +154,8 @@ TESSEL_REGISTER_COMMAND(compile, 40, [](CLI::App& app) {
   cmd->add_flag("--tune", o->compile.tune, "choose each convolution's kernel by timing the candidates here");
   cmd->add_option("--tuning-file", o->compile.tuningFile,
                   "with --tune: save the kernel choices here; without: reuse the choices saved here");
+  cmd->add_flag_function("--no-host-fallback", [o](int64_t) { o->compile.hostFallback = false; },
+                "refuse (exit 2) a model with any node that would run through the host's reference interpreter");
   cmd->add_flag("--json", o->json, "print one JSON object describing the result (keys: docs/cli.md) instead of text");
   cmd->callback([o]() { compileCommand(*o); });
 });

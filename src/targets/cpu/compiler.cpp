@@ -120,24 +120,34 @@ void makeCacheDirectory(const fs::path& dir) {
                                 "directory", dir.string(), ec ? ec.message() : "not a writable directory"));
 }
 
-/// Builds (or finds cached) a PIC static library of the runtime for this compiler and flags. Objects
-/// are cached one per source (keyed by the source, every header and the flags), so an edit to one
-/// kernel file recompiles only that file.
-fs::path ensureRuntimeLibrary(const CompileOptions& o) {
-  std::string cxx = compilerOf(o), version;
-  runCommand(shellQuote(cxx) + " --version", version, {}, "");
-  std::vector<fs::path> sources, headerFiles;
+/// The key of the compiler, its flags and every runtime header (what an object built against the runtime's
+/// headers depends on besides its own source); `sources` gets the runtime's .cpp files, sorted.
+uint64_t runtimeHeadersKey(const CompileOptions& o, std::vector<fs::path>* sources = nullptr) {
+  std::string version;
+  runCommand(shellQuote(compilerOf(o)) + " --version", version, {}, "");
+  std::vector<fs::path> found, headerFiles;
   for (const auto& e : fs::recursive_directory_iterator(runtimeDir())) {
     if (!e.is_regular_file()) continue;
     // runtime/tools holds programs built against the library (the conv tuner), not part of it.
     if (*e.path().lexically_relative(runtimeDir()).begin() == "tools") continue;
-    (e.path().extension() == ".cpp" ? sources : headerFiles).push_back(e.path());
+    (e.path().extension() == ".cpp" ? found : headerFiles).push_back(e.path());
   }
-  std::sort(sources.begin(), sources.end());
+  std::sort(found.begin(), found.end());
   std::sort(headerFiles.begin(), headerFiles.end());
   // Keyed by paths inside the runtime, in sorted order, so a build tree and an installed copy share the cache.
   uint64_t headers = fnv1a(version + cxxFlags(o));
   for (const fs::path& h : headerFiles) headers = fnv1a(h.lexically_relative(runtimeDir()).string() + readFile(h), headers);
+  if (sources) *sources = std::move(found);
+  return headers;
+}
+
+/// Builds (or finds cached) a PIC static library of the runtime for this compiler and flags. Objects
+/// are cached one per source (keyed by the source, every header and the flags), so an edit to one
+/// kernel file recompiles only that file.
+fs::path ensureRuntimeLibrary(const CompileOptions& o) {
+  std::string cxx = compilerOf(o);
+  std::vector<fs::path> sources;
+  const uint64_t headers = runtimeHeadersKey(o, &sources);
   fs::path objDir = cacheRoot() / "runtime-objects";
   makeCacheDirectory(objDir);
   uint64_t libKey = headers;
@@ -170,6 +180,35 @@ fs::path ensureRuntimeLibrary(const CompileOptions& o) {
     throw UserError(fmt::format("archiving the runtime library failed:\n{}", tail(out)));
   fs::rename(tmp, lib);
   return lib;
+}
+
+std::string abiHeader() { return readFile(dataPaths().abiHeader); }
+
+/// A precompiled header of the includes every generated source starts with (generatedIncludes()), built
+/// once per compiler, flags and runtime headers and cached: the `-include` option that makes the C++
+/// compiler load it instead of parsing the headers again (the source's own #includes are then no-ops), or
+/// "" when it cannot be built (the compile parses the headers, as without it).
+std::string precompiledIncludes(const CompileOptions& o) {
+  const std::string text = generatedIncludes(), abi = abiHeader();
+  const fs::path dir = cacheRoot() / fmt::format("prelude-{:016x}", fnv1a(text + abi + "-pthread", runtimeHeadersKey(o)));
+  const fs::path header = dir / "tessel_prelude.h";
+  const std::string use = "-Winvalid-pch -include " + shellQuote(header.string());
+  if (fs::exists(header.string() + ".gch")) return use;
+  makeCacheDirectory(cacheRoot());
+  // Built in a directory of its own and renamed into place, so concurrent compiles never see half a header.
+  const fs::path tmp = dir.string() + fmt::format(".tmp{}", getpid());
+  std::error_code ec;
+  fs::create_directories(tmp, ec);
+  writeFile(tmp / "tessel_prelude.h", text);
+  writeFile(tmp / "tessel_model_abi.h", abi);
+  std::string out;
+  const int rc = runCommand(fmt::format("cd {} && {} {} -I{} -I. -pthread -x c++-header tessel_prelude.h -o tessel_prelude.h.gch",
+                                        shellQuote(tmp.string()), shellQuote(compilerOf(o)), cxxFlags(o),
+                                        shellQuote((runtimeDir() / "include").string())),
+                            out, o, "precompiling the generated code's headers");
+  if (rc == 0) fs::rename(tmp, dir, ec);  // another compile may have placed it first: then ours goes
+  fs::remove_all(tmp, ec);
+  return rc == 0 && fs::exists(header.string() + ".gch") ? use : "";
 }
 
 fs::path tunerSource() { return runtimeDir() / "tools" / "conv_tuner.cpp"; }
@@ -282,8 +321,6 @@ void placeFile(const fs::path& from, const fs::path& to) {
   }
 }
 
-std::string abiHeader() { return readFile(dataPaths().abiHeader); }
-
 }  // namespace
 
 bool targetHasAvx512(const CompileOptions& o) {
@@ -361,7 +398,7 @@ GeneratedModel generateModel(const Model& model, const CompileOptions& options, 
   nlohmann::json saved = nlohmann::json::object();
   if (options.tune) tuneConvKernels(*model.graph, options, choices, tuning, saved);
   const std::unique_ptr<Model> tuned = choices.empty() ? nullptr : withTunedKernels(model, choices, options);
-  Plan plan = lowerGraph(tuned ? *tuned->graph : *model.graph);
+  Plan plan = lowerGraph(tuned ? *tuned->graph : *model.graph, options);
   if (!options.tuningFile.empty() && options.tune) {
     saved["model"] = modelKey;
     saved["conv_kernels"] = choices;
@@ -373,7 +410,10 @@ GeneratedModel generateModel(const Model& model, const CompileOptions& options, 
   h = fnv1a(plan.globals + plan.initCode + options.march, h);
   for (const PlanStep& s : plan.steps) h = fnv1a(s.code, h);
   plan.report.hash = fmt::format("{:016x}", h);
-  for (const PlanFallback& f : plan.fallbacks) plan.report.fallbackNodes.push_back(f.description);
+  for (const PlanFallback& f : plan.fallbacks) {
+    plan.report.fallbackNodes.push_back(f.description);
+    plan.report.hostSteps.push_back({f.description, f.op, f.reason});
+  }
   GeneratedModel g;
   g.source = emitSource(plan, weightsFileName, model.graph->name());
   g.weights = std::move(plan.weights);
@@ -412,9 +452,10 @@ CompileReport compileSharedLibrary(const Model& model, const std::string& outPat
   // The library is linked inside the work directory, so a failure of the C++ compiler is about the generated
   // code and a failure to place the result is about outPath.
   fs::path linked = work / "model.so";
-  std::string cmd = fmt::format("cd {} && {} {} -I{} -I. -Wa,-I{} -shared -o {} model.cpp {} -pthread "
+  const std::string prelude = precompiledIncludes(options);
+  std::string cmd = fmt::format("cd {} && {} {} {} -I{} -I. -Wa,-I{} -shared -o {} model.cpp {} -pthread "
                                 "-Wl,--exclude-libs,ALL",
-                                shellQuote(work.string()), shellQuote(compilerOf(options)), cxxFlags(options),
+                                shellQuote(work.string()), shellQuote(compilerOf(options)), cxxFlags(options), prelude,
                                 shellQuote((runtimeDir() / "include").string()), shellQuote(work.string()),
                                 shellQuote(linked.string()), shellQuote(runtimeLib.string()));
   progress(options, fmt::format("compiling {} kernel calls with {}", g.report.steps, compilerOf(options)));

@@ -86,11 +86,14 @@ std::string descriptors(const Plan& plan, const std::vector<int>& ids, const std
   return dims + fmt::format("const tessel_tensor_desc k{}[] = {{\n{}}};\n", prefix, table);
 }
 
-const char* kPrologue = R"(#include <chrono>
+const char* kIncludes = R"(#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
+#include <limits>
 #include <new>
+#include <vector>
 
 #include "tessel/rt/aligned_buffer.h"
 #include "tessel/rt/attention.h"
@@ -101,11 +104,14 @@ const char* kPrologue = R"(#include <chrono>
 #include "tessel/rt/gemm.h"
 #include "tessel/rt/indexing.h"
 #include "tessel/rt/pool.h"
+#include "tessel/rt/recurrent.h"
 #include "tessel/rt/thread_pool.h"
 #include "tessel/rt/transpose.h"
 #include "tessel/rt/vmath.h"
 #include "tessel_model_abi.h"
+)";
 
+const char* kPrologue = R"(
 namespace rt = tessel::rt;
 
 // The weights blob (raw ONNX layouts, BatchNorm folded) is assembled into .rodata from the file below.
@@ -207,6 +213,328 @@ template <int N, class Fn>
   }
 }
 
+// The element-wise expressions compute in double, as the reference interpreter does for most operators.
+template <class T>
+[[maybe_unused]] inline double dbl(T x) {
+  return static_cast<double>(x);
+}
+// Python-style remainder (the sign of the divisor), Mod with fmod=0.
+[[maybe_unused]] inline double floor_mod(double a, double b) {
+  const double r = std::fmod(a, b);
+  return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
+}
+
+// Run-time shape checks: the shape a node's run-time operand (a shape or axes tensor) gives must be the
+// static shape its compiled code was planned for (the model's declared output shape).
+[[maybe_unused]] bool reshape_ok(const int64_t* in, int rin, const int64_t* shape, int k, bool allowzero,
+                                 const int64_t* out, int rout) {
+  if (k != rout) return false;
+  int64_t total = 1, known = 1;
+  for (int i = 0; i < rin; ++i) total *= in[i];
+  int inferred = -1;
+  for (int i = 0; i < k; ++i) {
+    int64_t d = shape[i];
+    if (d == 0 && !allowzero) {
+      if (i >= rin) return false;
+      d = in[i];
+    }
+    if (d == -1 && inferred < 0) {
+      inferred = i;
+      continue;
+    }
+    if (d < 0 || d != out[i]) return false;
+    known *= d;
+  }
+  return inferred < 0 ? known == total : known != 0 && out[inferred] * known == total;
+}
+
+[[maybe_unused]] bool expand_ok(const int64_t* in, int rin, const int64_t* shape, int k, const int64_t* out, int rout) {
+  const int r = rin > k ? rin : k;
+  if (r != rout) return false;
+  for (int i = 0; i < r; ++i) {
+    const int64_t a = i >= r - rin ? in[i - (r - rin)] : 1, b = i >= r - k ? shape[i - (r - k)] : 1;
+    if ((a != b && a != 1 && b != 1) || (a == 1 ? b : a) != out[i]) return false;
+  }
+  return true;
+}
+
+// Squeeze (unsqueeze false) or Unsqueeze by a run-time axes tensor.
+[[maybe_unused]] bool axes_ok(const int64_t* in, int rin, const int64_t* axes, int k, bool unsqueeze, const int64_t* out,
+                              int rout) {
+  const int r = unsqueeze ? rin + k : rin;
+  if (r > 16 || rout != (unsqueeze ? r : rin - k)) return false;
+  bool marked[16] = {};
+  for (int i = 0; i < k; ++i) {
+    const int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
+    if (a < 0 || a >= r || marked[a]) return false;
+    marked[a] = true;
+  }
+  const int64_t* whole = unsqueeze ? out : in;
+  const int64_t* part = unsqueeze ? in : out;
+  for (int i = 0, j = 0; i < r; ++i)
+    if (marked[i] ? whole[i] != 1 : whole[i] != part[j++]) return false;
+  return true;
+}
+
+// Reductions over the input axes whose `mapped` output stride is 0 (rank <= 8, `count` inputs per output).
+enum ReduceKind { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kLogSum, kLogSumExp, kSumSquare };
+template <class T, class Acc>
+[[maybe_unused]] void reduce_mapped(ReduceKind kind, const T* x, T* y, const int64_t* shape, const int64_t* mapped,
+                                    int rank, int64_t out_n, int64_t count) {
+  int64_t total = 1;
+  for (int a = 0; a < rank; ++a) total *= shape[a];
+  auto walk = [&](auto&& f) {
+    int64_t idx[8] = {}, o = 0;
+    for (int64_t i = 0; i < total; ++i) {
+      f(i, o);
+      for (int a = rank - 1; a >= 0; --a) {
+        o += mapped[a];
+        if (++idx[a] < shape[a]) break;
+        o -= shape[a] * mapped[a];
+        idx[a] = 0;
+      }
+    }
+  };
+  if (kind == kMean || kind == kL2 || kind == kLogSum || kind == kLogSumExp) {  // in double, as the reference
+    std::vector<double> top(static_cast<size_t>(out_n), -INFINITY), sum(static_cast<size_t>(out_n), 0.0);
+    if (kind == kLogSumExp) walk([&](int64_t i, int64_t o) { top[o] = std::max(top[o], static_cast<double>(x[i])); });
+    walk([&](int64_t i, int64_t o) {
+      const double v = static_cast<double>(x[i]);
+      sum[o] += kind == kL2 ? v * v : kind == kLogSumExp ? std::exp(std::isinf(top[o]) ? v : v - top[o]) : v;
+    });
+    for (int64_t o = 0; o < out_n; ++o) {
+      const double s = sum[o];
+      y[o] = static_cast<T>(kind == kMean ? s / static_cast<double>(count) : kind == kL2 ? std::sqrt(s)
+                            : kind == kLogSum ? std::log(s) : std::isinf(top[o]) ? std::log(s) : top[o] + std::log(s));
+    }
+    return;
+  }
+  const Acc lowest = std::numeric_limits<Acc>::has_infinity ? -std::numeric_limits<Acc>::infinity()
+                                                            : static_cast<Acc>(std::numeric_limits<T>::lowest());
+  const Acc highest = std::numeric_limits<Acc>::has_infinity ? std::numeric_limits<Acc>::infinity()
+                                                             : static_cast<Acc>(std::numeric_limits<T>::max());
+  std::vector<Acc> acc(static_cast<size_t>(out_n), kind == kProd ? Acc(1) : kind == kMax ? lowest : kind == kMin ? highest : Acc(0));
+  walk([&](int64_t i, int64_t o) {
+    const Acc v = static_cast<Acc>(x[i]);
+    Acc& a = acc[o];
+    switch (kind) {
+      case kSum: a += v; break;
+      case kSumSquare: a += v * v; break;
+      case kL1: a += v < Acc(0) ? Acc(0) - v : v; break;
+      case kProd: a *= v; break;
+      case kMax: a = (v > a || v != v) ? v : a; break;  // NaN propagates
+      case kMin: a = (v < a || v != v) ? v : a; break;
+      default: break;
+    }
+  });
+  for (int64_t o = 0; o < out_n; ++o) y[o] = static_cast<T>(acc[o]);
+}
+
+// Slice with run-time starts, ends, axes and steps (any may be null but starts and ends; k entries each):
+// the start and step of every axis of x, false when they do not give the planned output shape ys.
+template <class I>
+[[maybe_unused]] bool slice_params(const int64_t* xs, int r, const I* starts, const I* ends, const I* axes,
+                                   const I* steps, int k, const int64_t* ys, int64_t* start, int64_t* step) {
+  int64_t len[8];
+  for (int a = 0; a < r; ++a) start[a] = 0, step[a] = 1, len[a] = xs[a];
+  for (int i = 0; i < k; ++i) {
+    int64_t a = axes ? static_cast<int64_t>(axes[i]) : i;
+    if (a < 0) a += r;
+    const int64_t st = steps ? static_cast<int64_t>(steps[i]) : 1, dim = xs[a < 0 || a >= r ? 0 : a];
+    if (a < 0 || a >= r || st == 0) return false;
+    int64_t b = static_cast<int64_t>(starts[i]), e = static_cast<int64_t>(ends[i]);
+    if (b < 0) b += dim;
+    if (e < 0) e += dim;
+    if (st > 0) {
+      b = std::clamp<int64_t>(b, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+      len[a] = e > b ? (e - b + st - 1) / st : 0;
+    } else {
+      b = std::clamp<int64_t>(b, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+      len[a] = b > e ? (b - e - st - 1) / -st : 0;
+    }
+    start[a] = b, step[a] = st;
+  }
+  for (int a = 0; a < r; ++a)
+    if (len[a] != ys[a]) return false;
+  return true;
+}
+
+// Tile: y[i] = x[i mod xs] over a row-major output of rank r (<= 8).
+[[maybe_unused]] void tile_copy(const char* x, const int64_t* xs, char* y, const int64_t* ys, int r, int64_t bytes) {
+  int64_t total = 1, idx[8] = {}, xstride[8];
+  for (int64_t a = r - 1, s = 1; a >= 0; --a) xstride[a] = s, s *= xs[a];
+  for (int a = 0; a < r; ++a) total *= ys[a];
+  for (int64_t i = 0; i < total; ++i) {
+    int64_t off = 0;
+    for (int a = 0; a < r; ++a) off += (idx[a] % xs[a]) * xstride[a];
+    std::memcpy(y + i * bytes, x + off * bytes, static_cast<size_t>(bytes));
+    for (int a = r - 1; a >= 0; --a) {
+      if (++idx[a] < ys[a]) break;
+      idx[a] = 0;
+    }
+  }
+}
+
+// Index and axis operators of any element type over [outer, n, inner] views (lower_axis_ops.cpp).
+// ArgMax (max) / ArgMin: the first extreme along the middle axis, or the last with `last`.
+template <class T>
+[[maybe_unused]] void arg_extreme(const T* x, int64_t* y, int64_t outer, int64_t n, int64_t inner, bool max, bool last) {
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const T* p = x + o * n * inner + i;
+      int64_t best = 0;
+      for (int64_t k = 1; k < n; ++k) {
+        const T v = p[k * inner], b = p[best * inner];
+        if (max ? (v > b || (last && v == b)) : (v < b || (last && v == b))) best = k;
+      }
+      y[o * inner + i] = best;
+    }
+}
+
+// Softmax (kind 0), LogSoftmax (1) or Hardmax (2) along the middle axis, in double.
+template <class T>
+[[maybe_unused]] void softmax_axis(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, int kind) {
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const int64_t base = o * n * inner + i;
+      int64_t best = 0;
+      for (int64_t k = 1; k < n; ++k)
+        if (x[base + k * inner] > x[base + best * inner]) best = k;
+      const double top = static_cast<double>(x[base + best * inner]);
+      double sum = 0;
+      for (int64_t k = 0; k < n; ++k) sum += std::exp(static_cast<double>(x[base + k * inner]) - top);
+      for (int64_t k = 0; k < n; ++k) {
+        const double v = static_cast<double>(x[base + k * inner]) - top;
+        y[base + k * inner] = static_cast<T>(kind == 2 ? (k == best ? 1.0 : 0.0) : kind == 1 ? v - std::log(sum)
+                                                                                         : std::exp(v) / sum);
+      }
+    }
+}
+
+// CumSum along the middle axis (exclusive: each sum without its own element; reverse: from the end).
+template <class T>
+[[maybe_unused]] void cum_sum(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, bool exclusive, bool reverse) {
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      T acc = T(0);
+      for (int64_t kk = 0; kk < n; ++kk) {
+        const int64_t at = (o * n + (reverse ? n - 1 - kk : kk)) * inner + i;
+        const T v = x[at];
+        if (exclusive) y[at] = acc;
+        acc = static_cast<T>(acc + v);
+        if (!exclusive) y[at] = acc;
+      }
+    }
+}
+
+// Trilu: the upper (j - i >= k) or lower (j - i <= k) triangle of each [rows, cols] matrix, zeros elsewhere.
+template <class T>
+[[maybe_unused]] void trilu(const T* x, T* y, int64_t batch, int64_t rows, int64_t cols, int64_t k, bool upper) {
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        const int64_t at = (b * rows + i) * cols + j;
+        y[at] = (upper ? j - i >= k : j - i <= k) ? x[at] : T(0);
+      }
+}
+
+// GatherElements along `axis` (rank r <= 8): y takes the indices' shape; false on an index out of range.
+template <class I>
+[[maybe_unused]] bool gather_elements(const char* x, const int64_t* xs, const I* idx, const int64_t* is, int r,
+                                      int axis, char* y, int64_t bytes) {
+  int64_t total = 1, pos[8] = {}, xstride[8];
+  for (int64_t a = r - 1, s = 1; a >= 0; --a) xstride[a] = s, s *= xs[a];
+  for (int a = 0; a < r; ++a) total *= is[a];
+  for (int64_t i = 0; i < total; ++i) {
+    int64_t off = 0;
+    for (int a = 0; a < r; ++a) {
+      int64_t c = pos[a];
+      if (a == axis) {
+        c = static_cast<int64_t>(idx[i]);
+        if (c < 0) c += xs[a];
+        if (c < 0 || c >= xs[a]) return false;
+      }
+      off += c * xstride[a];
+    }
+    std::memcpy(y + i * bytes, x + off * bytes, static_cast<size_t>(bytes));
+    for (int a = r - 1; a >= 0; --a) {
+      if (++pos[a] < is[a]) break;
+      pos[a] = 0;
+    }
+  }
+  return true;
+}
+
+// LayerNormalization of `outer` rows of `n` elements in double, as the reference: y, and per row the mean and
+// 1 / sqrt(var + eps) (either may be null).
+template <class T, class S>
+[[maybe_unused]] void layer_norm_rows(const T* x, const T* scale, const T* bias, T* y, S* mean, S* inv, int64_t outer,
+                                      int64_t n, double eps) {
+  for (int64_t o = 0; o < outer; ++o) {
+    const T* row = x + o * n;
+    double m = 0, v = 0;
+    for (int64_t i = 0; i < n; ++i) m += static_cast<double>(row[i]);
+    m /= static_cast<double>(n);
+    for (int64_t i = 0; i < n; ++i) v += (static_cast<double>(row[i]) - m) * (static_cast<double>(row[i]) - m);
+    const double r = 1.0 / std::sqrt(v / static_cast<double>(n) + eps);
+    for (int64_t i = 0; i < n; ++i)
+      y[o * n + i] = static_cast<T>((static_cast<double>(row[i]) - m) * r * static_cast<double>(scale[i]) +
+                                    (bias ? static_cast<double>(bias[i]) : 0.0));
+    if (mean) mean[o] = static_cast<S>(m);
+    if (inv) inv[o] = static_cast<S>(r);
+  }
+}
+
+// NegativeLogLikelihoodLoss (softmax false) and SoftmaxCrossEntropyLoss (true) over scores [n, c, d] and
+// labels [n, d] in double, as the reference: loss [n, d] (reduction 0), or its sum (1) or weighted mean (2)
+// in loss[0]; log_prob [n, c, d] when asked. False on a label outside [0, c) that is not ignored.
+template <class T, class L>
+[[maybe_unused]] bool class_loss(const T* scores, const L* labels, const T* weight, T* loss, T* log_prob, int64_t n,
+                                 int64_t c, int64_t d, int reduction, bool softmax, bool has_ignore, int64_t ignore) {
+  std::vector<double> x(static_cast<size_t>(n * c * d));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<double>(scores[i]);
+  if (softmax)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < d; ++j) {
+        double top = -INFINITY, sum = 0;
+        for (int64_t k = 0; k < c; ++k) top = std::max(top, x[(i * c + k) * d + j]);
+        for (int64_t k = 0; k < c; ++k) sum += std::exp(x[(i * c + k) * d + j] - top);
+        for (int64_t k = 0; k < c; ++k) x[(i * c + k) * d + j] -= top + std::log(sum);
+      }
+  if (log_prob)
+    for (size_t i = 0; i < x.size(); ++i) log_prob[i] = static_cast<T>(x[i]);
+  double weight_sum = 0, loss_sum = 0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < d; ++j) {
+      const int64_t label = static_cast<int64_t>(labels[i * d + j]);
+      double value = 0;
+      if (!(has_ignore && label == ignore)) {
+        if (label < 0 || label >= c) return false;
+        const double w = weight ? static_cast<double>(weight[label]) : 1.0;
+        value = -x[(i * c + label) * d + j] * w;
+        weight_sum += w;
+        loss_sum += value;
+      }
+      if (reduction == 0) loss[i * d + j] = static_cast<T>(value);
+    }
+  if (reduction != 0) loss[0] = static_cast<T>(reduction == 1 ? loss_sum : loss_sum / weight_sum);
+  return true;
+}
+
+// Scan: copies position `index` along an axis of a tensor (outer x length x innerBytes) into a tensor without
+// that axis (take), or back into it (!take).
+[[maybe_unused]] void axis_slice(const void* from, void* to, int64_t outer, int64_t length, int64_t inner_bytes,
+                                 int64_t index, bool take) {
+  const char* x = static_cast<const char*>(from);
+  char* y = static_cast<char*>(to);
+  for (int64_t o = 0; o < outer; ++o) {
+    const int64_t whole = (o * length + index) * inner_bytes, part = o * inner_bytes;
+    std::memcpy(y + (take ? part : whole), x + (take ? whole : part), static_cast<size_t>(inner_bytes));
+  }
+}
+
 // Copies one output of a Split: rows of `stride` floats at `offset`, `chunk` floats each, into outer slices.
 [[maybe_unused]] void split_part(const float* x, float* y, int64_t outer, int64_t chunk, int64_t stride,
                                  int64_t offset) {
@@ -234,13 +562,15 @@ std::string stepTable(const Plan& plan) {
 
 }  // namespace
 
+std::string generatedIncludes() { return kIncludes; }
+
 std::string emitSource(const Plan& plan, const std::string& weightsFileName, const std::string& modelName) {
   std::string src = fmt::format(
       "// Generated by tessel compile (Tessel cpu target) from model '{}'; do not edit.\n"
       "// {} kernel calls, arena {} bytes, weights {} bytes (packed {} bytes), hash {}.\n",
       modelName, plan.steps.size(), plan.arenaFloats * 4, plan.weights.size(), plan.packedFloats * 4,
       plan.report.hash);
-  std::string prologue = kPrologue;
+  std::string prologue = std::string(kIncludes) + kPrologue;
   prologue.replace(prologue.find("@WEIGHTS@"), 9, weightsFileName);
   src += prologue;
   src += "// Kernel geometry.\n" + plan.globals + "\n";

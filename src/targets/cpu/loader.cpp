@@ -49,7 +49,16 @@ struct CompiledModel::Fallbacks {
         feed[g.inputs()[i]->name()] = t;
       }
       std::vector<Tensor> outs = self->interpreters[static_cast<size_t>(index)]->run(feed);
-      for (size_t i = 0; i < outs.size(); ++i) std::memcpy(outputs[i], outs[i].rawData(), outs[i].nbytes());
+      if (outs.size() != g.outputs().size())
+        throw UserError(fmt::format("{} output(s), the compiled model expects {}", outs.size(), g.outputs().size()));
+      for (size_t i = 0; i < outs.size(); ++i) {
+        // The compiled model planned this output's storage for its static shape: anything else would overrun it.
+        const TensorType& planned = g.outputs()[i]->type;
+        if (outs[i].dtype() != planned.dtype || outs[i].shape() != planned.staticShape())
+          throw UserError(fmt::format("output '{}' is {}, the compiled model planned {}", g.outputs()[i]->name(),
+                                      outs[i].summary(), planned.toString()));
+        std::memcpy(outputs[i], outs[i].rawData(), outs[i].nbytes());
+      }
       return 0;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "tessel: fallback node %d failed: %s\n", index, e.what());

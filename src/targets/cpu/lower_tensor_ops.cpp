@@ -290,20 +290,12 @@ bool Lowerer::lowerCast(const Node* n) {
 
 bool Lowerer::lowerBroadcastOp(const Node* n) {
   // Element-wise ops of any element type with numpy broadcasting, written as one scalar expression per
-  // element (masks and index arithmetic in transformer exports: Equal, Where, Expand, Not, ...).
-  // op -> the C++ expression over its broadcast operands a, b, c, and how many operands it reads (Expand's
-  // shape input is not one).
-  static const std::map<std::string, std::pair<std::string, size_t>> exprs = {
-      {"Equal", {"a == b", 2}},          {"Less", {"a < b", 2}},
-      {"Greater", {"a > b", 2}},         {"LessOrEqual", {"a <= b", 2}},
-      {"GreaterOrEqual", {"a >= b", 2}}, {"And", {"(a != 0) && (b != 0)", 2}},
-      {"Or", {"(a != 0) || (b != 0)", 2}}, {"Xor", {"(a != 0) != (b != 0)", 2}},
-      {"Not", {"a == 0", 1}},            {"Where", {"a ? b : c", 3}},
-      {"Expand", {"a", 1}}};
-  auto it = exprs.find(n->opType());
-  if (it == exprs.end() || n->numOutputs() != 1) return false;
-  const auto& [expr, arity] = it->second;
-  if (n->numInputs() < arity) return false;
+  // element (masks and index arithmetic in transformer exports: Equal, Where, Expand, Not, ...; the
+  // expressions: element_expressions.cpp).
+  const std::optional<ElementExpr> e = elementExpression(n);
+  if (!e) return false;
+  const std::string& expr = e->expr;
+  const size_t arity = e->arity;
   const Shape ys = n->output(0)->type.staticShape();
   const size_t r = ys.size();
   if (r > 8) return false;

@@ -40,6 +40,8 @@ std::optional<FusedAct> fusedEpilogueOf(const Node* n);
 /// The constant data behind v, looking through Identity chains (exporters share weights that way) and
 /// Constant nodes, or null.
 const Tensor* constTensor(const Value* v);
+/// The value a nested graph's captured value stands for, found in the enclosing scopes (v itself otherwise).
+const Value* definitionOf(const Value* v);
 bool isConst(const Value* v);
 /// Whether the lowering itself handles a node (else the interpreter fallback does): every output and every
 /// non-constant input is a static float32 tensor.
@@ -49,15 +51,27 @@ bool compiledDType(DType t);
 /// Every output and non-constant input has a static shape and a compiledDType: the node can at least
 /// run through the host fallback.
 bool staticTensorsOnly(const Node* n);
+/// The values of the enclosing graph that a node's nested graphs (If branches, Loop/Scan bodies, at any
+/// depth) read by name, in first-use order.
+std::vector<const Value*> capturedValues(const Node* n);
 /// The runtime geometry of a MaxPool/AveragePool node on an NCHW input of shape xs, or nullopt when the
 /// compiled kernels do not cover it (not 2-D, dilations, the Indices output, storage_order 1).
 std::optional<rt::Pool2dShape> loweredPoolShape(const Node* n, const Shape& xs);
 /// The initializer of a generated `rt::Pool2dShape` constant.
 std::string poolShapeInit(const rt::Pool2dShape& p);
 
+/// A scalar C++ expression over the broadcast operands a, b, c of an element-wise node, and how many operands
+/// it reads (Expand's shape input is not one).
+struct ElementExpr {
+  std::string expr;
+  size_t arity = 1;
+};
+/// The expression the generated broadcast loop computes for n (element_expressions.cpp), or nullopt.
+std::optional<ElementExpr> elementExpression(const Node* n);
+
 class Lowerer {
  public:
-  explicit Lowerer(const Graph& g) : graph_(g) {}
+  Lowerer(const Graph& g, const CompileOptions& options) : graph_(g), options_(options) {}
   Plan run();
 
  private:
@@ -82,7 +96,29 @@ class Lowerer {
   /// ops are found through the registry's traits instead.
   static const std::map<std::pair<std::string, std::string>, LowerFn>& loweringByOp();
   bool lowerNode(const Node* n);
+  /// Every node of g in order (the main graph, or a nested graph inside its control-flow step).
+  void lowerNodes(const Graph& g);
+  // lower_control_flow.cpp: If, Loop and Scan as C++ control flow around their bodies' steps.
+  bool lowerControlFlow(const Node* n);
+  bool lowerIf(const Node* n);
+  bool lowerLoop(const Node* n);
+  bool lowerScan(const Node* n);
+  /// Lowers a nested graph's nodes in place; returns the index of its first step.
+  size_t lowerBody(const Graph& body);
+  /// Copies tensor `from` into `to` (same size) as one step; nothing when they are the same tensor.
+  void copyStep(const Node* n, int from, int to, const std::string& what);
+  /// Adds to step `close` a read of every tensor steps [open, close) read but did not write (storage a loop
+  /// reads stays live until it ends: the next iteration reads it again), and to step `open` a write of every
+  /// tensor `close` writes (it keeps its storage through the whole loop).
+  void keepLiveThrough(size_t open, size_t close);
+  /// The end of an iteration: each body result `next[i]` copied into the body input `state[i]` (the
+  /// copies' code; temporaries when two of them share storage), with the reads and writes it adds.
+  std::string carryBack(const Node* n, const std::vector<int>& next, const std::vector<int>& state,
+                        std::vector<int>& reads, std::vector<int>& writes);
+  int controlCounter_ = 0;
   bool lowerFallback(const Node* n);
+  /// Why no compiled code path took n (the host step's reason in the report).
+  static std::string hostReason(const Node* n);
   // Each returns false, with nothing emitted, for a node it cannot express (the host fallback runs it).
   bool lowerConv(const Node* conv);
   bool lowerGemm(const Node* n);
@@ -102,6 +138,21 @@ class Lowerer {
   bool lowerSoftmax(const Node* n);
   /// Nodes of any element type: aliases (Reshape, ...), Gather, Slice, Cast, comparisons, logic, Where, Expand.
   bool lowerTypedNode(const Node* n);
+  /// lower_recurrent.cpp: RNN, GRU and LSTM through rt::recurrent.
+  bool lowerRecurrent(const Node* n);
+  /// lower_reduce.cpp: Reduce* over axes known at compile time.
+  bool lowerReduce(const Node* n);
+  /// lower_axis_ops.cpp: ArgMax/ArgMin, Softmax family on any axis, CumSum, Trilu, GatherElements, Shape, Size.
+  bool lowerAxisOp(const Node* n);
+  bool lowerLayerNormRows(const Node* n);
+  bool lowerClassLoss(const Node* n);
+  /// lower_shape_checks.cpp: a check step for a run-time shape operand of n; false when n has one that no
+  /// check covers (n then runs on the host).
+  bool checkRunTimeShape(const Node* n);
+  bool lowerSliceAtRunTime(const Node* n);
+  bool lowerRange(const Node* n);
+  bool lowerConstantOfShape(const Node* n);
+  bool lowerTile(const Node* n);
   bool lowerGather(const Node* n);
   bool lowerSlice(const Node* n);
   bool lowerCast(const Node* n);
@@ -123,6 +174,7 @@ class Lowerer {
   bool isGraphOutput(const Value* v) const;
 
   const Graph& graph_;
+  const CompileOptions& options_;
   Plan plan_;
   std::map<const Value*, int> ids_;
   std::set<const Node*> absorbed_;

@@ -26,7 +26,18 @@ std::string floatLiteral(float v) {
 
 /// The constant data behind v, looking through Identity chains (exporters share weights that way) and
 /// Constant nodes, or null.
+/// The value a nested graph's captured value stands for (itself otherwise).
+const Value* definitionOf(const Value* v) {
+  while (v && v->isCaptured() && v->graph() && v->graph()->parent()) {
+    const Value* outer = v->graph()->parent()->lookup(v->name());
+    if (!outer || outer == v) break;
+    v = outer;
+  }
+  return v;
+}
+
 const Tensor* constTensor(const Value* v) {
+  v = definitionOf(v);
   while (v && !v->isConstant() && v->producer() && isOp(*v->producer(), "Identity")) v = v->producer()->input(0);
   if (v == nullptr) return nullptr;
   if (v->isConstant()) return &v->constant();
@@ -55,6 +66,7 @@ static bool aliasesInput(const Node* n) {
 }
 
 int Lowerer::tensorOf(const Value* v) {
+  v = definitionOf(v);
   if (auto o = operandOverride_.find(v); o != operandOverride_.end()) return o->second;
   auto it = ids_.find(v);
   if (it != ids_.end()) return it->second;
@@ -122,7 +134,7 @@ void Lowerer::addStep(StepMeta meta, std::string comment, std::string code, std:
 }
 
 bool Lowerer::isGraphOutput(const Value* v) const {
-  const auto& outs = graph_.outputs();
+  const auto& outs = v->graph() ? v->graph()->outputs() : graph_.outputs();
   return std::find(outs.begin(), outs.end(), v) != outs.end();
 }
 
@@ -147,21 +159,61 @@ bool compiledDType(DType t) {
   }
 }
 
+namespace {
+void collectCaptured(const Graph& body, const Graph& outer, std::vector<const Value*>& out,
+                     std::set<const Value*>& seen) {
+  for (const Value* v : body.values()) {
+    if (!v->isCaptured()) continue;
+    const Value* def = outer.findValue(v->name());
+    if (!def || def->isCaptured()) def = outer.lookup(v->name());  // from further out
+    if (def && seen.insert(def).second) out.push_back(def);
+  }
+  for (const auto& node : body.nodes())
+    for (const Graph* sub : node->subgraphs()) collectCaptured(*sub, outer, out, seen);
+}
+}  // namespace
+
+std::vector<const Value*> capturedValues(const Node* n) {
+  std::vector<const Value*> out;
+  std::set<const Value*> seen;
+  for (const Graph* sub : n->subgraphs()) collectCaptured(*sub, *n->graph(), out, seen);
+  return out;
+}
+
 bool staticTensorsOnly(const Node* n) {
+  auto storable = [](const Value* v) {
+    v = definitionOf(v);
+    return isConst(v) || (compiledDType(v->type.dtype) && v->type.isStatic());
+  };
   for (const Value* o : n->outputs())
     if (o && (!compiledDType(o->type.dtype) || !o->type.isStatic())) return false;
-  for (size_t i = 0; i < n->numInputs(); ++i) {
-    const Value* v = n->input(i);
-    if (v && !isConst(v) && (!compiledDType(v->type.dtype) || !v->type.isStatic())) return false;
-  }
+  for (const Value* v : n->inputs())
+    if (v && !storable(v)) return false;
+  for (const Value* v : capturedValues(n))
+    if (!storable(v)) return false;
   return true;
+}
+
+/// The first value of n that compiled code cannot hold, and why (the refusal's reason).
+static std::string whyNotStorable(const Node* n) {
+  std::vector<const Value*> values(n->outputs().begin(), n->outputs().end());
+  for (const Value* v : n->inputs()) values.push_back(v);
+  for (const Value* v : capturedValues(n)) values.push_back(v);
+  for (const Value* v : values) {
+    if (!v || isConst(v)) continue;
+    if (!compiledDType(v->type.dtype))
+      return fmt::format("'{}' is {}: compiled code holds numeric and bool tensors", v->name(), v->type.toString());
+    if (!v->type.isStatic())
+      return fmt::format("'{}' is {}: a dynamic shape, known only at run time", v->name(), v->type.toString());
+  }
+  return "no code path";
 }
 
 bool floatsOnly(const Node* n) {
   for (const Value* o : n->outputs())
     if (o && (o->type.dtype != DType::Float32 || !o->type.isStatic())) return false;
   for (size_t i = 0; i < n->numInputs(); ++i) {
-    const Value* v = n->input(i);
+    const Value* v = n->input(i) ? definitionOf(n->input(i)) : nullptr;
     // Constant operands of any type are fine: shapes/axes are read at compile time or embedded.
     if (v && !isConst(v) && (v->type.dtype != DType::Float32 || !v->type.isStatic())) return false;
   }
@@ -169,8 +221,14 @@ bool floatsOnly(const Node* n) {
 }
 /// Runs a node without a kernel through the host's reference interpreter: the node, as a one-node model
 /// in text IR (constants included), goes into the weights blob; the step calls the host back.
+std::string Lowerer::hostReason(const Node* n) {
+  if (!n->subgraphs().empty()) return "control flow: no generated code for its nested graphs";
+  if (!floatsOnly(n) && loweringByOp().count({n->domain(), n->opType()}) == 0)
+    return fmt::format("no compiled kernel for {} on these element types", n->opType());
+  return fmt::format("no compiled kernel for {} with these attributes, shapes or element types", n->opType());
+}
+
 bool Lowerer::lowerFallback(const Node* n) {
-  if (!n->subgraphs().empty()) return false;  // bodies may capture outer values
   Model one;
   one.graph = std::make_unique<Graph>("fallback");
   one.opsetImports = {{"", 17}};
@@ -195,6 +253,18 @@ bool Lowerer::lowerFallback(const Node* n) {
       inList += (inList.empty() ? "" : ", ") + ref(id);
     }
   }
+  // Values the nested graphs read from this graph: inputs (or constants) of the one-node model too.
+  for (const Value* v : capturedValues(n)) {
+    if (one.graph->findValue(v->name())) continue;
+    if (const Tensor* c = constTensor(v)) {
+      one.graph->addConstant(v->name(), *c);
+      continue;
+    }
+    one.graph->addInput(v->name(), v->type);
+    int id = tensorOf(v);
+    reads.push_back(id);
+    inList += (inList.empty() ? "" : ", ") + ref(id);
+  }
   std::vector<std::string> outNames;
   for (const Value* o : n->outputs()) outNames.push_back(o ? o->name() : "");
   Node* copy = one.graph->addNode(n->opType(), ins, outNames, n->name(), n->domain());
@@ -211,7 +281,7 @@ bool Lowerer::lowerFallback(const Node* n) {
   std::string text = printModelText(one, {}, &side, "fallback.bin");
   int64_t textOffset = addWeightBytes(text), sideOffset = addWeightBytes(side);
   int index = static_cast<int>(plan_.fallbacks.size());
-  plan_.fallbacks.push_back({n->describe(), textOffset, static_cast<int64_t>(text.size()), sideOffset,
+  plan_.fallbacks.push_back({n->describe(), n->opType(), hostReason(n), textOffset, static_cast<int64_t>(text.size()), sideOffset,
                              static_cast<int64_t>(side.size())});
   addStep({n->name(), n->opType(), "host interpreter"},
           fmt::format("{} through the host's reference interpreter", n->describe()),
@@ -295,30 +365,30 @@ int Lowerer::reordered(const Value* v, bool toBlocked) {
 }
 
 bool Lowerer::lowerTypedNode(const Node* n) {
-  if (!n->domain().empty()) return false;
+  if (!n->domain().empty() || !checkRunTimeShape(n)) return false;
   if (aliasesInput(n) && n->numOutputs() == 1 && n->input(0)->type.dtype == n->output(0)->type.dtype) {
     int x = tensorOf(n->input(0)), y = tensorOf(n->output(0));
     plan_.tensors[y].aliasOf = x;
     return true;
   }
   if (isOp(*n, "Gather")) return lowerGather(n);
-  if (isOp(*n, "Slice")) return lowerSlice(n);
+  if (isOp(*n, "Slice")) {
+    bool runTime = false;
+    for (size_t i = 1; i < n->numInputs(); ++i) runTime = runTime || (n->input(i) && !isConst(n->input(i)));
+    return runTime ? lowerSliceAtRunTime(n) : lowerSlice(n);
+  }
+  if (isOp(*n, "Range")) return lowerRange(n);
+  if (isOp(*n, "ConstantOfShape")) return lowerConstantOfShape(n);
+  if (isOp(*n, "Tile")) return lowerTile(n);
   if (isOp(*n, "Cast")) return lowerCast(n);
+  if (isOp(*n, "LSTM") || isOp(*n, "GRU") || isOp(*n, "RNN")) return lowerRecurrent(n);
+  if (n->opType().rfind("Reduce", 0) == 0) return lowerReduce(n);
+  if (lowerAxisOp(n)) return true;
   return lowerBroadcastOp(n);
 }
 
-Plan Lowerer::run() {
-  for (const Value* in : graph_.inputs()) {
-    if (!compiledDType(in->type.dtype) || !in->type.isStatic())
-      throw UserError(fmt::format("cpu target: input '{}' is {}; compiled models take tensors of static shape "
-                                  "(use --input-shape) with numeric or bool elements",
-                                  in->name(), in->type.toString()));
-    int id = tensorOf(in);
-    plan_.tensors[id].kind = StorageKind::Input;
-    plan_.tensors[id].index = static_cast<int>(plan_.inputs.size());
-    plan_.inputs.push_back(id);
-  }
-  for (const auto& node : graph_.nodes()) {
+void Lowerer::lowerNodes(const Graph& g) {
+  for (const auto& node : g.nodes()) {
     const Node* n = node.get();
     if (isOp(*n, "Constant") && n->hasAttr("value")) continue;  // a weight on use
     if (absorbed_.count(n)) {
@@ -332,22 +402,43 @@ Plan Lowerer::run() {
       if (v && blocked != (blocked_.count(v) > 0) && (blocked ? blockedOperand(n, i) : !isConst(v)))
         operandOverride_[v] = reordered(v, blocked);
     }
-    bool done = floatsOnly(n) && lowerNode(n);
     const bool typed = staticTensorsOnly(n);
+    bool done = !n->subgraphs().empty() && typed && !blocked && lowerControlFlow(n);
+    done = done || (floatsOnly(n) && lowerNode(n));
     done = done || (typed && !blocked && (lowerTypedNode(n) || lowerFallback(n)));
     operandOverride_.clear();
     if (!done) {
       if (blocked) throw InternalError(fmt::format("cpu lowering: no NCHWc8 code for {}", n->describe()));
-      unsupported_.push_back(n->describe() + (typed ? " (a nested graph)" : " (a tensor of dynamic shape or of strings)"));
+      unsupported_.push_back(n->describe() + " (" + whyNotStorable(n) + ")");
       continue;
     }
     if (blocked)
       for (const Value* o : n->outputs())
         if (o) blocked_.insert(o);
   }
+}
+
+Plan Lowerer::run() {
+  for (const Value* in : graph_.inputs()) {
+    if (!compiledDType(in->type.dtype) || !in->type.isStatic())
+      throw UserError(fmt::format("cpu target: input '{}' is {}; compiled models take tensors of static shape "
+                                  "(use --input-shape) with numeric or bool elements",
+                                  in->name(), in->type.toString()));
+    int id = tensorOf(in);
+    plan_.tensors[id].kind = StorageKind::Input;
+    plan_.tensors[id].index = static_cast<int>(plan_.inputs.size());
+    plan_.inputs.push_back(id);
+  }
+  lowerNodes(graph_);
   if (!unsupported_.empty())
     throw UserError(fmt::format("cpu target: no code path for {} node(s): {}", unsupported_.size(),
                                 fmt::join(unsupported_, "; ")));
+  if (!options_.hostFallback && !plan_.fallbacks.empty()) {
+    std::vector<std::string> listed;
+    for (const PlanFallback& f : plan_.fallbacks) listed.push_back(f.description + ": " + f.reason);
+    throw UserError(fmt::format("cpu target (--no-host-fallback): {} node(s) would run through the host's reference "
+                                "interpreter: {}", listed.size(), fmt::join(listed, "; ")));
+  }
   for (const Value* out : graph_.outputs()) {
     int id = blocked_.count(out) ? reordered(out, false) : tensorOf(out);
     int outIndex = static_cast<int>(plan_.outputs.size());
@@ -379,6 +470,6 @@ Plan Lowerer::run() {
 }
 
 
-Plan lowerGraph(const Graph& graph) { return Lowerer(graph).run(); }
+Plan lowerGraph(const Graph& graph, const CompileOptions& options) { return Lowerer(graph, options).run(); }
 
 }  // namespace tessel::cpu

@@ -49,6 +49,8 @@ struct PlanStep {
 /// A node run by the host's reference interpreter: its one-node model in text IR inside the weights blob.
 struct PlanFallback {
   std::string description;
+  std::string op;
+  std::string reason;  ///< why no compiled code path took the node
   int64_t textOffset, textBytes, sideOffset, sideBytes;  ///< bytes into the weights blob
 };
 
@@ -82,9 +84,11 @@ inline int64_t offsetInRoot(const Plan& plan, int id) {
 
 /// Lowers the cpu pass pipeline's result (UserError listing the unsupported nodes); each conv runs the kernel
 /// select-kernels recorded.
-Plan lowerGraph(const Graph& graph);
+Plan lowerGraph(const Graph& graph, const CompileOptions& options = {});
 /// Assigns arena offsets from liveness, reusing dead blocks and honouring in-place candidates.
 void planMemory(Plan& plan);
+/// The #include lines every generated source starts with (precompiled once by the compile driver).
+std::string generatedIncludes();
 /// Renders the C++ source of a planned model.
 std::string emitSource(const Plan& plan, const std::string& weightsFileName, const std::string& modelName);
 

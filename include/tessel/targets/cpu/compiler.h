@@ -23,8 +23,18 @@ struct CompileOptions {
   /// reorders on their edges); "auto" (for a target without AVX-512 the regions that have a depthwise
   /// convolution, where the NCHWc8 kernels win; with AVX-512 nchw).
   std::string layout = "auto";
+  /// Nodes without a compiled code path run through the host's reference interpreter (each listed in the
+  /// report with its reason); false makes any such node a UserError (`tessel compile --no-host-fallback`).
+  bool hostFallback = true;
   /// Called with a one-line description of each stage as it starts (the CLI prints it).
   std::function<void(const std::string&)> progress;
+};
+
+/// A node the compiled model runs through the host's reference interpreter, and why.
+struct HostStep {
+  std::string node;    ///< the node's description ("node 'n' (Op)")
+  std::string op;
+  std::string reason;  ///< why no compiled code path took it
 };
 
 /// Facts about a compiled model (the compile report).
@@ -39,6 +49,7 @@ struct CompileReport {
   double flops = 0;              ///< multiply-adds x 2 of the convolutions and GEMMs
   std::string hash;              ///< model + target hash embedded in the library
   std::vector<std::string> fallbackNodes;  ///< nodes run by the host's reference interpreter
+  std::vector<HostStep> hostSteps;         ///< the same nodes with the reason of each
   double generateSeconds = 0, cxxSeconds = 0;
   // --tune (zero without it)
   int tunedConvs = 0;            ///< conv geometries timed
