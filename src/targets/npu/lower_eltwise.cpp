@@ -185,8 +185,7 @@ void lowerBatchNorm(const Node& n, LowerContext& ctx) {
 }
 
 const RegisterOpLowering kBinary({"Add", "Sub", "Mul", "Div", "Max", "Min"}, {OpFamily::Elementwise, checkBinary, lowerBinary});
-const RegisterOpLowering kActivations({"Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "Exp", "HardSigmoid", "HardSwish"},
-                                      {OpFamily::Elementwise, checkActivation, lowerActivation});
+const RegisterOpLowering kActivations({kVectorUnaryLowering}, {OpFamily::Elementwise, checkActivation, lowerActivation});
 const RegisterOpLowering kBatchNorm({"BatchNormalization"}, {OpFamily::Elementwise, checkBatchNorm, lowerBatchNorm});
 
 }  // namespace
