@@ -23,6 +23,8 @@ class NpuRunner : public eval::Runner {
       : label_(std::move(label)), model_(std::move(model)), signature_(eval::inputSignature(model_.inputs)) {}
   std::string target() const override { return "npu"; }
   std::string label() const override { return label_; }
+  /// Names the model file it was built from instead of the temporary .tnpu.
+  void builtFrom(const std::string& modelPath) { label_ = fmt::format("{} (npu, {})", modelPath, model_.config.name()); }
   const Graph& signature() const override { return *signature_; }
   std::vector<std::string> outputNames() const override {
     std::vector<std::string> names;
@@ -164,7 +166,9 @@ class NpuTarget : public Target {
   std::unique_ptr<eval::Runner> build(const std::string& modelPath, const eval::RunnerOptions& options) const override {
     eval::RunnerOptions o = options;
     if (o.hwConfig.empty()) o.hwConfig = "default";
-    return Target::build(modelPath, o);
+    std::unique_ptr<eval::Runner> built = Target::build(modelPath, o);
+    static_cast<NpuRunner*>(built.get())->builtFrom(modelPath);
+    return built;
   }
 };
 
