@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <mutex>
 #include <unistd.h>
 
 #include "tessel/interp/interpreter.h"
@@ -160,6 +161,10 @@ NpuModelRun runNpuModel(const CompiledNpuModel& model, const std::map<std::strin
   }
   // The library's tessel.NpuCall nodes reach the handler through its host fallback (the interpreter running
   // that one node), on this thread.
+  // One loaded instance has one activation arena: runs of host code are serialised (Python may run a model
+  // from several threads).
+  static std::mutex hostRuns;
+  std::lock_guard<std::mutex> serial(hostRuns);
   if (!model.host.loaded) model.host.loaded = loadHostCode(model.host.library, model.host.threads);
   run.outputs = model.host.loaded->run(inputs);
   return run;
