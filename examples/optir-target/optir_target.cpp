@@ -6,37 +6,12 @@
 #include <fmt/format.h>
 
 #include "tessel/eval/runner.h"
-#include "tessel/interp/interpreter.h"
 #include "tessel/ir/text.h"
 #include "tessel/targets/target.h"
 
 namespace example {
 
 using namespace tessel;
-
-/// Runs a loaded .optir file on the interpreter.
-class OptIrRunner : public eval::Runner {
- public:
-  OptIrRunner(std::string path, std::unique_ptr<Model> model)
-      : path_(std::move(path)), model_(std::move(model)), interp_(*model_->graph) {}
-  std::string target() const override { return "optir"; }
-  std::string label() const override { return path_ + " (optir)"; }
-  const Graph& signature() const override { return *model_->graph; }
-  std::vector<std::string> outputNames() const override {
-    std::vector<std::string> names;
-    for (const Value* v : model_->graph->outputs()) names.push_back(v->name());
-    return names;
-  }
-  std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs) override { return interp_.run(inputs); }
-  std::string lastRunSummary() const override {
-    return fmt::format("ran {} node(s) of optimised IR", model_->graph->numNodes());
-  }
-
- private:
-  std::string path_;
-  std::unique_ptr<Model> model_;
-  Interpreter interp_;
-};
 
 class OptIrTarget : public target::Target {
  public:
@@ -58,7 +33,7 @@ class OptIrTarget : public target::Target {
     return a;
   }
   std::unique_ptr<eval::Runner> load(const std::string& path, const eval::RunnerOptions&) const override {
-    return std::make_unique<OptIrRunner>(path, readModelTextFile(path));
+    return target::interpreterRunner(name(), path + " (optir)", readModelTextFile(path));
   }
 };
 

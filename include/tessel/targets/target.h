@@ -110,6 +110,11 @@ Artifact compile(const Target& target, const Model& model, const std::string& mo
 /// it supports the node.
 partition::LoweringCheck loweringCheck();
 
+/// The reference interpreter running a loaded model, as a runner of target `name` labelled `label` (the ref
+/// target's runner; also for targets whose artifacts the interpreter runs, like examples/optir-target).
+std::unique_ptr<eval::Runner> interpreterRunner(std::string name, std::string label, std::unique_ptr<Model> model,
+                                                uint64_t seed = 0);
+
 /// TargetOptions for building with eval::RunnerOptions (configuration, cpu flags).
 TargetOptions optionsFor(const eval::RunnerOptions& options);
 

@@ -12,10 +12,11 @@ namespace {
 
 class InterpreterRunner : public eval::Runner {
  public:
-  InterpreterRunner(std::string path, std::unique_ptr<Model> model, uint64_t seed)
-      : path_(std::move(path)), model_(std::move(model)), interp_(*model_->graph, InterpreterOptions{seed}) {}
-  std::string target() const override { return "ref"; }
-  std::string label() const override { return path_ + " (ref)"; }
+  InterpreterRunner(std::string name, std::string label, std::unique_ptr<Model> model, uint64_t seed)
+      : name_(std::move(name)), label_(std::move(label)), model_(std::move(model)),
+        interp_(*model_->graph, InterpreterOptions{seed}) {}
+  std::string target() const override { return name_; }
+  std::string label() const override { return label_; }
   const Graph& signature() const override { return *model_->graph; }
   std::vector<std::string> outputNames() const override {
     std::vector<std::string> names;
@@ -28,7 +29,7 @@ class InterpreterRunner : public eval::Runner {
   }
 
  private:
-  std::string path_;
+  std::string name_, label_;
   std::unique_ptr<Model> model_;
   Interpreter interp_;
 };
@@ -44,7 +45,7 @@ class RefTarget : public Target {
                     "artifact");
   }
   std::unique_ptr<eval::Runner> load(const std::string& path, const eval::RunnerOptions& options) const override {
-    return std::make_unique<InterpreterRunner>(path, loadModel(path, options.import), options.seed);
+    return interpreterRunner(name(), path + " (ref)", loadModel(path, options.import), options.seed);
   }
   std::unique_ptr<eval::Runner> build(const std::string& modelPath, const eval::RunnerOptions& options) const override {
     return load(modelPath, options);
@@ -52,6 +53,11 @@ class RefTarget : public Target {
 };
 
 }  // namespace
+
+std::unique_ptr<eval::Runner> interpreterRunner(std::string name, std::string label, std::unique_ptr<Model> model,
+                                                uint64_t seed) {
+  return std::make_unique<InterpreterRunner>(std::move(name), std::move(label), std::move(model), seed);
+}
 
 TESSEL_REGISTER_TARGET(RefTarget);
 
