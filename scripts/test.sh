@@ -8,7 +8,9 @@
 #               message; symbolic dimensions; import features (external data, --input-shape, old opsets, input
 #               defaults); `tessel bench --profile --trace`; `tessel compare` (passes correct builds, flags an
 #               injected 1e-3 error; .npz); the pictures (bench/sim --plot, partition --render) for ResNet-18;
-#               `cmake --install` into a temporary prefix, then the installed tessel compiles and runs models
+#               `cmake --install` into a temporary prefix, then the installed tessel compiles and runs models;
+#               targets: .tnpu files for cpu-only / conv-only configurations (host parts compiled) run, bench,
+#               sim and compare like the interpreter, old .tnpu versions, bad target flags
 #   python      the Python package (pytest, python/tests): every function of `import tessel` and its errors against
 #               the CLI's messages and --json reports, 4 threads on one compiled model, 10,000 runs with flat memory,
 #               the run overhead over bench, docs/python.md's worked example (ResNet-18), a fresh install prefix
@@ -83,6 +85,7 @@ stage_cli() {
   $py "$repo/tests/cli/test_compare.py" --tessel "$build/tessel" || rc=1
   $py "$repo/tests/cli/test_plots.py" --tessel "$build/tessel" || rc=1
   $py "$repo/tests/cli/test_sched.py" --tessel "$build/tessel" || rc=1
+  $py "$repo/tests/cli/test_targets.py" --tessel "$build/tessel" --models "$build/models" || rc=1
   bash "$repo/tests/cli/test_install.sh" "$build" || rc=1
   return $rc
 }

@@ -12,6 +12,7 @@
 #include "tessel/ir/text.h"
 #include "tessel/partition/partitioner.h"
 #include "tessel/targets/npu/lowering.h"
+#include "tessel/targets/target.h"
 
 namespace tessel::python {
 namespace {
@@ -51,7 +52,7 @@ py::object partitionModel(const PyModel& model, py::handle hw) {
     auto loaded = model.reload(InferenceMode::Strict, {}, notes);
     npu::prepareModelForNpu(*loaded);
     partition::PartitionOptions options;
-    options.canLower = npu::loweringSupport;
+    options.canLower = target::loweringCheck();
     report = partition::placementJson(partition::partitionGraph(*loaded->graph, config, options), config, model.name());
   }
   warnNotes(notes);

@@ -22,12 +22,13 @@ std::string dotQuoted(const std::string& s) {
   return out + "\"";
 }
 
-/// A fill colour per device (the host CPU grey), remembered in `legend` (device -> colour).
-const char* colourFor(const std::string& device, std::map<std::string, int>& seen,
+/// A fill colour per device, remembered in `legend` (device -> colour): accelerators (the devices of subgraph
+/// nodes) from the palette, the host (top-level nodes, whatever its device is called) grey.
+const char* colourFor(const std::string& device, bool accelerator, std::map<std::string, int>& seen,
                       std::map<std::string, std::string>& legend) {
   static const char* palette[] = {"lightblue", "palegreen", "khaki", "plum", "lightsalmon"};
   const char* colour = "lightgrey";
-  if (!device.empty() && device != "cpu") {
+  if (accelerator) {
     auto it = seen.emplace(device, static_cast<int>(seen.size())).first;
     colour = palette[it->second % 5];
   }
@@ -57,7 +58,7 @@ std::string partitionDot(const Graph& graph) {
       for (const auto& b : body.nodes()) {
         std::string id = n->name() + "/" + b->name();
         out += fmt::format("    {} [label={}, fillcolor={}];\n", dotQuoted(id), dotQuoted(b->name() + "\n" + b->opType()),
-                           colourFor(n->device, colours, legend));
+                           colourFor(n->device, true, colours, legend));
         for (const Value* o : b->outputs())
           if (o) producerId[o->name()] = id;  // body outputs keep the outer names
         for (const Value* in : b->inputs())
@@ -68,7 +69,7 @@ std::string partitionDot(const Graph& graph) {
     }
     std::string id = n->name();
     out += fmt::format("  {} [label={}, fillcolor={}];\n", dotQuoted(id), dotQuoted(n->name() + "\n" + n->opType()),
-                       colourFor(n->device, colours, legend));
+                       colourFor(n->device, false, colours, legend));
     for (const Value* o : n->outputs())
       if (o) producerId[o->name()] = id;
     for (const Value* in : n->inputs())

@@ -22,33 +22,7 @@ hw::HardwareConfig config(const std::string& name) { return test::shippedConfig(
 using test::randomTensor;
 
 
-/// conv -> relu -> Neg (CPU only) -> conv (depthwise) -> add(residual) -> GAP -> Flatten (a view on the NPU) -> Gemm.
-std::unique_ptr<Model> mixedModel() {
-  auto m = std::make_unique<Model>();
-  m->opsetImports[""] = 17;
-  m->graph = std::make_unique<Graph>();
-  Graph& g = *m->graph;
-  Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 8, 10, 10}));
-  auto conv = [&](Value* in, int64_t group, uint32_t seed) {
-    Value* w = g.addConstant(g.uniqueName("w"), randomTensor({8, 8 / group, 3, 3}, seed));
-    Value* b = g.addConstant(g.uniqueName("b"), randomTensor({8}, seed + 1));
-    Node* n = g.addNode("Conv", {in, w, b}, {g.uniqueName("conv")}, g.uniqueName("conv"));
-    n->setAttr("group", group);
-    n->setAttr("pads", std::vector<int64_t>{1, 1, 1, 1});
-    return n->output(0);
-  };
-  Value* y = g.addNode("Relu", {conv(x, 1, 1)}, {"r"}, "relu")->output(0);
-  y = g.addNode("Neg", {y}, {"neg"}, "neg")->output(0);
-  Value* dw = conv(y, 8, 3);
-  y = g.addNode("Add", {dw, x}, {"sum"}, "add")->output(0);
-  y = g.addNode("GlobalAveragePool", {y}, {"gap"}, "gap")->output(0);
-  y = g.addNode("Flatten", {y}, {"flat"}, "flatten")->output(0);
-  Node* fc = g.addNode("Gemm", {y, g.addConstant("fcw", randomTensor({8, 5}, 9)), g.addConstant("fcb", randomTensor({5}, 10))},
-                       {"logits"}, "fc");
-  g.addOutput(fc->output(0));
-  inferShapes(g);
-  return m;
-}
+using test::mixedModel;
 
 std::string tempPath(const std::string& name) { return ::testing::TempDir() + name; }
 

@@ -142,11 +142,10 @@ struct Timing {
   nlohmann::json json;  ///< the --json object
 };
 
-/// Loads the library at `path` on `threads` threads, checks and places the inputs, and times the warm-up and
-/// timed runs (each kernel call too when `profiling`).
-Timing timeModel(const std::string& path, int threads, const BenchOptions& o, bool profiling) {
+/// Checks and places the inputs of a library loaded on `threads` threads, and times the warm-up and timed runs
+/// (each kernel call too when `profiling`).
+Timing timeModel(cpu::CompiledModel& model, int threads, const BenchOptions& o, bool profiling) {
   Timing t;
-  cpu::CompiledModel model(path, threads);
   t.steps = model.steps();
   auto tensors = o.inputs.resolve(*eval::inputSignature(model.inputs()), true);
   t.runs = cpu::timeRuns(model, tensors, o.warmup, o.iterations, profiling);
@@ -181,13 +180,38 @@ nlohmann::json profileChart(const std::vector<ProfileRow>& rows, size_t top, con
           {"folded", folded}};
 }
 
+/// Times an artifact that is not a CPU library (a .tnpu) as a whole, through the target that made it.
+void benchArtifact(const BenchOptions& o, eval::Runner& runner, int threads) {
+  if (o.profile || !o.trace.empty() || !o.plot.empty())
+    throw UserError(fmt::format("--profile, --trace and --plot time the kernel calls of a .so or of a model file "
+                                "compiled for the cpu; '{}' is timed as a whole", o.model.path));
+  auto inputs = o.inputs.resolve(runner.signature(), true);
+  for (int i = 0; i < o.warmup; ++i) runner.run(inputs);
+  std::vector<TimedRun> runs;
+  for (int i = 0; i < o.iterations; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    runner.run(inputs);
+    runs.push_back({0, std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count(), {}});
+  }
+  const cpu::LatencyStats s = cpu::latencyStats(runs);
+  nlohmann::json j = {{"model", o.model.path}, {"threads", threads},     {"warmup", o.warmup},
+                      {"iterations", runs.size()}, {"median_ms", s.median}, {"min_ms", s.min},
+                      {"p90_ms", s.p90},          {"mean_ms", s.mean},     {"max_ms", s.max},
+                      {"runner", runner.label()}, {"last_run", runner.lastRunSummary()}};
+  if (o.json) return fmt::print("{}\n", j.dump());
+  fmt::print("{}: {} thread(s), {} warm-up + {} timed runs\n  {}\n", o.model.path, threads, o.warmup, o.iterations,
+             runner.lastRunSummary());
+  fmt::print("  median {:.3f} ms  min {:.3f} ms  p90 {:.3f} ms  mean {:.3f} ms  max {:.3f} ms\n", s.median, s.min,
+             s.p90, s.mean, s.max);
+}
+
 void benchCommand(const BenchOptions& o) {
   if (o.iterations < 1) throw UserError("--iterations must be at least 1");
   if (o.warmup < 0) throw UserError("--warmup must not be negative");
   if (o.plotTop < 1) throw UserError(fmt::format("--plot-top {}: expected at least 1", o.plotTop));
   if (!o.plot.empty()) checkPictureOutput("--plot", o.plot);
   o.model.refuseShapesOfCompiled();
-  bool compiled = eval::artifactKind(o.model.path) == "cpu";
+  const bool modelFile = eval::artifactKind(o.model.path) == "model";
   // Open the trace first: a bad path is reported before minutes of compiling and timing.
   std::ofstream traceFile;
   if (!o.trace.empty()) {
@@ -206,12 +230,17 @@ void benchCommand(const BenchOptions& o) {
     }
   } removeOnError{o.trace};
   bool profiling = o.profile || !o.trace.empty() || !o.plot.empty();
-  std::string path = compiled ? o.model.path : compileForBench(o);
+  std::string path = modelFile ? compileForBench(o) : o.model.path;
   int threads = o.threads > 0 ? o.threads : rt::hardware_thread_count();
-  Timing timing = timeModel(path, threads, o, profiling);
+  eval::RunnerOptions ro;
+  ro.threads = threads;
+  std::unique_ptr<eval::Runner> runner = eval::openArtifact(path, ro);
+  if (modelFile) std::filesystem::remove(path);  // a loaded library stays mapped
+  cpu::CompiledModel* library = runner->cpuLibrary();
+  if (!library) return benchArtifact(o, *runner, threads);
+  Timing timing = timeModel(*library, threads, o, profiling);
   const std::vector<TimedRun>& runs = timing.runs;
   const std::vector<cpu::CompiledStepInfo>& steps = timing.steps;
-  if (!compiled) std::filesystem::remove(path);
   std::vector<ProfileRow> rows;
   if (profiling) rows = cpu::profileRows(steps, runs);
   if (!o.trace.empty()) writeTrace(traceFile, o.trace, o.model.path, threads, steps, runs);
@@ -239,11 +268,12 @@ void benchCommand(const BenchOptions& o) {
 
 TESSEL_REGISTER_COMMAND(bench, 45, [](CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
-  CLI::App* cmd = app.add_subcommand("bench", "Time a compiled model (a .so, or a .onnx compiled first)");
+  CLI::App* cmd = app.add_subcommand("bench", "Time a compiled model (a .so or .tnpu, or a .onnx compiled first)");
   cmd->footer(
       "Examples:\n"
       "  tessel bench resnet18.so --threads 1 --warmup 5 --iterations 50\n"
       "  tessel bench resnet18.onnx --threads 2 --json\n"
+      "  tessel bench resnet18.tnpu --threads 1          (a partitioned model, timed as a whole)\n"
       "  tessel bench resnet18.so --threads 1 --profile --trace trace.json   (open it in ui.perfetto.dev)\n"
       "  tessel bench resnet18.so --profile --plot layers.svg                (bar chart of the slowest calls)\n"
       "--profile times every kernel call (a fused kernel is one call) in every timed run and prints one row per\n"
@@ -254,7 +284,7 @@ TESSEL_REGISTER_COMMAND(bench, 45, [](CLI::App& app) {
       "events in microseconds: one \"inference\" event per run, the kernel calls nested in it, on the calling\n"
       "thread's track; pool workers are not traced). Without --profile/--trace the run has no timing code.\n"
       "Exit status: 0 success, 2 bad input or unsupported model, 1 internal error.");
-  o->model.addTo(cmd, "compiled model (.so) or a model file (.onnx, .tir) to compile first");
+  o->model.addTo(cmd, "compiled model (.so, .tnpu) or a model file (.onnx, .tir) to compile for the cpu first");
   o->inputs.addTo(cmd);
   addThreadsOption(cmd, o->threads, "threads (default: all cores)");
   cmd->add_option("--warmup", o->warmup, "untimed runs first (default 5)");

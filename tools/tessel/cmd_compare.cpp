@@ -10,6 +10,7 @@
 #include "tessel/eval/compare_runs.h"
 #include "tessel/eval/inputs.h"
 #include "tessel/eval/runner.h"
+#include "tessel/targets/target.h"
 #include "tessel/frontend/tensor_io.h"
 
 namespace tessel::cli {
@@ -39,9 +40,7 @@ std::vector<std::string> splitTargets(const std::string& list) {
     if (!t.empty()) out.push_back(t);
   if (out.size() < 2)
     throw UserError(fmt::format("--target {}: expected at least two targets to compare, e.g. --target ref,cpu", list));
-  for (const std::string& x : out)
-    if (x != "ref" && x != "cpu" && x != "npu")
-      throw UserError(fmt::format("--target {}: unknown target '{}' (known: ref, cpu, npu)", list, x));
+  for (const std::string& x : out) target::TargetRegistry::instance().get(x, "--target " + list);
   return out;
 }
 

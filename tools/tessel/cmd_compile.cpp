@@ -1,12 +1,14 @@
-// `tessel compile`: compiles a model for the cpu target into a shared library, C++ source or a standalone app.
+// `tessel compile`: compiles a model for a target of the registry (cpu: shared library, C++ source or a
+// standalone app; npu: a .tnpu for a hardware configuration).
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fmt/format.h>
 
 #include "command.h"
 #include "common.h"
-#include "npu_cli.h"
 #include "tessel/targets/cpu/compiler.h"
+#include "tessel/targets/target.h"
 
 namespace tessel::cli {
 
@@ -15,9 +17,10 @@ namespace {
 struct CompileCmdOptions {
   ModelOptions model;
   std::string output;
-  std::string target = "cpu";
-  std::string hw;  ///< --target npu: hardware configuration
-  NpuScheduleFlags npu;  ///< --target npu: schedule overrides
+  std::string target;  ///< "": the target whose artifacts end like -o, else cpu
+  std::string hw;      ///< targets with a hardware configuration (npu)
+  std::string npuStrategy;  ///< --target npu: schedule overrides (settings of the npu target)
+  int64_t npuWindow = -1;
   std::string emit = "so";
   std::string emitApp;
   int threads = 0;
@@ -28,93 +31,55 @@ struct CompileCmdOptions {
 /// The largest --threads a compiled model may default to (it may run on a larger machine than this one).
 constexpr int kMaxCompiledThreads = 256;
 
-void printReport(const cpu::CompileReport& r, double seconds, const std::string& what) {
-  fmt::print("compiled {} in {:.1f} s (generate {:.2f} s, C++ compiler {:.1f} s)\n", what, seconds, r.generateSeconds,
-             r.cxxSeconds);
-  fmt::print("  kernel calls: {} ({} nodes fused into them), {} FLOP per inference\n", r.steps, r.fusedNodes,
-             humanCount(r.flops));
-  if (r.inPlaceConcatInputs > 0)
-    fmt::print("  concat: {} input(s) written in place into their slice of the output (no copy)\n",
-               r.inPlaceConcatInputs);
-  if (!r.hostSteps.empty()) {
-    fmt::print("  host interpreter: {} node(s) without a compiled code path run through the reference interpreter "
-               "(tessel run/bench provide it; --emit-app and --no-host-fallback refuse them):\n",
-               r.hostSteps.size());
-    for (const cpu::HostStep& h : r.hostSteps) fmt::print("    {}: {}\n", h.node, h.reason);
-  }
-  fmt::print("  peak arena: {} (without reuse: {}); weights: {} (packed: {}); hash {}\n", humanBytes(r.arenaBytes),
-             humanBytes(r.naiveArenaBytes), humanBytes(r.weightBytes), humanBytes(r.packedWeightBytes), r.hash);
+const target::Target& chosenTarget(const CompileCmdOptions& o) {
+  const target::TargetRegistry& targets = target::TargetRegistry::instance();
+  if (!o.target.empty()) return targets.get(o.target);
+  if (const target::Target* t = targets.forExtension(std::filesystem::path(o.output).extension().string())) return *t;
+  return targets.get("cpu");
 }
 
-nlohmann::json reportJson(const cpu::CompileReport& r, const CompileCmdOptions& o, double seconds) {
-  nlohmann::json j = {{"target", "cpu"},
-                      {"model", o.model.path},
-                      {"output", o.emitApp.empty() ? o.output : o.emitApp},
-                      {"emit", o.emitApp.empty() ? o.emit : "app"},
-                      {"seconds", seconds},
-                      {"generate_seconds", r.generateSeconds},
-                      {"cxx_seconds", r.cxxSeconds},
-                      {"kernel_calls", r.steps},
-                      {"fused_nodes", r.fusedNodes},
-                      {"flops", r.flops},
-                      {"in_place_concat_inputs", r.inPlaceConcatInputs},
-                      {"fallback_nodes", r.fallbackNodes},
-                      {"arena_bytes", r.arenaBytes},
-                      {"naive_arena_bytes", r.naiveArenaBytes},
-                      {"weight_bytes", r.weightBytes},
-                      {"packed_weight_bytes", r.packedWeightBytes},
-                      {"hash", r.hash}};
-  nlohmann::json host = nlohmann::json::array();
-  for (const cpu::HostStep& h : r.hostSteps) host.push_back({{"node", h.node}, {"op", h.op}, {"reason", h.reason}});
-  j["host_steps"] = host;
-  if (o.compile.tune)
-    j["tuning"] = {{"convs", r.tunedConvs}, {"changed", r.tunedChanged}, {"vector_lanes", r.tunerVectorLanes},
-                   {"seconds", r.tuneSeconds}};
-  return j;
+/// The target's options from the flags; UserError for a flag the target does not read.
+target::TargetOptions targetOptions(const CompileCmdOptions& o, const target::Target& t) {
+  target::TargetOptions to;
+  to.hw = o.hw;
+  to.host = o.compile;
+  to.emit = o.emitApp.empty() ? o.emit : "app";
+  if (!o.npuStrategy.empty()) to.settings["npu-strategy"] = o.npuStrategy;
+  if (o.npuWindow >= 0) to.settings["npu-window"] = std::to_string(o.npuWindow);
+  const std::vector<std::string> known = t.settings();
+  for (const auto& [key, value] : to.settings)
+    if (std::find(known.begin(), known.end(), key) == known.end())
+      throw UserError(fmt::format("--{} does not apply to --target {}", key, t.name()));
+  if (!o.hw.empty() && !t.usesHardwareConfig())
+    throw UserError(fmt::format("--hw does not apply to --target {} (it uses no hardware configuration)", t.name()));
+  return to;
 }
 
 void compileCommand(CompileCmdOptions& o) {
-  if (o.target == "npu") {  // cmd_compile_npu.cpp
-    nlohmann::json j = compileNpuModel(o.model, o.hw, o.output, o.json, o.npu);
-    if (o.json) fmt::print("{}\n", j.dump());
-    return;
-  }
-  if (o.target != "cpu") throw UserError(fmt::format("tessel compile: unknown --target '{}' (known: cpu, npu)", o.target));
-  if (!o.npu.strategy.empty() || o.npu.window >= 0)
-    throw UserError("--npu-strategy and --npu-window apply to --target npu only");
-  if (o.emit != "so" && o.emit != "cpp") throw UserError(fmt::format("--emit={}: expected 'so' or 'cpp'", o.emit));
+  const target::Target& t = chosenTarget(o);
   auto start = std::chrono::steady_clock::now();
   int stage = 0;
-  const int stages = (o.emit == "cpp" ? 3 : 4) + (o.compile.tune ? 1 : 0);
-  o.compile.progress = [&](const std::string& msg) {
+  o.compile.defaultThreads = o.threads;
+  target::TargetOptions to = targetOptions(o, t);
+  const int stages = t.progressStages(to);
+  to.host.progress = [&](const std::string& msg) {
     if (o.json) return;
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (msg.rfind("  ", 0) == 0) return fmt::print(stderr, "      {:5.1f} s{}\n", s, msg);  // detail of a stage
-    fmt::print(stderr, "[{}/{}] {:5.1f} s  {}\n", std::min(++stage, stages), stages, s, msg);
+    ++stage;
+    if (stages > 0) fmt::print(stderr, "[{}/{}] {:5.1f} s  {}\n", std::min(stage, stages), stages, s, msg);
+    else fmt::print(stderr, "[{}] {:5.1f} s  {}\n", stage, s, msg);
   };
-  o.compile.defaultThreads = o.threads;
-  o.compile.progress(fmt::format("loading {}", o.model.path));
+  to.host.progress(fmt::format("loading {}", o.model.path));
   auto model = o.model.load(InferenceMode::Strict);
-  o.compile.progress("running the cpu pass pipeline (folding, fusion, kernel selection; see tessel opt --pipeline cpu)");
-  cpu::prepareModel(*model, o.compile);
-  std::filesystem::path stem = std::filesystem::path(o.model.path).stem();
-  cpu::CompileReport report;
-  std::string what;
-  if (!o.emitApp.empty()) {
-    report = cpu::emitApp(*model, o.emitApp, o.compile);
-    what = "a standalone app project in " + o.emitApp;
-  } else if (o.emit == "cpp") {
-    if (o.output.empty()) o.output = stem.string() + ".cpp";
-    report = cpu::emitSource(*model, o.output, o.compile);
-    what = "C++ source " + o.output;
-  } else {
-    if (o.output.empty()) o.output = stem.string() + ".so";
-    report = cpu::compileSharedLibrary(*model, o.output, o.compile);
-    what = o.output;
-  }
+  target::Artifact a = target::compile(t, *model, o.model.path, o.emitApp.empty() ? o.output : o.emitApp, to);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (o.json) fmt::print("{}\n", reportJson(report, o, seconds).dump());
-  else printReport(report, seconds, what);
+  if (o.json) {
+    a.report["seconds"] = seconds;
+    fmt::print("{}\n", a.report.dump());
+  } else {
+    fmt::print("compiled {} in {:.1f} s{}\n{}", a.what, seconds, a.timing, a.details);
+  }
 }
 
 }  // namespace
@@ -128,16 +93,20 @@ TESSEL_REGISTER_COMMAND(compile, 40, [](CLI::App& app) {
       "  tessel compile model.onnx --emit=cpp -o model.cpp       (source + model.weights.bin)\n"
       "  tessel compile model.onnx --emit-app app/ && cmake -S app -B app/build && cmake --build app/build\n"
       "  tessel compile model.onnx --target npu --hw default -o model.tnpu\n"
+      "  tessel compile model.onnx --hw cpu-only -o model.tnpu     (partitioned; host parts as compiled code)\n"
       "Exit status: 0 success, 2 bad input or unsupported model, 1 internal error.");
   o->model.addTo(cmd);
   cmd->add_option("-o,--output", o->output, "output file (default: MODEL's name with .so / .cpp)");
-  cmd->add_option("--target", o->target, "target: cpu, or npu (writes a .tnpu; needs --hw)");
-  cmd->add_option("--hw", o->hw, "hardware configuration for --target npu: a file, or a name (default, tiny, ...)");
-  cmd->add_option("--npu-strategy", o->npu.strategy,
+  cmd->add_option("--target", o->target,
+                  "target: " + fmt::format("{}", fmt::join(target::TargetRegistry::instance().names(), ", ")) +
+                      " (default: the one whose files end like -o, else cpu; npu writes a .tnpu and needs --hw)");
+  cmd->add_option("--hw", o->hw, "hardware configuration for --target npu: a file, or a name (default, tiny, cpu-only, "
+                  "...)");
+  cmd->add_option("--npu-strategy", o->npuStrategy,
                   "--target npu: how instructions are scheduled: window (default: list scheduling admitting a few "
                   "tiles at a time), greedy (no window) or sequential (no overlap); docs/scheduling.md")
       ->check(CLI::IsMember({"window", "greedy", "sequential"}));
-  cmd->add_option("--npu-window", o->npu.window,
+  cmd->add_option("--npu-window", o->npuWindow,
                   "--target npu: tiles the window admits at once (0: the compiler chooses, the default)")
       ->check(CLI::Range(0, 1 << 20));
   addThreadsOption(cmd, o->threads, "default thread count of the compiled model (default: all cores of the machine it "

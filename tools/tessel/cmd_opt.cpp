@@ -6,6 +6,7 @@
 #include "common.h"
 #include "tessel/ir/text.h"
 #include "tessel/passes/pass.h"
+#include "tessel/targets/target.h"
 
 namespace tessel::cli {
 namespace {
@@ -23,11 +24,17 @@ void optCommand(OptOptions& o) {
   if (o.listPasses) {
     for (const PassInfo* p : PassRegistry::instance().all()) fmt::print("{:<28} {}\n", p->name, p->description);
     fmt::print("\npipelines: {}\n", fmt::join(pipelineNames(), ", "));
+    fmt::print("targets (--pipeline NAME runs the pipeline the target compiles with): {}\n",
+               fmt::join(target::TargetRegistry::instance().names(), ", "));
     return;
   }
   if (o.model.path.empty()) throw UserError("tessel opt: a MODEL is required (or --list-passes)");
-  // A named pipeline runs with the options its target compiles with (cpu: those of tessel compile).
-  Pipeline pipeline = o.passes.empty() ? namedPipeline(o.pipeline) : Pipeline{"", PassPipeline::parse(o.passes), {}};
+  // A target's name runs the pipeline that target compiles with, options included (cpu: those of tessel compile
+  // without flags); other names are the plain lists of src/passes/pipelines.cpp.
+  const target::Target* t = target::TargetRegistry::instance().find(o.pipeline);
+  Pipeline pipeline = !o.passes.empty() ? Pipeline{"", PassPipeline::parse(o.passes), {}}
+                      : t                ? t->pipeline({})
+                                         : namedPipeline(o.pipeline);
   auto model = o.model.load(InferenceMode::Strict);
   pipeline.run(*model, o.debug);
   if (o.output.empty() || o.output == "-") fmt::print("{}", printGraphText(*model->graph));

@@ -12,6 +12,7 @@
 #include "tessel/ir/text.h"
 #include "tessel/partition/partitioner.h"
 #include "tessel/targets/npu/lowering.h"
+#include "tessel/targets/target.h"
 
 namespace tessel::cli {
 namespace {
@@ -39,7 +40,7 @@ void partitionCommand(const PartitionCmdOptions& o) {
   auto model = o.model.load(InferenceMode::Strict);
   npu::prepareModelForNpu(*model);
   partition::PartitionOptions popts;
-  popts.canLower = npu::loweringSupport;
+  popts.canLower = target::loweringCheck();
   partition::PartitionResult result = partition::partitionGraph(*model->graph, config, popts);
   if (o.json) fmt::print("{}\n", partition::placementJson(result, config, o.model.path).dump());
   else if (!o.quiet) fmt::print("{}", partition::placementTable(result));

@@ -32,7 +32,7 @@ void ModelOptions::addTo(CLI::App* cmd, const std::string& modelHelp, bool requi
 
 void ModelOptions::refuseShapesOfCompiled() const {
   std::string kind = eval::artifactKind(path);
-  if (!inputShapes.empty() && (kind == "cpu" || kind == "npu"))
+  if (!inputShapes.empty() && !kind.empty() && kind != "model" && kind != "outputs")
     throw UserError(fmt::format("--input-shape applies to model files (.onnx, .tir); '{}' was compiled for fixed "
                                 "input shapes (compile it with --input-shape instead)", path));
 }
@@ -136,26 +136,6 @@ std::string fileNameFor(const std::string& valueName) {
     if (c == '/' || c == '\\' || c == '\0') c = '_';
   if (s.empty() || s == "." || s == "..") s = "_" + s;
   return s;
-}
-
-std::string humanCount(double v) {
-  const char* units[] = {"", " K", " M", " G", " T"};
-  int u = 0;
-  while (v >= 1000 && u < 4) {
-    v /= 1000;
-    ++u;
-  }
-  return u == 0 ? fmt::format("{:.0f}", v) : fmt::format("{:.2f}{}", v, units[u]);
-}
-
-std::string humanBytes(double v) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB"};
-  int u = 0;
-  while (v >= 1024 && u < 3) {
-    v /= 1024;
-    ++u;
-  }
-  return u == 0 ? fmt::format("{:.0f} B", v) : fmt::format("{:.2f} {}", v, units[u]);
 }
 
 }  // namespace tessel::cli

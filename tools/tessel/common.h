@@ -8,6 +8,7 @@
 
 #include "tessel/frontend/model_loader.h"
 #include "tessel/ir/tensor.h"
+#include "tessel/support/units.h"  // humanCount, humanBytes
 
 namespace tessel::cli {
 
@@ -63,9 +64,5 @@ void writeOutputFiles(const std::string& dir, const std::vector<std::string>& na
 
 /// Replaces characters that cannot appear in a file name.
 std::string fileNameFor(const std::string& valueName);
-
-/// "1.2 M", "3.4 G" style.
-std::string humanCount(double v);
-std::string humanBytes(double v);
 
 }  // namespace tessel::cli

@@ -12,6 +12,10 @@
 #include "tessel/targets/cpu/compiler.h"
 #include "tessel/targets/npu/model_file.h"
 
+namespace tessel::cpu {
+class CompiledModel;
+}
+
 namespace tessel::eval {
 
 /// How artifacts are opened or built.
@@ -38,6 +42,9 @@ class Runner {
   virtual std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs) = 0;
   /// One line about the last run (node count, library hash, simulated cycles).
   virtual std::string lastRunSummary() const = 0;
+  /// The loaded CPU library this runner runs, when it runs one directly (`tessel bench` times its kernel
+  /// calls); nullptr otherwise.
+  virtual cpu::CompiledModel* cpuLibrary() { return nullptr; }
 };
 
 /// A graph with just these inputs, for compiled artifacts that declare theirs as (name, dtype, shape)

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "tessel/ops/registry.h"
+
 namespace tessel::npu {
 namespace {
 std::vector<int64_t> intsOr(const Node& n, const char* name, std::vector<int64_t> fallback) {
@@ -21,7 +23,7 @@ PixelView pixelView(const Shape& shape) {
 
 ConvGeometry convGeometry(const Node& n) {
   ConvGeometry g;
-  if (n.opType() == "Conv") {
+  if (isOp(n, "Conv")) {
     const Shape x = n.input(0)->type.staticShape(), w = n.input(1)->type.staticShape(), y = n.output(0)->type.staticShape();
     g.N = x[0], g.C = x[1], g.H = x[2], g.W = x[3];
     g.M = w[0], g.KH = w[2], g.KW = w[3], g.group = n.hasAttr("group") ? n.attrInt("group") : 1;
@@ -32,7 +34,7 @@ ConvGeometry convGeometry(const Node& n) {
   }
   // Gemm / MatMul: rows of A times a constant B, as a 1x1 convolution over the rows.
   const Shape b = n.input(1)->type.staticShape();
-  const bool transB = n.opType() == "Gemm" && n.hasAttr("transB") && n.attrInt("transB") != 0;
+  const bool transB = isOp(n, "Gemm") && n.hasAttr("transB") && n.attrInt("transB") != 0;
   g.C = b[transB ? 1 : 0];
   g.M = b[transB ? 0 : 1];
   g.W = g.OW = pixelView(n.input(0)->type.staticShape()).pixels;
@@ -71,7 +73,7 @@ PoolGeometry poolGeometry(const Node& n) {
   auto k = n.attrInts("kernel_shape");
   auto s = intsOr(n, "strides", {1, 1});
   auto p = intsOr(n, "pads", {0, 0, 0, 0});
-  return PoolGeometry{x[0], x[1], x[2], x[3], k[0], k[1], s[0], s[1], p[0], p[1], y[2], y[3], n.opType() == "MaxPool"};
+  return PoolGeometry{x[0], x[1], x[2], x[3], k[0], k[1], s[0], s[1], p[0], p[1], y[2], y[3], isOp(n, "MaxPool")};
 }
 
 }  // namespace tessel::npu

@@ -75,6 +75,16 @@ bool isComplexVecOp(VecOp op) {
   return op == VecOp::Div || op == VecOp::Sigmoid || op == VecOp::Tanh || op == VecOp::Exp;
 }
 
+std::optional<VecOp> vecOpByName(std::string_view name) {
+  for (int i = 0; i < 64; ++i) {
+    const VecOp op = static_cast<VecOp>(i);
+    if (vecOpName(op) != "?" && vecOpName(op) == name) return op;
+  }
+  return std::nullopt;
+}
+
+bool isUnaryVecOp(VecOp op) { return static_cast<int>(op) >= 16 && static_cast<int>(op) < 32; }
+
 namespace {
 
 std::string operand(const SramOperand& o) {

@@ -23,7 +23,10 @@ struct Activation {
   VecOp op = VecOp::Copy;
   float imm0 = 0, imm1 = 0;
 };
-/// The activation a node computes, if it is one of the element-wise activations the VEC unit has.
+/// The VEC unit's sub-op computing this element-wise node (its ONNX name in snake case), if it has one.
+std::optional<VecOp> vectorOpOf(const Node& node);
+/// The activation a node computes, if it is one of the element-wise activations the VEC unit has (a unary
+/// sub-op; its immediates are the registry's epilogue parameters).
 std::optional<Activation> activationOf(const Node& node);
 
 /// One step of a fused epilogue, applied in place to a tile of a node's result before it is stored: a unary
@@ -135,6 +138,10 @@ ModelledCost modelledCost(const Graph& body, const hw::NpuConfig& cfg, const Npu
 std::optional<OpFamily> opFamily(const Node& node);
 /// The table of op-family lowerings, by ONNX op type.
 std::map<std::string, OpLowering>& opLowerings();
+/// The key under which the lowering of every unary VEC sub-op (activationOf) is registered.
+inline constexpr const char* kVectorUnaryLowering = "vector unary";
+/// How a node is lowered: by its op type, else the vector-unary lowering for an activation; nullptr for neither.
+const OpLowering* findLowering(const Node& node);
 struct RegisterOpLowering {
   RegisterOpLowering(std::initializer_list<const char*> ops, OpLowering l) {
     for (const char* op : ops) opLowerings()[op] = l;

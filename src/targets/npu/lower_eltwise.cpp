@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "lower_context.h"
+#include "tessel/ops/registry.h"
 #include "tessel/support/error.h"
 
 namespace tessel::npu::lower {
@@ -95,7 +96,7 @@ hw::SupportResult checkBinary(const Node& n) {
   Operand a = classify(n.input(0), y), b = classify(n.input(1), y);
   if (a == Operand::Full && b != Operand::Unsupported) return ok();
   if (b == Operand::Full && a == Operand::PerChannel && commutative(n.opType())) return ok();
-  if (b == Operand::Full && a == Operand::ScalarConstant && n.opType() != "Div") return ok();
+  if (b == Operand::Full && a == Operand::ScalarConstant && !isOp(n, "Div")) return ok();
   return refuse(fmt::format("broadcast of {} and {} to {} is not lowered (same shape, per-channel or scalar constant only)",
                             n.input(0)->type.toString(), n.input(1)->type.toString(), shapeToString(y)));
 }
@@ -185,8 +186,7 @@ void lowerBatchNorm(const Node& n, LowerContext& ctx) {
 }
 
 const RegisterOpLowering kBinary({"Add", "Sub", "Mul", "Div", "Max", "Min"}, {OpFamily::Elementwise, checkBinary, lowerBinary});
-const RegisterOpLowering kActivations({"Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "Exp", "HardSigmoid", "HardSwish"},
-                                      {OpFamily::Elementwise, checkActivation, lowerActivation});
+const RegisterOpLowering kActivations({kVectorUnaryLowering}, {OpFamily::Elementwise, checkActivation, lowerActivation});
 const RegisterOpLowering kBatchNorm({"BatchNormalization"}, {OpFamily::Elementwise, checkBatchNorm, lowerBatchNorm});
 
 }  // namespace

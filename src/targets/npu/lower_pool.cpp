@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "lower_conv.h"
+#include "tessel/ops/registry.h"
 #include "tessel/support/error.h"
 
 namespace tessel::npu::lower {
@@ -21,7 +22,7 @@ PoolProblem poolProblem(const Node& n) {
   auto k = n.attrInts("kernel_shape");
   auto s = n.hasAttr("strides") ? n.attrInts("strides") : std::vector<int64_t>{1, 1};
   auto p = n.hasAttr("pads") ? n.attrInts("pads") : std::vector<int64_t>{0, 0, 0, 0};
-  PoolProblem q{x[0], x[1], x[2], x[3], k[0], k[1], s[0], s[1], p[0], p[1], y[2], y[3], n.opType() == "MaxPool"};
+  PoolProblem q{x[0], x[1], x[2], x[3], k[0], k[1], s[0], s[1], p[0], p[1], y[2], y[3], isOp(n, "MaxPool")};
   q.scale = 1.0f / static_cast<float>(k[0] * k[1]);
   return q;
 }
@@ -40,7 +41,7 @@ hw::SupportResult checkPool(const Node& n) {
     for (int64_t d : n.attrInts("dilations"))
       if (d != 1) return refuse("dilated pooling is not lowered");
   if (n.attrInts("kernel_shape").size() != 2) return refuse("kernel_shape must have 2 values");
-  if (n.opType() == "AveragePool" && n.attrInt("count_include_pad") == 0 && windowsLeaveImage(poolProblem(n)))
+  if (isOp(n, "AveragePool") && n.attrInt("count_include_pad") == 0 && windowsLeaveImage(poolProblem(n)))
     return refuse("count_include_pad=0 with windows outside the image is not lowered");
   return ok();
 }
@@ -103,7 +104,7 @@ hw::SupportResult checkGlobalPool(const Node& n) {
 void lowerGlobalPool(const Node& n, LowerContext& ctx) {
   const Shape xs = n.input(0)->type.staticShape();
   const int64_t N = xs[0], C = xs[1], HW = xs[2] * xs[3];
-  const bool isMax = n.opType() == "GlobalMaxPool";
+  const bool isMax = isOp(n, "GlobalMaxPool");
   const TensorLoc& x = ctx.loc(n.input(0));
   const TensorLoc& y = ctx.loc(n.output(0));
   const int64_t cb = ctx.tiling(n).channels, np = ctx.tiling(n).cols;

@@ -6,6 +6,7 @@
 
 #include "geometry.h"
 #include "lower_context.h"
+#include "tessel/ops/registry.h"
 #include "tessel/support/error.h"
 
 namespace tessel::npu::lower {
@@ -95,7 +96,7 @@ void placeConcatInputs(const Graph& body, LowerContext& ctx) {
   auto isOutput = [&](const Value* v) { return std::find(outs.begin(), outs.end(), v) != outs.end(); };
   for (auto it = body.nodes().rbegin(); it != body.nodes().rend(); ++it) {
     const Node& n = **it;
-    if (n.opType() != "Concat" || !n.domain().empty() || !checkConcat(n).supported) continue;
+    if (!isOp(n, "Concat") || !checkConcat(n).supported) continue;
     ctx.allocate(n.output(0));
     const TensorLoc y = ctx.loc(n.output(0));
     int64_t offset = 0;

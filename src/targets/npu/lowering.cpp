@@ -4,6 +4,7 @@
 #include "tessel/targets/npu/verify.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <fmt/format.h>
 #include <limits>
@@ -14,6 +15,7 @@
 #include "lower_context.h"
 #include "lower_conv.h"
 #include "schedule/instruction_scheduler.h"
+#include "tessel/ops/registry.h"
 #include "tessel/passes/pass.h"
 #include "tessel/support/error.h"
 #include "tessel/targets/npu/timing.h"
@@ -29,11 +31,19 @@ std::map<std::string, OpLowering>& opLowerings() {
   return table;
 }
 
+const OpLowering* findLowering(const Node& node) {
+  if (!node.domain().empty()) return nullptr;
+  if (auto it = opLowerings().find(node.opType()); it != opLowerings().end()) return &it->second;
+  const std::optional<VecOp> op = vectorOpOf(node);
+  if (!op || !isUnaryVecOp(*op)) return nullptr;
+  auto it = opLowerings().find(kVectorUnaryLowering);
+  return it == opLowerings().end() ? nullptr : &it->second;
+}
+
 std::optional<OpFamily> opFamily(const Node& node) {
-  if (!node.domain().empty()) return std::nullopt;
-  auto it = opLowerings().find(node.opType());
-  if (it == opLowerings().end()) return std::nullopt;
-  return it->second.family;
+  const OpLowering* l = findLowering(node);
+  if (!l) return std::nullopt;
+  return l->family;
 }
 
 std::vector<float> constantFloats(const Tensor& t) {
@@ -51,33 +61,32 @@ hw::SupportResult checkStaticF32(const Node& node) {
   return ok();
 }
 
-namespace {
-/// A constant scalar input (Clip bounds), or the fallback when the input is absent.
-std::optional<float> scalarInput(const Node& node, size_t i, float fallback) {
-  if (!node.hasInput(i)) return fallback;
-  const Value* v = node.input(i);
-  if (!v->isConstant() || v->constant().numel() != 1) return std::nullopt;
-  return static_cast<float>(v->constant().elementAsDouble(0));
+std::optional<VecOp> vectorOpOf(const Node& node) {
+  if (!node.domain().empty() || !hasTrait(node, OpTrait::Elementwise)) return std::nullopt;
+  // The ISA names its sub-ops after the ONNX operators they compute, in snake case (LeakyRelu: leaky_relu).
+  std::string name;
+  for (char c : node.opType()) {
+    if (std::isupper(static_cast<unsigned char>(c)) && !name.empty()) name += '_';
+    name += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return vecOpByName(name);
 }
-}  // namespace
 
 std::optional<Activation> activationOf(const Node& node) {
-  if (!node.domain().empty()) return std::nullopt;
-  const std::string& op = node.opType();
-  if (op == "Relu") return Activation{VecOp::Relu};
-  if (op == "Sigmoid") return Activation{VecOp::Sigmoid};
-  if (op == "Tanh") return Activation{VecOp::Tanh};
-  if (op == "Exp") return Activation{VecOp::Exp};
-  if (op == "LeakyRelu") return Activation{VecOp::LeakyRelu, node.attrFloat("alpha")};
-  if (op == "HardSigmoid") return Activation{VecOp::HardSigmoid, node.attrFloat("alpha"), node.attrFloat("beta")};
-  if (op == "HardSwish") return Activation{VecOp::HardSwish, 1.0f / 6.0f, 0.5f};
-  if (op == "Clip") {
-    auto lo = scalarInput(node, 1, -std::numeric_limits<float>::infinity());
-    auto hi = scalarInput(node, 2, std::numeric_limits<float>::infinity());
-    if (!lo || !hi) return std::nullopt;
-    return Activation{VecOp::Clip, *lo, *hi};
+  std::optional<VecOp> op = vectorOpOf(node);
+  if (!op || !isUnaryVecOp(*op)) return std::nullopt;
+  // HardSwish is x * HardSigmoid(x) with HardSigmoid's ONNX constants.
+  if (*op == VecOp::HardSwish) return Activation{*op, 1.0f / 6.0f, 0.5f};
+  std::vector<float> p;  // the immediates: the registry's epilogue parameters (Clip bounds, LeakyRelu alpha, ...)
+  if (const OpDef* def = node.def(); def && def->epilogue && def->epilogue->params) {
+    auto params = def->epilogue->params(node, [](const Value* v) -> const Tensor* {
+      return v && v->isConstant() ? &v->constant() : nullptr;
+    });
+    if (!params) return std::nullopt;
+    p = *params;
   }
-  return std::nullopt;
+  p.resize(2, 0.0f);
+  return Activation{*op, p[0], p[1]};
 }
 
 int64_t TensorLoc::channels() const {
@@ -261,11 +270,11 @@ hw::SupportResult loweringSupport(const Node& node, const hw::Device& device) {
   using namespace lower;
   if (device.kind != hw::DeviceKind::Npu) return ok();
   if (!node.domain().empty()) return refuse(fmt::format("no NPU lowering for domain '{}'", node.domain()));
-  auto it = opLowerings().find(node.opType());
-  if (it == opLowerings().end()) return refuse(fmt::format("no NPU lowering for {}", node.opType()));
+  const OpLowering* l = findLowering(node);
+  if (!l) return refuse(fmt::format("no NPU lowering for {}", node.opType()));
   hw::SupportResult r = checkStaticF32(node);
   if (!r.supported) return r;
-  return it->second.check(node);
+  return l->check(node);
 }
 
 namespace {
@@ -411,7 +420,7 @@ sched::VirtualProgram lowerToVirtual(const Graph& body, const hw::Device& device
         for (const Value* v : n.outputs()) ctx.allocate(v == n.output(0) ? ctx.resultValue(n) : v);
       ctx.group = static_cast<uint32_t>(gi);
       LoweredOp op{n.name(), n.opType(), 0, ""};
-      opLowerings().at(n.opType()).lower(n, ctx);
+      findLowering(n)->lower(n, ctx);
       for (const std::string& e : t.epilogue) op.tiling += (op.tiling.empty() ? "+ " : ", ") + e;
       out.ops.push_back(op);
     }

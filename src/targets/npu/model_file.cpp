@@ -114,6 +114,12 @@ std::vector<uint8_t> serializeNpuModel(const CompiledNpuModel& model) {
   cpu.blob(text);
   cpu.blob(side);
   section(tag("CPUP"), cpu);
+  if (!model.host.library.empty()) {
+    Writer host;
+    host.blob(json{{"hash", model.host.hash}}.dump());
+    host.blob(model.host.library);
+    section(tag("HOST"), host);
+  }
   for (const LoweredSubgraph& s : model.subgraphs) {
     Writer w;
     w.blob(subgraphMeta(s));
@@ -269,8 +275,9 @@ CompiledNpuModel parseNpuModel(const std::vector<uint8_t>& bytes, const std::str
   if (std::memcmp(magic, kModelFileMagic, sizeof(kModelFileMagic)) != 0)
     throw UserError(fmt::format("{}: not a Tessel NPU model (.tnpu): bad magic", origin));
   uint32_t version = r.u32("version");
-  if (version != kModelFileVersion)
-    throw UserError(fmt::format("{}: .tnpu version {} is not supported (expected {})", origin, version, kModelFileVersion));
+  if (version < kOldestModelFileVersion || version > kModelFileVersion)
+    throw UserError(fmt::format("{}: .tnpu version {} is not supported (this tessel reads versions {} to {}; "
+                                "recompile the model)", origin, version, kOldestModelFileVersion, kModelFileVersion));
   uint64_t hash = r.u64("configuration hash");
   std::string payload = r.blob("payload");
   uint64_t checksum = r.u64("checksum");
@@ -297,6 +304,14 @@ CompiledNpuModel parseNpuModel(const std::vector<uint8_t>& bytes, const std::str
       std::string text = sec.blob("CPU part text"), side = sec.blob("CPU part constants");
       m.cpuPart = parseModelText(text, origin + " (CPU part)", side);
       haveCpu = true;
+    } else if (t == tag("HOST") && version >= 3) {
+      if (!m.host.library.empty()) r.fail("two HOST sections");
+      json meta = parseJson(sec.blob("host code metadata"), r, "host code metadata");
+      if (!meta.is_object() || !meta.contains("hash") || !meta["hash"].is_string()) r.fail("host code metadata lacks its hash");
+      m.host.hash = meta["hash"].get<std::string>();
+      std::string lib = sec.blob("host code library");
+      if (lib.size() < 4 || lib.compare(0, 4, "\x7f" "ELF") != 0) r.fail("the host code is not a shared library (ELF)");
+      m.host.library.assign(lib.begin(), lib.end());
     } else if (t == tag("SUBG")) {
       if (!haveConfig) r.fail("a subgraph precedes the configuration");
       m.subgraphs.push_back(subgraphFrom(sec, m.config, r));

@@ -1,12 +1,19 @@
 // Compiling a model into a CompiledNpuModel (partition + lowering, NPU subgraphs become tessel.NpuCall
-// nodes of the CPU part) and running one: the interpreter runs the CPU part, NpuCall runs the simulator.
+// nodes of the CPU part) and running one: the CPU part's compiled code (or the interpreter when the file has
+// none) runs the host's nodes, NpuCall runs the simulator.
 #include <algorithm>
+#include <atomic>
+#include <filesystem>
 #include <fmt/format.h>
+#include <fstream>
+#include <mutex>
+#include <unistd.h>
 
 #include "tessel/interp/interpreter.h"
 #include "tessel/ops/registry.h"
 #include "tessel/partition/partitioner.h"
 #include "tessel/support/error.h"
+#include "tessel/targets/target.h"
 #include "tessel/targets/npu/model_file.h"
 
 namespace tessel::npu {
@@ -67,15 +74,39 @@ std::vector<IoTensor> ioOf(const std::vector<Value*>& values) {
   return out;
 }
 
+/// Loads the HOST section's library: written to a temporary file for dlopen, which keeps it mapped after the
+/// file is removed.
+std::shared_ptr<cpu::CompiledModel> loadHostCode(const std::vector<uint8_t>& library, int threads) {
+  static std::atomic<int> counter{0};
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() / fmt::format("tessel-host-{}-{}.so", getpid(), counter++);
+  struct RemoveFile {
+    std::filesystem::path p;
+    ~RemoveFile() {
+      std::error_code ec;
+      std::filesystem::remove(p, ec);
+    }
+  } remove{file};
+  {
+    std::ofstream f(file, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(library.data()), static_cast<std::streamsize>(library.size()));
+    if (!f) throw UserError(fmt::format("cannot write the host code of a .tnpu to '{}'", file.string()));
+  }
+  return std::make_shared<cpu::CompiledModel>(file.string(), threads);
+}
+
 }  // namespace
 
 CompiledNpuModel compileForNpu(const Model& input, const hw::HardwareConfig& config, const ScheduleChooser& chooser) {
   if (!config.firstNpu()) throw UserError(fmt::format("configuration '{}' has no npu device", config.name()));
   std::unique_ptr<Model> owned = input.clone();
-  Model& model = *owned;
-  prepareModelForNpu(model);
+  prepareModelForNpu(*owned);
+  return compilePreparedForNpu(*owned, config, chooser);
+}
+
+CompiledNpuModel compilePreparedForNpu(Model& model, const hw::HardwareConfig& config, const ScheduleChooser& chooser) {
   partition::PartitionOptions popts;
-  popts.canLower = loweringSupport;
+  popts.canLower = target::loweringCheck();
   partition::PartitionResult placed = partition::partitionGraph(*model.graph, config, popts);
   CompiledNpuModel out;
   out.config = config;
@@ -124,7 +155,18 @@ NpuModelRun runNpuModel(const CompiledNpuModel& model, const std::map<std::strin
     explicit Install(const NpuCallHandler* h) { currentHandler = h; }
     ~Install() { currentHandler = nullptr; }
   } install(&handler);
-  run.outputs = Interpreter(*model.cpuPart->graph).run(inputs);
+  if (model.host.library.empty()) {
+    run.outputs = Interpreter(*model.cpuPart->graph).run(inputs);
+    return run;
+  }
+  // The library's tessel.NpuCall nodes reach the handler through its host fallback (the interpreter running
+  // that one node), on this thread.
+  // One loaded instance has one activation arena: runs of host code are serialised (Python may run a model
+  // from several threads).
+  static std::mutex hostRuns;
+  std::lock_guard<std::mutex> serial(hostRuns);
+  if (!model.host.loaded) model.host.loaded = loadHostCode(model.host.library, model.host.threads);
+  run.outputs = model.host.loaded->run(inputs);
   return run;
 }
 

@@ -15,10 +15,8 @@ uint64_t elements(const Value* v) { return v && v->type.isStatic() ? static_cast
 
 /// Cycles per lanes-wide vector of an element-wise op (complex ops take the slow path).
 uint64_t cyclesPerVector(const Node& n, const hw::NpuConfig& cfg) {
-  static const char* complex[] = {"Sigmoid", "Tanh", "Exp", "Div"};
-  for (const char* op : complex)
-    if (n.opType() == op) return cfg.vectorCyclesPerVectorComplex;
-  return cfg.vectorCyclesPerVector;
+  std::optional<VecOp> op = lower::vectorOpOf(n);
+  return op && isComplexVecOp(*op) ? cfg.vectorCyclesPerVectorComplex : cfg.vectorCyclesPerVector;
 }
 
 }  // namespace

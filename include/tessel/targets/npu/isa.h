@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -122,6 +123,10 @@ std::string_view opcodeName(Opcode op); ///< sync, load, store, gemm, vbin, vun,
 std::string_view vecOpName(VecOp op);   ///< add, relu, reduce_sum, ...
 /// Whether a vector sub-op uses the slow path (vectorCyclesPerVectorComplex).
 bool isComplexVecOp(VecOp op);
+/// The vector sub-op whose name (vecOpName) is `name`, if any.
+std::optional<VecOp> vecOpByName(std::string_view name);
+/// Whether a sub-op belongs to VecUnary (one source, immediates imm0 and imm1).
+bool isUnaryVecOp(VecOp op);
 
 /// Bit widths of the encoded fields (limits the compiler must respect; docs/npu.md, "Encoding").
 inline constexpr unsigned kSramAddrBits = 20, kStrideBits = 20, kCountBits = 16, kPadBits = 4;

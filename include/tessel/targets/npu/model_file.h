@@ -1,6 +1,7 @@
 // The compiled NPU model file (.tnpu, S1.5): header (magic, version, configuration hash), the configuration,
-// the I/O description, the CPU part as text IR, and per NPU subgraph its instruction stream, DRAM layout
-// and weights; compiling a model into it, loading (strictly validated) and running it.
+// the I/O description, the CPU part as text IR, per NPU subgraph its instruction stream, DRAM layout and
+// weights, and (version 3) the CPU part compiled by the cpu target; compiling a model into it, loading
+// (strictly validated) and running it.
 #pragma once
 
 #include <cstdint>
@@ -13,13 +14,16 @@
 #include "tessel/hw/hardware_config.h"
 #include "tessel/ir/graph.h"
 #include "tessel/partition/partitioner.h"
+#include "tessel/targets/cpu/loader.h"
 #include "tessel/targets/npu/lowering.h"
 #include "tessel/targets/npu/simulator.h"
 
 namespace tessel::npu {
 
 inline constexpr char kModelFileMagic[8] = {'T', 'E', 'S', 'S', 'N', 'P', 'U', '\0'};
-inline constexpr uint32_t kModelFileVersion = 2;
+/// Version 3 added the HOST section; version 2 files (no compiled host part) are still read.
+inline constexpr uint32_t kModelFileVersion = 3;
+inline constexpr uint32_t kOldestModelFileVersion = 2;
 
 /// A model input or output as the file describes it.
 struct IoTensor {
@@ -28,10 +32,21 @@ struct IoTensor {
   Shape shape;
 };
 
+/// The CPU part as compiled code (the HOST section): a shared library of the cpu target in which each
+/// tessel.NpuCall node is a call back into the host, which runs that subgraph on the simulator.
+struct HostCode {
+  std::vector<uint8_t> library;  ///< the .so's bytes; empty: the interpreter runs the CPU part (version 2 files)
+  std::string hash;              ///< the library's model hash (tessel_model_hash)
+  int threads = 0;               ///< threads of the loaded instance (0: all cores); set before the first run
+  /// The library loaded on the first run and kept for the next ones (not part of the file).
+  mutable std::shared_ptr<cpu::CompiledModel> loaded;
+};
+
 /// Everything a .tnpu file holds.
 struct CompiledNpuModel {
   hw::HardwareConfig config;
   std::unique_ptr<Model> cpuPart;  ///< top-level graph; NPU subgraphs appear as tessel.NpuCall nodes
+  HostCode host;                   ///< the CPU part compiled (when not empty, runs instead of cpuPart)
   std::vector<LoweredSubgraph> subgraphs;
   std::vector<IoTensor> inputs, outputs;
   /// Where the partitioner put each node and why (known after compiling, not stored in the file).
@@ -44,6 +59,10 @@ using ScheduleChooser =
 
 /// Prepares, partitions and lowers (a copy of) a model for `config` (which must have an npu device).
 CompiledNpuModel compileForNpu(const Model& model, const hw::HardwareConfig& config, const ScheduleChooser& chooser = {});
+/// Partitions and lowers a model that ran the "npu" pipeline (the model is consumed). A configuration
+/// without an npu device leaves every node on the host.
+CompiledNpuModel compilePreparedForNpu(Model& model, const hw::HardwareConfig& config,
+                                       const ScheduleChooser& chooser = {});
 
 /// The NPU nodes of a compiled model's subgraphs that the partitioner left on the host, with its reasons.
 std::vector<partition::Placement> hostPlacements(const CompiledNpuModel& model);
@@ -70,7 +89,8 @@ struct NpuModelRun {
   uint64_t transferBytes = 0;         ///< bytes moved between the host and the NPU's DRAM (inputs + outputs of calls)
 };
 
-/// Runs the CPU part with the reference kernels and each NPU subgraph on the simulator.
+/// Runs the CPU part (its compiled code when the model has it, else the reference kernels) and each NPU
+/// subgraph on the simulator.
 NpuModelRun runNpuModel(const CompiledNpuModel& model, const std::map<std::string, Tensor>& inputs,
                         const SimOptions& options = {});
 
