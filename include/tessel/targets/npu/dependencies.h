@@ -87,8 +87,7 @@ class DependencyTracker {
   };
   using Map = std::map<uint64_t, Segment>;
   static uint64_t key(uint32_t space, uint64_t word) { return (uint64_t{space} << 40) | word; }
-  void splitAt(uint64_t at);
-  /// Makes [lo, hi) covered by segments (gaps get never-written segments) and returns the first.
+  /// Makes [lo, hi) (lo < hi) exactly covered by segments (gaps get never-written segments) and returns the first.
   Map::iterator cover(uint64_t lo, uint64_t hi);
 
   Map map_;
