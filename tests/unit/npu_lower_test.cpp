@@ -124,14 +124,6 @@ TEST(NpuLower, Conv7x7Stride2And1x1) {
   });
 }
 
-/// The tiling of the node named `node` in a schedule.
-npu::NodeTiling& tilingOf(npu::NpuSchedule& s, const std::string& node) {
-  for (npu::GroupSchedule& g : s.groups)
-    for (npu::NodeTiling& t : g.tiling)
-      if (t.node == node) return t;
-  throw std::runtime_error("no tiling for " + node);
-}
-
 // Few input channels: every reduction layout (per tap, packed per kernel row, stacked kernel rows), unphased and
 // split into stride phases, on odd tiles that cut the padding, with dilation and asymmetric strides.
 TEST(NpuLower, FewChannelConvInEveryReductionLayout) {
@@ -157,7 +149,8 @@ TEST(NpuLower, FewChannelConvInEveryReductionLayout) {
           g.addOutput(r->output(0));
           inferShapes(g);
           checkAgainstInterpreter(g, cfgName, [&](npu::NpuSchedule& s) {
-            npu::NodeTiling& t = tilingOf(s, n->name());
+            ASSERT_NE(s.tilingOf(n->name()), nullptr);
+            npu::NodeTiling& t = *s.tilingOf(n->name());
             t.variant = variant, t.phased = phased;
             t.rows = 3, t.cols = 5, t.channels = std::min<int64_t>(16, k.m), t.inChannels = k.c, t.coutPerPass = k.m;
             t.weightsResident = std::string(cfgName) == "default.json";  // tiny: streamed, in slices
@@ -182,7 +175,8 @@ TEST(NpuLower, PoolWindowsInEitherBuffer) {
         g.addOutput(p->output(0));
         inferShapes(g);
         checkAgainstInterpreter(g, cfgName, [&](npu::NpuSchedule& s) {
-          npu::NodeTiling& t = tilingOf(s, "p");
+          ASSERT_NE(s.tilingOf("p"), nullptr);
+          npu::NodeTiling& t = *s.tilingOf("p");
           t.variant = variant, t.rows = 3, t.cols = 4, t.channels = 16;
         });
       }

@@ -163,30 +163,36 @@ std::pair<int64_t, int64_t> inside(int64_t start, int64_t step, int64_t count, i
   return {first, std::min(last, count - 1)};
 }
 
-/// Loads phase (py, px) of the input window of the tile whose first output is (oy0, ox0), channels [c0, c0+cb)
-/// of image n, into a new `inp` region of rows x cols x cb; rows and columns outside the image are zeros.
-int32_t loadPhase(LowerContext& ctx, const ConvProblem& p, const Phasing& ph, int64_t n, int64_t oy0, int64_t ox0, int64_t c0,
-                  int64_t cb, int64_t py, int64_t px, int64_t rows, int64_t cols) {
-  const int32_t r = ctx.region(Buffer::Input, static_cast<uint64_t>(rows * cols * cb));
-  const int64_t y0 = oy0 * p.sH - p.pT + py, x0 = ox0 * p.sW - p.pL + px;  // image row/col of the region's (0, 0)
-  const auto [i0, i1] = inside(y0, ph.ph, rows, p.H);
-  const auto [j0, j1] = inside(x0, ph.pw, cols, p.W);
-  SramOperand region = ctx.at(r, 0, cols * cb, cb);
-  if (i1 < i0 || j1 < j0 || y0 + i0 * ph.ph >= p.H || x0 + j0 * ph.pw >= p.W) {  // all padding
-    ctx.emit(makeVecUnary(VecOp::Fill, region, region, static_cast<uint32_t>(rows), static_cast<uint32_t>(cols),
+/// Writes into `dst` (rows x cols x cb words, at dst's strides) the channels [c0, c0 + cb) of image n at image rows
+/// y0, y0 + rowStep, ... and columns x0, x0 + colStep, ...; rows and columns outside the image are zeros (one
+/// load with padding, or one fill when the box is all padding). `r` is dst's region.
+void loadBox(LowerContext& ctx, const ConvProblem& p, int32_t r, SramOperand dst, int64_t n, int64_t c0, int64_t cb, int64_t y0,
+             int64_t rowStep, int64_t rows, int64_t x0, int64_t colStep, int64_t cols) {
+  const auto [i0, i1] = inside(y0, rowStep, rows, p.H);
+  const auto [j0, j1] = inside(x0, colStep, cols, p.W);
+  if (i1 < i0 || j1 < j0 || y0 + i0 * rowStep >= p.H || x0 + j0 * colStep >= p.W) {  // all padding
+    ctx.emit(makeVecUnary(VecOp::Fill, dst, dst, static_cast<uint32_t>(rows), static_cast<uint32_t>(cols),
                           static_cast<uint32_t>(cb), 0.0f),
              r);
-    return r;
+    return;
   }
-  Instruction ld = makeLoad(ctx.at(r, 0, cols * cb, cb),
-                            p.inAddr + ((n * p.H + y0 + i0 * ph.ph) * p.W + x0 + j0 * ph.pw) * p.inStride + c0,
-                            ph.ph * p.W * p.inStride, ph.pw * p.inStride, static_cast<uint32_t>(i1 - i0 + 1),
+  Instruction ld = makeLoad(dst, p.inAddr + ((n * p.H + y0 + i0 * rowStep) * p.W + x0 + j0 * colStep) * p.inStride + c0,
+                            rowStep * p.W * p.inStride, colStep * p.inStride, static_cast<uint32_t>(i1 - i0 + 1),
                             static_cast<uint32_t>(j1 - j0 + 1), static_cast<uint32_t>(cb));
   ld.padTop = static_cast<uint8_t>(i0), ld.padBottom = static_cast<uint8_t>(rows - 1 - i1);
   ld.padLeft = static_cast<uint8_t>(j0), ld.padRight = static_cast<uint8_t>(cols - 1 - j1);
   TESSEL_ASSERT(i0 <= 15 && j0 <= 15 && rows - 1 - i1 <= 15 && cols - 1 - j1 <= 15,
                 "npu lowering: a convolution tile needs more than 15 rows or columns of padding");
   ctx.emit(ld, r);
+}
+
+/// Loads phase (py, px) of the input window of the tile whose first output is (oy0, ox0), channels [c0, c0+cb)
+/// of image n, into a new `inp` region of rows x cols x cb; rows and columns outside the image are zeros.
+int32_t loadPhase(LowerContext& ctx, const ConvProblem& p, const Phasing& ph, int64_t n, int64_t oy0, int64_t ox0, int64_t c0,
+                  int64_t cb, int64_t py, int64_t px, int64_t rows, int64_t cols) {
+  const int32_t r = ctx.region(Buffer::Input, static_cast<uint64_t>(rows * cols * cb));
+  loadBox(ctx, p, r, ctx.at(r, 0, cols * cb, cb), n, c0, cb, oy0 * p.sH - p.pT + py, ph.ph, rows, ox0 * p.sW - p.pL + px, ph.pw,
+          cols);
   return r;
 }
 
@@ -200,27 +206,9 @@ int32_t loadStacked(LowerContext& ctx, const ConvProblem& p, const Phasing& ph, 
     if ((kh * p.dH) % ph.ph == py) khs.push_back(kh);
   const int64_t pixel = static_cast<int64_t>(khs.size()) * cb;
   const int32_t r = ctx.region(Buffer::Input, static_cast<uint64_t>(rows * cols * pixel));
-  const int64_t x0 = ox0 * p.sW - p.pL + px;
-  const auto [j0, j1] = inside(x0, ph.pw, cols, p.W);
-  for (size_t i = 0; i < khs.size(); ++i) {
-    const int64_t y0 = oy0 * p.sH - p.pT + khs[i] * p.dH;
-    const auto [i0, i1] = inside(y0, p.sH, rows, p.H);
-    const SramOperand dst = ctx.at(r, static_cast<uint64_t>(static_cast<int64_t>(i) * cb), cols * pixel, pixel);
-    if (i1 < i0 || j1 < j0 || y0 + i0 * p.sH >= p.H || x0 + j0 * ph.pw >= p.W) {
-      ctx.emit(makeVecUnary(VecOp::Fill, dst, dst, static_cast<uint32_t>(rows), static_cast<uint32_t>(cols),
-                            static_cast<uint32_t>(cb), 0.0f),
-               r);
-      continue;
-    }
-    Instruction ld = makeLoad(dst, p.inAddr + ((n * p.H + y0 + i0 * p.sH) * p.W + x0 + j0 * ph.pw) * p.inStride + c0,
-                              p.sH * p.W * p.inStride, ph.pw * p.inStride, static_cast<uint32_t>(i1 - i0 + 1),
-                              static_cast<uint32_t>(j1 - j0 + 1), static_cast<uint32_t>(cb));
-    ld.padTop = static_cast<uint8_t>(i0), ld.padBottom = static_cast<uint8_t>(rows - 1 - i1);
-    ld.padLeft = static_cast<uint8_t>(j0), ld.padRight = static_cast<uint8_t>(cols - 1 - j1);
-    TESSEL_ASSERT(i0 <= 15 && j0 <= 15 && rows - 1 - i1 <= 15 && cols - 1 - j1 <= 15,
-                  "npu lowering: a convolution tile needs more than 15 rows or columns of padding");
-    ctx.emit(ld, r);
-  }
+  for (size_t i = 0; i < khs.size(); ++i)
+    loadBox(ctx, p, r, ctx.at(r, static_cast<uint64_t>(static_cast<int64_t>(i) * cb), cols * pixel, pixel), n, c0, cb,
+            oy0 * p.sH - p.pT + khs[i] * p.dH, p.sH, rows, ox0 * p.sW - p.pL + px, ph.pw, cols);
   return r;
 }
 

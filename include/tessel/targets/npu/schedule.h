@@ -73,6 +73,9 @@ struct NpuSchedule {
 
   /// The tiling of a node, or nullptr when the schedule has none (fused activations, aliases).
   const NodeTiling* tilingOf(const std::string& node) const;
+  NodeTiling* tilingOf(const std::string& node) {
+    return const_cast<NodeTiling*>(static_cast<const NpuSchedule*>(this)->tilingOf(node));
+  }
   /// Readable multi-line form (what `tessel sched` prints).
   std::string toText() const;
   nlohmann::json toJson() const;

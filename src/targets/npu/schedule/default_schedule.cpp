@@ -83,15 +83,14 @@ uint64_t poolCycles(const PoolGeometry& q, const NodeTiling& t, const hw::NpuCon
   return std::max({ld, vec, st});
 }
 
-/// A pool's tiles when its input windows go to buffer `window` and its results to `result` (one slot each).
-NodeTiling poolTilingIn(const Node& n, const hw::NpuConfig& cfg, const char* variant, Buffer window, Buffer result) {
+/// A pool's tiles when its input windows go to buffer `window` and its results to `result` (one slot each): the
+/// widest tile that fits, or with `cheapest` the tile width of the fewest busy cycles (poolCycles).
+NodeTiling poolTilingIn(const Node& n, const hw::NpuConfig& cfg, const char* variant, Buffer window, Buffer result, bool cheapest) {
   const PoolGeometry q = poolGeometry(n);
   NodeTiling t = tilingFor(n, variant);
   const uint64_t inpSlot = half(cfg, window), accSlot = half(cfg, result);
   int64_t cb = std::min<int64_t>(q.C, 4 * cfg.dim);
   while (cb > 1 && static_cast<uint64_t>(q.KH * q.KW * cb) > inpSlot) cb = ceilDiv(cb, 2);
-  // The widest tile that fits ("pool"); the cheapest of all widths ("pool-wide", which is only kept when cheaper).
-  const bool cheapest = std::string(variant) != "pool";
   bool found = false;
   uint64_t best = 0;
   for (int64_t parts = 1; parts <= q.OW; ++parts) {
@@ -102,16 +101,19 @@ NodeTiling poolTilingIn(const Node& n, const hw::NpuConfig& cfg, const char* var
     if (th < 1) continue;
     NodeTiling c = t;
     c.rows = th, c.cols = tw, c.channels = cb;
+    if (!cheapest) {
+      t = c, found = true;
+      break;
+    }
     const uint64_t cycles = poolCycles(q, c, cfg);
     if (!found || cycles < best) best = cycles, t = c, found = true;
-    if (!cheapest) break;
   }
   if (!found) throw UserError(fmt::format("{}: pooling window does not fit the input buffer", n.describe()));
   return t;
 }
 
 NodeTiling poolTiling(const Node& n, const hw::NpuConfig& cfg) {
-  return poolTilingIn(n, cfg, "pool", Buffer::Input, Buffer::Accumulator);
+  return poolTilingIn(n, cfg, "pool", Buffer::Input, Buffer::Accumulator, false);
 }
 
 NodeTiling globalPoolTiling(const Node& n, const hw::NpuConfig& cfg) {
@@ -259,7 +261,7 @@ NpuSchedule compilerSchedule(const Graph& body, const hw::NpuConfig& cfg, const 
     for (NodeTiling& t : g.tiling)
       if (t.variant == "pool") {
         const Node& n = *byName.at(t.node);
-        const NodeTiling wide = poolTilingIn(n, cfg, "pool-wide", Buffer::Accumulator, Buffer::Output);
+        const NodeTiling wide = poolTilingIn(n, cfg, "pool-wide", Buffer::Accumulator, Buffer::Output, true);
         if (poolCycles(poolGeometry(n), wide, cfg) < poolCycles(poolGeometry(n), t, cfg)) {
           const std::vector<std::string> epilogue = t.epilogue;
           t = wide;
