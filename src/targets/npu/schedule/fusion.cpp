@@ -210,10 +210,10 @@ void chooseFusion(NpuSchedule& s, const Graph& body, const hw::NpuConfig& cfg) {
       const bool acceptable = c.cycles <= layered.cycles || (c.cycles * 100 <= layered.cycles * 103 && saved * 5 >= layeredTraffic);
       return acceptable && (c.cycles < best.cycles || !bestGroup);
     };
-    auto tryOption = [&](int64_t tiles, bool onChip) {
-      NpuSchedule trial = s;
-      GroupSchedule f = fuse(s, members, byName, cfg, tiles, onChip);
-      // The fused group replaces its last member (its position), the others are dropped.
+    // The cost of the schedule `base` with the fused group `f` in place of the members (it takes the last member's
+    // position, the others are dropped), priced with the groups around it; nothing when the buffers cannot hold it.
+    auto priceFused = [&](const NpuSchedule& base, const GroupSchedule& f) -> std::optional<lower::ModelledCost> {
+      NpuSchedule trial = base;
       trial.groups[members.back()] = f;
       for (size_t k = members.size() - 1; k-- > 0;) trial.groups.erase(trial.groups.begin() + static_cast<long>(members[k]));
       const size_t at = members.back() - (members.size() - 1);
@@ -221,11 +221,15 @@ void chooseFusion(NpuSchedule& s, const Graph& body, const hw::NpuConfig& cfg) {
       if (members.front() > 0) around.insert(around.begin(), members.front() - 1);
       if (at + 1 < trial.groups.size()) around.push_back(at + 1);
       try {
-        const lower::ModelledCost cost = lower::modelledCost(body, cfg, trial, around);
-        if (better(cost)) best = cost, bestGroup = f;
+        return lower::modelledCost(body, cfg, trial, around);
       } catch (const InternalError&) {
-        // the buffers cannot hold this option
+        return std::nullopt;  // the buffers cannot hold this option
       }
+    };
+    auto tryOption = [&](int64_t tiles, bool onChip) {
+      const GroupSchedule f = fuse(s, members, byName, cfg, tiles, onChip);
+      const std::optional<lower::ModelledCost> cost = priceFused(s, f);
+      if (cost && better(*cost)) best = *cost, bestGroup = f;
     };
     int64_t minTiles = 1;
     while (minTiles < last.OH && windowWords(s, members, byName, ceilDiv(last.OH, minTiles)) > inpWords * 3 / 4) ++minTiles;
@@ -237,7 +241,14 @@ void chooseFusion(NpuSchedule& s, const Graph& body, const hw::NpuConfig& cfg) {
         if (tried.insert(tiles).second) tryOption(tiles, true);
       }
     } else if (last.OH > 8) {
-      tryOption(ceilDiv(last.OH, 8), false);  // intermediates through DRAM, 8 output rows per tile
+      // Intermediates through DRAM, 8 output rows per tile: no traffic saved, so it must be faster, and both are
+      // priced with the widest window the program may get (with a narrow one, layer by layer cannot overlap a
+      // node's tiles with the next node's, and this option looks better than it turns out: MobileNetV2).
+      NpuSchedule wide = s;
+      wide.window = *std::max_element(std::begin(kWindowChoices), std::end(kWindowChoices));
+      const GroupSchedule f = fuse(s, members, byName, cfg, ceilDiv(last.OH, 8), false);
+      const std::optional<lower::ModelledCost> cost = priceFused(wide, f);
+      if (cost && cost->cycles < lower::modelledCost(body, cfg, wide, context).cycles) bestGroup = f;
     }
     if (bestGroup) chosen.push_back({members, *bestGroup});
   }
