@@ -92,9 +92,27 @@ std::vector<std::vector<size_t>> fusionCandidates(const NpuSchedule& s, const Gr
   }
   std::map<size_t, std::vector<size_t>> components;
   for (size_t g : joined) components[find(g)].push_back(g);
+  std::map<const Node*, size_t> groupOfNode;
+  for (size_t g = 0; g < s.groups.size(); ++g)
+    for (const std::string& name : s.groups[g].nodes) groupOfNode[byName.at(name)] = g;
+  // The fused group takes its last member's place, so a group outside it that reads a member's values must
+  // come after that place (RegNet: a fan-out of two 1x1 convs where one's result feeds a grouped conv between).
+  auto readBeforeLast = [&](const std::vector<size_t>& members) {
+    const std::set<size_t> inside(members.begin(), members.end());
+    for (size_t g : members)
+      for (const std::string& name : s.groups[g].nodes)
+        for (const Value* v : byName.at(name)->outputs())
+          if (v)
+            for (const Use& u : v->uses()) {
+              const size_t reader = groupOfNode.at(u.node);
+              if (!inside.count(reader) && reader < members.back()) return true;
+            }
+    return false;
+  };
   std::vector<std::vector<size_t>> out;
   for (auto& [root, members] : components) {
     std::sort(members.begin(), members.end());
+    if (readBeforeLast(members)) continue;
     bool preset = false;
     for (size_t g : members)
       for (const std::string& op : cfg.presetOperators) preset |= byName.at(s.groups[g].tiling[0].node)->opType() == op;
