@@ -242,6 +242,20 @@ TEST(NpuLower, DepthwiseTilesOnTheMatrixUnit) {
         }
 }
 
+// SiLU (x * Sigmoid(x)) fused into a conv's and a depthwise conv's epilogue: the Mul reads a copy of the tile
+// taken before the Sigmoid (an in-place step after a read of the same words: the copy must stay first).
+TEST(NpuLower, SiluEpilogueKeepsACopyOfItsInput) {
+  checkBoth([](Graph& g) {
+    Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 24, 13, 11}));
+    Value* y = conv(g, x, 24, 32, 3, 1, 1, 1, true, 4);
+    Value* s = g.addNode("Sigmoid", {y}, {"s"})->output(0);
+    y = g.addNode("Mul", {y, s}, {"m"})->output(0);
+    y = conv(g, y, 32, 32, 3, 2, 1, 32, true, 5);  // depthwise
+    s = g.addNode("Sigmoid", {y}, {"s2"})->output(0);
+    g.addOutput(g.addNode("Mul", {s, y}, {"m2"})->output(0));
+  });
+}
+
 TEST(NpuLower, GemmMatMulWithBiasAndTransB) {
   checkBoth([](Graph& g) {
     Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {3, 70}));

@@ -36,9 +36,15 @@ struct EpilogueStep {
   bool unary = true;
   Activation op;               ///< unary: the op and its immediates; binary: op.op is the binary VecOp
   const Value* other = nullptr;
+  /// Binary: the other operand is the tile itself as it was before step `saved` of the same epilogue (SiLU's
+  /// x * Sigmoid(x)), kept on chip by a copy, not read from DRAM; -1 when it comes from DRAM.
+  int saved = -1;
 };
 /// The step `user` computes when it is applied in place to `value` (one of its inputs), if it can be.
 std::optional<EpilogueStep> epilogueStep(const Node& user, const Value* value);
+/// The epilogue steps of `chain` applied in order to `base` (the values before each step are the chain's own:
+/// a binary step reading one of them gets `saved`); nothing when some node cannot be a step.
+std::optional<std::vector<EpilogueStep>> epilogueSteps(const Value* base, const std::vector<const Node*>& chain);
 
 /// Where a tensor of the subgraph lives in DRAM and how it is viewed: `pixels` rows of `channels` words
 /// (rank 4: N*H*W pixels of C channels, channels-last; otherwise the last axis is the channel axis).

@@ -55,17 +55,29 @@ void applyEpilogue(LowerContext& ctx, const ConvProblem& p, int32_t acc, int64_t
                    TileAt at) {
   auto r = static_cast<uint32_t>(rows), c = static_cast<uint32_t>(cols), v = static_cast<uint32_t>(channels);
   SramOperand tile = ctx.at(acc, 0, cols * channels, channels);
+  std::map<int, int32_t> saved;  // step -> copy of the tile as it was before that step
+  for (const EpilogueStep& e : p.epilogue)
+    if (e.saved >= 0) saved[e.saved] = -1;
   for (size_t k = 0; k < p.epilogue.size(); ++k) {
     const EpilogueStep& e = p.epilogue[k];
+    if (auto it = saved.find(static_cast<int>(k)); it != saved.end()) {
+      it->second = ctx.region(Buffer::Output, static_cast<uint64_t>(rows * cols * channels));
+      ctx.emit(makeVecUnary(VecOp::Copy, ctx.at(it->second, 0, cols * channels, channels), tile, r, c, v), it->second, acc);
+    }
     if (e.unary) {
       ctx.emit(makeVecUnary(e.op.op, tile, tile, r, c, v, e.op.imm0, e.op.imm1), acc, acc);
       continue;
     }
-    const TensorLoc& o = p.epilogueLoc[k];
-    const int32_t other = ctx.region(Buffer::Output, static_cast<uint64_t>(rows * cols * channels));
-    ctx.emit(makeLoad(ctx.at(other, 0, cols * channels, channels), at.in(o.addr, o.pixelStride()), p.OW * o.pixelStride(),
-                      o.pixelStride(), r, c, v),
-             other);
+    int32_t other = -1;
+    if (e.saved >= 0) {
+      other = saved.at(e.saved);
+    } else {
+      const TensorLoc& o = p.epilogueLoc[k];
+      other = ctx.region(Buffer::Output, static_cast<uint64_t>(rows * cols * channels));
+      ctx.emit(makeLoad(ctx.at(other, 0, cols * channels, channels), at.in(o.addr, o.pixelStride()), p.OW * o.pixelStride(),
+                        o.pixelStride(), r, c, v),
+               other);
+    }
     ctx.emit(makeVecBinary(e.op.op, tile, tile, ctx.at(other, 0, cols * channels, channels), r, c, v), acc, acc, other);
   }
 }
@@ -562,7 +574,7 @@ ConvProblem convProblem(LowerContext& ctx, const Node& n) {
   p.inAddr = in.addr, p.inStride = in.pixelStride();
   p.outAddr = out.addr, p.outStride = out.pixelStride();
   p.epilogue = ctx.epilogue(n);
-  for (const EpilogueStep& e : p.epilogue) p.epilogueLoc.push_back(e.other ? ctx.loc(e.other) : TensorLoc{});
+  for (const EpilogueStep& e : p.epilogue) p.epilogueLoc.push_back(e.other && e.saved < 0 ? ctx.loc(e.other) : TensorLoc{});
   return p;
 }
 

@@ -219,18 +219,32 @@ const Value* LowerContext::resultValue(const Node& node) const {
   return last->output(0);
 }
 
-std::vector<EpilogueStep> LowerContext::epilogue(const Node& node) const {
+std::optional<std::vector<EpilogueStep>> epilogueSteps(const Value* base, const std::vector<const Node*>& chain) {
   std::vector<EpilogueStep> steps;
-  const Value* v = node.output(0);
+  std::vector<const Value*> before;  // the value each step is applied to
+  const Value* v = base;
+  for (const Node* user : chain) {
+    std::optional<EpilogueStep> step = epilogueStep(*user, v);
+    if (!step) return std::nullopt;
+    if (!step->unary) {
+      auto it = std::find(before.begin(), before.end(), step->other);
+      if (it != before.end()) step->saved = static_cast<int>(it - before.begin());
+    }
+    before.push_back(v);
+    steps.push_back(*step);
+    v = user->output(0);
+  }
+  return steps;
+}
+
+std::vector<EpilogueStep> LowerContext::epilogue(const Node& node) const {
+  std::vector<const Node*> chain;
   for (const std::string& e : tiling(node).epilogue)
     for (const auto& [user, producer] : fusedInto)
-      if (producer == &node && user->name() == e) {
-        auto step = epilogueStep(*user, v);
-        TESSEL_ASSERT(step.has_value(), fmt::format("npu lowering: {} cannot be fused into {}", user->describe(), node.describe()));
-        steps.push_back(*step);
-        v = user->output(0);
-      }
-  return steps;
+      if (producer == &node && user->name() == e) chain.push_back(user);
+  std::optional<std::vector<EpilogueStep>> steps = epilogueSteps(node.output(0), chain);
+  TESSEL_ASSERT(steps.has_value(), fmt::format("npu lowering: the epilogue of {} cannot be fused into it", node.describe()));
+  return *steps;
 }
 
 namespace {

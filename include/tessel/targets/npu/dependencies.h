@@ -113,6 +113,18 @@ void DependencyTracker::visit(uint32_t index, Unit unit, const std::vector<WordR
         onDep(Dependency{static_cast<uint32_t>(s.writer), index, DepKind::ReadAfterWrite, AccessKind::WriteAtFinish, r.kind,
                          r.space, it->first & ((uint64_t{1} << 40) - 1), words});
       }
+      // This read replaces the unit's previous reader; when the instruction also overwrites these words (in place),
+      // that reader must still come first (a scheduler may reorder one unit's instructions): WAR now.
+      const int32_t previous = s.readers[u];
+      if (previous >= 0 && previous != static_cast<int32_t>(index))
+        for (const WordRun& w : runs)
+          if (w.kind == AccessKind::WriteAtFinish && w.count != 0 && key(w.space, w.first) < s.end &&
+              it->first < key(w.space, w.first) + w.count) {
+            const AccessKind rk = (s.readAtFinish >> u) & 1 ? AccessKind::ReadAtFinish : AccessKind::ReadAtStart;
+            onDep(Dependency{static_cast<uint32_t>(previous), index, DepKind::WriteAfterRead, rk, AccessKind::WriteAtFinish,
+                             r.space, it->first & ((uint64_t{1} << 40) - 1), words});
+            break;
+          }
       s.readers[u] = static_cast<int32_t>(index);
       const uint8_t bit = static_cast<uint8_t>(1u << u);
       s.readAtFinish = r.kind == AccessKind::ReadAtFinish ? (s.readAtFinish | bit) : (s.readAtFinish & ~bit);

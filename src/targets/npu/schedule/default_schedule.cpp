@@ -231,7 +231,23 @@ std::vector<const Node*> epilogueChain(const Graph& body, const Node& n) {
   const auto& outs = body.outputs();
   const Value* y = n.output(0);
   for (;;) {
-    if (y->uses().size() != 1 || std::find(outs.begin(), outs.end(), y) != outs.end()) break;
+    if (std::find(outs.begin(), outs.end(), y) != outs.end()) break;
+    if (y->uses().size() == 2) {
+      // x * Sigmoid(x) (SiLU): both nodes, the Mul reading a copy of x kept on chip.
+      const Node* a = y->uses()[0].node;
+      const Node* b = y->uses()[1].node;
+      if (a->opType() != "Sigmoid") std::swap(a, b);
+      if (a->opType() != "Sigmoid" || b->opType() != "Mul" || a->output(0)->uses().size() != 1 ||
+          a->output(0)->uses()[0].node != b || std::find(outs.begin(), outs.end(), a->output(0)) != outs.end())
+        break;
+      if (lower::opFamily(*a) != lower::OpFamily::Elementwise || lower::opFamily(*b) != lower::OpFamily::Elementwise ||
+          !lower::epilogueSteps(y, {a, b}))
+        break;
+      chain.push_back(a), chain.push_back(b);
+      y = b->output(0);
+      continue;
+    }
+    if (y->uses().size() != 1) break;
     const Node* user = y->uses()[0].node;
     if (lower::opFamily(*user) != lower::OpFamily::Elementwise || !lower::epilogueStep(*user, y)) break;
     chain.push_back(user);
@@ -257,13 +273,20 @@ constexpr double kDramTradeTotalLimit = 0.04;
 EpilogueShape epilogueShape(const Node& n, const NodeTiling& t, const std::map<std::string, const Node*>& byName) {
   EpilogueShape e;
   e.bias = (n.opType() == "Conv" || n.opType() == "Gemm") && n.hasInput(2);
-  const Value* v = n.output(0);
-  for (const std::string& name : t.epilogue) {
-    const Node& user = *byName.at(name);
-    const auto step = lower::epilogueStep(user, v);
-    (step && step->unary ? e.unarySteps : e.tensorSteps)++;
-    v = user.output(0);
+  std::vector<const Node*> chain;
+  for (const std::string& name : t.epilogue) chain.push_back(byName.at(name));
+  const auto steps = lower::epilogueSteps(n.output(0), chain);
+  if (!steps) {
+    e.tensorSteps = static_cast<int>(chain.size());
+    return e;
   }
+  for (const lower::EpilogueStep& step : *steps)
+    if (step.unary)
+      ++e.unarySteps;
+    else if (step.saved >= 0)
+      ++e.unarySteps, ++e.savedSteps;
+    else
+      ++e.tensorSteps;
   return e;
 }
 

@@ -120,7 +120,7 @@ MatrixCost matrixCost(const ConvGeometry& p, const NodeTiling& t, const hw::NpuC
   const uint64_t passWeights = static_cast<uint64_t>(Cg * taps * cp);
   const uint64_t wgtCap = cfg.bufferWords(static_cast<size_t>(Buffer::Weight));
   c.wgtWords = t.weightsResident ? passWeights : std::min<uint64_t>(passWeights / static_cast<uint64_t>(blocks), wgtCap / 2);
-  c.outWords = (e.bias ? static_cast<uint64_t>(cp) : 0) + static_cast<uint64_t>(e.tensorSteps) * c.accWords;
+  c.outWords = (e.bias ? static_cast<uint64_t>(cp) : 0) + static_cast<uint64_t>(e.tensorSteps + e.savedSteps) * c.accWords;
   // Matrix unit: every gemm pays setup + a weight shift; rows are the output pixels.
   const uint64_t gemmOverhead = cfg.matrix.setupCycles + cfg.dim;
   const uint64_t gemms = static_cast<uint64_t>(tiles * blocks * slices * jTotal);
@@ -140,7 +140,7 @@ MatrixCost matrixCost(const ConvGeometry& p, const NodeTiling& t, const hw::NpuC
     c.dramBytes += static_cast<uint64_t>(passes * tiles) * perTile * 4;
   }
   // Epilogue on the vector unit (and the loads of its tensor operands) and the store, per tile and pass.
-  const uint64_t vecOps = (e.bias ? 1 : 0) + static_cast<uint64_t>(e.unarySteps + e.tensorSteps);
+  const uint64_t vecOps = (e.bias ? 1 : 0) + static_cast<uint64_t>(e.unarySteps + e.tensorSteps + e.savedSteps);
   c.units[0] += static_cast<uint64_t>(passes * tiles * e.tensorSteps) *
                 loadCycles(cfg, static_cast<uint64_t>(th), static_cast<uint64_t>(tw), static_cast<uint64_t>(cp), cp == p.M);
   c.units[2] = static_cast<uint64_t>(passes * tiles) * vecOps * vectorCycles(cfg, static_cast<uint64_t>(th * tw), static_cast<uint64_t>(cp));

@@ -30,6 +30,7 @@ struct EpilogueShape {
   bool bias = false;
   int unarySteps = 0;
   int tensorSteps = 0;
+  int savedSteps = 0;  ///< binary steps with a copy of the tile kept on chip (one more vector op and tile of `out`)
 };
 
 /// Words of the weight buffer a depthwise channel block of `cb` channels needs: the per-tap weight vectors, and
