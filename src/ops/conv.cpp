@@ -3,6 +3,7 @@
 #include <array>
 
 #include "nn_common.h"
+#include "tessel/ops/conv_geometry.h"
 
 namespace tessel::nn {
 
@@ -568,6 +569,22 @@ void convTransposeKernel(KernelContext& ctx) {
 }
 
 }  // namespace
+
+rt::ConvNdShape convTransposeShape(const Node& node, const Shape& xs, const Shape& ws) {
+  const int64_t groups = node.attrInt("group");
+  if (xs.size() < 3 || xs.size() > 5 || ws.size() != xs.size() || groups < 1 || ws[0] != xs[1] || xs[1] % groups != 0)
+    throw UserError(fmt::format("{}: input {} and weight {} (group {}) do not match", node.describe(),
+                                shapeToString(xs), shapeToString(ws), groups));
+  TransposeGeometry t = transposeGeometry(node, kernelFromWeight(node, ws), Shape(xs.begin() + 2, xs.end()));
+  ConvProblem p = makeProblem(xs, ws[1] * groups, groups, t.window, t.out);
+  rt::ConvNdShape s;
+  s.batch = p.batch, s.in_channels = p.inChannels, s.out_channels = p.outChannels, s.groups = p.groups;
+  for (int d = 0; d < 3; ++d) {
+    s.in[d] = p.in[d], s.out[d] = p.out[d], s.kernel[d] = p.kernel[d], s.stride[d] = p.stride[d];
+    s.dilation[d] = p.dilation[d], s.pad[d] = p.pad[d];
+  }
+  return s;
+}
 
 TESSEL_REGISTER_OP(ConvTranspose) {
   OpDef def("ConvTranspose");

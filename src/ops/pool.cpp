@@ -2,22 +2,16 @@
 #include <array>
 
 #include "nn_common.h"
+#include "tessel/ops/pool_geometry.h"
 
 namespace tessel {
 namespace {
 
 using namespace nn;
 
-enum class PoolKind { Max, Average, Lp };
+using PoolKind = rt::PoolNdKind;
 
-/// A pooling window problem with the spatial part normalised to three axes.
-struct PoolProblem {
-  int64_t planes = 1;  // N * C
-  std::array<int64_t, 3> in{1, 1, 1}, out{1, 1, 1}, kernel{1, 1, 1}, stride{1, 1, 1}, dilation{1, 1, 1};
-  std::array<int64_t, 3> padBegin{0, 0, 0}, padEnd{0, 0, 0};
-  int64_t inSize() const { return in[0] * in[1] * in[2]; }
-  int64_t outSize() const { return out[0] * out[1] * out[2]; }
-};
+using PoolProblem = rt::PoolNdShape;
 
 std::vector<int64_t> poolKernelShape(const Node& node, size_t spatialRank) {
   if (!node.hasAttr("kernel_shape"))
@@ -54,9 +48,12 @@ void inferPool(InferContext& ctx) {
   ctx.setOutputType(1, TensorType(DType::Int64, dims));
 }
 
-PoolProblem poolProblemFor(const KernelContext& ctx, const Shape& xs) {
-  if (xs.size() < 3 || xs.size() > 5) ctx.fail("input must have rank 3 to 5 (N, C, spatial...), has shape {}", shapeToString(xs));
-  const Node& node = ctx.node();
+}  // namespace
+
+rt::PoolNdShape poolNdShape(const Node& node, const Shape& xs) {
+  if (xs.size() < 3 || xs.size() > 5)
+    throw UserError(fmt::format("{}: input must have rank 3 to 5 (N, C, spatial...), has shape {}", node.describe(),
+                                shapeToString(xs)));
   Shape in(xs.begin() + 2, xs.end());
   WindowGeometry g = readWindowGeometry(node, poolKernelShape(node, in.size()), in, hasDilationsAttr(node));
   PoolProblem p;
@@ -68,66 +65,15 @@ PoolProblem poolProblemFor(const KernelContext& ctx, const Shape& xs) {
     p.kernel[off + d] = g.kernel[d];
     p.stride[off + d] = g.strides[d];
     p.dilation[off + d] = g.dilations[d];
-    p.padBegin[off + d] = g.padBegin[d];
-    p.padEnd[off + d] = g.padEnd[d];
+    p.pad_begin[off + d] = g.padBegin[d];
+    p.pad_end[off + d] = g.padEnd[d];
   }
   return p;
 }
 
-/// Offset of spatial index (i0, i1, i2) in a plane, row-major or column-major (MaxPool storage_order 1).
-int64_t planeOffset(const PoolProblem& p, int64_t i0, int64_t i1, int64_t i2, bool columnMajor) {
-  return columnMajor ? i0 + i1 * p.in[0] + i2 * p.in[0] * p.in[1] : (i0 * p.in[1] + i1) * p.in[2] + i2;
-}
+namespace {
 
-/// Runs one pooling kind over every plane; Indices (flat over the whole input) when `indices` is set.
-template <class T>
-void poolPlanes(const PoolProblem& p, PoolKind kind, const T* x, T* y, int64_t* indices, bool countIncludePad,
-                double lpPower, bool columnMajor) {
-  using Acc = compute_t<T>;
-  for (int64_t plane = 0; plane < p.planes; ++plane) {
-    const T* src = x + plane * p.inSize();
-    int64_t o = plane * p.outSize();
-    for (int64_t o0 = 0; o0 < p.out[0]; ++o0)
-      for (int64_t o1 = 0; o1 < p.out[1]; ++o1)
-        for (int64_t o2 = 0; o2 < p.out[2]; ++o2, ++o) {
-          const std::array<int64_t, 3> start{o0 * p.stride[0] - p.padBegin[0], o1 * p.stride[1] - p.padBegin[1],
-                                             o2 * p.stride[2] - p.padBegin[2]};
-          Acc best = std::numeric_limits<Acc>::lowest();
-          int64_t bestAt = -1, valid = 0, padded = 0;
-          double sum = 0;
-          for (int64_t k0 = 0; k0 < p.kernel[0]; ++k0)
-            for (int64_t k1 = 0; k1 < p.kernel[1]; ++k1)
-              for (int64_t k2 = 0; k2 < p.kernel[2]; ++k2) {
-                const int64_t i0 = start[0] + k0 * p.dilation[0], i1 = start[1] + k1 * p.dilation[1],
-                              i2 = start[2] + k2 * p.dilation[2];
-                const bool inPadded = i0 < p.in[0] + p.padEnd[0] && i1 < p.in[1] + p.padEnd[1] && i2 < p.in[2] + p.padEnd[2];
-                padded += inPadded ? 1 : 0;
-                if (i0 < 0 || i1 < 0 || i2 < 0 || i0 >= p.in[0] || i1 >= p.in[1] || i2 >= p.in[2]) continue;
-                ++valid;
-                const Acc v = static_cast<Acc>(src[(i0 * p.in[1] + i1) * p.in[2] + i2]);
-                if (kind == PoolKind::Max) {
-                  if (bestAt < 0 || v > best) {
-                    best = v;
-                    bestAt = plane * p.inSize() + planeOffset(p, i0, i1, i2, columnMajor);
-                  }
-                } else if (kind == PoolKind::Average) {
-                  sum += static_cast<double>(v);
-                } else {
-                  sum += std::pow(std::fabs(static_cast<double>(v)), lpPower);
-                }
-              }
-          if (kind == PoolKind::Max) {
-            y[o] = static_cast<T>(best);
-            if (indices) indices[o] = bestAt;
-          } else if (kind == PoolKind::Average) {
-            const int64_t divisor = countIncludePad ? padded : valid;
-            y[o] = static_cast<T>(static_cast<Acc>(divisor > 0 ? sum / static_cast<double>(divisor) : 0.0));
-          } else {
-            y[o] = static_cast<T>(static_cast<Acc>(std::pow(sum, 1.0 / lpPower)));
-          }
-        }
-  }
-}
+PoolProblem poolProblemFor(const KernelContext& ctx, const Shape& xs) { return poolNdShape(ctx.node(), xs); }
 
 Shape poolOutputShape(const Shape& xs, const PoolProblem& p) {
   Shape s{xs[0], xs[1]};
@@ -149,7 +95,7 @@ void maxPoolKernel(KernelContext& ctx) {
     if constexpr (std::is_same_v<T, bool>) {
       ctx.fail("MaxPool does not accept bool tensors");
     } else {
-      poolPlanes<T>(p, PoolKind::Max, x.data<T>(), y.data<T>(), indices, false, 1.0, storageOrder == 1);
+      rt::pool_nd<T, compute_t<T>>(p, PoolKind::Max, x.data<T>(), y.data<T>(), indices, false, 1.0, storageOrder == 1);
     }
   });
 }
@@ -162,7 +108,7 @@ void averageOrLpPoolKernel(KernelContext& ctx, PoolKind kind) {
   const double power = kind == PoolKind::Lp ? static_cast<double>(ctx.attrInt("p")) : 1.0;
   dispatchFloat(x.dtype(), "pooling input", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    poolPlanes<T>(p, kind, x.data<T>(), y.data<T>(), nullptr, includePad, power, false);
+    rt::pool_nd<T, compute_t<T>>(p, kind, x.data<T>(), y.data<T>(), nullptr, includePad, power, false);
   });
 }
 
