@@ -124,7 +124,7 @@ bool Lowerer::lowerConvTranspose(const Node* n) {
   double flops = 2.0 * static_cast<double>(shapeSize(xs)) * static_cast<double>(shapeSize(ws)) / static_cast<double>(ws[0]);
   addStep({n->name(), "ConvTranspose", "conv_transpose_nd", flops},
           fmt::format("ConvTranspose '{}' {} -> {}", n->name(), shapeToString(xs), shapeToString(ys)),
-          fmt::format("rt::conv_transpose_nd(kConvT{}, {}, {}, {}, {});", id, ref(reads[0]), ref(reads[1]), bias, ref(y)),
+          fmt::format("rt::conv_transpose_nd<{}>(kConvT{}, {}, {}, {}, {});", cppElementType(dt), id, ref(reads[0]), ref(reads[1]), bias, ref(y)),
           reads, {y});
   return true;
 }
