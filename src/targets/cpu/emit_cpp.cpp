@@ -119,6 +119,7 @@ const char* kIncludes = R"(#include <algorithm>
 #include "tessel/rt/half.h"
 #include "tessel/rt/index_ops.h"
 #include "tessel/rt/indexing.h"
+#include "tessel/rt/norm_ops.h"
 #include "tessel/rt/pool.h"
 #include "tessel/rt/pool_nd.h"
 #include "tessel/rt/quantize.h"

@@ -3,8 +3,12 @@
 // taps planned at compile time from constant scales/sizes/roi by the interpreter's own planning, applied by
 // rt::resize_taps) and ConvTranspose (geometry resolved by the interpreter's rules, rt::conv_transpose_nd),
 // GridSample and NonMaxSuppression (rt/detection.h, the interpreter's own kernels), and the linear
-// quantisation operators (rt/quantize.h).
+// quantisation operators (rt/quantize.h), InstanceNormalization, LRN, ReverseSequence (rt/norm_ops.h) and
+// the window functions (a generated loop).
 #include <fmt/format.h>
+
+#include <cmath>
+#include <set>
 
 #include "lowerer.h"
 #include "tessel/ops/conv_geometry.h"
@@ -242,6 +246,88 @@ bool Lowerer::lowerQuantize(const Node* n) {
   return step(quantize ? "quantize_linear" : "dequantize_linear",
               fmt::format("rt::{}<{}>({}, {}, {}, {}, {}, {}, {});", quantize ? "quantize_linear" : "dequantize_linear",
                           type, ref(reads[0]), count, ref(reads[1]), zero, inner, extent, ref(writes[0])));
+}
+
+}  // namespace tessel::cpu
+
+namespace tessel::cpu {
+
+bool Lowerer::lowerNormOp(const Node* n) {
+  static const std::set<std::string> kOps = {"InstanceNormalization", "LRN", "HannWindow", "HammingWindow",
+                                             "BlackmanWindow"};
+  if (!n->domain().empty() || !kOps.count(n->opType()) || n->numInputs() < 1 || !n->input(0) || !n->output(0))
+    return false;
+  const Value* xv = definitionOf(n->input(0));
+  const DType dt = xv->type.dtype;
+  const Shape xs = xv->type.staticShape();
+  const bool window = isOp(*n, "HannWindow") || isOp(*n, "HammingWindow") || isOp(*n, "BlackmanWindow");
+  if (window) {  // a function of the (run-time) size only: computed by the step, the size checked
+    const DType yt = n->output(0)->type.dtype;
+    const Shape ys = n->output(0)->type.staticShape();
+    if ((yt != DType::Float32 && yt != DType::Float64) || !isInteger(dt) || shapeSize(xs) != 1 || ys.size() != 1)
+      return false;
+    const char* formula = isOp(*n, "HannWindow")      ? "0.5 - 0.5 * std::cos(x)"
+                          : isOp(*n, "HammingWindow") ? "25.0 / 46.0 - (21.0 / 46.0) * std::cos(x)"
+                                                      : "0.42 - 0.5 * std::cos(x) + 0.08 * std::cos(2 * x)";
+    const int s = tensorOf(xv), y = tensorOf(n->output(0));
+    const int64_t size = ys[0];
+    const double denom = static_cast<double>(n->attrInt("periodic") != 0 ? size : size - 1);
+    addStep({n->name(), n->opType(), "window"}, fmt::format("{} '{}' of {}", n->opType(), n->name(), size),
+            fmt::format("if (static_cast<int64_t>(*{}) != {}) {{\n    m->error = {};\n    return 2;\n  }}\n"
+                        "  for (int64_t i = 0; i < {}; ++i) {{\n    const double x = 2.0 * {:.17g} * static_cast<double>(i) / {:.17g};\n"
+                        "    {}[i] = static_cast<{}>({} == 1 ? 1.0 : {});\n  }}",
+                        ref(s), size, cppString(n->describe() + ": the size differs from the one this model was compiled for"),
+                        size, M_PI, denom, ref(y), cppElementType(yt), size, formula),
+            {s}, {y});
+    return true;
+  }
+  if ((dt != DType::Float32 && dt != DType::Float64) || xs.size() < 2) return false;
+  const int64_t batch = xs[0], channels = xs[1], inner = shapeSize(xs) / std::max<int64_t>(1, batch * channels);
+  const char* type = cppElementType(dt);
+  std::vector<int> reads{tensorOf(xv)};
+  const int y = tensorOf(n->output(0));
+  auto step = [&](const std::string& kernel, const std::string& code) {
+    addStep({n->name(), n->opType(), kernel}, fmt::format("{} '{}' {}", n->opType(), n->name(), shapeToString(xs)), code,
+            reads, {y});
+    return true;
+  };
+  if (isOp(*n, "InstanceNormalization")) {
+    for (size_t i = 1; i < 3; ++i) {
+      const Value* p = n->numInputs() > i && n->input(i) ? definitionOf(n->input(i)) : nullptr;
+      if (!p || p->type.dtype != dt || p->type.staticSize() != channels) return false;
+      reads.push_back(tensorOf(p));
+    }
+    return step("instance_norm", fmt::format("rt::instance_norm<{}>({}, {}, {}, {}, {}, {}, {}, {:.17g});", type,
+                                             ref(reads[0]), ref(reads[1]), ref(reads[2]), ref(y), batch, channels, inner,
+                                             static_cast<double>(n->attrFloat("epsilon"))));
+  }
+  if (isOp(*n, "LRN")) {
+    if (n->attrInt("size") < 1) return false;
+    return step("lrn", fmt::format("rt::lrn<{}>({}, {}, {}, {}, {}, {}, {:.17g}, {:.17g}, {:.17g});", type, ref(reads[0]),
+                                   ref(y), batch, channels, inner, n->attrInt("size"),
+                                   static_cast<double>(n->attrFloat("alpha")), static_cast<double>(n->attrFloat("beta")),
+                                   static_cast<double>(n->attrFloat("bias"))));
+  }
+  return false;
+}
+
+bool Lowerer::lowerReverseSequence(const Node* n) {
+  const Value* xv = definitionOf(n->input(0));
+  const Value* lv = definitionOf(n->input(1));
+  const Shape xs = xv->type.staticShape();
+  const int64_t timeAxis = n->attrInt("time_axis"), batchAxis = n->attrInt("batch_axis");
+  if (!compiledDType(xv->type.dtype) || xs.size() < 2 || (lv->type.dtype != DType::Int64 && lv->type.dtype != DType::Int32) ||
+      !((timeAxis == 0 && batchAxis == 1) || (timeAxis == 1 && batchAxis == 0)) || lv->type.staticSize() != xs[batchAxis])
+    return false;
+  const int x = tensorOf(xv), l = tensorOf(lv), y = tensorOf(n->output(0));
+  const int64_t inner = shapeSize(xs) / (xs[0] * xs[1]) * static_cast<int64_t>(dtypeSize(xv->type.dtype));
+  addStep({n->name(), "ReverseSequence", "reverse_sequence"},
+          fmt::format("ReverseSequence '{}' {}", n->name(), shapeToString(xs)),
+          fmt::format("if (!rt::reverse_sequence({}, {}, {}, {}, {}, {}, {})) {{\n    m->error = {};\n    return 2;\n  }}",
+                      ref(x), ref(y), ref(l), xs[timeAxis], xs[batchAxis], inner, timeAxis == 0,
+                      cppString(n->describe() + ": a sequence length is outside [0, time]")),
+          {x, l}, {y});
+  return true;
 }
 
 }  // namespace tessel::cpu

@@ -141,6 +141,9 @@ class Lowerer {
   bool lowerNonMaxSuppression(const Node* n);
   /// QuantizeLinear, DequantizeLinear (uint8/int8, per tensor or per axis) and DynamicQuantizeLinear.
   bool lowerQuantize(const Node* n);
+  /// InstanceNormalization, LRN and the Hann/Hamming/Blackman windows (rt/norm_ops.h, generated loops).
+  bool lowerNormOp(const Node* n);
+  bool lowerReverseSequence(const Node* n);
   /// lower_index_ops.cpp: Scatter*, GatherND, OneHot, Compress, TopK, EyeLike through rt/index_ops.h.
   bool lowerIndexOp(const Node* n);
   // lower_tensor_ops.cpp

@@ -390,6 +390,8 @@ bool Lowerer::lowerTypedNode(const Node* n) {
   if (lowerIndexOp(n)) return true;
   if (isOp(*n, "QuantizeLinear") || isOp(*n, "DequantizeLinear") || isOp(*n, "DynamicQuantizeLinear"))
     return lowerQuantize(n);
+  if (isOp(*n, "ReverseSequence")) return lowerReverseSequence(n);
+  if (lowerNormOp(n)) return true;
   if (isOp(*n, "LSTM") || isOp(*n, "GRU") || isOp(*n, "RNN")) return lowerRecurrent(n);
   if (n->opType().rfind("Reduce", 0) == 0) return lowerReduce(n);
   if (lowerAxisOp(n)) return true;
