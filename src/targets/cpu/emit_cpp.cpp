@@ -126,6 +126,7 @@ const char* kIncludes = R"(#include <algorithm>
 #include "tessel/rt/recurrent.h"
 #include "tessel/rt/resize.h"
 #include "tessel/rt/dropout.h"
+#include "tessel/rt/text_ops.h"
 #include "tessel/rt/thread_pool.h"
 #include "tessel/rt/transpose.h"
 #include "tessel/rt/vmath.h"

@@ -1,6 +1,6 @@
 // Index-driven operators of any element type as calls to rt/index_ops.h: ScatterElements (and the older
 // Scatter), ScatterND, GatherND, OneHot, Compress, TopK, EyeLike, Pad (run-time pads), and DepthToSpace /
-// SpaceToDepth as transposes of a 6-D view. Run-time operands that decide a shape
+// SpaceToDepth as transposes of a 6-D view; TfIdfVectorizer over integer tokens (rt/text_ops.h). Run-time operands that decide a shape
 // (OneHot's depth, TopK's K, Compress's condition) are checked against the planned output shape when the
 // step runs; an index out of range fails the run naming the node.
 #include <fmt/format.h>
@@ -185,6 +185,54 @@ bool Lowerer::lowerIndexOp(const Node* n) {
     return step("eye_like", fmt::format("rt::eye_like({}, {}, {}, {});", y, ys[0], ys[1], n->attrInt("k")));
   }
   return false;
+}
+
+}  // namespace tessel::cpu
+
+namespace tessel::cpu {
+
+bool Lowerer::lowerTfIdf(const Node* n) {
+  const Value* xv = definitionOf(n->input(0));
+  const Shape xs = xv->type.staticShape(), ys = n->output(0)->type.staticShape();
+  if (!isIndex(xv->type.dtype) || (xs.size() != 1 && xs.size() != 2) || !n->hasAttr("pool_int64s") ||
+      ys.empty() || n->output(0)->type.dtype != DType::Float32)
+    return false;
+  const std::string mode = n->attrString("mode");
+  if (mode != "TF" && mode != "IDF" && mode != "TFIDF") return false;
+  const std::vector<int64_t> pool = n->attrInts("pool_int64s"), counts = n->attrInts("ngram_counts"),
+                             indexes = n->attrInts("ngram_indexes");
+  // ngram_counts[level] is where the (level + 1)-grams start in the pool.
+  std::vector<int64_t> first, length, column;
+  for (size_t level = 0; level < counts.size(); ++level) {
+    const int64_t size = static_cast<int64_t>(level + 1);
+    const int64_t begin = counts[level],
+                  end = level + 1 < counts.size() ? counts[level + 1] : static_cast<int64_t>(pool.size());
+    for (int64_t at = begin; at + size <= end; at += size) {
+      if (column.size() >= indexes.size()) return false;
+      first.push_back(at), length.push_back(size), column.push_back(indexes[column.size()]);
+    }
+  }
+  const int64_t width = ys.back();
+  std::string weights = "nullptr";
+  if (n->hasAttr("weights")) {
+    const std::vector<float> w = n->attrFloats("weights");
+    if (static_cast<int64_t>(w.size()) < width) return false;
+    weights = fmt::format("kTfW{}", shapeCounter_++);
+    std::string values;
+    for (float v : w) values += floatLiteral(v) + ", ";
+    plan_.globals += fmt::format("static const float {}[] = {{{}}};\n", weights, values);
+  }
+  const int x = tensorOf(xv), y = tensorOf(n->output(0));
+  addStep({n->name(), "TfIdfVectorizer", "tfidf_vectorize"},
+          fmt::format("TfIdfVectorizer '{}' {} -> {}, {} n-grams", n->name(), shapeToString(xs), shapeToString(ys),
+                      column.size()),
+          fmt::format("rt::tfidf_vectorize({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, rt::TfIdfMode::{}, {}, {}, {});",
+                      ref(x), xs.size() == 2 ? xs[0] : 1, xs.back(), n->attrInt("min_gram_length"),
+                      n->attrInt("max_gram_length"), n->attrInt("max_skip_count"), int64Array("TfPool", pool),
+                      int64Array("TfFirst", first), int64Array("TfN", length), int64Array("TfCol", column),
+                      column.size(), mode, weights, width, ref(y)),
+          {x}, {y});
+  return true;
 }
 
 }  // namespace tessel::cpu

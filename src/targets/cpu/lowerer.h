@@ -146,6 +146,8 @@ class Lowerer {
   bool lowerReverseSequence(const Node* n);
   /// lower_index_ops.cpp: Scatter*, GatherND, OneHot, Compress, TopK, EyeLike through rt/index_ops.h.
   bool lowerIndexOp(const Node* n);
+  /// TfIdfVectorizer over integer tokens (the n-gram pool as constant arrays, rt/text_ops.h).
+  bool lowerTfIdf(const Node* n);
   // lower_tensor_ops.cpp
   bool lowerMatMulBatched(const Node* n);
   bool lowerAttention(const Node* n);

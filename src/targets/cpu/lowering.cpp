@@ -391,6 +391,7 @@ bool Lowerer::lowerTypedNode(const Node* n) {
   if (isOp(*n, "QuantizeLinear") || isOp(*n, "DequantizeLinear") || isOp(*n, "DynamicQuantizeLinear"))
     return lowerQuantize(n);
   if (isOp(*n, "ReverseSequence")) return lowerReverseSequence(n);
+  if (isOp(*n, "TfIdfVectorizer")) return lowerTfIdf(n);
   if (lowerNormOp(n)) return true;
   if (isOp(*n, "LSTM") || isOp(*n, "GRU") || isOp(*n, "RNN")) return lowerRecurrent(n);
   if (n->opType().rfind("Reduce", 0) == 0) return lowerReduce(n);
