@@ -1,6 +1,5 @@
 // Normalisation and regularisation: BatchNormalization (inference and training outputs),
 // InstanceNormalization, LRN, Dropout (inference identity; training mask reproducing numpy's seeded draws).
-#include "tessel/rt/dropout.h"
 #include "nn_common.h"
 
 namespace tessel {
@@ -249,7 +248,12 @@ TESSEL_REGISTER_OP(LRN) {
 
 namespace {
 
-using rt::numpy_uniform;
+/// A uniform [0, 1) double drawn like numpy's legacy RandomState.random_sample (53 bits from two words).
+template <class Engine>
+double numpyUniform(Engine& engine) {
+  const uint32_t a = static_cast<uint32_t>(engine()) >> 5, b = static_cast<uint32_t>(engine()) >> 6;
+  return (a * 67108864.0 + b) / 9007199254740992.0;
+}
 
 void dropoutKernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
@@ -270,9 +274,9 @@ void dropoutKernel(KernelContext& ctx) {
   std::vector<bool> keep(static_cast<size_t>(x.numel()));
   if (ctx.hasAttr("seed")) {
     std::mt19937 engine(static_cast<uint32_t>(ctx.attrInt("seed")));
-    for (size_t i = 0; i < keep.size(); ++i) keep[i] = numpy_uniform(engine) >= ratio;
+    for (size_t i = 0; i < keep.size(); ++i) keep[i] = numpyUniform(engine) >= ratio;
   } else {
-    for (size_t i = 0; i < keep.size(); ++i) keep[i] = numpy_uniform(ctx.rng()) >= ratio;
+    for (size_t i = 0; i < keep.size(); ++i) keep[i] = numpyUniform(ctx.rng()) >= ratio;
   }
   const double scale = 1.0 / (1.0 - ratio);
   Tensor& y = ctx.allocateOutput(0, x.dtype(), x.shape());

@@ -4,7 +4,6 @@
 #include <numeric>
 
 #include "nn_common.h"
-#include "tessel/ops/sampling.h"
 
 namespace tessel {
 namespace {
@@ -12,6 +11,26 @@ namespace {
 using namespace nn;
 
 // ---------------------------------------------------------------------------------- NonMaxSuppression
+
+/// A box as (y1, x1, y2, x2) with y1 <= y2 and x1 <= x2.
+struct Box {
+  double y1, x1, y2, x2;
+  double area() const { return (y2 - y1) * (x2 - x1); }
+};
+
+Box readBox(const double* b, bool centerPoint) {
+  if (centerPoint) {  // [x_center, y_center, width, height]
+    return Box{b[1] - b[3] / 2, b[0] - b[2] / 2, b[1] + b[3] / 2, b[0] + b[2] / 2};
+  }
+  return Box{std::min(b[0], b[2]), std::min(b[1], b[3]), std::max(b[0], b[2]), std::max(b[1], b[3])};
+}
+
+double intersectionOverUnion(const Box& a, const Box& b) {
+  const double h = std::min(a.y2, b.y2) - std::max(a.y1, b.y1), w = std::min(a.x2, b.x2) - std::max(a.x1, b.x1);
+  if (h <= 0 || w <= 0) return 0;
+  const double inter = h * w, uni = a.area() + b.area() - inter;
+  return uni <= 0 ? 0 : inter / uni;
+}
 
 void nonMaxSuppressionKernel(KernelContext& ctx) {
   const Tensor& boxesT = ctx.input(0);
@@ -28,8 +47,24 @@ void nonMaxSuppressionKernel(KernelContext& ctx) {
   const int64_t batches = boxesT.dim(0), numBoxes = boxesT.dim(1), classes = scoresT.dim(1);
   std::vector<double> boxes = boxesT.toDoubleVector(), scores = scoresT.toDoubleVector();
   std::vector<int64_t> selected;
-  rt::non_max_suppression(boxes.data(), scores.data(), batches, numBoxes, classes, maxPerClass, iouThreshold,
-                          hasScoreThreshold, scoreThreshold, centerPoint, selected);
+  for (int64_t b = 0; b < batches && maxPerClass > 0; ++b)
+    for (int64_t c = 0; c < classes; ++c) {
+      const double* s = scores.data() + (b * classes + c) * numBoxes;
+      std::vector<int64_t> order;
+      for (int64_t i = 0; i < numBoxes; ++i)
+        if (!hasScoreThreshold || s[i] > scoreThreshold) order.push_back(i);
+      std::stable_sort(order.begin(), order.end(), [&](int64_t l, int64_t r) { return s[l] > s[r]; });
+      std::vector<Box> kept;
+      for (int64_t i : order) {
+        if (static_cast<int64_t>(kept.size()) >= maxPerClass) break;
+        Box box = readBox(boxes.data() + (b * numBoxes + i) * 4, centerPoint);
+        bool suppressed = false;
+        for (const Box& k : kept) suppressed |= intersectionOverUnion(box, k) > iouThreshold;
+        if (suppressed) continue;
+        kept.push_back(box);
+        selected.insert(selected.end(), {b, c, i});
+      }
+    }
   ctx.setOutput(0, Tensor::fromVector<int64_t>({static_cast<int64_t>(selected.size() / 3), 3}, selected));
 }
 
@@ -199,22 +234,71 @@ TESSEL_REGISTER_OP(RoiAlign) {
 
 namespace {
 
+/// PyTorch's reflection of a coordinate into [twiceLow/2, twiceHigh/2].
+double reflectCoordinate(double v, double twiceLow, double twiceHigh) {
+  if (twiceLow == twiceHigh) return 0;
+  const double low = twiceLow / 2, span = (twiceHigh - twiceLow) / 2;
+  v = std::fabs(v - low);
+  const double extra = std::fmod(v, span);
+  const int64_t flips = static_cast<int64_t>(std::floor(v / span));
+  return flips % 2 == 0 ? extra + low : span - extra + low;
+}
+
 struct GridSampler {
   std::string padding;
   bool alignCorners;
+
+  double unnormalize(double g, int64_t size) const {
+    return alignCorners ? (g + 1) / 2 * static_cast<double>(size - 1) : ((g + 1) * static_cast<double>(size) - 1) / 2;
+  }
+  /// Applies border / reflection padding to a (possibly fractional) coordinate.
+  double pad(double v, int64_t size) const {
+    const double hi = static_cast<double>(size - 1);
+    if (padding == "border") return std::clamp(v, 0.0, hi);
+    if (padding == "reflection") {
+      v = alignCorners ? reflectCoordinate(v, 0, 2 * hi) : reflectCoordinate(v, -1, 2 * static_cast<double>(size) - 1);
+      return std::clamp(v, 0.0, hi);
+    }
+    return v;
+  }
+  /// The pixel value at integer coordinates (0 outside the plane).
+  static double at(const double* plane, int64_t H, int64_t W, int64_t y, int64_t x) {
+    return (y < 0 || y >= H || x < 0 || x >= W) ? 0.0 : plane[y * W + x];
+  }
 };
 
-}  // namespace
-
-rt::GridMode gridModeOf(const std::string& mode) {
-  return mode == "nearest" ? rt::GridMode::Nearest : mode == "bicubic" ? rt::GridMode::Bicubic : rt::GridMode::Bilinear;
-}
-rt::GridPadding gridPaddingOf(const std::string& padding) {
-  return padding == "border" ? rt::GridPadding::Border : padding == "reflection" ? rt::GridPadding::Reflection
-                                                                                  : rt::GridPadding::Zeros;
+std::array<double, 4> cubicWeights(double t) {
+  constexpr double A = -0.75;
+  auto near = [](double x) { return ((A + 2) * x - (A + 3)) * x * x + 1; };
+  auto far = [](double x) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; };
+  return {far(t + 1), near(t), near(1 - t), far(2 - t)};
 }
 
-namespace {
+double sampleBicubic(const GridSampler& s, const double* plane, int64_t H, int64_t W, double y, double x) {
+  const double y0 = std::floor(y) - 1, x0 = std::floor(x) - 1;
+  std::array<double, 4> wy = cubicWeights(y - std::floor(y)), wx = cubicWeights(x - std::floor(x));
+  double r = 0;
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) {
+      const auto py = static_cast<int64_t>(s.pad(y0 + i, H)), px = static_cast<int64_t>(s.pad(x0 + j, W));
+      r += wy[static_cast<size_t>(i)] * wx[static_cast<size_t>(j)] * GridSampler::at(plane, H, W, py, px);
+    }
+  return r;
+}
+
+double sampleGrid(const GridSampler& s, const std::string& mode, const double* plane, int64_t H, int64_t W, double gy,
+                  double gx) {
+  double y = s.unnormalize(gy, H), x = s.unnormalize(gx, W);
+  if (mode == "bicubic") return sampleBicubic(s, plane, H, W, y, x);
+  y = s.pad(y, H);
+  x = s.pad(x, W);
+  if (mode == "nearest")
+    return GridSampler::at(plane, H, W, static_cast<int64_t>(std::nearbyint(y)), static_cast<int64_t>(std::nearbyint(x)));
+  const double fy = std::floor(y), fx = std::floor(x), ly = y - fy, lx = x - fx;
+  const auto y0 = static_cast<int64_t>(fy), x0 = static_cast<int64_t>(fx);
+  return (1 - ly) * (1 - lx) * GridSampler::at(plane, H, W, y0, x0) + (1 - ly) * lx * GridSampler::at(plane, H, W, y0, x0 + 1) +
+         ly * (1 - lx) * GridSampler::at(plane, H, W, y0 + 1, x0) + ly * lx * GridSampler::at(plane, H, W, y0 + 1, x0 + 1);
+}
 
 void gridSampleKernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
@@ -223,7 +307,7 @@ void gridSampleKernel(KernelContext& ctx) {
   if (grid.rank() != 4 || grid.dim(0) != x.dim(0) || grid.dim(3) != 2)
     ctx.fail("grid must be [N, H_out, W_out, 2] with N = {}, got {}", x.dim(0), shapeToString(grid.shape()));
   const std::string mode = ctx.attrString("mode");
-  const GridSampler s{ctx.attrString("padding_mode"), ctx.attrInt("align_corners") != 0};
+  GridSampler s{ctx.attrString("padding_mode"), ctx.attrInt("align_corners") != 0};
   if (mode != "bilinear" && mode != "nearest" && mode != "bicubic")
     ctx.fail("mode must be bilinear, nearest or bicubic, is '{}'", mode);
   if (s.padding != "zeros" && s.padding != "border" && s.padding != "reflection")
@@ -231,8 +315,12 @@ void gridSampleKernel(KernelContext& ctx) {
   const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3), Ho = grid.dim(1), Wo = grid.dim(2);
   std::vector<double> xs = x.toDoubleVector(), gs = grid.toDoubleVector();
   std::vector<double> y(static_cast<size_t>(N * C * Ho * Wo));
-  rt::grid_sample(xs.data(), gs.data(), y.data(), N, C, H, W, Ho, Wo, gridModeOf(mode), gridPaddingOf(s.padding),
-                  s.alignCorners);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t i = 0; i < Ho * Wo; ++i) {
+        const double* g = gs.data() + (n * Ho * Wo + i) * 2;
+        y[static_cast<size_t>((n * C + c) * Ho * Wo + i)] = sampleGrid(s, mode, xs.data() + (n * C + c) * H * W, H, W, g[1], g[0]);
+      }
   Tensor& out = ctx.allocateOutput(0, x.dtype(), {N, C, Ho, Wo});
   dispatchFloat(x.dtype(), "GridSample input", [&](auto tag) { storeFromCompute<typename decltype(tag)::type>(out, y); });
 }

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "tessel/ops/helpers.h"
-#include "tessel/rt/quantize.h"
 
 namespace tessel::nn {
 
@@ -102,7 +101,9 @@ void storeFromCompute(Tensor& out, const std::vector<Acc>& values) {
 /// Rounds half to even and saturates to the range of the quantised type Q (uint8 / int8 / int32).
 template <class Q>
 Q saturateRound(double v) {
-  return rt::saturate_round<Q>(v);
+  double r = std::nearbyint(v);
+  r = std::clamp(r, static_cast<double>(std::numeric_limits<Q>::min()), static_cast<double>(std::numeric_limits<Q>::max()));
+  return static_cast<Q>(r);
 }
 
 /// Integer accumulation core of quantised convolutions and matmuls: the values of an integer tensor

@@ -9,9 +9,9 @@ namespace {
 
 using namespace nn;
 
-using PoolKind = rt::PoolNdKind;
+enum class PoolKind { Max, Average, Lp };
 
-using PoolProblem = rt::PoolNdShape;
+using PoolProblem = PoolWindow;
 
 std::vector<int64_t> poolKernelShape(const Node& node, size_t spatialRank) {
   if (!node.hasAttr("kernel_shape"))
@@ -50,7 +50,7 @@ void inferPool(InferContext& ctx) {
 
 }  // namespace
 
-rt::PoolNdShape poolNdShape(const Node& node, const Shape& xs) {
+PoolWindow poolWindow(const Node& node, const Shape& xs) {
   if (xs.size() < 3 || xs.size() > 5)
     throw UserError(fmt::format("{}: input must have rank 3 to 5 (N, C, spatial...), has shape {}", node.describe(),
                                 shapeToString(xs)));
@@ -65,15 +65,70 @@ rt::PoolNdShape poolNdShape(const Node& node, const Shape& xs) {
     p.kernel[off + d] = g.kernel[d];
     p.stride[off + d] = g.strides[d];
     p.dilation[off + d] = g.dilations[d];
-    p.pad_begin[off + d] = g.padBegin[d];
-    p.pad_end[off + d] = g.padEnd[d];
+    p.padBegin[off + d] = g.padBegin[d];
+    p.padEnd[off + d] = g.padEnd[d];
   }
   return p;
 }
 
 namespace {
 
-PoolProblem poolProblemFor(const KernelContext& ctx, const Shape& xs) { return poolNdShape(ctx.node(), xs); }
+PoolProblem poolProblemFor(const KernelContext& ctx, const Shape& xs) { return poolWindow(ctx.node(), xs); }
+
+/// Offset of spatial index (i0, i1, i2) in a plane, row-major or column-major (MaxPool storage_order 1).
+int64_t planeOffset(const PoolProblem& p, int64_t i0, int64_t i1, int64_t i2, bool columnMajor) {
+  return columnMajor ? i0 + i1 * p.in[0] + i2 * p.in[0] * p.in[1] : (i0 * p.in[1] + i1) * p.in[2] + i2;
+}
+
+/// Runs one pooling kind over every plane; Indices (flat over the whole input) when `indices` is set.
+template <class T>
+void poolPlanes(const PoolProblem& p, PoolKind kind, const T* x, T* y, int64_t* indices, bool countIncludePad,
+                double lpPower, bool columnMajor) {
+  using Acc = compute_t<T>;
+  for (int64_t plane = 0; plane < p.planes; ++plane) {
+    const T* src = x + plane * p.inSize();
+    int64_t o = plane * p.outSize();
+    for (int64_t o0 = 0; o0 < p.out[0]; ++o0)
+      for (int64_t o1 = 0; o1 < p.out[1]; ++o1)
+        for (int64_t o2 = 0; o2 < p.out[2]; ++o2, ++o) {
+          const std::array<int64_t, 3> start{o0 * p.stride[0] - p.padBegin[0], o1 * p.stride[1] - p.padBegin[1],
+                                             o2 * p.stride[2] - p.padBegin[2]};
+          Acc best = std::numeric_limits<Acc>::lowest();
+          int64_t bestAt = -1, valid = 0, padded = 0;
+          double sum = 0;
+          for (int64_t k0 = 0; k0 < p.kernel[0]; ++k0)
+            for (int64_t k1 = 0; k1 < p.kernel[1]; ++k1)
+              for (int64_t k2 = 0; k2 < p.kernel[2]; ++k2) {
+                const int64_t i0 = start[0] + k0 * p.dilation[0], i1 = start[1] + k1 * p.dilation[1],
+                              i2 = start[2] + k2 * p.dilation[2];
+                const bool inPadded = i0 < p.in[0] + p.padEnd[0] && i1 < p.in[1] + p.padEnd[1] && i2 < p.in[2] + p.padEnd[2];
+                padded += inPadded ? 1 : 0;
+                if (i0 < 0 || i1 < 0 || i2 < 0 || i0 >= p.in[0] || i1 >= p.in[1] || i2 >= p.in[2]) continue;
+                ++valid;
+                const Acc v = static_cast<Acc>(src[(i0 * p.in[1] + i1) * p.in[2] + i2]);
+                if (kind == PoolKind::Max) {
+                  if (bestAt < 0 || v > best) {
+                    best = v;
+                    bestAt = plane * p.inSize() + planeOffset(p, i0, i1, i2, columnMajor);
+                  }
+                } else if (kind == PoolKind::Average) {
+                  sum += static_cast<double>(v);
+                } else {
+                  sum += std::pow(std::fabs(static_cast<double>(v)), lpPower);
+                }
+              }
+          if (kind == PoolKind::Max) {
+            y[o] = static_cast<T>(best);
+            if (indices) indices[o] = bestAt;
+          } else if (kind == PoolKind::Average) {
+            const int64_t divisor = countIncludePad ? padded : valid;
+            y[o] = static_cast<T>(static_cast<Acc>(divisor > 0 ? sum / static_cast<double>(divisor) : 0.0));
+          } else {
+            y[o] = static_cast<T>(static_cast<Acc>(std::pow(sum, 1.0 / lpPower)));
+          }
+        }
+  }
+}
 
 Shape poolOutputShape(const Shape& xs, const PoolProblem& p) {
   Shape s{xs[0], xs[1]};
@@ -95,7 +150,7 @@ void maxPoolKernel(KernelContext& ctx) {
     if constexpr (std::is_same_v<T, bool>) {
       ctx.fail("MaxPool does not accept bool tensors");
     } else {
-      rt::pool_nd<T, compute_t<T>>(p, PoolKind::Max, x.data<T>(), y.data<T>(), indices, false, 1.0, storageOrder == 1);
+      poolPlanes<T>(p, PoolKind::Max, x.data<T>(), y.data<T>(), indices, false, 1.0, storageOrder == 1);
     }
   });
 }
@@ -108,7 +163,7 @@ void averageOrLpPoolKernel(KernelContext& ctx, PoolKind kind) {
   const double power = kind == PoolKind::Lp ? static_cast<double>(ctx.attrInt("p")) : 1.0;
   dispatchFloat(x.dtype(), "pooling input", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    rt::pool_nd<T, compute_t<T>>(p, kind, x.data<T>(), y.data<T>(), nullptr, includePad, power, false);
+    poolPlanes<T>(p, kind, x.data<T>(), y.data<T>(), nullptr, includePad, power, false);
   });
 }
 

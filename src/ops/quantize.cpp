@@ -1,6 +1,5 @@
 // Linear quantisation: QuantizeLinear, DequantizeLinear (per-tensor and per-axis), DynamicQuantizeLinear.
 #include "nn_common.h"
-#include "tessel/rt/quantize.h"
 
 namespace tessel {
 namespace {
@@ -80,10 +79,16 @@ void dequantizeKernel(KernelContext& ctx) {
 void dynamicQuantizeKernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   std::vector<float> xs = toComputeVector<float>(x);
-  float scale = 0;
-  uint8_t zero = 0;
+  float lo = 0, hi = 0;  // the range always includes 0 so that 0 is exactly representable
+  for (float v : xs) {
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  const float scale = (hi - lo) / 255.0f;
+  const uint8_t zero = scale == 0 ? uint8_t{0} : saturateRound<uint8_t>(std::nearbyint(0.0f - lo / scale));
   Tensor& y = ctx.allocateOutput(0, DType::UInt8, x.shape());
-  rt::dynamic_quantize_linear(xs.data(), static_cast<int64_t>(xs.size()), y.data<uint8_t>(), &scale, &zero);
+  for (size_t i = 0; i < xs.size(); ++i)
+    y.data<uint8_t>()[i] = scale == 0 ? zero : saturateRound<uint8_t>(std::nearbyint(xs[i] / scale) + zero);
   ctx.setOutput(1, Tensor::scalar<float>(scale));
   ctx.setOutput(2, Tensor::scalar<uint8_t>(zero));
 }

@@ -4,7 +4,6 @@
 #include <numeric>
 #include <set>
 
-#include "tessel/rt/index_ops.h"
 #include "tessel/ops/upgrade.h"
 #include "tessel/ops/helpers.h"
 
@@ -407,8 +406,14 @@ void tileKernel(KernelContext& ctx) {
 
 /// Source coordinate of output coordinate `o` along an axis padded by `begin` (-1: use the constant).
 int64_t padSource(int64_t o, int64_t begin, int64_t dim, const std::string& mode) {
-  return rt::pad_source(o, begin, dim, mode == "edge" ? rt::PadMode::Edge : mode == "reflect" ? rt::PadMode::Reflect
-                                                                                              : rt::PadMode::Constant);
+  int64_t c = o - begin;
+  if (c >= 0 && c < dim) return c;
+  if (mode == "constant" || dim == 0) return -1;
+  if (mode == "edge") return std::clamp<int64_t>(c, 0, dim - 1);
+  if (dim == 1) return 0;
+  int64_t period = 2 * (dim - 1);  // reflect without repeating the border element
+  c = ((c % period) + period) % period;
+  return c < dim ? c : period - c;
 }
 
 void inferPad(InferContext& ctx) {

@@ -60,7 +60,7 @@ bool Lowerer::lowerIndexOp(const Node* n) {
     return true;
   };
   const std::string copy = fmt::format("std::memcpy({}, {}, {});\n  ", y, x, shapeSize(xs) * dtypeSize(dt));
-  if (op == "ScatterElements" || op == "Scatter") {
+  if (isOp(*n, "ScatterElements") || isOp(*n, "Scatter")) {
     const Value* iv = definitionOf(n->input(1));
     const auto red = reductionOf(n);
     int64_t axis = n->attrInt("axis");
@@ -75,16 +75,16 @@ bool Lowerer::lowerIndexOp(const Node* n) {
                                            xs.size(), axis, *red),
                                n, "an index is out of range"));
   }
-  if (op == "ScatterND" || op == "GatherND") {
+  if (isOp(*n, "ScatterND") || isOp(*n, "GatherND")) {
     const Value* iv = definitionOf(n->input(1));
     const Shape is = iv->type.staticShape();
-    const int64_t batch = op == "GatherND" ? n->attrInt("batch_dims") : 0;
+    const int64_t batch = isOp(*n, "GatherND") ? n->attrInt("batch_dims") : 0;
     if (!isIndex(iv->type.dtype) || is.empty() || batch < 0 || batch + 1 > static_cast<int64_t>(is.size())) return false;
     const int64_t k = is.back();
     if (batch + k > static_cast<int64_t>(xs.size())) return false;
     const int64_t tuples = product(is, batch, is.size() - 1), slice = product(xs, batch + k, xs.size());
     const std::string i = operand(1);
-    if (op == "GatherND") {
+    if (isOp(*n, "GatherND")) {
       if (!movable(dt)) return false;
       return step("gather_nd", checked(fmt::format("rt::gather_nd({}, {}, {}, {}, {}, {}, {}, {}, {}, {})", x,
                                                    int64Array("GnX", xs), xs.size(), batch, i, tuples, k, slice,
@@ -99,7 +99,7 @@ bool Lowerer::lowerIndexOp(const Node* n) {
                                            int64Array("SnX", xs), xs.size(), i, tuples, k, u, slice, *red),
                                n, "an index is out of range"));
   }
-  if (op == "OneHot") {
+  if (isOp(*n, "OneHot")) {
     const Value* dv = definitionOf(n->input(1));
     const Value* vv = definitionOf(n->input(2));
     int64_t axis = n->attrInt("axis");
@@ -113,7 +113,7 @@ bool Lowerer::lowerIndexOp(const Node* n) {
                                                product(xs, 0, axis), product(xs, axis, xs.size()), d, ys[axis], v, y),
                                    n, "the depth differs from the one this model was compiled for"));
   }
-  if (op == "Compress") {
+  if (isOp(*n, "Compress")) {
     const Value* cv = definitionOf(n->input(1));
     const bool flat = !n->hasAttr("axis");
     int64_t axis = flat ? 0 : n->attrInt("axis");
@@ -128,7 +128,7 @@ bool Lowerer::lowerIndexOp(const Node* n) {
                                     flat ? shapeSize(ys) : ys[axis], y),
                         n, "its condition keeps another number of entries than this model was compiled for"));
   }
-  if (op == "TopK") {
+  if (isOp(*n, "TopK")) {
     int64_t axis = n->attrInt("axis");
     if (axis < 0) axis += static_cast<int64_t>(xs.size());
     if (!arithmetic(dt) || axis < 0 || axis >= static_cast<int64_t>(xs.size()) || n->numOutputs() < 2 || !n->output(1) ||
@@ -142,7 +142,7 @@ bool Lowerer::lowerIndexOp(const Node* n) {
                                              n->attrInt("largest") != 0),
                                  n, "K differs from the one this model was compiled for"));
   }
-  if (op == "Pad") {
+  if (isOp(*n, "Pad")) {
     const std::string mode = n->attrString("mode");
     if (!movable(dt) || xs.empty() || (n->numInputs() > 3 && n->input(3)) || n->numInputs() < 2 || !n->input(1) ||
         (mode != "constant" && mode != "reflect" && mode != "edge"))
@@ -161,13 +161,13 @@ bool Lowerer::lowerIndexOp(const Node* n) {
                                               dtypeSize(dt), y, int64Array("PadY", ys)),
                                   n, "its pads give another output shape than this model was compiled for"));
   }
-  if (op == "DepthToSpace" || op == "SpaceToDepth") {  // a transpose of a 6-D view
+  if (isOp(*n, "DepthToSpace") || isOp(*n, "SpaceToDepth")) {  // a transpose of a 6-D view
     const int64_t b = n->attrInt("blocksize");
     if (dt != DType::Float32 || xs.size() != 4 || b < 1) return false;
     const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
     Shape view;
     std::vector<int64_t> perm;
-    if (op == "SpaceToDepth") {
+    if (isOp(*n, "SpaceToDepth")) {
       if (H % b || W % b) return false;
       view = {N, C, H / b, b, W / b, b}, perm = {0, 3, 5, 1, 2, 4};
     } else if (C % (b * b)) {
@@ -180,7 +180,7 @@ bool Lowerer::lowerIndexOp(const Node* n) {
     return step("transpose", fmt::format("rt::transpose({}, {}, {}, 6, {}, pool);", x, int64Array("DsView", view),
                                          int64Array("DsPerm", perm), y));
   }
-  if (op == "EyeLike") {
+  if (isOp(*n, "EyeLike")) {
     if (!arithmetic(yt) || ys.size() != 2) return false;
     return step("eye_like", fmt::format("rt::eye_like({}, {}, {}, {});", y, ys[0], ys[1], n->attrInt("k")));
   }

@@ -1,8 +1,8 @@
 // Neural-network operators without a vectorised kernel of their own, as calls to the runtime's plain loops:
 // Dropout (training mode with a seed: numpy's draws, rt/dropout.h) and Resize/Upsample (the interpolation
-// taps planned at compile time from constant scales/sizes/roi by the interpreter's own planning, applied by
+// taps planned at compile time from constant scales/sizes/roi by the operator's own planning, applied by
 // rt::resize_taps) and ConvTranspose (geometry resolved by the interpreter's rules, rt::conv_transpose_nd),
-// GridSample and NonMaxSuppression (rt/detection.h, the interpreter's own kernels), and the linear
+// GridSample and NonMaxSuppression (rt/detection.h, written after the interpreter's semantics), and the linear
 // quantisation operators (rt/quantize.h), InstanceNormalization, LRN, ReverseSequence (rt/norm_ops.h) and
 // the window functions (a generated loop).
 #include <fmt/format.h>
@@ -13,7 +13,6 @@
 #include "lowerer.h"
 #include "tessel/ops/conv_geometry.h"
 #include "tessel/ops/resize_plan.h"
-#include "tessel/ops/sampling.h"
 
 namespace tessel::cpu {
 
@@ -108,22 +107,22 @@ bool Lowerer::lowerConvTranspose(const Node* n) {
   const DType dt = xv->type.dtype;
   if ((dt != DType::Float32 && dt != DType::Float64) || wv->type.dtype != dt) return false;
   const Shape xs = xv->type.staticShape(), ws = wv->type.staticShape(), ys = n->output(0)->type.staticShape();
-  const rt::ConvNdShape p = convTransposeShape(*n, xs, ws);
-  Shape planned{p.batch, p.out_channels};
+  const ConvWindow p = convTransposeWindow(*n, xs, ws);
+  Shape planned{p.batch, p.outChannels};
   for (size_t d = 3 - (xs.size() - 2); d < 3; ++d) planned.push_back(p.out[d]);
   if (planned != ys) return false;
   std::vector<int> reads{tensorOf(xv), tensorOf(wv)};
   std::string bias = "nullptr";
   if (n->numInputs() > 2 && n->input(2)) {
     const Value* bv = definitionOf(n->input(2));
-    if (bv->type.dtype != dt || bv->type.staticSize() != p.out_channels) return false;
+    if (bv->type.dtype != dt || bv->type.staticSize() != p.outChannels) return false;
     reads.push_back(tensorOf(bv));
     bias = ref(reads.back());
   }
   const int y = tensorOf(n->output(0)), id = shapeCounter_++;
-  auto list = [](const int64_t* v) { return fmt::format("{{{}, {}, {}}}", v[0], v[1], v[2]); };
+  auto list = [](const std::array<int64_t, 3>& v) { return fmt::format("{{{}, {}, {}}}", v[0], v[1], v[2]); };
   plan_.globals += fmt::format("static const rt::ConvNdShape kConvT{} = {{{}, {}, {}, {}, {}, {}, {}, {}, {}, {}}};\n", id,
-                               p.batch, p.in_channels, p.out_channels, p.groups, list(p.in), list(p.out),
+                               p.batch, p.inChannels, p.outChannels, p.groups, list(p.in), list(p.out),
                                list(p.kernel), list(p.stride), list(p.dilation), list(p.pad));
   double flops = 2.0 * static_cast<double>(shapeSize(xs)) * static_cast<double>(shapeSize(ws)) / static_cast<double>(ws[0]);
   addStep({n->name(), "ConvTranspose", "conv_transpose_nd", flops},
@@ -151,7 +150,7 @@ bool Lowerer::lowerGridSample(const Node* n) {
           fmt::format("GridSample '{}' {} at {} ({}, {})", n->name(), shapeToString(xs), shapeToString(gs), mode, padding),
           fmt::format("rt::grid_sample({}, {}, {}, {}, {}, {}, {}, {}, {}, rt::GridMode({}), rt::GridPadding({}), {});",
                       ref(x), ref(g), ref(y), xs[0], xs[1], xs[2], xs[3], gs[1], gs[2],
-                      static_cast<int>(gridModeOf(mode)), static_cast<int>(gridPaddingOf(padding)),
+                      mode == "nearest" ? 1 : mode == "bicubic" ? 2 : 0, padding == "border" ? 1 : padding == "reflection" ? 2 : 0,
                       n->attrInt("align_corners") != 0),
           {x, g}, {y});
   return true;

@@ -94,12 +94,12 @@ bool Lowerer::lowerPoolNd(const Node* n) {
   if (dt == DType::Float16 || dt == DType::BFloat16 || dt == DType::Bool || xs.size() < 3 || xs.size() > 5 ||
       (kind != "MaxPool" && !isFloat(dt)))
     return false;
-  rt::PoolNdShape p;
+  PoolWindow p;
   if (global) {
     p.planes = xs[0] * xs[1];
     for (size_t d = 2; d < xs.size(); ++d) p.in[d + 3 - xs.size()] = p.kernel[d + 3 - xs.size()] = xs[d];
   } else {
-    p = poolNdShape(*n, xs);
+    p = poolWindow(*n, xs);
   }
   const int x = tensorOf(xv), y = tensorOf(n->output(0));
   std::vector<int> writes{y};
@@ -109,10 +109,10 @@ bool Lowerer::lowerPoolNd(const Node* n) {
     indices = ref(writes.back());
   }
   const int id = shapeCounter_++;
-  auto list = [](const int64_t* v) { return fmt::format("{{{}, {}, {}}}", v[0], v[1], v[2]); };
+  auto list = [](const std::array<int64_t, 3>& v) { return fmt::format("{{{}, {}, {}}}", v[0], v[1], v[2]); };
   plan_.globals += fmt::format("static const rt::PoolNdShape kPoolNd{} = {{{}, {}, {}, {}, {}, {}, {}, {}}};\n", id,
                                p.planes, list(p.in), list(p.out), list(p.kernel), list(p.stride), list(p.dilation),
-                               list(p.pad_begin), list(p.pad_end));
+                               list(p.padBegin), list(p.padEnd));
   const char* type = cppElementType(dt);
   addStep({n->name(), n->opType(), "pool_nd"},
           fmt::format("{} '{}' {} -> {}", n->opType(), n->name(), shapeToString(xs),

@@ -1,4 +1,4 @@
-// Detection and sampling kernels in double, shared by the reference interpreter and generated code:
+// Detection and sampling kernels in double for generated code (the reference interpreter's semantics):
 // NonMaxSuppression (ONNX Runtime's selection order) and GridSample (PyTorch's grid_sample, 4-D).
 #pragma once
 

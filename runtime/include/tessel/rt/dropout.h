@@ -1,6 +1,6 @@
 // Dropout with ONNX's reference mask: with a seed, the draws of numpy's np.random.seed(seed);
-// np.random.uniform(size=x.shape) (std::mt19937 and numpy's 53-bit doubles), shared by the interpreter and
-// generated code.
+// np.random.uniform(size=x.shape) (std::mt19937 and numpy's 53-bit doubles), as the reference interpreter
+// draws them.
 #pragma once
 
 #include <cstdint>

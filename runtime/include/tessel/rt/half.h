@@ -1,108 +1,60 @@
-// IEEE half (float16) and bfloat16 storage types that convert to and from float (the interpreter's element
-// types; generated code stores both as uint16_t bits and converts with the functions at the end).
+// 16-bit float conversions for generated code, which stores float16 and bfloat16 tensors as uint16_t bits:
+// IEEE binary16 and bfloat16 to and from float, rounding to nearest even (NaNs become quiet NaNs).
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
-namespace tessel {
+namespace tessel::rt {
 
-/// IEEE 754 binary16. Arithmetic happens in float through the implicit conversions.
-struct float16 {
-  uint16_t bits = 0;
-  float16() = default;
-  float16(float f) : bits(fromFloat(f)) {}  // NOLINT: implicit by design
-  operator float() const { return toFloat(bits); }
-  static float16 fromBits(uint16_t b) { float16 h; h.bits = b; return h; }
-  static uint16_t fromFloat(float f);
-  static float toFloat(uint16_t h);
-};
-
-/// bfloat16: the upper 16 bits of a float32, rounded to nearest even.
-struct bfloat16 {
-  uint16_t bits = 0;
-  bfloat16() = default;
-  bfloat16(float f) : bits(fromFloat(f)) {}  // NOLINT: implicit by design
-  operator float() const {
-    uint32_t u = static_cast<uint32_t>(bits) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-  }
-  static bfloat16 fromBits(uint16_t b) { bfloat16 h; h.bits = b; return h; }
-  static uint16_t fromFloat(float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // quiet NaN
-    uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);
-    return static_cast<uint16_t>((u + rounding) >> 16);
-  }
-};
-
-inline uint16_t float16::fromFloat(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  uint32_t absx = x & 0x7fffffffu;
-  if (absx > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
-  if (absx >= 0x47800000u) {                                              // overflow -> inf (or exact 65520+)
-    if (absx == 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u);
-    // Round to nearest even: values >= 65520 round to inf.
-    return static_cast<uint16_t>(sign | 0x7c00u);
-  }
-  if (absx < 0x38800000u) {  // subnormal or zero in half
-    if (absx < 0x33000000u) return static_cast<uint16_t>(sign);  // < 2^-25 rounds to 0
-    uint32_t mant = (absx & 0x7fffffu) | 0x800000u;
-    int shift = 126 - static_cast<int>(absx >> 23);  // half subnormal = mant24 * 2^(E-126) * 2^-24
-    uint32_t halfMant = mant >> shift;
-    uint32_t rem = mant & ((1u << shift) - 1);
-    uint32_t halfway = 1u << (shift - 1);
-    if (rem > halfway || (rem == halfway && (halfMant & 1u))) ++halfMant;
-    return static_cast<uint16_t>(sign | halfMant);
-  }
-  uint32_t exp = (absx >> 23) - 112;
-  uint32_t mant = absx & 0x7fffffu;
-  uint32_t h = (exp << 10) | (mant >> 13);
-  uint32_t rem = mant & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // may carry into exponent: correct
-  return static_cast<uint16_t>(sign | h);
+inline uint32_t float_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
 }
 
-inline float float16::toFloat(uint16_t h) {
-  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t mant = h & 0x3ffu;
-  uint32_t out;
-  if (exp == 0) {
-    if (mant == 0) {
-      out = sign;
-    } else {  // subnormal: normalise
-      int e = -1;
-      do { ++e; mant <<= 1; } while ((mant & 0x400u) == 0);
-      out = sign | (static_cast<uint32_t>(112 - e) << 23) | ((mant & 0x3ffu) << 13);
-    }
-  } else if (exp == 31) {
-    out = sign | 0x7f800000u | (mant << 13);
-  } else {
-    out = sign | ((exp + 112) << 23) | (mant << 13);
-  }
+inline float bits_float(uint32_t u) {
   float f;
-  std::memcpy(&f, &out, 4);
+  std::memcpy(&f, &u, 4);
   return f;
 }
 
-namespace rt {
-/// Generated code's conversions of 16-bit float bits (tensors of f16 and bf16 are uint16_t arrays).
-inline float f16_to_float(uint16_t b) { return float16::toFloat(b); }
-inline uint16_t float_to_f16(float f) { return float16::fromFloat(f); }
-inline float bf16_to_float(uint16_t b) { return static_cast<float>(bfloat16::fromBits(b)); }
-inline uint16_t float_to_bf16(float f) { return bfloat16::fromFloat(f); }
-/// f32 -> bf16 by dropping the low 16 bits (ONNX 1.12's Cast, as the interpreter's Cast does).
-inline uint16_t float_to_bf16_truncate(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return static_cast<uint16_t>(u >> 16);
+inline float f16_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  if (exp == 0x1f) return bits_float(sign | 0x7f800000u | (mant << 13));  // inf, NaN
+  if (exp != 0) return bits_float(sign | ((exp + 112) << 23) | (mant << 13));
+  const float sub = static_cast<float>(mant) * (1.0f / 16777216.0f);  // mant * 2^-24, exact
+  return sign ? -sub : sub;
 }
-}  // namespace rt
 
-}  // namespace tessel
+inline uint16_t float_to_f16(float f) {
+  const uint32_t u = float_bits(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to or beyond infinity
+  if (a < 0x38800000u) {  // a half subnormal (or zero): round mant24 * 2^(e-150) to a multiple of 2^-24
+    if (a < 0x33000000u) return static_cast<uint16_t>(sign);
+    const uint32_t mant = (a & 0x7fffffu) | 0x800000u;
+    const int shift = 126 - static_cast<int>(a >> 23);
+    uint32_t h = mant >> shift;
+    const uint32_t rest = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rest > half || (rest == half && (h & 1u))) ++h;
+    return static_cast<uint16_t>(sign | h);
+  }
+  uint32_t h = ((a >> 23) - 112) << 10 | ((a & 0x7fffffu) >> 13);
+  const uint32_t rest = a & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;  // a carry into the exponent is right
+  return static_cast<uint16_t>(sign | h);
+}
+
+inline float bf16_to_float(uint16_t b) { return bits_float(static_cast<uint32_t>(b) << 16); }
+
+inline uint16_t float_to_bf16(float f) {
+  const uint32_t u = float_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet NaN
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/// f32 -> bf16 by dropping the low 16 bits (ONNX 1.12's Cast reference data truncates).
+inline uint16_t float_to_bf16_truncate(float f) { return static_cast<uint16_t>(float_bits(f) >> 16); }
+
+}  // namespace tessel::rt

@@ -1,6 +1,6 @@
 // Pooling over 1, 2 or 3 spatial axes of any element type, with dilations, either padding and the flat
-// Indices output of MaxPool: the reference interpreter's pooling, and the cpu target's path for what the
-// 2-D NCHW kernels (pool.h) do not cover.
+// Indices output of MaxPool, for what the 2-D NCHW kernels (pool.h) do not cover (the cpu target's
+// lower_pool.cpp; same semantics as the reference interpreter's pooling).
 #pragma once
 
 #include <cmath>
