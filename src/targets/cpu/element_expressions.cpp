@@ -53,13 +53,6 @@ const std::map<std::string, ExprFn>& table() {
          if (!isFloat(n->output(0)->type.dtype)) return ElementExpr{"a / b", 2};  // truncates; b checked
          return ElementExpr{"dbl(a) / dbl(b)", 2};
        }},
-      {"Clip", [](const Node* n) -> std::optional<ElementExpr> {  // min (b) and max (c) when given
-         if (n->hasAttr("min") || n->hasAttr("max")) return std::nullopt;  // opset < 11: the activation path
-         std::string e = "a";
-         if (n->numInputs() > 1 && n->input(1)) e = fmt::format("({0} < b ? b : {0})", e);
-         if (n->numInputs() > 2 && n->input(2)) e = fmt::format("({0} > c ? c : {0})", e);
-         return ElementExpr{e, n->numInputs()};
-       }},
       {"BitShift", [](const Node* n) -> std::optional<ElementExpr> {
          return ElementExpr{n->attrString("direction") == "LEFT" ? "a << b" : "a >> b", 2};
        }},

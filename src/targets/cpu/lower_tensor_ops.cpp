@@ -21,6 +21,16 @@ int64_t product(const Shape& s, size_t from = 0, size_t to = SIZE_MAX) {
   return std::accumulate(first, last, int64_t{1}, std::multiplies<>());
 }
 
+/// Clip of any element type with its min (b) and max (c) operands when given (a run-time or non-float bound:
+/// the activation kernels take constant float bounds); opset < 11's attributes are the activation path's.
+std::optional<ElementExpr> clipExpression(const Node* n) {
+  if (n->hasAttr("min") || n->hasAttr("max")) return std::nullopt;
+  std::string e = "a";
+  if (n->numInputs() > 1 && n->input(1)) e = fmt::format("({0} < b ? b : {0})", e);
+  if (n->numInputs() > 2 && n->input(2)) e = fmt::format("({0} > c ? c : {0})", e);
+  return ElementExpr{e, n->numInputs()};
+}
+
 /// An ONNX axis attribute (negative: from the end) as an index into a shape of `rank` dims, or nullopt.
 std::optional<size_t> axisIndex(int64_t axis, size_t rank) {
   if (axis < 0) axis += static_cast<int64_t>(rank);
@@ -305,7 +315,7 @@ bool Lowerer::lowerBroadcastOp(const Node* n) {
   // Element-wise ops of any element type with numpy broadcasting, written as one scalar expression per
   // element (masks and index arithmetic in transformer exports: Equal, Where, Expand, Not, ...; the
   // expressions: element_expressions.cpp).
-  const std::optional<ElementExpr> e = elementExpression(n);
+  const std::optional<ElementExpr> e = isOp(*n, "Clip") ? clipExpression(n) : elementExpression(n);
   if (!e) return false;
   const std::string& expr = e->expr;
   const size_t arity = e->arity;
