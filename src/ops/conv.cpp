@@ -3,6 +3,7 @@
 #include <array>
 
 #include "nn_common.h"
+#include "tessel/ops/conv_geometry.h"
 
 namespace tessel::nn {
 
@@ -93,14 +94,7 @@ namespace {
 
 using namespace nn;
 
-/// A convolution's extents with the spatial part normalised to three axes (missing ones have extent 1).
-struct ConvProblem {
-  int64_t batch = 1, inChannels = 1, outChannels = 1, groups = 1;
-  std::array<int64_t, 3> in{1, 1, 1}, out{1, 1, 1}, kernel{1, 1, 1}, stride{1, 1, 1}, dilation{1, 1, 1}, pad{0, 0, 0};
-  int64_t inSize() const { return in[0] * in[1] * in[2]; }
-  int64_t outSize() const { return out[0] * out[1] * out[2]; }
-  int64_t kernelSize() const { return kernel[0] * kernel[1] * kernel[2]; }
-};
+using ConvProblem = ConvWindow;
 
 ConvProblem makeProblem(const Shape& xShape, int64_t outChannels, int64_t groups, const WindowGeometry& g,
                         const std::vector<int64_t>& outSpatial) {
@@ -568,6 +562,17 @@ void convTransposeKernel(KernelContext& ctx) {
 }
 
 }  // namespace
+
+ConvWindow convTransposeWindow(const Node& node, const Shape& xs, const Shape& ws) {
+  const int64_t groups = node.attrInt("group");
+  if (xs.size() < 3 || ws.size() != xs.size() || groups < 1 || ws[0] != xs[1] || xs[1] % groups != 0)
+    throw UserError(fmt::format("{}: input {} and weight {} (group {}) do not match: weight must be [C, M/group, k...]",
+                                node.describe(), shapeToString(xs), shapeToString(ws), groups));
+  TransposeGeometry t = transposeGeometry(node, kernelFromWeight(node, ws), Shape(xs.begin() + 2, xs.end()));
+  for (int64_t e : t.out)
+    if (e < 0) throw UserError(fmt::format("{}: computed a negative output extent; check pads and output_shape", node.describe()));
+  return makeProblem(xs, ws[1] * groups, groups, t.window, t.out);
+}
 
 TESSEL_REGISTER_OP(ConvTranspose) {
   OpDef def("ConvTranspose");

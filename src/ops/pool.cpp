@@ -2,6 +2,7 @@
 #include <array>
 
 #include "nn_common.h"
+#include "tessel/ops/pool_geometry.h"
 
 namespace tessel {
 namespace {
@@ -10,14 +11,7 @@ using namespace nn;
 
 enum class PoolKind { Max, Average, Lp };
 
-/// A pooling window problem with the spatial part normalised to three axes.
-struct PoolProblem {
-  int64_t planes = 1;  // N * C
-  std::array<int64_t, 3> in{1, 1, 1}, out{1, 1, 1}, kernel{1, 1, 1}, stride{1, 1, 1}, dilation{1, 1, 1};
-  std::array<int64_t, 3> padBegin{0, 0, 0}, padEnd{0, 0, 0};
-  int64_t inSize() const { return in[0] * in[1] * in[2]; }
-  int64_t outSize() const { return out[0] * out[1] * out[2]; }
-};
+using PoolProblem = PoolWindow;
 
 std::vector<int64_t> poolKernelShape(const Node& node, size_t spatialRank) {
   if (!node.hasAttr("kernel_shape"))
@@ -54,9 +48,12 @@ void inferPool(InferContext& ctx) {
   ctx.setOutputType(1, TensorType(DType::Int64, dims));
 }
 
-PoolProblem poolProblemFor(const KernelContext& ctx, const Shape& xs) {
-  if (xs.size() < 3 || xs.size() > 5) ctx.fail("input must have rank 3 to 5 (N, C, spatial...), has shape {}", shapeToString(xs));
-  const Node& node = ctx.node();
+}  // namespace
+
+PoolWindow poolWindow(const Node& node, const Shape& xs) {
+  if (xs.size() < 3 || xs.size() > 5)
+    throw UserError(fmt::format("{}: input must have rank 3 to 5 (N, C, spatial...), has shape {}", node.describe(),
+                                shapeToString(xs)));
   Shape in(xs.begin() + 2, xs.end());
   WindowGeometry g = readWindowGeometry(node, poolKernelShape(node, in.size()), in, hasDilationsAttr(node));
   PoolProblem p;
@@ -73,6 +70,10 @@ PoolProblem poolProblemFor(const KernelContext& ctx, const Shape& xs) {
   }
   return p;
 }
+
+namespace {
+
+PoolProblem poolProblemFor(const KernelContext& ctx, const Shape& xs) { return poolWindow(ctx.node(), xs); }
 
 /// Offset of spatial index (i0, i1, i2) in a plane, row-major or column-major (MaxPool storage_order 1).
 int64_t planeOffset(const PoolProblem& p, int64_t i0, int64_t i1, int64_t i2, bool columnMajor) {

@@ -7,6 +7,7 @@
 // scale * input extent when scales are given.
 #include <cmath>
 
+#include "tessel/ops/resize_plan.h"
 #include "tessel/ops/upgrade.h"
 #include "tessel/ops/helpers.h"
 
@@ -282,22 +283,29 @@ ResizeSpec resizeSpecFromNode(const Node& node) {
   return s;
 }
 
-void resizeKernel(KernelContext& ctx) {
-  const Tensor& x = ctx.input(0);
-  ResizeSpec s = resizeSpecFromNode(ctx.node());
-  resolveResizeShape(ctx.node(), x.shape(), nonEmpty(ctx, 2), nonEmpty(ctx, 3), s);
-  if (const Tensor* roi = nonEmpty(ctx, 1); roi && s.coordinateMode == "tf_crop_and_resize") {
+/// The full spec of a Resize node on input shape `in` with its operands (nullptr when absent or empty).
+ResizeSpec resizeSpecFor(const Node& node, const Shape& in, const Tensor* roi, const Tensor* scales,
+                         const Tensor* sizes) {
+  ResizeSpec s = resizeSpecFromNode(node);
+  resolveResizeShape(node, in, scales, sizes, s);
+  if (roi && s.coordinateMode == "tf_crop_and_resize") {
     std::vector<double> r = roi->toDoubleVector();
-    std::vector<int64_t> axes = resizeAxes(ctx.node(), x.rank());
-    size_t n = axes.empty() ? x.rank() : axes.size();
-    if (r.size() != 2 * n) ctx.fail("roi has {} entries, expected {}", r.size(), 2 * n);
+    std::vector<int64_t> axes = resizeAxes(node, in.size());
+    size_t n = axes.empty() ? in.size() : axes.size();
+    if (r.size() != 2 * n)
+      throw UserError(fmt::format("{}: roi has {} entries, expected {}", node.describe(), r.size(), 2 * n));
     std::vector<double> starts(r.begin(), r.begin() + static_cast<std::ptrdiff_t>(n)), ends(r.begin() + static_cast<std::ptrdiff_t>(n), r.end());
-    starts = perAxis(starts, axes, x.rank(), 0.0);
-    ends = perAxis(ends, axes, x.rank(), 1.0);
+    starts = perAxis(starts, axes, in.size(), 0.0);
+    ends = perAxis(ends, axes, in.size(), 1.0);
     s.roi = starts;
     s.roi.insert(s.roi.end(), ends.begin(), ends.end());
   }
-  ctx.setOutput(0, resizeTensor(x, s));
+  return s;
+}
+
+void resizeKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  ctx.setOutput(0, resizeTensor(x, resizeSpecFor(ctx.node(), x.shape(), nonEmpty(ctx, 1), nonEmpty(ctx, 2), nonEmpty(ctx, 3))));
 }
 
 void inferResize(InferContext& ctx) {
@@ -347,23 +355,29 @@ void upgradeResize(UpgradeContext& ctx) {
 
 // ---------------------------------------------------------------- Upsample (deprecated)
 
-void upsampleKernel(KernelContext& ctx) {
-  const Tensor& x = ctx.input(0);
+ResizeSpec upsampleSpecFor(const Node& node, const Shape& in, const Tensor* scales) {
   ResizeSpec s;
-  s.mode = ctx.attrString("mode");
+  s.mode = node.attrString("mode");
   if (s.mode == "bilinear") s.mode = "linear";  // Upsample-7 spelling
-  if (s.mode != "nearest" && s.mode != "linear") ctx.fail("unknown mode '{}' (expected nearest or linear)", s.mode);
+  if (s.mode != "nearest" && s.mode != "linear")
+    throw UserError(fmt::format("{}: unknown mode '{}' (expected nearest or linear)", node.describe(), s.mode));
   s.coordinateMode = "asymmetric";
   s.nearestMode = "floor";
-  if (!ctx.hasInput(1)) ctx.fail("the scales input is missing");
-  std::vector<double> sc = ctx.input(1).toDoubleVector();
-  if (sc.size() != x.rank()) ctx.fail("scales has {} entries, the input has rank {}", sc.size(), x.rank());
+  if (!scales) throw UserError(fmt::format("{}: the scales input is missing", node.describe()));
+  std::vector<double> sc = scales->toDoubleVector();
+  if (sc.size() != in.size())
+    throw UserError(fmt::format("{}: scales has {} entries, the input has rank {}", node.describe(), sc.size(), in.size()));
   s.scales = sc;
-  for (size_t a = 0; a < x.rank(); ++a) {
-    if (sc[a] < 1) ctx.fail("Upsample scale {} on axis {} must be >= 1", sc[a], a);
-    s.outShape.push_back(static_cast<int64_t>(std::floor(sc[a] * static_cast<double>(x.shape()[a]))));
+  for (size_t a = 0; a < in.size(); ++a) {
+    if (sc[a] < 1) throw UserError(fmt::format("{}: Upsample scale {} on axis {} must be >= 1", node.describe(), sc[a], a));
+    s.outShape.push_back(static_cast<int64_t>(std::floor(sc[a] * static_cast<double>(in[a]))));
   }
-  ctx.setOutput(0, resizeTensor(x, s));
+  return s;
+}
+
+void upsampleKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  ctx.setOutput(0, resizeTensor(x, upsampleSpecFor(ctx.node(), x.shape(), ctx.hasInput(1) ? &ctx.input(1) : nullptr)));
 }
 
 void inferUpsample(InferContext& ctx) {
@@ -391,6 +405,27 @@ void upgradeUpsample(UpgradeContext& ctx) {
 }
 
 }  // namespace
+
+std::vector<ResizeAxisTaps> resizeTaps(const Node& node, const Shape& in, const Tensor* roi, const Tensor* scales,
+                                       const Tensor* sizes) {
+  auto nonEmptyOrNull = [](const Tensor* t) { return t && t->numel() > 0 ? t : nullptr; };
+  ResizeSpec s = isOp(node, "Upsample") ? upsampleSpecFor(node, in, scales)
+                                        : resizeSpecFor(node, in, nonEmptyOrNull(roi), nonEmptyOrNull(scales),
+                                                        nonEmptyOrNull(sizes));
+  std::vector<ResizeAxisTaps> out;
+  for (size_t a = 0; a < in.size(); ++a) {
+    if (in[a] == 0 && s.outShape[a] > 0) throw UserError("cannot resize an empty axis to a non-empty one");
+    AxisPlan plan = planAxis(s, a, in[a]);
+    ResizeAxisTaps t;
+    t.outside = plan.outside;
+    for (const auto& taps : plan.taps) {
+      t.taps.emplace_back();
+      for (const Tap& tap : taps) t.taps.back().push_back({tap.index, tap.weight});
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
 
 TESSEL_REGISTER_OP(Resize) {
   return OpDef("Resize").inputs(1, 4).outputs(1).since(10)

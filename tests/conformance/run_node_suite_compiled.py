@@ -162,10 +162,10 @@ def base_name(test):
 
 
 def compile_test(test_dir, tessel, timeout, work_dir, compile_timeout=None):
-    """The test as given and, when that was refused or ran a step through the host interpreter, its
-    +const variant: a list of one or two Results."""
+    """The test as given and, when that was refused, erred (e.g. test data that does not match the declared
+    inputs) or ran a step through the host interpreter, its +const variant: a list of one or two Results."""
     results = [compile_and_run(test_dir, tessel, timeout, work_dir, compile_timeout)]
-    if results[0].status in ("refused", "pass-host") or "host interpreter:" in results[0].reason:
+    if results[0].status in ("refused", "pass-host", "error") or "host interpreter:" in results[0].reason:
         try:
             variant = const_variant(test_dir, work_dir)
         except Exception as error:  # noqa: BLE001 - a harness problem: report it on the variant

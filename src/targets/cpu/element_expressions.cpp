@@ -20,8 +20,6 @@ ExprFn fixed(std::string expr, size_t arity) {
   return [expr = std::move(expr), arity](const Node*) { return ElementExpr{expr, arity}; };
 }
 
-bool isFloatType(DType t) { return t == DType::Float32 || t == DType::Float64; }
-
 const std::map<std::string, ExprFn>& table() {
   static const std::map<std::string, ExprFn> t = {
       {"Equal", fixed("a == b", 2)}, {"Less", fixed("a < b", 2)}, {"Greater", fixed("a > b", 2)},
@@ -46,13 +44,13 @@ const std::map<std::string, ExprFn>& table() {
        }},
       {"Pow", fixed("std::pow(dbl(a), dbl(b))", 2)},
       {"Add", fixed("a + b", 2)}, {"Sub", fixed("a - b", 2)}, {"Mul", fixed("a * b", 2)},
-      {"Mod", [](const Node* n) -> std::optional<ElementExpr> {  // floats only: integers may divide by zero
-         if (!isFloatType(n->output(0)->type.dtype)) return std::nullopt;
-         if (n->hasAttr("fmod") && n->attrInt("fmod") != 0) return ElementExpr{"std::fmod(dbl(a), dbl(b))", 2};
-         return ElementExpr{"floor_mod(dbl(a), dbl(b))", 2};
+      {"Mod", [](const Node* n) -> std::optional<ElementExpr> {  // integers: lowerBroadcastOp checks for 0
+         const bool fmod = n->hasAttr("fmod") && n->attrInt("fmod") != 0;
+         if (!isFloat(n->output(0)->type.dtype)) return ElementExpr{fmt::format("int_mod(a, b, {})", fmod), 2};
+         return ElementExpr{fmod ? "std::fmod(dbl(a), dbl(b))" : "floor_mod(dbl(a), dbl(b))", 2};
        }},
       {"Div", [](const Node* n) -> std::optional<ElementExpr> {
-         if (!isFloatType(n->output(0)->type.dtype)) return std::nullopt;
+         if (!isFloat(n->output(0)->type.dtype)) return ElementExpr{"a / b", 2};  // truncates; b checked
          return ElementExpr{"dbl(a) / dbl(b)", 2};
        }},
       {"BitShift", [](const Node* n) -> std::optional<ElementExpr> {
@@ -84,14 +82,7 @@ std::optional<ElementExpr> elementExpression(const Node* n) {
     e = ElementExpr{*activation, isOp(*n, "PRelu") ? size_t{2} : size_t{1}};
   auto it = table().find(op);
   if (!e && it == table().end()) return std::nullopt;
-  // 16-bit floats are stored as raw bits: only moving them (Expand, Identity, Where's b and c) is right.
-  auto raw = [](const Value* v) {
-    return v && (definitionOf(v)->type.dtype == DType::Float16 || definitionOf(v)->type.dtype == DType::BFloat16);
-  };
-  const bool moves = isOp(*n, "Expand") || isOp(*n, "Identity") || isOp(*n, "Where");
-  for (const Value* v : n->inputs())
-    if (raw(v) && !moves) return std::nullopt;
-  if (raw(n->output(0)) && !moves) return std::nullopt;
+  // 16-bit floats are read and written through float (lowerBroadcastOp converts the operands and result).
   if (!e) e = it->second(n);
   if (e && k < e->arity) return std::nullopt;
   return e;

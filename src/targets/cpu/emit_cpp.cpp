@@ -34,6 +34,18 @@ const char* cppElementType(DType t) {
   return "float";
 }
 
+std::string loadElement(DType t, const std::string& element) {
+  if (t == DType::Float16) return "rt::f16_to_float(" + element + ")";
+  if (t == DType::BFloat16) return "rt::bf16_to_float(" + element + ")";
+  return element;
+}
+
+std::string storeElement(DType t, const std::string& value) {
+  if (t == DType::Float16) return "rt::float_to_f16(static_cast<float>(" + value + "))";
+  if (t == DType::BFloat16) return "rt::float_to_bf16(static_cast<float>(" + value + "))";
+  return fmt::format("static_cast<{}>({})", cppElementType(t), value);
+}
+
 namespace {
 
 std::string pointerExpr(const Plan& plan, int id) {
@@ -98,13 +110,23 @@ const char* kIncludes = R"(#include <algorithm>
 #include "tessel/rt/aligned_buffer.h"
 #include "tessel/rt/attention.h"
 #include "tessel/rt/conv.h"
+#include "tessel/rt/conv_nd.h"
 #include "tessel/rt/cpu.h"
+#include "tessel/rt/detection.h"
 #include "tessel/rt/eltwise.h"
 #include "tessel/rt/epilogue.h"
 #include "tessel/rt/gemm.h"
+#include "tessel/rt/half.h"
+#include "tessel/rt/index_ops.h"
 #include "tessel/rt/indexing.h"
+#include "tessel/rt/norm_ops.h"
 #include "tessel/rt/pool.h"
+#include "tessel/rt/pool_nd.h"
+#include "tessel/rt/quantize.h"
 #include "tessel/rt/recurrent.h"
+#include "tessel/rt/resize.h"
+#include "tessel/rt/dropout.h"
+#include "tessel/rt/text_ops.h"
 #include "tessel/rt/thread_pool.h"
 #include "tessel/rt/transpose.h"
 #include "tessel/rt/vmath.h"
@@ -222,6 +244,20 @@ template <class T>
 [[maybe_unused]] inline double floor_mod(double a, double b) {
   const double r = std::fmod(a, b);
   return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
+}
+
+// Mod of integers: Python-style (the sign of the divisor), or C's with fmod (the divisor is never 0 here).
+template <class I>
+[[maybe_unused]] inline I int_mod(I a, I b, bool fmod) {
+  const I r = static_cast<I>(a % b);
+  return !fmod && r != 0 && ((r < 0) != (b < 0)) ? static_cast<I>(r + b) : r;
+}
+// Whether any of n integers is 0 (an integer Div or Mod by it has no value).
+template <class I>
+[[maybe_unused]] bool any_zero(const I* b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (b[i] == 0) return true;
+  return false;
 }
 
 // Run-time shape checks: the shape a node's run-time operand (a shape or axes tensor) gives must be the
@@ -411,6 +447,16 @@ template <class T>
                                                                                          : std::exp(v) / sum);
       }
     }
+}
+
+// The [outer, n, inner] view of a shape of rank r cut at a run-time axis (negative: from the end); false when
+// the axis is outside the rank.
+[[maybe_unused]] bool axis_view(const int64_t* shape, int r, int64_t axis, int64_t* view) {
+  if (axis < 0) axis += r;
+  if (axis < 0 || axis >= r) return false;
+  view[0] = view[1] = view[2] = 1;
+  for (int a = 0; a < r; ++a) view[a < axis ? 0 : a == axis ? 1 : 2] *= shape[a];
+  return true;
 }
 
 // CumSum along the middle axis (exclusive: each sum without its own element; reverse: from the end).

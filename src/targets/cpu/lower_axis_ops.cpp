@@ -92,6 +92,19 @@ bool Lowerer::lowerAxisOp(const Node* n) {
   }
   if (isOp(*n, "CumSum")) {
     const Tensor* axis = n->numInputs() > 1 ? constTensor(n->input(1)) : nullptr;
+    if (!axis && n->numInputs() > 1 && definitionOf(n->input(1))->type.staticSize() == 1 && !xs.empty()) {
+      // The axis is a run-time scalar: the [outer, n, inner] view is computed when the step runs.
+      const Value* av = definitionOf(n->input(1));
+      const int a = tensorOf(av);
+      return step("cum_sum",
+                  fmt::format("{{\n    int64_t axis = static_cast<int64_t>(*{0}), view[3] = {{1, 1, 1}};\n"
+                              "    if (!axis_view({1}, {2}, axis, view)) {{\n      m->error = {3};\n      return 2;\n    }}\n"
+                              "    cum_sum<{4}>({5}, {6}, view[0], view[1], view[2], {7}, {8});\n  }}",
+                              ref(a), int64Array("CsX", xs), xs.size(),
+                              cppString(n->describe() + ": the axis is outside the input's rank"), type, ref(x), ref(y),
+                              n->attrInt("exclusive") != 0, n->attrInt("reverse") != 0),
+                  {x, a});
+    }
     if (!axis || axis->numel() != 1) return false;
     auto v = viewAt(xs, axis->toInt64Vector()[0]);
     if (!v) return false;

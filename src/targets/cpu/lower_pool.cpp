@@ -1,8 +1,10 @@
-// Lowering of 2-D pooling (MaxPool, AveragePool, GlobalAveragePool) to the runtime's NCHW and NCHWc8 kernels.
+// Lowering of 2-D pooling (MaxPool, AveragePool, GlobalAveragePool) to the runtime's NCHW and NCHWc8 kernels,
+// and of every other pooling (1-D, 3-D, dilations, Indices, integers, LpPool, GlobalMaxPool) to rt::pool_nd.
 #include <fmt/format.h>
 
 #include "kernel_rules.h"
 #include "lowerer.h"
+#include "tessel/ops/pool_geometry.h"
 #include "tessel/rt/pool.h"
 
 namespace tessel::cpu {
@@ -75,6 +77,52 @@ bool Lowerer::lowerPool(const Node* n) {
           fmt::format("rt::{}pool2d_nchw(kPool{}, {}, {}, pool);", max ? "max" : "avg", id, ref(x),
                       ref(y)),
           {x}, {y});
+  return true;
+}
+
+}  // namespace tessel::cpu
+
+namespace tessel::cpu {
+
+bool Lowerer::lowerPoolNd(const Node* n) {
+  const bool global = n->opType().rfind("Global", 0) == 0;
+  const std::string kind = global ? n->opType().substr(6) : n->opType();
+  if (!n->domain().empty() || (kind != "MaxPool" && kind != "AveragePool" && kind != "LpPool")) return false;
+  const Value* xv = definitionOf(n->input(0));
+  const DType dt = xv->type.dtype;
+  const Shape xs = xv->type.staticShape();
+  if (dt == DType::Float16 || dt == DType::BFloat16 || dt == DType::Bool || xs.size() < 3 || xs.size() > 5 ||
+      (kind != "MaxPool" && !isFloat(dt)))
+    return false;
+  PoolWindow p;
+  if (global) {
+    p.planes = xs[0] * xs[1];
+    for (size_t d = 2; d < xs.size(); ++d) p.in[d + 3 - xs.size()] = p.kernel[d + 3 - xs.size()] = xs[d];
+  } else {
+    p = poolWindow(*n, xs);
+  }
+  const int x = tensorOf(xv), y = tensorOf(n->output(0));
+  std::vector<int> writes{y};
+  std::string indices = "nullptr";
+  if (n->numOutputs() > 1 && n->output(1)) {
+    writes.push_back(tensorOf(n->output(1)));
+    indices = ref(writes.back());
+  }
+  const int id = shapeCounter_++;
+  auto list = [](const std::array<int64_t, 3>& v) { return fmt::format("{{{}, {}, {}}}", v[0], v[1], v[2]); };
+  plan_.globals += fmt::format("static const rt::PoolNdShape kPoolNd{} = {{{}, {}, {}, {}, {}, {}, {}, {}}};\n", id,
+                               p.planes, list(p.in), list(p.out), list(p.kernel), list(p.stride), list(p.dilation),
+                               list(p.padBegin), list(p.padEnd));
+  const char* type = cppElementType(dt);
+  addStep({n->name(), n->opType(), "pool_nd"},
+          fmt::format("{} '{}' {} -> {}", n->opType(), n->name(), shapeToString(xs),
+                      shapeToString(n->output(0)->type.staticShape())),
+          fmt::format("rt::pool_nd<{0}, {0}>(kPoolNd{1}, rt::PoolNdKind::{2}, {3}, {4}, {5}, {6}, {7}, {8});", type, id,
+                      kind == "MaxPool" ? "Max" : kind == "LpPool" ? "Lp" : "Average", ref(x), ref(y), indices,
+                      kind == "AveragePool" && !global && n->attrInt("count_include_pad") != 0,
+                      kind == "LpPool" ? static_cast<double>(n->attrInt("p")) : 1.0,
+                      kind == "MaxPool" && !global && n->attrInt("storage_order") == 1),
+          {x}, writes);
   return true;
 }
 

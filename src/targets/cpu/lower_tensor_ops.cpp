@@ -21,6 +21,16 @@ int64_t product(const Shape& s, size_t from = 0, size_t to = SIZE_MAX) {
   return std::accumulate(first, last, int64_t{1}, std::multiplies<>());
 }
 
+/// Clip of any element type with its min (b) and max (c) operands when given (a run-time or non-float bound:
+/// the activation kernels take constant float bounds); opset < 11's attributes are the activation path's.
+std::optional<ElementExpr> clipExpression(const Node* n) {
+  if (n->hasAttr("min") || n->hasAttr("max")) return std::nullopt;
+  std::string e = "a";
+  if (n->numInputs() > 1 && n->input(1)) e = fmt::format("({0} < b ? b : {0})", e);
+  if (n->numInputs() > 2 && n->input(2)) e = fmt::format("({0} > c ? c : {0})", e);
+  return ElementExpr{e, n->numInputs()};
+}
+
 /// An ONNX axis attribute (negative: from the end) as an index into a shape of `rank` dims, or nullopt.
 std::optional<size_t> axisIndex(int64_t axis, size_t rank) {
   if (axis < 0) axis += static_cast<int64_t>(rank);
@@ -274,16 +284,29 @@ bool Lowerer::lowerSlice(const Node* n) {
 }
 
 bool Lowerer::lowerCast(const Node* n) {
+  // CastLike converts to the element type of its second input: the output's.
   const DType from = n->input(0)->type.dtype, to = n->output(0)->type.dtype;
-  // 16-bit floats need a conversion, not a static_cast: the host fallback does those.
-  auto plain = [](DType t) { return t != DType::Float16 && t != DType::BFloat16; };
-  if (!plain(from) || !plain(to)) return false;
   const int x = tensorOf(n->input(0)), y = tensorOf(n->output(0));
   const int64_t count = plan_.tensors[x].numel;
-  addStep({n->name(), "Cast", "cast_copy"},
-          fmt::format("Cast '{}' {} -> {}, {} elements", n->name(), dtypeName(from), dtypeName(to), count),
-          fmt::format("cast_copy<{}, {}>({}, {}, {});", cppElementType(to), to == DType::Bool ? "true" : "false",
-                      ref(x), ref(y), count),
+  const std::string what = fmt::format("{} '{}' {} -> {}, {} elements", n->opType(), n->name(), dtypeName(from),
+                                       dtypeName(to), count);
+  auto plain = [](DType t) { return t != DType::Float16 && t != DType::BFloat16; };
+  if (plain(from) && plain(to)) {
+    addStep({n->name(), n->opType(), "cast_copy"}, what,
+            fmt::format("cast_copy<{}, {}>({}, {}, {});", cppElementType(to), to == DType::Bool ? "true" : "false",
+                        ref(x), ref(y), count),
+            {x}, {y});
+    return true;
+  }
+  // 16-bit floats through float; f32 -> bf16 truncates (ONNX 1.12's Cast, as the interpreter).
+  std::string value = loadElement(from, "x[i]");
+  if (from == DType::Float64 || isInteger(from)) value = fmt::format("static_cast<float>({})", value);
+  std::string store = from == DType::Float32 && to == DType::BFloat16 ? "rt::float_to_bf16_truncate(" + value + ")"
+                      : to == DType::Bool                             ? fmt::format("{} != 0", value)
+                                                                      : storeElement(to, value);
+  addStep({n->name(), n->opType(), "cast_convert"}, what,
+          fmt::format("{{\n    const auto* x = {};\n    auto* y = {};\n    for (int64_t i = 0; i < {}; ++i) y[i] = {};\n  }}",
+                      ref(x), ref(y), count, store),
           {x}, {y});
   return true;
 }
@@ -292,7 +315,7 @@ bool Lowerer::lowerBroadcastOp(const Node* n) {
   // Element-wise ops of any element type with numpy broadcasting, written as one scalar expression per
   // element (masks and index arithmetic in transformer exports: Equal, Where, Expand, Not, ...; the
   // expressions: element_expressions.cpp).
-  const std::optional<ElementExpr> e = elementExpression(n);
+  const std::optional<ElementExpr> e = isOp(*n, "Clip") ? clipExpression(n) : elementExpression(n);
   if (!e) return false;
   const std::string& expr = e->expr;
   const size_t arity = e->arity;
@@ -304,6 +327,10 @@ bool Lowerer::lowerBroadcastOp(const Node* n) {
   std::string strides, params, names = "abc";
   for (size_t k = 0; k < arity; ++k) {
     const Value* v = n->input(k);
+    if (v == nullptr) {  // an absent optional operand (Clip's min): the expression does not read it
+      strides += fmt::format("{}{{}}", k ? ", " : "");
+      continue;
+    }
     const Shape vs = v->type.staticShape();
     // Strides of the input right-aligned against the output; 0 where it is broadcast.
     auto st = broadcastStrides(vs, ys, 1);
@@ -311,19 +338,25 @@ bool Lowerer::lowerBroadcastOp(const Node* n) {
     st->resize(8, 0);
     ins.push_back(tensorOf(v));
     strides += fmt::format("{}{{{}}}", k ? ", " : "", fmt::join(*st, ", "));
-    params += fmt::format("    const auto {} = {}[off[{}]];\n", names[k], ref(ins.back()), k);
+    params += fmt::format("    const auto {} = {};\n", names[k],
+                          loadElement(v->type.dtype, fmt::format("{}[off[{}]]", ref(ins.back()), k)));
   }
+  // An integer Div or Mod by zero has no value: the run fails naming the node, as the interpreter does.
+  const DType yt = n->output(0)->type.dtype;
+  std::string guard;
+  if ((isOp(*n, "Div") || isOp(*n, "Mod")) && !isFloat(yt))
+    guard = fmt::format("if (any_zero({}, {})) {{\n    m->error = {};\n    return 2;\n  }}\n  ", ref(ins[1]),
+                        plan_.tensors[ins[1]].numel, cppString(n->describe() + ": an integer division by zero"));
   const std::string shape = int64Array("BcShape", ys.empty() ? std::vector<int64_t>{1} : std::vector<int64_t>(ys));
   const std::string code = fmt::format(
       "{{\n    static const int64_t kStrides[{}][8] = {{{}}};\n"
       "    auto* y = {};\n"
       "    for_each_broadcast<{}>({}, {}, kStrides, [&](int64_t i, const int64_t* off) {{\n{}"
-      "      y[i] = static_cast<{}>({});\n    }});\n  }}",
-      arity, strides, ref(y), arity, shape, std::max<size_t>(r, 1), params, cppElementType(n->output(0)->type.dtype),
-      expr);
+      "      y[i] = {};\n    }});\n  }}",
+      arity, strides, ref(y), arity, shape, std::max<size_t>(r, 1), params, storeElement(yt, expr));
   addStep({n->name(), n->opType(), "broadcast_loop"},
-          fmt::format("{} '{}' -> {} {}", n->opType(), n->name(), dtypeName(n->output(0)->type.dtype), shapeToString(ys)),
-          code, ins, {y});
+          fmt::format("{} '{}' -> {} {}", n->opType(), n->name(), dtypeName(yt), shapeToString(ys)), guard + code, ins,
+          {y});
   return true;
 }
 

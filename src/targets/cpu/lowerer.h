@@ -128,6 +128,26 @@ class Lowerer {
   bool lowerBinary(const Node* n);
   bool lowerBatchNorm(const Node* n);
   bool lowerPool(const Node* n);
+  /// Pooling the 2-D kernels do not cover, of any numeric type, through rt::pool_nd.
+  bool lowerPoolNd(const Node* n);
+  // lower_nn_ops.cpp
+  bool lowerDropout(const Node* n);
+  /// Resize/Upsample with constant scales, sizes and roi: taps planned here, rt::resize_taps applies them.
+  bool lowerResize(const Node* n);
+  /// ConvTranspose of any rank through rt::conv_transpose_nd.
+  bool lowerConvTranspose(const Node* n);
+  /// GridSample (4-D) and NonMaxSuppression (its selection count checked against the planned output shape).
+  bool lowerGridSample(const Node* n);
+  bool lowerNonMaxSuppression(const Node* n);
+  /// QuantizeLinear, DequantizeLinear (uint8/int8, per tensor or per axis) and DynamicQuantizeLinear.
+  bool lowerQuantize(const Node* n);
+  /// InstanceNormalization, LRN and the Hann/Hamming/Blackman windows (rt/norm_ops.h, generated loops).
+  bool lowerNormOp(const Node* n);
+  bool lowerReverseSequence(const Node* n);
+  /// lower_index_ops.cpp: Scatter*, GatherND, OneHot, Compress, TopK, EyeLike through rt/index_ops.h.
+  bool lowerIndexOp(const Node* n);
+  /// TfIdfVectorizer over integer tokens (the n-gram pool as constant arrays, rt/text_ops.h).
+  bool lowerTfIdf(const Node* n);
   // lower_tensor_ops.cpp
   bool lowerMatMulBatched(const Node* n);
   bool lowerAttention(const Node* n);

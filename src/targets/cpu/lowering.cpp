@@ -380,7 +380,19 @@ bool Lowerer::lowerTypedNode(const Node* n) {
   if (isOp(*n, "Range")) return lowerRange(n);
   if (isOp(*n, "ConstantOfShape")) return lowerConstantOfShape(n);
   if (isOp(*n, "Tile")) return lowerTile(n);
-  if (isOp(*n, "Cast")) return lowerCast(n);
+  if (isOp(*n, "Cast") || isOp(*n, "CastLike")) return lowerCast(n);
+  if (lowerPoolNd(n)) return true;
+  if (isOp(*n, "Dropout")) return lowerDropout(n);
+  if (isOp(*n, "Resize") || isOp(*n, "Upsample")) return lowerResize(n);
+  if (isOp(*n, "ConvTranspose")) return lowerConvTranspose(n);
+  if (isOp(*n, "GridSample")) return lowerGridSample(n);
+  if (isOp(*n, "NonMaxSuppression")) return lowerNonMaxSuppression(n);
+  if (lowerIndexOp(n)) return true;
+  if (isOp(*n, "QuantizeLinear") || isOp(*n, "DequantizeLinear") || isOp(*n, "DynamicQuantizeLinear"))
+    return lowerQuantize(n);
+  if (isOp(*n, "ReverseSequence")) return lowerReverseSequence(n);
+  if (isOp(*n, "TfIdfVectorizer")) return lowerTfIdf(n);
+  if (lowerNormOp(n)) return true;
   if (isOp(*n, "LSTM") || isOp(*n, "GRU") || isOp(*n, "RNN")) return lowerRecurrent(n);
   if (n->opType().rfind("Reduce", 0) == 0) return lowerReduce(n);
   if (lowerAxisOp(n)) return true;

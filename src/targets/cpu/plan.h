@@ -32,6 +32,10 @@ struct PlanTensor {
 
 /// The C++ element type of a tensor in generated code (bool as one byte, 16-bit floats as raw bits).
 const char* cppElementType(DType t);
+/// The C++ expression reading `element` (of type t) as a number: 16-bit floats are converted to float.
+std::string loadElement(DType t, const std::string& element);
+/// The C++ expression storing `value` (a number) as an element of type t (16-bit floats from float bits).
+std::string storeElement(DType t, const std::string& value);
 
 /// One statement group of the generated run function. `code` names tensors as @ID@; the emitter
 /// replaces them with pointer expressions once storage is planned.
