@@ -4,6 +4,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "tessel/ops/decompositions.h"
 #include "tessel/ops/upgrade.h"
 #include "elementwise_engine.h"
 
@@ -357,4 +358,18 @@ TESSEL_REGISTER_OP(Clip) {
 }
 
 }  // namespace
+Node* hardSwishDecomposition(const Node& mul) {
+  if (!isOp(mul, "Mul") || mul.numInputs() != 2 || !mul.output(0)) return nullptr;
+  auto near = [](float v, double expected) { return std::abs(v - expected) <= 1e-6 * std::abs(expected); };
+  for (int side = 0; side < 2; ++side) {
+    Value* x = mul.input(side);
+    Node* hs = mul.input(1 - side) ? mul.input(1 - side)->producer() : nullptr;
+    if (!hs || !isOp(*hs, "HardSigmoid") || hs->input(0) != x || hs->output(0)->uses().size() != 1) continue;
+    const float alpha = hs->hasAttr("alpha") ? hs->attrFloat("alpha") : 0.2f;
+    const float beta = hs->hasAttr("beta") ? hs->attrFloat("beta") : 0.5f;
+    if (near(alpha, 1.0 / 6.0) && near(beta, 0.5) && x->type == mul.output(0)->type) return hs;
+  }
+  return nullptr;
+}
+
 }  // namespace tessel
