@@ -49,6 +49,23 @@ const Value* resultOf(const GroupSchedule& g, const std::map<std::string, const 
   return byName.at(g.nodes.back())->output(0);
 }
 
+/// Whether a group outside `members` (sorted) and placed before the last of them reads a member's result: the
+/// fused group takes its last member's place, so it would come after that reader (a fan-out whose earlier branch
+/// is also read outside the group).
+bool readBeforeFusedPlace(const NpuSchedule& s, const std::vector<size_t>& members,
+                          const std::map<std::string, const Node*>& byName) {
+  std::set<const Value*> results;
+  for (size_t g : members)
+    for (const std::string& name : s.groups[g].nodes) results.insert(byName.at(name)->output(0));
+  for (size_t g = members.front() + 1; g < members.back(); ++g) {
+    if (std::binary_search(members.begin(), members.end(), g)) continue;
+    for (const std::string& name : s.groups[g].nodes)
+      for (const Value* v : byName.at(name)->inputs())
+        if (results.count(v)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::vector<std::vector<size_t>> fusionCandidates(const NpuSchedule& s, const Graph& body, const hw::NpuConfig& cfg) {
@@ -98,7 +115,7 @@ std::vector<std::vector<size_t>> fusionCandidates(const NpuSchedule& s, const Gr
     bool preset = false;
     for (size_t g : members)
       for (const std::string& op : cfg.presetOperators) preset |= byName.at(s.groups[g].tiling[0].node)->opType() == op;
-    if (preset && members.size() > 1) out.push_back(members);
+    if (preset && members.size() > 1 && !readBeforeFusedPlace(s, members, byName)) out.push_back(members);
   }
   return out;
 }
