@@ -359,7 +359,10 @@ NpuCheck checkOnNpu(const Model& model, const std::string& configPath, uint64_t 
   }
   fs::remove(path);
   out.subgraphs = compiled.subgraphs.size();
-  for (const npu::LoweredSubgraph& s : compiled.subgraphs) out.nodes += s.ops.size();
+  for (const npu::LoweredSubgraph& s : compiled.subgraphs) {
+    out.nodes += s.ops.size();
+    for (const npu::GroupSchedule& g : s.schedule.groups) out.fusedGroups += g.tiling.size() > 1;
+  }
   for (const auto& n : compiled.cpuPart->graph->nodes())
     if (n->domain().empty()) out.hostOps.push_back(n->opType());  // tessel.NpuCall nodes are the NPU's
   out.nodes += out.hostOps.size();
@@ -421,7 +424,7 @@ std::vector<std::string> checkRandomGraph(uint64_t seed, const std::vector<std::
   bool convOnHost = false, allOnNpu = true;
   auto check = [&](const std::string& config) {
     NpuCheck c = checkOnNpu(*model, config, seed, workDir);
-    stats.compiles++, stats.nodes += c.nodes, stats.hostNodes += c.hostOps.size(), stats.cycles += c.cycles;
+    stats.compiles++, stats.nodes += c.nodes, stats.hostNodes += c.hostOps.size(), stats.cycles += c.cycles, stats.fusedGroups += c.fusedGroups;
     for (const std::string& op : c.hostOps) stats.hostOps[op]++;
     if (!c.problems.empty()) failures.push_back(describeFailure(seed, fs::path(config).filename().string(), *model, c));
     return c;

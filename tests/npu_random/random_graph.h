@@ -29,6 +29,7 @@ struct NpuCheck {
   std::vector<std::string> hostOps;   ///< operator of each node the partitioner left on the host
   size_t subgraphs = 0;               ///< NPU calls
   uint64_t cycles = 0;                ///< simulated NPU cycles over all calls
+  size_t fusedGroups = 0;             ///< groups of the schedules that fuse several nodes (row tiles, halos)
 };
 
 /// Compiles `model` for the configuration file `configPath` through the target registry's "npu" target (its
@@ -44,7 +45,8 @@ std::string widenedConfig(const std::string& configPath, const std::string& work
 /// Totals over checked graphs.
 struct RandomRunStats {
   size_t graphs = 0, compiles = 0, nodes = 0, hostNodes = 0, failures = 0;
-  size_t graphsAllOnNpu = 0;  ///< graphs whose nodes the shipped configurations all place on the NPU
+  size_t graphsAllOnNpu = 0;
+  size_t fusedGroups = 0;  ///< graphs whose nodes the shipped configurations all place on the NPU
   uint64_t cycles = 0;
   std::map<std::string, size_t> hostOps;  ///< nodes left on the host, by operator
 };
