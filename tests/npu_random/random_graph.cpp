@@ -37,7 +37,9 @@ class RandomGraphBuilder {
     m->graph = std::make_unique<Graph>();
     g_ = m->graph.get();
     const int64_t n = chance(0.1) ? 2 : 1;
-    input_ = {n, pick(1, 24), pick(3, 23), pick(3, 23)};
+    // Mostly small images (one tile on the default configuration), sometimes larger ones that take several.
+    const int64_t side = chance(0.2) ? 48 : 23;
+    input_ = {n, chance(0.15) ? pick(25, 70) : pick(1, 24), pick(3, side), pick(3, side)};
     add(g_->addInput("x", TensorType::fromShape(DType::Float32, input_)));
     const int steps = static_cast<int>(pick(2, 9));
     for (int i = 0; i < steps; ++i) step();
@@ -131,7 +133,7 @@ class RandomGraphBuilder {
     if (H + pads[0] + pads[2] < (k - 1) * dil + 1 || W + pads[1] + pads[3] < (k - 1) * dil + 1) k = 1, dil = 1;
     const int64_t stride = chance(0.35) ? 2 : 1;
     const int64_t sh = stride, sw = chance(0.1) ? 3 - stride : stride;  // sometimes asymmetric strides
-    int64_t group = 1, cout = pick(1, 40);
+    int64_t group = 1, cout = chance(0.15) ? pick(41, 96) : pick(1, 40);
     const size_t kind = weighted({55, 25, 20});
     if (kind == 1) {  // depthwise, channel multiplier 1 or 2
       group = C;
@@ -451,7 +453,7 @@ std::string describeFailure(uint64_t seed, const std::string& config, const Mode
                               fmt::join(check.hostOps, ", "), check.subgraphs, config);
   for (const std::string& p : check.problems) s += "  " + p + "\n";
   s += fmt::format("replay: TESSEL_NPU_RANDOM_SEED={} TESSEL_NPU_RANDOM_GRAPHS=1 build/tessel_unit_tests "
-                   "--gtest_filter='NpuRandomGraphs.*'  (or: build/tessel_npu_random --seed {} --graphs 1 --save DIR)\n",
+                   "--gtest_filter='*NpuRandomGraphs*'  (or: build/tessel_npu_random --seed {} --graphs 1 --save DIR)\n",
                    seed, seed);
   s += "graph (constants elided):\n" + printGraphText(*model.graph);
   return s;
