@@ -337,7 +337,8 @@ std::string compareOutput(const std::string& name, const Tensor& got, const Tens
 
 std::unique_ptr<Model> randomNpuGraph(uint64_t seed) { return RandomGraphBuilder(seed).build(); }
 
-NpuCheck checkOnNpu(const Model& model, const std::string& configPath, uint64_t inputSeed, const std::string& workDir) {
+NpuCheck checkOnNpu(const Model& model, const std::string& configPath, uint64_t inputSeed, const std::string& workDir,
+                    const std::map<std::string, std::string>& settings) {
   NpuCheck out;
   std::mt19937_64 rng(inputSeed);
   std::map<std::string, Tensor> inputs;
@@ -347,6 +348,7 @@ NpuCheck checkOnNpu(const Model& model, const std::string& configPath, uint64_t 
   const std::string path = (fs::path(workDir) / fmt::format("random-{}.tnpu", inputSeed)).string();
   target::TargetOptions options;
   options.hw = configPath;
+  options.settings = settings;
   options.compileHost = false;  // the host part runs on the interpreter (compiling C++ per graph is too slow)
   npu::CompiledNpuModel compiled;
   try {
@@ -424,19 +426,20 @@ std::vector<std::string> checkRandomGraph(uint64_t seed, const std::vector<std::
   std::unique_ptr<Model> model = randomNpuGraph(seed);
   std::vector<std::string> failures;
   bool convOnHost = false, allOnNpu = true;
-  auto check = [&](const std::string& config) {
-    NpuCheck c = checkOnNpu(*model, config, seed, workDir);
+  auto check = [&](const std::string& config, const std::map<std::string, std::string>& settings) {
+    NpuCheck c = checkOnNpu(*model, config, seed, workDir, settings);
     stats.compiles++, stats.nodes += c.nodes, stats.hostNodes += c.hostOps.size(), stats.cycles += c.cycles, stats.fusedGroups += c.fusedGroups;
     for (const std::string& op : c.hostOps) stats.hostOps[op]++;
     if (!c.problems.empty()) failures.push_back(describeFailure(seed, fs::path(config).filename().string(), *model, c));
     return c;
   };
+  const char* strategy = std::getenv("TESSEL_NPU_RANDOM_STRATEGY");
   for (const std::string& config : configs) {
-    NpuCheck c = check(config);
+    NpuCheck c = check(config, strategy ? std::map<std::string, std::string>{{"npu-strategy", strategy}} : std::map<std::string, std::string>{});
     allOnNpu = allOnNpu && c.hostOps.empty() && c.problems.empty();
     convOnHost = convOnHost || std::count(c.hostOps.begin(), c.hostOps.end(), "Conv");
   }
-  if (convOnHost && !configs.empty()) check(widenedConfig(configs[seed % configs.size()], workDir));
+  if (convOnHost && !configs.empty()) check(widenedConfig(configs[seed % configs.size()], workDir), {});
   stats.graphs++;
   stats.graphsAllOnNpu += allOnNpu;
   stats.failures += !failures.empty();

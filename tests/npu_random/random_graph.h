@@ -36,7 +36,9 @@ struct NpuCheck {
 /// pipeline, partitioning, lowering, the verifier; host part left to the interpreter), writes the .tnpu into
 /// `workDir`, reads it back (verified again on loading), runs it on the simulator with uniform [-1, 1) inputs
 /// drawn from `inputSeed` and compares with the reference interpreter. Every exception is reported as a problem.
-NpuCheck checkOnNpu(const Model& model, const std::string& configPath, uint64_t inputSeed, const std::string& workDir);
+/// `settings` are the npu target's (npu-strategy, npu-window: `tessel compile --npu-strategy ...`).
+NpuCheck checkOnNpu(const Model& model, const std::string& configPath, uint64_t inputSeed, const std::string& workDir,
+                    const std::map<std::string, std::string>& settings = {});
 
 /// A copy of a configuration file whose NPU Conv accepts any kernel size and dilation (the lowering handles them;
 /// the shipped configurations list only some), written into `workDir`; returns its path.

@@ -316,7 +316,7 @@ sched::ScheduleResult chooseSchedule(const sched::VirtualProgram& vp, const sche
       options.mode = sched::ScheduleOptions::Mode::Window;
       firstThatFits = true;  // the largest cap that fits
       for (uint32_t cap = 64; cap >= 1; cap /= 2)
-        if (cap < vp.tiles.size()) windows.push_back(cap);
+        if (cap < vp.tiles.size() || cap == 1) windows.push_back(cap);  // one tile: still oldest-first below
     }
   }
   if (windows.empty()) return sched::listSchedule(vp, graph, cfg, options);
