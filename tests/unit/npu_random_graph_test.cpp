@@ -2,8 +2,9 @@
 // element-wise and shape operators (tests/npu_random/random_graph.h) compiled for the default, tiny and edge
 // configurations like `tessel compile --target npu`, simulated, and compared with the reference interpreter;
 // the verifier and the hazard checker must find nothing. Graph i has seed TESSEL_NPU_RANDOM_SEED + i (default
-// 1), TESSEL_NPU_RANDOM_GRAPHS graphs (default 400) in four shards (separate ctest tests, so they run in
-// parallel). A failure prints the seed, the problems and the graph; replay one graph with
+// 1); TESSEL_NPU_RANDOM_GRAPHS graphs (default 400, 100 under AddressSanitizer) in four shards (separate ctest
+// tests, so they run in parallel); TESSEL_NPU_RANDOM_STRATEGY overrides the schedule strategy (greedy,
+// sequential). A failure prints the seed, the problems and the graph; replay one graph with
 //   TESSEL_NPU_RANDOM_SEED=SEED TESSEL_NPU_RANDOM_GRAPHS=1 build/tessel_unit_tests --gtest_filter='*NpuRandomGraphs*'
 // Longer runs: build/tessel_npu_random --graphs 1000 (tests/npu_random/main.cpp).
 #include <gtest/gtest.h>
@@ -25,6 +26,19 @@ using namespace tessel;
 
 constexpr int kShards = 4;
 
+// Under AddressSanitizer (the sanitize stage) a quarter of the graphs by default: the unit stage runs them all.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr uint64_t kDefaultGraphs = 100;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr uint64_t kDefaultGraphs = 100;
+#else
+constexpr uint64_t kDefaultGraphs = 400;
+#endif
+#else
+constexpr uint64_t kDefaultGraphs = 400;
+#endif
+
 uint64_t envNumber(const char* name, uint64_t fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::stoull(v) : fallback;
@@ -33,7 +47,7 @@ uint64_t envNumber(const char* name, uint64_t fallback) {
 class NpuRandomGraphs : public ::testing::TestWithParam<int> {};
 
 TEST_P(NpuRandomGraphs, MatchTheInterpreterWithoutHazardsOrVerifierProblems) {
-  const uint64_t first = envNumber("TESSEL_NPU_RANDOM_SEED", 1), count = envNumber("TESSEL_NPU_RANDOM_GRAPHS", 400);
+  const uint64_t first = envNumber("TESSEL_NPU_RANDOM_SEED", 1), count = envNumber("TESSEL_NPU_RANDOM_GRAPHS", kDefaultGraphs);
   const fs::path work = fs::temp_directory_path() / fmt::format("tessel-npu-random-{}-{}", getpid(), GetParam());
   fs::create_directories(work);
   const std::vector<std::string> configs = test::randomTestConfigs();
