@@ -98,10 +98,12 @@ class RandomGraphBuilder {
     Value* x = source();
     const Shape s = shapeOf(x);
     if (s.size() == 2) {
-      switch (weighted({40, 30, 30})) {
+      switch (weighted({40, 30, 30, 8, 8})) {
         case 0: gemm(x); return;
         case 1: unary(x); return;
-        default: binary(x); return;
+        case 2: binary(x); return;
+        case 3: node("Reshape", {x, ints({s[0], s[1], 1, 1})}); return;  // back to an image of one pixel
+        default: concatVectors(x); return;
       }
     }
     const bool onePixel = s[2] * s[3] == 1;
@@ -162,7 +164,8 @@ class RandomGraphBuilder {
   void pool(Value* x) {
     const Shape s = shapeOf(x);
     const bool max = chance(0.5);
-    const int64_t kh = pick(1, std::min<int64_t>(5, s[2] + 1)), kw = chance(0.7) ? kh : pick(1, std::min<int64_t>(5, s[3] + 1));
+    const int64_t kmax = chance(0.2) ? 8 : 5;
+    const int64_t kh = pick(1, std::min<int64_t>(kmax, s[2] + 1)), kw = chance(0.7) ? kh : pick(1, std::min<int64_t>(kmax, s[3] + 1));
     std::vector<int64_t> pads{pick(0, kh - 1), pick(0, kw - 1), pick(0, kh - 1), pick(0, kw - 1)};
     if (chance(0.5)) pads = {0, 0, 0, 0};
     // Every window must overlap the image: the padded size covers the kernel.
@@ -170,7 +173,7 @@ class RandomGraphBuilder {
     if (s[3] + pads[1] + pads[3] < kw) pads[1] = pads[3] = 0;
     const int64_t kh2 = std::min(kh, s[2] + pads[0] + pads[2]), kw2 = std::min(kw, s[3] + pads[1] + pads[3]);
     std::map<std::string, AttrValue> attrs{{"kernel_shape", std::vector<int64_t>{kh2, kw2}},
-                                           {"strides", std::vector<int64_t>{pick(1, 3), pick(1, 3)}},
+                                           {"strides", std::vector<int64_t>{pick(1, chance(0.2) ? 4 : 3), pick(1, 3)}},
                                            {"pads", pads}};
     if (chance(0.15)) attrs["ceil_mode"] = int64_t{1};
     if (!max) attrs["count_include_pad"] = int64_t{chance(0.8) ? 1 : 0};
@@ -249,6 +252,16 @@ class RandomGraphBuilder {
     if (ins.size() > 4) ins.resize(4);
     std::shuffle(ins.begin(), ins.end(), rng_);
     node("Concat", ins, {{"axis", int64_t{chance(0.5) ? 1 : -3}}});
+  }
+
+  /// Concat of [N, C] tensors along their channels (the last axis).
+  void concatVectors(Value* x) {
+    std::vector<Value*> ins{x};
+    for (Value* v : values_)
+      if (v != x && shapeOf(v).size() == 2 && shapeOf(v)[0] == shapeOf(x)[0] && chance(0.5)) ins.push_back(v);
+    if (ins.size() == 1) ins.push_back(x);
+    if (ins.size() > 3) ins.resize(3);
+    node("Concat", ins, {{"axis", int64_t{chance(0.5) ? 1 : -1}}});
   }
 
   void batchNorm(Value* x) {
