@@ -102,13 +102,12 @@ int64_t TensorLoc::pixels() const {
 LowerContext::LowerContext(const Graph& body, const hw::NpuConfig& config, const NpuSchedule& sched)
     : cfg(config), schedule(sched), body_(body) {
   uint64_t constantBound = 0;
-  for (const auto& n : body.nodes()) {
-    for (const Value* v : n->inputs())
-      if (v && v->isConstant()) constantBound += static_cast<uint64_t>(v->constant().numel());
-    // A scalar C of a Gemm is packed as one bias per output column.
+  for (const auto& n : body.nodes())  // a scalar C of a Gemm is packed as one bias per output column
     if (isOp(*n, "Gemm") && n->hasInput(2) && n->input(2)->isConstant() && n->input(2)->constant().numel() == 1)
       constantBound += static_cast<uint64_t>(n->output(0)->type.staticShape().back());
-  }
+  for (const auto& n : body.nodes())
+    for (const Value* v : n->inputs())
+      if (v && v->isConstant()) constantBound += static_cast<uint64_t>(v->constant().numel());
   // Weights are packed into blocks of the same total size, so the constants' sizes bound their region.
   activationBase = (constantBound + 1023) / 1024 * 1024;
   dramWords = activationBase;
