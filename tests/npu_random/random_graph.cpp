@@ -197,7 +197,7 @@ class RandomGraphBuilder {
     }
   }
 
-  /// A live tensor of `s`'s shape other than `x` (or x itself, rarely), else nullptr.
+  /// An earlier tensor of x's shape (x itself sometimes, when there is none or rarely), else nullptr.
   Value* sameShape(Value* x) {
     std::vector<Value*> c;
     for (Value* v : values_)
@@ -235,7 +235,7 @@ class RandomGraphBuilder {
       }
       default: break;
     }
-    // A scalar constant, on either side (not as a divisor of x's reciprocal).
+    // A scalar constant on either side; Div only as x / c with c away from 0.
     const float c = op == "Div" ? oneOf<float>({-2.0f, 0.5f, 4.0f, 3.0f}) : uniform(-1.5f, 1.5f);
     if (op != "Div" && chance(0.4)) node(op, {scalar(c), x});
     else node(op, {x, scalar(c)});
