@@ -38,8 +38,8 @@ const std::map<std::string, PipelineList>& pipelines() {
       // The NPU target: clean-ups and folding only; its lowering fuses activations into the ops it emits.
       {"npu",
        {"npu",
-        {"infer-shapes", "specialize-shapes", "fold-constants", "eliminate-identity", "cse", "fold-batchnorm", "dce",
-         "infer-shapes"}}},
+        {"infer-shapes", "specialize-shapes", "fold-constants", "eliminate-identity", "cse", "fold-batchnorm",
+         "fuse-activation-patterns", "dce", "infer-shapes"}}},
   };
   return table;
 }

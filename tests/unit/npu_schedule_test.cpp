@@ -263,4 +263,55 @@ TEST(NpuSchedule, FusedWindowAndGreedySchedulesMatchTheInterpreter) {
     }
 }
 
+// A fan-out the fusion may join (p feeding two 1x1 convs) where one branch's result is read by a grouped conv
+// that runs between the branches (RegNet's blocks): the fused group would take the last branch's place, after
+// its reader, so the candidate is dropped and the schedule verifies; the lowering matches the interpreter.
+TEST(NpuSchedule, FusionCandidatesNeverPlaceAValueAfterItsReader) {
+  Graph g;
+  Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 16, 12, 12}));
+  auto conv = [&](Value* in, int64_t k, int64_t group, uint32_t seed) {
+    Node* n = g.addNode("Conv", {in, g.addConstant(g.uniqueName("w"), randomTensor({16, 16 / group, k, k}, seed))}, {g.uniqueName("c")});
+    n->setAttr("pads", std::vector<int64_t>{k / 2, k / 2, k / 2, k / 2});
+    n->setAttr("kernel_shape", std::vector<int64_t>{k, k});
+    n->setAttr("group", group);
+    return n->output(0);
+  };
+  Value* p = conv(x, 3, 1, 1);
+  Value* a = g.addNode("Relu", {conv(p, 1, 1, 2)}, {"a"})->output(0);
+  Value* b = conv(p, 1, 1, 3);
+  Value* grouped = conv(a, 3, 2, 4);
+  g.addOutput(g.addNode("Add", {b, grouped}, {"y"})->output(0));
+  inferShapes(g);
+  for (const char* cfgName : {"default.json", "edge.json"}) {
+    hw::HardwareConfig cfg = test::shippedConfig(cfgName);
+    const hw::Device& dev = *cfg.firstNpu();
+    const NpuSchedule layered = compilerSchedule(g, dev.npu, "fanout", false);
+    std::map<std::string, size_t> groupOf;
+    for (size_t k = 0; k < layered.groups.size(); ++k)
+      for (const std::string& n : layered.groups[k].nodes) groupOf[n] = k;
+    for (const std::vector<size_t>& members : fusionCandidates(layered, g, dev.npu))
+      for (size_t m : members)
+        for (const std::string& name : layered.groups[m].nodes)
+          for (const auto& node : g.nodes())
+            if (node->name() == name)
+              for (const Use& u : node->output(0)->uses()) {
+                const size_t reader = groupOf.at(u.node->name());
+                EXPECT_TRUE(std::count(members.begin(), members.end(), reader) || reader > members.back())
+                    << cfgName << ": candidate ending at group " << members.back() << " holds " << name << ", read by group " << reader;
+              }
+    const NpuSchedule s = compilerSchedule(g, dev.npu, "fanout");
+    verifySchedule(s, g, dev.npu);
+    const std::map<std::string, Tensor> named{{"x", randomTensor({1, 16, 12, 12}, 9)}};
+    const Tensor want = Interpreter(g).run(named).at(0);
+    const NpuRun run = runLowered(lowerSubgraph(g, dev, s), dev.npu, {named.at("x")});
+    float diff = 0, scale = 0;
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      diff = std::max(diff, std::abs(run.outputs.at(0).data<float>()[i] - want.data<float>()[i]));
+      scale = std::max(scale, std::abs(want.data<float>()[i]));
+    }
+    EXPECT_LE(diff, 1e-4f * scale) << cfgName;
+  }
+}
+
+
 }  // namespace

@@ -48,6 +48,8 @@ TEST(PassesFusion, ConvResidualClip) { expectPassCase("conv_epilogue", "fuse-con
 TEST(PassesFusion, ConvBiasAddAndSilu) { expectPassCase("conv_bias_silu", "fuse-conv-epilogue"); }
 TEST(PassesFusion, GemmBiasLeakyRelu) { expectPassCase("gemm_epilogue", "fuse-gemm-epilogue"); }
 TEST(PassesFusion, BatchNormFoldsIntoConv) { expectPassCase("fold_batchnorm", "fold-batchnorm"); }
+// x * HardSigmoid(x) with HardSwish's constants becomes HardSwish; other constants, or another operand, stay.
+TEST(PassesFusion, HardSigmoidTimesInputBecomesHardSwish) { expectPassCase("hardswish", "fuse-activation-patterns"); }
 TEST(PassesFusion, ElementwiseChainBecomesOneNode) { expectPassCase("fuse_elementwise", "fuse-elementwise"); }
 
 TEST(PassesFusion, ActivationWithSecondReaderIsNotAbsorbed) {

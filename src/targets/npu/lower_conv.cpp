@@ -391,25 +391,74 @@ void DepthwiseConv::lower() {
 }
 
 void DepthwiseConv::beginBlock(int64_t c0) {
-  const int64_t taps = p_.KH * p_.KW;
+  const int64_t taps = p_.KH * p_.KW, DIM = ctx_.cfg.dim;
   c0_ = c0, cbk_ = std::min(t_.channels, p_.C - c0);
+  cur_ = Block{};
   std::vector<float> packed;  // [tap][channel]
   for (int64_t tap = 0; tap < taps; ++tap)
     for (int64_t c = 0; c < cbk_; ++c) packed.push_back(p_.weights[(c0 + c) * taps + tap]);
-  wgt_ = ctx_.region(Buffer::Weight, packed.size());
-  loadContiguous(ctx_, wgt_, 0, ctx_.addConstant(packed), packed.size());
-  bias_ = -1;
+  cur_.wgt = ctx_.region(Buffer::Weight, packed.size());
+  loadContiguous(ctx_, cur_.wgt, 0, ctx_.addConstant(packed), packed.size());
   if (!p_.bias.empty()) {
-    bias_ = ctx_.region(Buffer::Output, static_cast<uint64_t>(cbk_));
+    cur_.bias = ctx_.region(Buffer::Output, static_cast<uint64_t>(cbk_));
     std::vector<float> b(p_.bias.begin() + c0, p_.bias.begin() + c0 + cbk_);
-    loadContiguous(ctx_, bias_, 0, ctx_.addConstant(b), static_cast<uint64_t>(cbk_));
+    loadContiguous(ctx_, cur_.bias, 0, ctx_.addConstant(b), static_cast<uint64_t>(cbk_));
   }
-  blocks_[c0] = {wgt_, bias_};
+  if (t_.matrixEvery > 0) {
+    // Per DIM channels j: per tap a k x k diagonal block (k = the channels of j), then the bias row (1 x k).
+    std::vector<float> blocks;
+    for (int64_t j = 0; j < cbk_; j += DIM) {
+      const int64_t k = std::min(DIM, cbk_ - j);
+      for (int64_t tap = 0; tap < taps; ++tap)
+        for (int64_t r = 0; r < k; ++r)
+          for (int64_t c = 0; c < k; ++c) blocks.push_back(r == c ? p_.weights[(c0 + j + r) * taps + tap] : 0.0f);
+      if (!p_.bias.empty())
+        for (int64_t c = 0; c < k; ++c) blocks.push_back(p_.bias[c0 + j + c]);
+    }
+    cur_.mmWgt = ctx_.region(Buffer::Weight, blocks.size());
+    loadContiguous(ctx_, cur_.mmWgt, 0, ctx_.addConstant(blocks), blocks.size());
+    if (!p_.bias.empty()) {
+      cur_.one = ctx_.region(Buffer::Input, 1);
+      loadContiguous(ctx_, cur_.one, 0, ctx_.addConstant({1.0f}), 1);
+    }
+  }
+  blocks_[c0] = cur_;
 }
 
 void DepthwiseConv::useBlock(int64_t c0) {
   c0_ = c0, cbk_ = std::min(t_.channels, p_.C - c0);
-  std::tie(wgt_, bias_) = blocks_.at(c0);
+  cur_ = blocks_.at(c0);
+}
+
+void DepthwiseConv::matrixTaps(int32_t acc, int32_t in, int64_t base, int64_t winCols, int64_t winChannels, int64_t rows,
+                               int64_t cols) {
+  const int64_t taps = p_.KH * p_.KW, DIM = ctx_.cfg.dim;
+  uint64_t woff = 0;
+  for (int64_t j = 0; j < cbk_; j += DIM) {
+    const int64_t k = std::min(DIM, cbk_ - j);
+    Instruction gm;
+    gm.opcode = Opcode::Gemm;
+    gm.dst = ctx_.at(acc, static_cast<uint64_t>(j), cols * cbk_, cbk_);
+    gm.outer = static_cast<uint32_t>(rows), gm.inner = static_cast<uint32_t>(cols);
+    gm.gemmK = static_cast<uint32_t>(k), gm.gemmN = static_cast<uint32_t>(k);
+    const uint64_t biasRow = woff + static_cast<uint64_t>(taps * k * k);
+    if (cur_.one >= 0) {
+      Instruction b = gm;
+      b.srcA = ctx_.at(cur_.one, 0, 0, 0);
+      b.srcB = ctx_.at(cur_.mmWgt, biasRow);
+      b.gemmK = 1;
+      ctx_.emit(b, acc, cur_.one, cur_.mmWgt);
+    }
+    for (int64_t tap = 0; tap < taps; ++tap) {
+      const int64_t kh = tap / p_.KW, kw = tap % p_.KW;
+      gm.srcA = ctx_.at(in, static_cast<uint64_t>(base + (kh * p_.dH * winCols + kw * p_.dW) * winChannels + j),
+                        p_.sH * winCols * winChannels, p_.sW * winChannels);
+      gm.srcB = ctx_.at(cur_.mmWgt, woff + static_cast<uint64_t>(tap * k * k));
+      gm.accumulate = cur_.one >= 0 || tap > 0;
+      ctx_.emit(gm, acc, in, cur_.mmWgt);
+    }
+    woff = biasRow + (cur_.one >= 0 ? static_cast<uint64_t>(k) : 0);
+  }
 }
 
 int32_t DepthwiseConv::computeTile(int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, const OnChipInput* window) {
@@ -426,15 +475,20 @@ int32_t DepthwiseConv::computeTile(int64_t n, int64_t oy0, int64_t rows, int64_t
     winCols = w.tileCols;
   }
   const int32_t acc = ctx_.region(Buffer::Accumulator, static_cast<uint64_t>(rows * cols * cbk_));
+  const bool onMatrix = t_.matrixEvery > 0 && tilesComputed_++ % t_.matrixEvery == t_.matrixEvery - 1;
+  if (onMatrix) {
+    matrixTaps(acc, in, base, winCols, winChannels, rows, cols);
+    return acc;
+  }
   SramOperand tile = ctx_.at(acc, 0, cols * cbk_, cbk_);
-  if (bias_ >= 0) ctx_.emit(makeVecUnary(VecOp::Copy, tile, ctx_.at(bias_), r, cl, v), acc, bias_);
+  if (cur_.bias >= 0) ctx_.emit(makeVecUnary(VecOp::Copy, tile, ctx_.at(cur_.bias), r, cl, v), acc, cur_.bias);
   for (int64_t tap = 0; tap < taps; ++tap) {
     const int64_t kh = tap / p_.KW, kw = tap % p_.KW;
     SramOperand src = ctx_.at(in, static_cast<uint64_t>(base + (kh * p_.dH * winCols + kw * p_.dW) * winChannels),
                               p_.sH * winCols * winChannels, p_.sW * winChannels);
-    const bool init = tap == 0 && bias_ < 0;
-    ctx_.emit(makeVecBinary(init ? VecOp::Mul : VecOp::MulAcc, tile, src, ctx_.at(wgt_, static_cast<uint64_t>(tap * cbk_)), r, cl, v),
-              acc, in, wgt_);
+    const bool init = tap == 0 && cur_.bias < 0;
+    ctx_.emit(makeVecBinary(init ? VecOp::Mul : VecOp::MulAcc, tile, src, ctx_.at(cur_.wgt, static_cast<uint64_t>(tap * cbk_)), r, cl, v),
+              acc, in, cur_.wgt);
   }
   return acc;
 }

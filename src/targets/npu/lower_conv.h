@@ -86,7 +86,8 @@ class MatrixConv {
 };
 
 /// A depthwise convolution on the vector unit (one multiply-accumulate per tap with a per-channel weight
-/// vector), one output tile of one channel block at a time.
+/// vector), one output tile of one channel block at a time; with the tiling's matrixEvery some tiles run on the
+/// matrix unit as block-diagonal gemms instead.
 class DepthwiseConv {
  public:
   DepthwiseConv(LowerContext& ctx, const Node& node, const ConvProblem& p, const NodeTiling& t);
@@ -105,10 +106,20 @@ class DepthwiseConv {
   const Node& node_;
   const ConvProblem& p_;
   const NodeTiling& t_;
+  /// The regions of a loaded channel block: per-tap weight vectors and the bias (vector unit); block-diagonal
+  /// weight blocks, bias rows and a word holding 1.0 (matrix unit, when some tiles run there).
+  struct Block {
+    int32_t wgt = -1, bias = -1, mmWgt = -1, one = -1;
+  };
+  /// One tile on the matrix unit: per DIM channels the bias as a gemm of a 1.0 by the bias row, then one
+  /// accumulating gemm per tap with a diagonal weight block.
+  void matrixTaps(int32_t acc, int32_t in, int64_t base, int64_t winCols, int64_t winChannels, int64_t rows, int64_t cols);
+
   int64_t c0_ = 0, cbk_ = 0;
-  int32_t wgt_ = -1, bias_ = -1;
-  std::map<int64_t, std::pair<int32_t, int32_t>> blocks_;  ///< loaded blocks: c0 -> (weights, bias) regions
+  Block cur_;
+  std::map<int64_t, Block> blocks_;  ///< loaded blocks by first channel
   uint32_t tileIndex_ = 0;
+  int64_t tilesComputed_ = 0;  ///< tiles of this node so far (which unit computes the next, matrixEvery)
 };
 
 /// A MaxPool / AveragePool output tile of channels [c0, c0 + ck) read from an on-chip window (its padding already

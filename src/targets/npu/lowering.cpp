@@ -108,7 +108,17 @@ LowerContext::LowerContext(const Graph& body, const hw::NpuConfig& config, const
   for (const auto& n : body.nodes())
     for (const Value* v : n->inputs())
       if (v && v->isConstant()) constantBound += static_cast<uint64_t>(v->constant().numel());
-  // Weights are packed into blocks of the same total size, so the constants' sizes bound their region.
+  // Weights are packed into blocks of the same total size, so the constants' sizes bound their region; depthwise
+  // tiles on the matrix unit add diagonal weight blocks (at most DIM words per weight), bias rows and a 1.0 per
+  // channel block.
+  for (const GroupSchedule& g : sched.groups)
+    for (const NodeTiling& t : g.tiling)
+      if (t.matrixEvery > 0)
+        for (const auto& n : body.nodes())
+          if (n->name() == t.node) {
+            const ConvGeometry geo = convGeometry(*n);
+            constantBound += static_cast<uint64_t>(geo.C * (geo.KH * geo.KW * cfg.dim + 1) + ceilDiv(geo.C, t.channels));
+          }
   activationBase = (constantBound + 1023) / 1024 * 1024;
   dramWords = activationBase;
 }
@@ -291,7 +301,6 @@ sched::ScheduleOptions scheduleOptions(const NpuSchedule& schedule) {
 }
 
 /// Window sizes the compiler tries when the schedule leaves the choice to it (S0.6).
-constexpr uint32_t kWindowChoices[] = {1, 2, 3, 4, 6, 8};
 
 /// Schedules the program as `schedule` says; writes the window used into `window`.
 ///  - window strategy, window 0: each of kWindowChoices; the fastest, ties to the smallest (more tiles in flight

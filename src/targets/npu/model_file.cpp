@@ -88,6 +88,7 @@ std::string subgraphMeta(const LoweredSubgraph& s) {
                {"outputs", dramTensorsJson(s.outputs)},                {"ops", ops},
                {"schedule", s.schedule.toJson()},                      {"modelled_cycles", s.modelledCycles},
                {"work", {{"macs", s.work.macs}, {"vector_lane_cycles", s.work.vectorCycles},
+                         {"depthwise_macs", s.work.depthwiseMacs},
                          {"compulsory_load_bytes", s.work.compulsoryLoadBytes},
                          {"compulsory_store_bytes", s.work.compulsoryStoreBytes}}}};
   return meta.dump();
@@ -233,8 +234,17 @@ LoweredSubgraph subgraphFrom(Reader& sec, const hw::HardwareConfig& config, cons
   for (const char* key : {"macs", "vector_lane_cycles", "compulsory_load_bytes", "compulsory_store_bytes"})
     if (!work.is_object() || !work.contains(key) || !work[key].is_number_unsigned())
       r.fail(fmt::format("subgraph '{}': work.{} missing or not an unsigned integer", s.name, key));
-  s.work = SubgraphWork{work["macs"].get<uint64_t>(), work["vector_lane_cycles"].get<uint64_t>(),
-                        work["compulsory_load_bytes"].get<uint64_t>(), work["compulsory_store_bytes"].get<uint64_t>()};
+  s.work = SubgraphWork{};
+  s.work.macs = work["macs"].get<uint64_t>();
+  s.work.vectorCycles = work["vector_lane_cycles"].get<uint64_t>();
+  s.work.compulsoryLoadBytes = work["compulsory_load_bytes"].get<uint64_t>();
+  s.work.compulsoryStoreBytes = work["compulsory_store_bytes"].get<uint64_t>();
+  // Files written before depthwise work was counted apart hold it in vector_lane_cycles (and have no such key).
+  if (work.contains("depthwise_macs")) {
+    if (!work["depthwise_macs"].is_number_unsigned())
+      r.fail(fmt::format("subgraph '{}': work.depthwise_macs is not an unsigned integer", s.name));
+    s.work.depthwiseMacs = work["depthwise_macs"].get<uint64_t>();
+  }
   std::string prog = sec.blob("instruction stream");
   if (prog.size() % 32 != 0) r.fail(fmt::format("subgraph '{}': instruction stream is not a multiple of 32 bytes", s.name));
   try {

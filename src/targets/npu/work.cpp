@@ -21,18 +21,26 @@ uint64_t cyclesPerVector(const Node& n, const hw::NpuConfig& cfg) {
 
 }  // namespace
 
+uint64_t SubgraphWork::depthwiseCycles(const hw::NpuConfig& cfg) const {
+  const uint64_t perCycle = std::max<uint64_t>(cfg.dim, cfg.vectorLanes / std::max<uint64_t>(1, cfg.vectorCyclesPerVector));
+  return ceilDivU(depthwiseMacs, perCycle);
+}
+
 uint64_t SubgraphWork::lowerBound(const hw::NpuConfig& cfg) const {
-  return std::max({ceilDivU(macs, uint64_t{cfg.dim} * cfg.dim), ceilDivU(vectorCycles, cfg.vectorLanes),
-                   ceilDivU(compulsoryLoadBytes, cfg.loadBytesPerCycle), ceilDivU(compulsoryStoreBytes, cfg.storeBytesPerCycle)});
+  const uint64_t mm = ceilDivU(macs, uint64_t{cfg.dim} * cfg.dim), vec = ceilDivU(vectorCycles, cfg.vectorLanes);
+  return std::max({mm, vec, ceilDivU(mm + vec + depthwiseCycles(cfg), 2), ceilDivU(compulsoryLoadBytes, cfg.loadBytesPerCycle),
+                   ceilDivU(compulsoryStoreBytes, cfg.storeBytesPerCycle)});
 }
 
 nlohmann::json SubgraphWork::toJson(const hw::NpuConfig& cfg) const {
   return {{"macs", macs},
           {"vector_lane_cycles", vectorCycles},
+          {"depthwise_macs", depthwiseMacs},
           {"compulsory_load_bytes", compulsoryLoadBytes},
           {"compulsory_store_bytes", compulsoryStoreBytes},
           {"mm_cycles", ceilDivU(macs, uint64_t{cfg.dim} * cfg.dim)},
           {"vector_cycles", ceilDivU(vectorCycles, cfg.vectorLanes)},
+          {"depthwise_cycles", depthwiseCycles(cfg)},
           {"load_cycles", ceilDivU(compulsoryLoadBytes, cfg.loadBytesPerCycle)},
           {"store_cycles", ceilDivU(compulsoryStoreBytes, cfg.storeBytesPerCycle)},
           {"lower_bound_cycles", lowerBound(cfg)}};
@@ -50,7 +58,7 @@ SubgraphWork subgraphWork(const Graph& body, const hw::NpuConfig& cfg) {
       case lower::OpFamily::Matrix: {
         const ConvGeometry g = convGeometry(*n);
         if (g.depthwise())
-          w.vectorCycles += static_cast<uint64_t>(g.macs()) * cfg.vectorCyclesPerVector;
+          w.depthwiseMacs += static_cast<uint64_t>(g.macs());
         else
           w.macs += static_cast<uint64_t>(g.macs());
         break;

@@ -47,15 +47,21 @@ struct LoweredOp {
 struct SubgraphWork {
   uint64_t macs = 0;              ///< multiply-accumulates of convolutions, Gemm and MatMul on the matrix unit
   uint64_t vectorCycles = 0;      ///< lane-cycles the vector unit must spend (elements x cycles per vector)
+  /// Multiply-accumulates of depthwise convolutions, which either unit can do: the vector unit one per lane and
+  /// cycle, the matrix unit DIM per cycle (one diagonal block row).
+  uint64_t depthwiseMacs = 0;
   uint64_t compulsoryLoadBytes = 0;   ///< inputs and constants, each read once
   uint64_t compulsoryStoreBytes = 0;  ///< outputs, each written once
-  /// Largest of MACs / DIM^2, vector work / lanes, compulsory loads / load bandwidth and stores / store
-  /// bandwidth: no schedule of these nodes on this machine can take fewer cycles.
+  /// Cycles of the depthwise work at the faster of the two units' rates.
+  uint64_t depthwiseCycles(const hw::NpuConfig& cfg) const;
+  /// Largest of MACs / DIM^2, vector work / lanes, the matrix and vector work plus the depthwise work shared by
+  /// both units, compulsory loads / load bandwidth and stores / store bandwidth: no schedule of these nodes on
+  /// this machine can take fewer cycles.
   uint64_t lowerBound(const hw::NpuConfig& cfg) const;
   nlohmann::json toJson(const hw::NpuConfig& cfg) const;
 };
 
-/// The work of a subgraph body (every node as the NPU would run it: depthwise convolutions on the vector unit,
+/// The work of a subgraph body (every node as the NPU would run it: depthwise convolutions on either unit,
 /// activations, element-wise ops and pooling windows as vector element operations; a convolution's bias is not
 /// counted, a DMA can add it).
 SubgraphWork subgraphWork(const Graph& body, const hw::NpuConfig& cfg);

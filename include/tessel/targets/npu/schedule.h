@@ -37,6 +37,10 @@ struct NodeTiling {
   bool weightsResident = true;  ///< matrix: a node's weight blocks stay in SRAM for all its tiles
   bool phased = false;          ///< matrix/packed, strided: the input window is held as one region per stride phase
   int64_t slots = 2;            ///< buffer depth: tiles of this node in flight (2 = double buffering)
+  /// "vector" (depthwise): 0 runs every tile on the vector unit; k >= 1 runs every k-th tile on the matrix unit
+  /// instead (one block-diagonal gemm per tap and DIM channels, the bias as a one-row gemm), so both units share
+  /// the work (1: every tile on the matrix unit).
+  int64_t matrixEvery = 0;
   /// Nodes applied in place to each tile before the store, in order (fused epilogue): activations and
   /// element-wise ops whose other operand is a scalar constant or a same-shape tensor read from DRAM.
   std::vector<std::string> epilogue;
@@ -57,6 +61,9 @@ struct GroupSchedule {
 
   bool operator==(const GroupSchedule&) const = default;
 };
+
+/// The window sizes the lowering tries when a schedule leaves the window to it (window 0).
+inline constexpr uint32_t kWindowChoices[] = {1, 2, 3, 4, 6, 8};
 
 /// The schedule of one NPU subgraph.
 struct NpuSchedule {

@@ -1,6 +1,7 @@
 // defaultSchedule(): the layer-by-layer lowering's historical tiling choices written down as an NpuSchedule
 // (one group per node, an activation fused into its Conv/Gemm/MatMul, tiles sized to half buffers).
 #include <algorithm>
+#include <array>
 #include <fmt/format.h>
 
 #include "../geometry.h"
@@ -81,6 +82,90 @@ uint64_t poolCycles(const PoolGeometry& q, const NodeTiling& t, const hw::NpuCon
         vec += static_cast<uint64_t>(q.KH * q.KW) * instructionCost(v, cfg).occupancy;
       }
   return std::max({ld, vec, st});
+}
+
+/// Busy cycles per unit (LD, MM, VEC, ST) of a depthwise convolution with tiling `t`, with the simulator's
+/// instruction costs: per channel block its weights and bias, per tile the input window, then on the vector unit
+/// the bias copy and one multiply-accumulate per tap, or on the matrix unit (every t.matrixEvery-th tile) the
+/// bias gemm and one gemm per tap and DIM channels; `epilogueOps` vector ops in place and the store.
+std::array<uint64_t, 4> depthwiseUnits(const ConvGeometry& p, const NodeTiling& t, int epilogueOps, bool bias,
+                                       const hw::NpuConfig& cfg) {
+  std::array<uint64_t, 4> u{};
+  const int64_t taps = p.KH * p.KW, DIM = cfg.dim;
+  int64_t tile = 0;
+  for (int64_t c0 = 0; c0 < p.C; c0 += t.channels) {
+    const int64_t ck = std::min(t.channels, p.C - c0);
+    Instruction w;
+    w.opcode = Opcode::Load, w.outer = 1, w.inner = 1;
+    w.vecLen = static_cast<uint32_t>(depthwiseWeightWords(taps, ck, t.matrixEvery > 0, DIM) + (bias ? ck : 0));
+    u[0] += instructionCost(w, cfg).occupancy;
+    for (int64_t oy0 = 0; oy0 < p.OH; oy0 += t.rows)
+      for (int64_t ox0 = 0; ox0 < p.OW; ox0 += t.cols, ++tile) {
+        const int64_t rows = std::min(t.rows, p.OH - oy0), cols = std::min(t.cols, p.OW - ox0);
+        Instruction io;
+        io.opcode = Opcode::Load;
+        io.outer = static_cast<uint32_t>(p.inRows(rows)), io.inner = static_cast<uint32_t>(p.inCols(cols));
+        io.vecLen = static_cast<uint32_t>(ck), io.dramStrideInner = static_cast<uint32_t>(p.C);
+        u[0] += instructionCost(io, cfg).occupancy;
+        io.opcode = Opcode::Store, io.outer = static_cast<uint32_t>(rows), io.inner = static_cast<uint32_t>(cols);
+        u[3] += instructionCost(io, cfg).occupancy;
+        Instruction v;
+        v.opcode = Opcode::VecBinary, v.vecOp = VecOp::MulAcc;
+        v.outer = io.outer, v.inner = io.inner, v.vecLen = io.vecLen;
+        const uint64_t vecOp = instructionCost(v, cfg).occupancy;
+        if (t.matrixEvery > 0 && tile % t.matrixEvery == t.matrixEvery - 1) {
+          for (int64_t j = 0; j < ck; j += DIM) {
+            Instruction gm;
+            gm.opcode = Opcode::Gemm, gm.outer = io.outer, gm.inner = io.inner;
+            gm.gemmK = gm.gemmN = static_cast<uint32_t>(std::min(DIM, ck - j));
+            u[1] += static_cast<uint64_t>(taps + (bias ? 1 : 0)) * instructionCost(gm, cfg).occupancy;
+          }
+          u[2] += static_cast<uint64_t>(epilogueOps) * vecOp;
+        } else {
+          u[2] += static_cast<uint64_t>(taps + (bias ? 1 : 0) + epilogueOps) * vecOp;
+        }
+      }
+  }
+  return u;
+}
+
+/// The depthwise tiling of the fewest busy cycles on its busiest unit (ties: the fewest in total): channel blocks
+/// of whole vectors (or all channels), tiles whose input window and accumulator tile fit one slot each, and the
+/// share of tiles the matrix unit computes. Narrow channel blocks allow taller and wider windows, so the rows
+/// and columns of the halo are loaded fewer times.
+NodeTiling depthwiseTiling(const Node& n, const hw::NpuConfig& cfg, int epilogueOps, NodeTiling t) {
+  const ConvGeometry p = convGeometry(n);
+  const int64_t taps = p.KH * p.KW, lanes = cfg.vectorLanes;
+  const bool bias = n.hasInput(2);
+  std::vector<int64_t> cbs;
+  for (int64_t cb = std::min(p.C, lanes); cb <= std::min<int64_t>(p.C, 4 * cfg.dim); cb += lanes) cbs.push_back(cb);
+  bool found = false;
+  std::pair<uint64_t, uint64_t> best{0, 0};
+  for (int64_t every : {0, 1, 2, 3, 4})
+    for (int64_t cb : cbs) {
+      // Tiles on both units: a window computing on each and the next ones loading (a quarter buffer each).
+      const uint64_t slots = every > 1 ? 4 : 2;
+      const uint64_t inpSlot = cfg.bufferWords(static_cast<size_t>(Buffer::Input)) / slots;
+      const uint64_t accSlot = cfg.bufferWords(static_cast<size_t>(Buffer::Accumulator)) / slots;
+      if (static_cast<uint64_t>(depthwiseWeightWords(taps, cb, every > 0, cfg.dim)) > half(cfg, Buffer::Weight) ||
+          static_cast<uint64_t>(cb) > half(cfg, Buffer::Output))
+        continue;
+      for (int64_t parts = 1; parts <= p.OW; ++parts) {
+        const int64_t tw = ceilDiv(p.OW, parts);
+        if (parts > 1 && ceilDiv(p.OW, parts - 1) == tw) continue;
+        if (tw >= 65536 || static_cast<uint64_t>(p.inCols(tw) * cb) > inpSlot) continue;
+        int64_t th = std::min<int64_t>({p.OH, 65535, static_cast<int64_t>(accSlot / static_cast<uint64_t>(tw * cb))});
+        while (th >= 1 && static_cast<uint64_t>(p.inRows(th) * p.inCols(tw) * cb) > inpSlot) --th;
+        if (th < 1) continue;
+        th = ceilDiv(p.OH, ceilDiv(p.OH, th));  // even row tiles
+        NodeTiling c = t;
+        c.rows = th, c.cols = tw, c.channels = cb, c.inChannels = cb, c.matrixEvery = every;
+        const auto u = depthwiseUnits(p, c, epilogueOps, bias, cfg);
+        const std::pair<uint64_t, uint64_t> cost{*std::max_element(u.begin(), u.end()), u[0] + u[1] + u[2] + u[3]};
+        if (!found || cost < best) best = cost, t = c, found = true;
+      }
+    }
+  return t;
 }
 
 /// A pool's tiles when its input windows go to buffer `window` and its results to `result` (one slot each): the
@@ -186,6 +271,13 @@ uint64_t bytesOf(const Value* v) { return v && v->type.isStatic() ? 4 * static_c
 
 }  // namespace
 
+int64_t depthwiseWeightWords(int64_t taps, int64_t cb, bool matrix, int64_t dim) {
+  int64_t words = taps * cb;
+  if (matrix)
+    for (int64_t j = 0; j < cb; j += dim) words += taps * std::min(dim, cb - j) * std::min(dim, cb - j) + std::min(dim, cb - j);
+  return words;
+}
+
 NpuSchedule compilerSchedule(const Graph& body, const hw::NpuConfig& cfg, const std::string& subgraph, bool fusion) {
   NpuSchedule s = defaultSchedule(body, cfg, subgraph);
   std::map<std::string, const Node*> byName;
@@ -255,6 +347,10 @@ NpuSchedule compilerSchedule(const Graph& body, const hw::NpuConfig& cfg, const 
     chosen.epilogue = c.tiling->epilogue;
     *c.tiling = chosen;
   }
+  // Depthwise convolutions: the channel block and tile of the fewest busy cycles.
+  for (GroupSchedule& g : s.groups)
+    for (NodeTiling& t : g.tiling)
+      if (t.variant == "vector") t = depthwiseTiling(*byName.at(t.node), cfg, static_cast<int>(t.epilogue.size()), t);
   // Pools: the input windows in the accumulator and the results in the output buffer when that is cheaper
   // (larger windows load fewer overlapping rows).
   for (GroupSchedule& g : s.groups)

@@ -49,23 +49,6 @@ const Value* resultOf(const GroupSchedule& g, const std::map<std::string, const 
   return byName.at(g.nodes.back())->output(0);
 }
 
-/// Whether a group outside `members` (sorted) and placed before the last of them reads a member's result: the
-/// fused group takes its last member's place, so it would come after that reader (a fan-out whose earlier branch
-/// is also read outside the group).
-bool readBeforeFusedPlace(const NpuSchedule& s, const std::vector<size_t>& members,
-                          const std::map<std::string, const Node*>& byName) {
-  std::set<const Value*> results;
-  for (size_t g : members)
-    for (const std::string& name : s.groups[g].nodes) results.insert(byName.at(name)->output(0));
-  for (size_t g = members.front() + 1; g < members.back(); ++g) {
-    if (std::binary_search(members.begin(), members.end(), g)) continue;
-    for (const std::string& name : s.groups[g].nodes)
-      for (const Value* v : byName.at(name)->inputs())
-        if (results.count(v)) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 std::vector<std::vector<size_t>> fusionCandidates(const NpuSchedule& s, const Graph& body, const hw::NpuConfig& cfg) {
@@ -109,13 +92,31 @@ std::vector<std::vector<size_t>> fusionCandidates(const NpuSchedule& s, const Gr
   }
   std::map<size_t, std::vector<size_t>> components;
   for (size_t g : joined) components[find(g)].push_back(g);
+  std::map<const Node*, size_t> groupOfNode;
+  for (size_t g = 0; g < s.groups.size(); ++g)
+    for (const std::string& name : s.groups[g].nodes) groupOfNode[byName.at(name)] = g;
+  // The fused group takes its last member's place, so a group outside it that reads a member's values must
+  // come after that place (RegNet: a fan-out of two 1x1 convs where one's result feeds a grouped conv between).
+  auto readBeforeLast = [&](const std::vector<size_t>& members) {
+    const std::set<size_t> inside(members.begin(), members.end());
+    for (size_t g : members)
+      for (const std::string& name : s.groups[g].nodes)
+        for (const Value* v : byName.at(name)->outputs())
+          if (v)
+            for (const Use& u : v->uses()) {
+              const size_t reader = groupOfNode.at(u.node);
+              if (!inside.count(reader) && reader < members.back()) return true;
+            }
+    return false;
+  };
   std::vector<std::vector<size_t>> out;
   for (auto& [root, members] : components) {
     std::sort(members.begin(), members.end());
+    if (readBeforeLast(members)) continue;
     bool preset = false;
     for (size_t g : members)
       for (const std::string& op : cfg.presetOperators) preset |= byName.at(s.groups[g].tiling[0].node)->opType() == op;
-    if (preset && members.size() > 1 && !readBeforeFusedPlace(s, members, byName)) out.push_back(members);
+    if (preset && members.size() > 1) out.push_back(members);
   }
   return out;
 }
@@ -227,10 +228,10 @@ void chooseFusion(NpuSchedule& s, const Graph& body, const hw::NpuConfig& cfg) {
       const bool acceptable = c.cycles <= layered.cycles || (c.cycles * 100 <= layered.cycles * 103 && saved * 5 >= layeredTraffic);
       return acceptable && (c.cycles < best.cycles || !bestGroup);
     };
-    auto tryOption = [&](int64_t tiles, bool onChip) {
-      NpuSchedule trial = s;
-      GroupSchedule f = fuse(s, members, byName, cfg, tiles, onChip);
-      // The fused group replaces its last member (its position), the others are dropped.
+    // The cost of the schedule `base` with the fused group `f` in place of the members (it takes the last member's
+    // position, the others are dropped), priced with the groups around it; nothing when the buffers cannot hold it.
+    auto priceFused = [&](const NpuSchedule& base, const GroupSchedule& f) -> std::optional<lower::ModelledCost> {
+      NpuSchedule trial = base;
       trial.groups[members.back()] = f;
       for (size_t k = members.size() - 1; k-- > 0;) trial.groups.erase(trial.groups.begin() + static_cast<long>(members[k]));
       const size_t at = members.back() - (members.size() - 1);
@@ -238,11 +239,15 @@ void chooseFusion(NpuSchedule& s, const Graph& body, const hw::NpuConfig& cfg) {
       if (members.front() > 0) around.insert(around.begin(), members.front() - 1);
       if (at + 1 < trial.groups.size()) around.push_back(at + 1);
       try {
-        const lower::ModelledCost cost = lower::modelledCost(body, cfg, trial, around);
-        if (better(cost)) best = cost, bestGroup = f;
+        return lower::modelledCost(body, cfg, trial, around);
       } catch (const InternalError&) {
-        // the buffers cannot hold this option
+        return std::nullopt;  // the buffers cannot hold this option
       }
+    };
+    auto tryOption = [&](int64_t tiles, bool onChip) {
+      const GroupSchedule f = fuse(s, members, byName, cfg, tiles, onChip);
+      const std::optional<lower::ModelledCost> cost = priceFused(s, f);
+      if (cost && better(*cost)) best = *cost, bestGroup = f;
     };
     int64_t minTiles = 1;
     while (minTiles < last.OH && windowWords(s, members, byName, ceilDiv(last.OH, minTiles)) > inpWords * 3 / 4) ++minTiles;
@@ -254,7 +259,14 @@ void chooseFusion(NpuSchedule& s, const Graph& body, const hw::NpuConfig& cfg) {
         if (tried.insert(tiles).second) tryOption(tiles, true);
       }
     } else if (last.OH > 8) {
-      tryOption(ceilDiv(last.OH, 8), false);  // intermediates through DRAM, 8 output rows per tile
+      // Intermediates through DRAM, 8 output rows per tile: no traffic saved, so it must be faster, and both are
+      // priced with the widest window the program may get (with a narrow one, layer by layer cannot overlap a
+      // node's tiles with the next node's, and this option looks better than it turns out: MobileNetV2).
+      NpuSchedule wide = s;
+      wide.window = *std::max_element(std::begin(kWindowChoices), std::end(kWindowChoices));
+      const GroupSchedule f = fuse(s, members, byName, cfg, ceilDiv(last.OH, 8), false);
+      const std::optional<lower::ModelledCost> cost = priceFused(wide, f);
+      if (cost && cost->cycles < lower::modelledCost(body, cfg, wide, context).cycles) bestGroup = f;
     }
     if (bestGroup) chosen.push_back({members, *bestGroup});
   }

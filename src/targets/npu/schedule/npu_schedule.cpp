@@ -9,6 +9,8 @@
 #include "tessel/support/error.h"
 #include "tessel/targets/npu/isa.h"
 #include "tessel/targets/npu/schedule.h"
+#include "../lower_context.h"
+#include "tiling_cost.h"
 
 namespace tessel::npu {
 
@@ -35,6 +37,8 @@ std::string describeTiling(const NodeTiling& t) {
   if (t.coutPerPass) s += fmt::format(", {} out-ch per input load", t.coutPerPass);
   if (t.variant == "matrix" || t.variant == "packed" || t.variant == "stacked") s += t.weightsResident ? ", weights resident" : ", weights streamed";
   if (t.phased) s += ", input split into stride phases";
+  if (t.matrixEvery == 1) s += ", on the matrix unit";
+  if (t.matrixEvery > 1) s += fmt::format(", one tile in {} on the matrix unit", t.matrixEvery);
   s += fmt::format(", {} slots", t.slots);
   for (const std::string& e : t.epilogue) s += fmt::format(", + {}", e);
   return s;
@@ -46,6 +50,7 @@ json tilingJson(const NodeTiling& t) {
               {"cols", t.cols},         {"channels", t.channels},
               {"in_channels", t.inChannels}, {"cout_per_pass", t.coutPerPass},
               {"weights_resident", t.weightsResident}, {"phased", t.phased}, {"slots", t.slots},
+              {"matrix_every", t.matrixEvery},
               {"epilogue", t.epilogue}};
 }
 
@@ -102,6 +107,7 @@ NodeTiling tilingFromJson(const JsonReader& r, const json& j, const std::string&
   t.weightsResident = r.boolean(j, path, "weights_resident");
   t.phased = r.boolean(j, path, "phased");
   t.slots = r.integer(j, path, "slots", 1, 64);
+  if (j.contains("matrix_every")) t.matrixEvery = r.integer(j, path, "matrix_every", 0, 64);  // absent in files written before the field existed
   for (const json& e : r.array(j, path, "epilogue")) {
     if (!e.is_string()) r.fail(path + ".epilogue", "expected node names");
     t.epilogue.push_back(e.get<std::string>());
@@ -185,6 +191,8 @@ void verifySchedule(const NpuSchedule& schedule, const Graph& body, const hw::Np
   std::map<std::string, size_t> position;
   for (size_t i = 0; i < body.nodes().size(); ++i) position[body.nodes()[i]->name()] = i;
   std::map<std::string, size_t> scheduled;
+  std::map<std::string, const Node*> byName;
+  for (const auto& n : body.nodes()) byName[n->name()] = n.get();
   for (size_t gi = 0; gi < schedule.groups.size(); ++gi) {
     const GroupSchedule& g = schedule.groups[gi];
     if (g.nodes.empty()) problems.push_back(fmt::format("group {} has no nodes", gi));
@@ -210,6 +218,20 @@ void verifySchedule(const NpuSchedule& schedule, const Graph& body, const hw::Np
       if ((t.variant == "matrix" || t.variant == "packed" || t.variant == "stacked") && t.channels > cfg.dim)
         problems.push_back(fmt::format("node '{}': gemm blocks of {} output channels exceed the {}x{} array", t.node,
                                        t.channels, cfg.dim, cfg.dim));
+      if (t.variant == "vector") {
+        auto it = byName.find(t.node);
+        if (it != byName.end() && lower::opFamily(*it->second) == lower::OpFamily::Matrix) {
+          const ConvGeometry geo = convGeometry(*it->second);
+          const int64_t words = depthwiseWeightWords(geo.KH * geo.KW, std::min(t.channels, geo.C), t.matrixEvery > 0, cfg.dim);
+          if (static_cast<uint64_t>(words) > cfg.bufferWords(static_cast<size_t>(Buffer::Weight)))
+            problems.push_back(fmt::format("node '{}': a depthwise block of {} channels{} needs {} weight words, the weight "
+                                           "buffer holds {}", t.node, t.channels, t.matrixEvery > 0 ? " with matrix-unit tiles" : "",
+                                           words, cfg.bufferWords(static_cast<size_t>(Buffer::Weight))));
+        }
+      }
+      if (t.matrixEvery != 0 && t.variant != "vector")
+        problems.push_back(fmt::format("node '{}': matrix_every applies to depthwise (vector) tilings only, not '{}'", t.node,
+                                       t.variant));
       if (t.rows >= (int64_t{1} << kCountBits) || t.cols >= (int64_t{1} << kCountBits))
         problems.push_back(fmt::format("node '{}': tile {}x{} exceeds the instruction's 16-bit counts", t.node, t.rows, t.cols));
     }

@@ -32,6 +32,10 @@ struct EpilogueShape {
   int tensorSteps = 0;
 };
 
+/// Words of the weight buffer a depthwise channel block of `cb` channels needs: the per-tap weight vectors, and
+/// with tiles on the matrix unit (`matrix`) the diagonal blocks and bias rows.
+int64_t depthwiseWeightWords(int64_t taps, int64_t cb, bool matrix, int64_t dim);
+
 /// Reduction slices (gemms per output block) of one input block of `cb` channels.
 int64_t reductionSlicesPerBlock(const ConvGeometry& p, Reduction r, bool phased, int64_t cb, int64_t dim);
 
