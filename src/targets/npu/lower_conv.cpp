@@ -18,6 +18,7 @@ struct InputWindow {
   int64_t y0, x0, rows, cols;               // interior (inside the image)
   uint32_t padTop, padBottom, padLeft, padRight;
   int64_t tileRows, tileCols;               // including padding
+  bool inside() const { return rows >= 1 && cols >= 1; }  ///< some of it is in the image
 };
 
 InputWindow inputWindow(const ConvProblem& p, int64_t oy0, int64_t th, int64_t ox0, int64_t tw) {
@@ -31,15 +32,22 @@ InputWindow inputWindow(const ConvProblem& p, int64_t oy0, int64_t th, int64_t o
   w.padRight = static_cast<uint32_t>(std::max<int64_t>(0, x1 - (p.W - 1)));
   w.y0 = y0 + w.padTop, w.x0 = x0 + w.padLeft;
   w.rows = w.tileRows - w.padTop - w.padBottom, w.cols = w.tileCols - w.padLeft - w.padRight;
-  TESSEL_ASSERT(w.rows >= 1 && w.cols >= 1 && w.padTop <= 15 && w.padBottom <= 15 && w.padLeft <= 15 &&
-                    w.padRight <= 15,
-                "npu lowering: convolution tile window outside the image or padding over 15");
+  TESSEL_ASSERT(!w.inside() || (w.padTop <= 15 && w.padBottom <= 15 && w.padLeft <= 15 && w.padRight <= 15),
+                "npu lowering: convolution tile window with padding over 15");
   return w;
 }
 
-/// Loads the input window of channels [c0, c0 + cb) of image n into a new `inp` region (padded tile layout).
+/// Loads the input window of channels [c0, c0 + cb) of image n into a new `inp` region (padded tile layout); a
+/// window wholly in the padding (a tile of output rows that only see padding) is filled with zeros.
 int32_t loadInputTile(LowerContext& ctx, const ConvProblem& p, const InputWindow& w, int64_t n, int64_t c0, int64_t cb) {
   const int32_t r = ctx.region(Buffer::Input, static_cast<uint64_t>(w.tileRows * w.tileCols * cb));
+  if (!w.inside()) {
+    SramOperand dst = ctx.at(r, 0, w.tileCols * cb, cb);
+    ctx.emit(makeVecUnary(VecOp::Fill, dst, dst, static_cast<uint32_t>(w.tileRows), static_cast<uint32_t>(w.tileCols),
+                          static_cast<uint32_t>(cb), 0.0f),
+             r);
+    return r;
+  }
   Instruction ld = makeLoad(ctx.at(r, 0, w.tileCols * cb, cb), p.inAddr + ((n * p.H + w.y0) * p.W + w.x0) * p.inStride + c0,
                             p.W * p.inStride, p.inStride, static_cast<uint32_t>(w.rows), static_cast<uint32_t>(w.cols),
                             static_cast<uint32_t>(cb));

@@ -32,6 +32,13 @@ bool windowsLeaveImage(const PoolProblem& q) {
   return q.pT > 0 || q.pL > 0 || (q.OH - 1) * q.sH - q.pT + q.KH > q.H || (q.OW - 1) * q.sW - q.pL + q.KW > q.W;
 }
 
+/// Whether a window reaches past the padded image (ceil_mode overhang): an average then divides by the elements
+/// inside the padded image only, which the single scale of lowerPool does not do.
+bool windowsLeavePaddedImage(const Node& n, const PoolProblem& q) {
+  const auto p = n.hasAttr("pads") ? n.attrInts("pads") : std::vector<int64_t>{0, 0, 0, 0};
+  return (q.OH - 1) * q.sH - q.pT + q.KH > q.H + p[2] || (q.OW - 1) * q.sW - q.pL + q.KW > q.W + p[3];
+}
+
 hw::SupportResult checkPool(const Node& n) {
   if (n.input(0)->type.dims->size() != 4) return refuse("only 2-D pooling (rank-4 input) is lowered");
   if (n.numOutputs() > 1 && n.output(1)) return refuse("the Indices output is not lowered");
@@ -43,6 +50,8 @@ hw::SupportResult checkPool(const Node& n) {
   if (n.attrInts("kernel_shape").size() != 2) return refuse("kernel_shape must have 2 values");
   if (isOp(n, "AveragePool") && n.attrInt("count_include_pad") == 0 && windowsLeaveImage(poolProblem(n)))
     return refuse("count_include_pad=0 with windows outside the image is not lowered");
+  if (isOp(n, "AveragePool") && windowsLeavePaddedImage(n, poolProblem(n)))
+    return refuse("ceil_mode windows past the padded image (averaged over fewer elements) are not lowered");
   return ok();
 }
 

@@ -75,7 +75,13 @@ void lowerConcat(const Node& n, LowerContext& ctx) {
 void lowerView(const Node& n, LowerContext& ctx) {
   const TensorLoc& x = ctx.loc(n.input(0));
   if (x.pixelStride() == x.channels()) {
-    ctx.view(n.output(0), x, 0);
+    // The same words, dense in the output's shape: its pixel stride is its own channel count, not the input's
+    // (Flatten of [2, 1, 5, 14] to [2, 70] steps 70 words per row, not 1).
+    TensorLoc same = x;
+    same.shape = n.output(0)->type.staticShape();
+    same.channelsLast = same.shape.size() == 4;
+    same.stride = 0;
+    ctx.view(n.output(0), same, 0);
     return;
   }
   // The input is a slice of a wider tensor: copy it out densely.

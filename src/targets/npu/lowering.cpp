@@ -102,6 +102,9 @@ int64_t TensorLoc::pixels() const {
 LowerContext::LowerContext(const Graph& body, const hw::NpuConfig& config, const NpuSchedule& sched)
     : cfg(config), schedule(sched), body_(body) {
   uint64_t constantBound = 0;
+  for (const auto& n : body.nodes())  // a scalar C of a Gemm is packed as one bias per output column
+    if (isOp(*n, "Gemm") && n->hasInput(2) && n->input(2)->isConstant() && n->input(2)->constant().numel() == 1)
+      constantBound += static_cast<uint64_t>(n->output(0)->type.staticShape().back());
   for (const auto& n : body.nodes())
     for (const Value* v : n->inputs())
       if (v && v->isConstant()) constantBound += static_cast<uint64_t>(v->constant().numel());
@@ -335,7 +338,7 @@ sched::ScheduleResult chooseSchedule(const sched::VirtualProgram& vp, const sche
       options.mode = sched::ScheduleOptions::Mode::Window;
       firstThatFits = true;  // the largest cap that fits
       for (uint32_t cap = 64; cap >= 1; cap /= 2)
-        if (cap < vp.tiles.size()) windows.push_back(cap);
+        if (cap < vp.tiles.size() || cap == 1) windows.push_back(cap);  // one tile: still oldest-first below
     }
   }
   if (windows.empty()) return sched::listSchedule(vp, graph, cfg, options);

@@ -191,8 +191,13 @@ std::vector<std::pair<NodeTiling, MatrixCost>> matrixTilingOptions(const Node& n
   if (Cg < DIM && p.dW == 1 && p.KH > 1) variants.push_back("stacked");
   const std::vector<int64_t> ths = evenSplits(p.OH, 64), tws = evenSplits(p.OW, 16);
   std::vector<std::pair<NodeTiling, MatrixCost>> options;
+  // A window of min(DIM, Cg) channels can exceed a small input buffer (a dilated 7x7 window on tiny): then the
+  // matrix variant is tried again with smaller input-channel blocks.
+  std::vector<int64_t> smaller;
+  for (int64_t cb = std::min(DIM, Cg) / 2; cb >= 1; cb /= 2) smaller.push_back(cb);
+  for (int attempt = 0; attempt < 2 && options.empty(); ++attempt)
   for (const std::string& variant : variants)
-    for (int64_t cb : variant != "matrix" ? std::vector<int64_t>{Cg} : cbs)
+    for (int64_t cb : variant != "matrix" ? std::vector<int64_t>{Cg} : attempt == 0 ? cbs : smaller)
       for (int64_t cp : cps)
         for (bool resident : {true, false})
           for (bool phased : {false, true})

@@ -1,0 +1,52 @@
+// tessel_npu_random: the long run of the randomised NPU lowering test (tests/unit/npu_random_graph_test.cpp runs
+// a few hundred graphs in the test command). Checks graphs SEED .. SEED+GRAPHS-1 on the default, tiny and edge
+// configurations and prints each failure with its seed and graph; exit 1 if any failed.
+//   tessel_npu_random [--seed S] [--graphs N] [--save DIR]   (DIR: failing graphs as SEED.tir)
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <string>
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "random_graph.h"
+
+int main(int argc, char** argv) {
+  uint64_t seed = 1, graphs = 1000;
+  std::string save;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i + 1 < argc && a == "--seed") seed = std::stoull(argv[++i]);
+    else if (i + 1 < argc && a == "--graphs") graphs = std::stoull(argv[++i]);
+    else if (i + 1 < argc && a == "--save") save = argv[++i];
+    else {
+      std::cerr << "usage: tessel_npu_random [--seed S] [--graphs N] [--save DIR]\n";
+      return 2;
+    }
+  }
+  namespace fs = std::filesystem;
+  const fs::path work = fs::temp_directory_path() / fmt::format("tessel-npu-random-{}", getpid());
+  fs::create_directories(work);
+  const auto start = std::chrono::steady_clock::now();
+  tessel::test::RandomRunStats stats;
+  const std::vector<std::string> configs = tessel::test::randomTestConfigs();
+  for (uint64_t s = seed; s < seed + graphs; ++s) {
+    for (const std::string& f : tessel::test::checkRandomGraph(s, configs, work.string(), stats, save)) std::cout << f << "\n";
+    if ((s - seed + 1) % 100 == 0)
+      std::cout << fmt::format("{} graphs, {} failing, {:.0f} s\n", s - seed + 1, stats.failures,
+                               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count())
+                << std::flush;
+  }
+  fs::remove_all(work);
+  std::cout << fmt::format("seeds {}..{}: {} graphs, {} compiles, {} nodes ({} on the host), {} graphs wholly on the NPU, "
+                           "{} NPU cycles, {} fused groups; {} passed, {} failed ({:.0f} s)\n",
+                           seed, seed + graphs - 1, stats.graphs, stats.compiles, stats.nodes, stats.hostNodes,
+                           stats.graphsAllOnNpu, stats.cycles, stats.fusedGroups, stats.graphs - stats.failures, stats.failures,
+                           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  std::vector<std::string> host;
+  for (const auto& [op, n] : stats.hostOps) host.push_back(fmt::format("{} {}", op, n));
+  std::cout << fmt::format("nodes left on the host by the partitioner: {}\n", fmt::join(host, ", "));
+  return stats.failures ? 1 : 0;
+}

@@ -1,0 +1,478 @@
+// Random NPU test graphs and their compile-simulate-compare check (see random_graph.h).
+#include "random_graph.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "tessel/hw/hardware_config.h"
+#include "tessel/interp/interpreter.h"
+#include "tessel/ir/text.h"
+#include "tessel/ops/shape_inference.h"
+#include "tessel/support/error.h"
+#include "tessel/targets/npu/model_file.h"
+#include "tessel/targets/npu/verify.h"
+#include "tessel/targets/target.h"
+
+namespace fs = std::filesystem;
+
+namespace tessel::test {
+
+namespace {
+
+/// Builds one random graph: a list of live tensors, each step adds an operator reading the newest tensor or
+/// (a branch of the DAG) an earlier one.
+class RandomGraphBuilder {
+ public:
+  explicit RandomGraphBuilder(uint64_t seed) : rng_(seed) {}
+
+  std::unique_ptr<Model> build() {
+    auto m = std::make_unique<Model>();
+    m->opsetImports[""] = 17;
+    m->graph = std::make_unique<Graph>();
+    g_ = m->graph.get();
+    const int64_t n = chance(0.1) ? 2 : 1;
+    // Mostly small images (one tile on the default configuration), sometimes larger ones that take several.
+    const int64_t side = chance(0.2) ? 48 : 23;
+    input_ = {n, chance(0.15) ? pick(25, 70) : pick(1, 24), pick(3, side), pick(3, side)};
+    add(g_->addInput("x", TensorType::fromShape(DType::Float32, input_)));
+    const int steps = static_cast<int>(pick(2, 9));
+    for (int i = 0; i < steps; ++i) step();
+    finishOutputs();
+    inferShapes(*g_);
+    return m;
+  }
+
+ private:
+  std::mt19937_64 rng_;
+  Graph* g_ = nullptr;
+  Shape input_;
+  std::vector<Value*> values_;  ///< every tensor computed so far (graph inputs included), in order
+  int inputs_ = 1;
+
+  int64_t pick(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng_); }
+  float uniform(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(rng_); }
+  bool chance(double p) { return std::bernoulli_distribution(p)(rng_); }
+  template <typename T>
+  T oneOf(std::initializer_list<T> xs) {
+    return *(xs.begin() + pick(0, static_cast<int64_t>(xs.size()) - 1));
+  }
+  /// An index drawn with the given weights.
+  size_t weighted(std::initializer_list<int> weights) {
+    return std::discrete_distribution<size_t>(weights.begin(), weights.end())(rng_);
+  }
+
+  static Shape shapeOf(const Value* v) { return v->type.staticShape(); }
+  void add(Value* v) { values_.push_back(v); }
+
+  Tensor uniformTensor(const Shape& s, float lo, float hi) {
+    std::vector<float> v(static_cast<size_t>(shapeSize(s)));
+    for (float& x : v) x = uniform(lo, hi);
+    return Tensor::fromVector(s, v);
+  }
+  Value* constant(const std::string& base, Tensor t) { return g_->addConstant(g_->uniqueName(base), std::move(t)); }
+  Value* scalar(float v) { return constant("s", Tensor::scalar(v)); }
+  Value* ints(const std::vector<int64_t>& v) {
+    return constant("shape", Tensor::fromVector<int64_t>({static_cast<int64_t>(v.size())}, v));
+  }
+
+  /// Adds a node with one output, infers its shape and makes it live.
+  Value* node(const std::string& op, const std::vector<Value*>& ins, const std::map<std::string, AttrValue>& attrs = {}) {
+    const std::string name = g_->uniqueName(op);  // names values; the node takes its output's name
+    Node* n = g_->addNode(op, ins, {name}, name);
+    for (const auto& [k, v] : attrs) n->setAttr(k, v);
+    inferShapes(*g_);
+    add(n->output(0));
+    return n->output(0);
+  }
+
+  /// The newest tensor (usually) or an earlier one.
+  Value* source() { return chance(0.7) ? values_.back() : values_[static_cast<size_t>(pick(0, static_cast<int64_t>(values_.size()) - 1))]; }
+
+  void step() {
+    Value* x = source();
+    const Shape s = shapeOf(x);
+    if (s.size() == 2) {
+      switch (weighted({40, 30, 30, 8, 8})) {
+        case 0: gemm(x); return;
+        case 1: unary(x); return;
+        case 2: binary(x); return;
+        case 3: node("Reshape", {x, ints({s[0], s[1], 1, 1})}); return;  // back to an image of one pixel
+        default: concatVectors(x); return;
+      }
+    }
+    const bool onePixel = s[2] * s[3] == 1;
+    switch (weighted({34, 10, 18, 15, 7, 3, onePixel ? 8 : 4, onePixel ? 0 : 1, onePixel ? 0 : 2})) {
+      case 0: conv(x); return;
+      case 1: pool(x); return;
+      case 2: unary(x); return;
+      case 3: binary(x); return;
+      case 4: concat(x); return;
+      case 5: batchNorm(x); return;
+      case 6: toVector(x); return;
+      case 7: node("Flatten", {x}); return;  // a real transpose: the partitioner keeps it on the host
+      default: squeezeExcite(x); return;
+    }
+  }
+
+  void conv(Value* x) {
+    const Shape s = shapeOf(x);
+    const int64_t C = s[1], H = s[2], W = s[3];
+    int64_t k = 1, dil = 1, pads[4] = {0, 0, 0, 0};
+    for (int attempt = 0;; ++attempt) {
+      k = oneOf<int64_t>({1, 1, 2, 3, 3, 3, 3, 4, 5, 5, 6, 7, 7});
+      dil = k > 1 && chance(0.12) ? 2 : 1;
+      const int64_t extent = (k - 1) * dil + 1;
+      for (int64_t& p : pads) p = chance(0.3) ? 0 : pick(0, std::min<int64_t>(extent / 2 + 1, 15));
+      if (chance(0.4)) pads[2] = pads[0], pads[3] = pads[1];  // symmetric
+      if ((H + pads[0] + pads[2] >= extent && W + pads[1] + pads[3] >= extent) || attempt > 20) break;
+    }
+    if (H + pads[0] + pads[2] < (k - 1) * dil + 1 || W + pads[1] + pads[3] < (k - 1) * dil + 1) k = 1, dil = 1;
+    const int64_t stride = chance(0.35) ? 2 : 1;
+    const int64_t sh = stride, sw = chance(0.1) ? 3 - stride : stride;  // sometimes asymmetric strides
+    int64_t group = 1, cout = chance(0.15) ? pick(41, 96) : pick(1, 40);
+    const size_t kind = weighted({55, 25, 20});
+    if (kind == 1) {  // depthwise, channel multiplier 1 or 2
+      group = C;
+      cout = C * (chance(0.8) ? 1 : 2);
+    } else if (kind == 2) {
+      std::vector<int64_t> divisors;
+      for (int64_t d = 2; d < C; ++d)
+        if (C % d == 0) divisors.push_back(d);
+      if (!divisors.empty()) {
+        group = divisors[static_cast<size_t>(pick(0, static_cast<int64_t>(divisors.size()) - 1))];
+        cout = group * pick(1, 5);
+      }
+    }
+    // Weights scaled by 1/sqrt(fan-in) keep values near 1 through chains of convolutions.
+    const float bound = std::sqrt(3.0f / static_cast<float>(C / group * k * k));
+    std::vector<Value*> ins{x, constant("w", uniformTensor({cout, C / group, k, k}, -bound, bound))};
+    if (chance(0.7)) ins.push_back(constant("b", uniformTensor({cout}, -0.5f, 0.5f)));
+    std::map<std::string, AttrValue> attrs{{"kernel_shape", std::vector<int64_t>{k, k}},
+                                           {"strides", std::vector<int64_t>{sh, sw}},
+                                           {"pads", std::vector<int64_t>{pads[0], pads[1], pads[2], pads[3]}},
+                                           {"group", group}};
+    if (dil != 1 || chance(0.2)) attrs["dilations"] = std::vector<int64_t>{dil, dil};
+    node("Conv", ins, attrs);
+  }
+
+  void pool(Value* x) {
+    const Shape s = shapeOf(x);
+    const bool max = chance(0.5);
+    const int64_t kmax = chance(0.2) ? 8 : 5;
+    const int64_t kh = pick(1, std::min<int64_t>(kmax, s[2] + 1)), kw = chance(0.7) ? kh : pick(1, std::min<int64_t>(kmax, s[3] + 1));
+    std::vector<int64_t> pads{pick(0, kh - 1), pick(0, kw - 1), pick(0, kh - 1), pick(0, kw - 1)};
+    if (chance(0.5)) pads = {0, 0, 0, 0};
+    // Every window must overlap the image: the padded size covers the kernel.
+    if (s[2] + pads[0] + pads[2] < kh) pads[0] = pads[2] = 0;
+    if (s[3] + pads[1] + pads[3] < kw) pads[1] = pads[3] = 0;
+    const int64_t kh2 = std::min(kh, s[2] + pads[0] + pads[2]), kw2 = std::min(kw, s[3] + pads[1] + pads[3]);
+    std::map<std::string, AttrValue> attrs{{"kernel_shape", std::vector<int64_t>{kh2, kw2}},
+                                           {"strides", std::vector<int64_t>{pick(1, chance(0.2) ? 4 : 3), pick(1, 3)}},
+                                           {"pads", pads}};
+    if (chance(0.15)) attrs["ceil_mode"] = int64_t{1};
+    if (!max) attrs["count_include_pad"] = int64_t{chance(0.8) ? 1 : 0};
+    node(max ? "MaxPool" : "AveragePool", {x}, attrs);
+  }
+
+  void unary(Value* x) {
+    switch (weighted({25, 15, 10, 10, 10, 8, 8, 6})) {
+      case 0: node("Relu", {x}); return;
+      case 1: {
+        const float lo = uniform(-1.0f, 0.0f), hi = uniform(0.1f, 2.0f);
+        node("Clip", {x, scalar(lo), scalar(hi)});
+        return;
+      }
+      case 2: node("LeakyRelu", {x}, {{"alpha", uniform(0.01f, 0.5f)}}); return;
+      case 3: node("Sigmoid", {x}); return;
+      case 4: node("Tanh", {x}); return;
+      case 5: node("HardSigmoid", {x}, {{"alpha", uniform(0.1f, 0.4f)}, {"beta", uniform(0.3f, 0.7f)}}); return;
+      case 6: node("HardSwish", {x}); return;
+      default: node("Exp", {node("Clip", {x, scalar(-4.0f), scalar(2.0f)})}); return;  // bounded first
+    }
+  }
+
+  /// An earlier tensor of x's shape (x itself sometimes, when there is none or rarely), else nullptr.
+  Value* sameShape(Value* x) {
+    std::vector<Value*> c;
+    for (Value* v : values_)
+      if (v != x && shapeOf(v) == shapeOf(x)) c.push_back(v);
+    if (c.empty() || chance(0.05)) return chance(0.5) ? x : nullptr;
+    return c[static_cast<size_t>(pick(0, static_cast<int64_t>(c.size()) - 1))];
+  }
+
+  void binary(Value* x) {
+    const Shape s = shapeOf(x);
+    const std::string op = oneOf<const char*>({"Add", "Add", "Add", "Sub", "Mul", "Max", "Min", "Div"});
+    const int64_t C = s[1];
+    switch (weighted({45, 30, 25})) {
+      case 0: {  // a residual: two computed tensors of the same shape
+        if (op == "Div") break;  // the divisor could be near 0
+        Value* other = sameShape(x);
+        if (!other && s == input_ && chance(0.5)) {  // a second model input
+          other = g_->addInput(fmt::format("x{}", ++inputs_), TensorType::fromShape(DType::Float32, input_));
+          add(other);
+        }
+        if (!other) break;
+        if (chance(0.5)) std::swap(x, other);
+        node(op, {x, other});
+        return;
+      }
+      case 1: {  // per channel: [C,1,1] or [1,C,1,1] (rank 4), [C] (rank 2)
+        Shape cs = s.size() == 2 ? Shape{C} : (chance(0.7) ? Shape{C, 1, 1} : Shape{1, C, 1, 1});
+        Tensor t = uniformTensor(cs, 0.5f, 1.5f);
+        if (op != "Div" && chance(0.5))
+          for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] -= 1.0f;
+        Value* c = constant("c", t);
+        if (op != "Sub" && op != "Div" && chance(0.5)) node(op, {c, x});
+        else node(op, {x, c});
+        return;
+      }
+      default: break;
+    }
+    // A scalar constant on either side; Div only as x / c with c away from 0.
+    const float c = op == "Div" ? oneOf<float>({-2.0f, 0.5f, 4.0f, 3.0f}) : uniform(-1.5f, 1.5f);
+    if (op != "Div" && chance(0.4)) node(op, {scalar(c), x});
+    else node(op, {x, scalar(c)});
+  }
+
+  void concat(Value* x) {
+    const Shape s = shapeOf(x);
+    std::vector<Value*> ins{x};
+    for (Value* v : values_) {
+      const Shape t = shapeOf(v);
+      if (v != x && t.size() == 4 && t[0] == s[0] && t[2] == s[2] && t[3] == s[3] && chance(0.6)) ins.push_back(v);
+    }
+    if (ins.size() == 1 || chance(0.1)) ins.push_back(x);  // the same tensor twice
+    if (ins.size() > 4) ins.resize(4);
+    std::shuffle(ins.begin(), ins.end(), rng_);
+    node("Concat", ins, {{"axis", int64_t{chance(0.5) ? 1 : -3}}});
+  }
+
+  /// Concat of [N, C] tensors along their channels (the last axis).
+  void concatVectors(Value* x) {
+    std::vector<Value*> ins{x};
+    for (Value* v : values_)
+      if (v != x && shapeOf(v).size() == 2 && shapeOf(v)[0] == shapeOf(x)[0] && chance(0.5)) ins.push_back(v);
+    if (ins.size() == 1) ins.push_back(x);
+    if (ins.size() > 3) ins.resize(3);
+    node("Concat", ins, {{"axis", int64_t{chance(0.5) ? 1 : -1}}});
+  }
+
+  void batchNorm(Value* x) {
+    const int64_t C = shapeOf(x)[1];
+    node("BatchNormalization", {x, constant("gamma", uniformTensor({C}, 0.5f, 1.5f)), constant("beta", uniformTensor({C}, -0.5f, 0.5f)),
+                                constant("mean", uniformTensor({C}, -0.5f, 0.5f)), constant("var", uniformTensor({C}, 0.2f, 1.5f))});
+  }
+
+  /// Global pool (unless already one pixel), then Flatten or Reshape to [N, C].
+  void toVector(Value* x) {
+    const Shape s = shapeOf(x);
+    if (s[2] * s[3] != 1) x = node(chance(0.7) ? "GlobalAveragePool" : "GlobalMaxPool", {x});
+    if (chance(0.5)) node("Flatten", {x});
+    else node("Reshape", {x, ints({s[0], chance(0.5) ? -1 : s[1]})});
+  }
+
+  /// Squeeze-and-excitation: global pool, two 1x1 convs, a sigmoid, and the broadcast Mul by the channel gates.
+  void squeezeExcite(Value* x) {
+    const int64_t C = shapeOf(x)[1], mid = std::max<int64_t>(1, C / 4);
+    Value* gate = node("GlobalAveragePool", {x});
+    gate = node("Conv", {gate, constant("w", uniformTensor({mid, C, 1, 1}, -1, 1)), constant("b", uniformTensor({mid}, -0.5f, 0.5f))});
+    gate = node("Relu", {gate});
+    gate = node("Conv", {gate, constant("w", uniformTensor({C, mid, 1, 1}, -1, 1))});
+    gate = node(chance(0.5) ? "Sigmoid" : "HardSigmoid", {gate});
+    node("Mul", {x, gate});
+  }
+
+  void gemm(Value* x) {
+    const Shape s = shapeOf(x);
+    const int64_t K = s[1], N = pick(1, 40);
+    const float bound = std::sqrt(3.0f / static_cast<float>(K));
+    if (chance(0.3)) {
+      node("MatMul", {x, constant("B", uniformTensor({K, N}, -bound, bound))});
+      return;
+    }
+    const bool transB = chance(0.5);
+    std::vector<Value*> ins{x, constant("B", uniformTensor(transB ? Shape{N, K} : Shape{K, N}, -bound, bound))};
+    if (chance(0.7)) ins.push_back(chance(0.8) ? constant("C", uniformTensor({N}, -0.5f, 0.5f)) : scalar(uniform(-1, 1)));
+    std::map<std::string, AttrValue> attrs{{"transB", int64_t{transB ? 1 : 0}}};
+    if (chance(0.3)) attrs["alpha"] = uniform(0.5f, 1.5f);
+    if (chance(0.3)) attrs["beta"] = uniform(0.5f, 1.5f);
+    node("Gemm", ins, attrs);
+  }
+
+  /// Every computed tensor nothing reads is an output, plus sometimes one that is also read further on.
+  void finishOutputs() {
+    std::vector<Value*> outs;
+    for (Value* v : values_)
+      if (!v->isGraphInput() && !v->hasUses()) outs.push_back(v);
+    std::vector<Value*> inner;
+    for (Value* v : values_)
+      if (!v->isGraphInput() && v->hasUses()) inner.push_back(v);
+    if (!inner.empty() && chance(0.25)) outs.push_back(inner[static_cast<size_t>(pick(0, static_cast<int64_t>(inner.size()) - 1))]);
+    if (outs.empty()) outs.push_back(values_.back());  // only when every step was skipped: x itself
+    for (Value* v : outs) g_->addOutput(v);
+  }
+};
+
+Tensor randomInput(const Shape& s, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<float> v(static_cast<size_t>(shapeSize(s)));
+  for (float& x : v) x = d(rng);
+  return Tensor::fromVector(s, v);
+}
+
+/// Compares one output; an empty string when it matches.
+std::string compareOutput(const std::string& name, const Tensor& got, const Tensor& want) {
+  if (got.shape() != want.shape())
+    return fmt::format("output '{}': shape {} from the NPU, {} from the interpreter", name, shapeToString(got.shape()),
+                       shapeToString(want.shape()));
+  const float *a = got.data<float>(), *b = want.data<float>();
+  float diff = 0, scale = 0;
+  int64_t worst = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    const float d = std::isnan(a[i]) != std::isnan(b[i]) ? INFINITY : std::fabs(a[i] - b[i]);
+    if (d > diff || (std::isnan(d) && !std::isnan(diff))) diff = d, worst = i;
+    scale = std::max(scale, std::fabs(b[i]));
+  }
+  if (diff <= kRelTolerance * scale + kAbsTolerance) return "";
+  return fmt::format("output '{}' differs from the interpreter by {:g} (max |ref| {:g}, tolerance {:g}); first worst element {}: "
+                     "npu {:g}, interpreter {:g}",
+                     name, diff, scale, kRelTolerance * scale + kAbsTolerance, worst, a[worst], b[worst]);
+}
+
+}  // namespace
+
+std::unique_ptr<Model> randomNpuGraph(uint64_t seed) { return RandomGraphBuilder(seed).build(); }
+
+NpuCheck checkOnNpu(const Model& model, const std::string& configPath, uint64_t inputSeed, const std::string& workDir,
+                    const std::map<std::string, std::string>& settings) {
+  NpuCheck out;
+  std::mt19937_64 rng(inputSeed);
+  std::map<std::string, Tensor> inputs;
+  for (const Value* in : model.graph->inputs()) inputs[in->name()] = randomInput(in->type.staticShape(), rng);
+  const std::vector<Tensor> want = Interpreter(*model.graph).run(inputs);
+
+  const std::string path = (fs::path(workDir) / fmt::format("random-{}.tnpu", inputSeed)).string();
+  target::TargetOptions options;
+  options.hw = configPath;
+  options.settings = settings;
+  options.compileHost = false;  // the host part runs on the interpreter (compiling C++ per graph is too slow)
+  npu::CompiledNpuModel compiled;
+  try {
+    target::compile(target::TargetRegistry::instance().get("npu"), model, "random.tir", path, options);
+    hw::HardwareConfig config = hw::HardwareConfig::load(configPath);
+    compiled = npu::readNpuModel(path, &config);
+  } catch (const std::exception& e) {
+    out.problems.push_back(fmt::format("compile or load: {}", e.what()));
+    std::error_code ec;
+    fs::remove(path, ec);
+    return out;
+  }
+  fs::remove(path);
+  out.subgraphs = compiled.subgraphs.size();
+  for (const npu::LoweredSubgraph& s : compiled.subgraphs) {
+    out.nodes += s.ops.size();
+    for (const npu::GroupSchedule& g : s.schedule.groups) out.fusedGroups += g.tiling.size() > 1;
+  }
+  for (const auto& n : compiled.cpuPart->graph->nodes())
+    if (n->domain().empty()) out.hostOps.push_back(n->opType());  // tessel.NpuCall nodes are the NPU's
+  out.nodes += out.hostOps.size();
+  for (const npu::LoweredSubgraph& s : compiled.subgraphs)
+    for (const std::string& p : npu::programProblems(s, compiled.config.device(s.device).npu))
+      out.problems.push_back(fmt::format("verifier, subgraph '{}': {}", s.name, p));
+
+  npu::NpuModelRun run;
+  try {
+    run = npu::runNpuModel(compiled, inputs);
+  } catch (const std::exception& e) {
+    out.problems.push_back(fmt::format("run: {}", e.what()));
+    return out;
+  }
+  for (const npu::SubgraphRun& s : run.subgraphs) {
+    out.cycles += s.report.totalCycles;
+    for (const auto& h : s.report.hazards) out.problems.push_back(fmt::format("hazard in '{}': {}", s.name, h.describe()));
+    for (size_t b = 0; b < npu::kNumBuffers; ++b)
+      if (s.report.peakSramBytes[b] > s.report.capacityBytes[b])
+        out.problems.push_back(fmt::format("'{}': buffer {} peaks at {} B, capacity {} B", s.name, b, s.report.peakSramBytes[b],
+                                           s.report.capacityBytes[b]));
+  }
+  if (run.outputs.size() != want.size()) {
+    out.problems.push_back(fmt::format("{} outputs from the NPU, {} from the interpreter", run.outputs.size(), want.size()));
+    return out;
+  }
+  for (size_t i = 0; i < want.size(); ++i) {
+    std::string p = compareOutput(model.graph->outputs()[i]->name(), run.outputs[i], want[i]);
+    if (!p.empty()) out.problems.push_back(p);
+  }
+  return out;
+}
+
+std::string widenedConfig(const std::string& configPath, const std::string& workDir) {
+  std::ifstream in(configPath);
+  nlohmann::json doc = nlohmann::json::parse(in);
+  for (auto& dev : doc["devices"])
+    if (dev.value("kind", "") == "npu" && dev.contains("ops") && dev["ops"].contains("Conv")) {
+      dev["ops"]["Conv"]["kernel_sizes"] = "any";
+      dev["ops"]["Conv"]["dilations"] = "any";
+    }
+  doc["name"] = doc.value("name", "config") + "-wide-conv";
+  const std::string path = (fs::path(workDir) / (fs::path(configPath).stem().string() + "-wide-conv.json")).string();
+  std::ofstream(path) << doc.dump(2);
+  return path;
+}
+
+std::vector<std::string> randomTestConfigs() {
+  std::vector<std::string> out;
+  for (const char* name : {"default.json", "tiny.json", "edge.json"})
+    out.push_back(std::string(TESSEL_SOURCE_DIR) + "/configs/" + name);
+  return out;
+}
+
+std::vector<std::string> checkRandomGraph(uint64_t seed, const std::vector<std::string>& configs, const std::string& workDir,
+                                          RandomRunStats& stats, const std::string& saveDir) {
+  std::unique_ptr<Model> model = randomNpuGraph(seed);
+  std::vector<std::string> failures;
+  bool convOnHost = false, allOnNpu = true;
+  auto check = [&](const std::string& config, const std::map<std::string, std::string>& settings) {
+    NpuCheck c = checkOnNpu(*model, config, seed, workDir, settings);
+    stats.compiles++, stats.nodes += c.nodes, stats.hostNodes += c.hostOps.size(), stats.cycles += c.cycles, stats.fusedGroups += c.fusedGroups;
+    for (const std::string& op : c.hostOps) stats.hostOps[op]++;
+    if (!c.problems.empty()) failures.push_back(describeFailure(seed, fs::path(config).filename().string(), *model, c));
+    return c;
+  };
+  const char* strategy = std::getenv("TESSEL_NPU_RANDOM_STRATEGY");
+  for (const std::string& config : configs) {
+    NpuCheck c = check(config, strategy ? std::map<std::string, std::string>{{"npu-strategy", strategy}} : std::map<std::string, std::string>{});
+    allOnNpu = allOnNpu && c.hostOps.empty() && c.problems.empty();
+    convOnHost = convOnHost || std::count(c.hostOps.begin(), c.hostOps.end(), "Conv");
+  }
+  if (convOnHost && !configs.empty()) check(widenedConfig(configs[seed % configs.size()], workDir), {});
+  stats.graphs++;
+  stats.graphsAllOnNpu += allOnNpu;
+  stats.failures += !failures.empty();
+  if (!failures.empty() && !saveDir.empty()) {
+    fs::create_directories(saveDir);
+    writeModelTextFile(*model, (fs::path(saveDir) / fmt::format("{}.tir", seed)).string());
+  }
+  return failures;
+}
+
+std::string describeFailure(uint64_t seed, const std::string& config, const Model& model, const NpuCheck& check) {
+  std::string s = fmt::format("random NPU graph, seed {} ({} nodes, {} on the host{}{}, {} NPU call(s)), configuration {}:\n",
+                              seed, check.nodes, check.hostOps.size(), check.hostOps.empty() ? "" : ": ",
+                              fmt::join(check.hostOps, ", "), check.subgraphs, config);
+  for (const std::string& p : check.problems) s += "  " + p + "\n";
+  s += fmt::format("replay: TESSEL_NPU_RANDOM_SEED={} TESSEL_NPU_RANDOM_GRAPHS=1 build/tessel_unit_tests "
+                   "--gtest_filter='*NpuRandomGraphs*'  (or: build/tessel_npu_random --seed {} --graphs 1 --save DIR)\n",
+                   seed, seed);
+  s += "graph (constants elided):\n" + printGraphText(*model.graph);
+  return s;
+}
+
+}  // namespace tessel::test

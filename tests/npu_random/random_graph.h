@@ -1,0 +1,69 @@
+// Random graphs for the NPU lowering tests: small DAGs of Conv (kernel 1-7, stride 1-2, dilation, asymmetric
+// padding, grouped and depthwise, odd sizes, with or without bias), pools, element-wise and shape operators,
+// and the check that compiles one for a hardware configuration the way `tessel compile --target npu` does,
+// simulates it and compares it with the reference interpreter. Used by tests/unit/npu_random_graph_test.cpp
+// and by the long-run driver tessel_npu_random (tests/npu_random/main.cpp).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessel/ir/graph.h"
+
+namespace tessel::test {
+
+/// A valid model (opset 17, shapes inferred) of 2-12 nodes drawn from `seed`; the same seed gives the same model.
+std::unique_ptr<Model> randomNpuGraph(uint64_t seed);
+
+/// Tolerance of checkOnNpu: an output matches when max |npu - ref| <= kRelTolerance * max |ref| + kAbsTolerance.
+inline constexpr float kRelTolerance = 1e-4f;
+inline constexpr float kAbsTolerance = 1e-5f;
+
+/// What one compile-and-run found.
+struct NpuCheck {
+  std::vector<std::string> problems;  ///< empty: outputs match, verifier and hazard checker clean
+  size_t nodes = 0;                   ///< nodes after the npu pipeline (lowered ones and host ones)
+  std::vector<std::string> hostOps;   ///< operator of each node the partitioner left on the host
+  size_t subgraphs = 0;               ///< NPU calls
+  uint64_t cycles = 0;                ///< simulated NPU cycles over all calls
+  size_t fusedGroups = 0;             ///< groups of the schedules that fuse several nodes (row tiles, halos)
+};
+
+/// Compiles `model` for the configuration file `configPath` through the target registry's "npu" target (its
+/// pipeline, partitioning, lowering, the verifier; host part left to the interpreter), writes the .tnpu into
+/// `workDir`, reads it back (verified again on loading), runs it on the simulator with uniform [-1, 1) inputs
+/// drawn from `inputSeed` and compares with the reference interpreter. Every exception is reported as a problem.
+/// `settings` are the npu target's (npu-strategy, npu-window: `tessel compile --npu-strategy ...`).
+NpuCheck checkOnNpu(const Model& model, const std::string& configPath, uint64_t inputSeed, const std::string& workDir,
+                    const std::map<std::string, std::string>& settings = {});
+
+/// A copy of a configuration file whose NPU Conv accepts any kernel size and dilation (the lowering handles them;
+/// the shipped configurations list only some), written into `workDir`; returns its path.
+std::string widenedConfig(const std::string& configPath, const std::string& workDir);
+
+/// Totals over checked graphs.
+struct RandomRunStats {
+  size_t graphs = 0, compiles = 0, nodes = 0, hostNodes = 0, failures = 0;
+  size_t graphsAllOnNpu = 0;
+  size_t fusedGroups = 0;  ///< graphs whose nodes the shipped configurations all place on the NPU
+  uint64_t cycles = 0;
+  std::map<std::string, size_t> hostOps;  ///< nodes left on the host, by operator
+};
+
+/// The shipped configurations the random graphs are compiled for: configs/default.json, tiny.json, edge.json.
+std::vector<std::string> randomTestConfigs();
+
+/// Checks graph `seed` with each configuration (input seed = `seed`); when a shipped configuration leaves a Conv on
+/// the host (kernel size or dilation it does not list), once more with one of them widened (widenedConfig,
+/// chosen by the seed). Returns one describeFailure text per failing configuration; when `saveDir` is not
+/// empty, a failing graph is also written there as SEED.tir for `tessel compile`/`tessel compare`.
+std::vector<std::string> checkRandomGraph(uint64_t seed, const std::vector<std::string>& configs, const std::string& workDir,
+                                          RandomRunStats& stats, const std::string& saveDir = "");
+
+/// The seed and graph of a failure, to replay it: the seed, the environment to rerun it and the text IR.
+std::string describeFailure(uint64_t seed, const std::string& config, const Model& model, const NpuCheck& check);
+
+}  // namespace tessel::test
