@@ -113,7 +113,9 @@ COMPILED_STATUS = {
     "test_fake_compile_refused": "refused",
     "test_fake_compile_refused+const": "refused",
     "test_fake_compile_crash": "error",
+    "test_fake_compile_crash+const": "error",  # a test whose given form errs is also tried with constant inputs
     "test_fake_unsupported": "error",  # `tessel run X.so` exits 2 on a library that compiled
+    "test_fake_unsupported+const": "error",
     "test_fake_needs_const_add": "refused",
     "test_fake_needs_const_add+const": "pass",
     "test_fake_needs_const_wrong_value": "refused",
@@ -303,8 +305,8 @@ class CompiledHarnessTest(unittest.TestCase):
             self.assertNotIn(name, done.stdout)
         last = done.stdout.splitlines()[-1]
         counts = {s: list(COMPILED_STATUS.values()).count(s) for s in ("pass", "fail", "refused", "error")}
-        self.assertTrue(last.startswith("selected 8 of 10 suite tests (operators with a compiled kernel) and 3 "
-                                        "+const variants (1 pass, 1 fail, 1 refused); in all "
+        self.assertTrue(last.startswith("selected 8 of 10 suite tests (operators with a compiled kernel) and 5 "
+                                        "+const variants (1 pass, 1 fail, 1 refused, 2 error); in all "
                                         f"{counts['pass']} pass, 0 pass-host, {counts['fail']} fail, {counts['refused']} refused, "
                                         f"{counts['error']} error, 0 timeout;"), last)
         self.assertIn("test_fake_compile_refused: refused: compile exit 2: fake tessel: error: cpu target: "
