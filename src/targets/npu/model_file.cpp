@@ -263,7 +263,8 @@ LoweredSubgraph subgraphFrom(Reader& sec, const hw::HardwareConfig& config, cons
   uint64_t count = sec.u64("constant count");
   if (count > s.dramWords || count > sec.left() / 4) r.fail(fmt::format("subgraph '{}': bad constant count", s.name));
   s.constants.resize(static_cast<size_t>(count));
-  std::memcpy(s.constants.data(), sec.take(static_cast<size_t>(count) * 4, "constants"), static_cast<size_t>(count) * 4);
+  const void* words = sec.take(static_cast<size_t>(count) * 4, "constants");
+  if (count != 0) std::memcpy(s.constants.data(), words, static_cast<size_t>(count) * 4);  // no constants: data() may be null
   const hw::Device* dev = nullptr;
   for (const hw::Device& d : config.devices())
     if (d.name == s.device && d.kind == hw::DeviceKind::Npu) dev = &d;
