@@ -490,27 +490,9 @@ template <class T>
 template <class I>
 [[maybe_unused]] bool gather_elements(const char* x, const int64_t* xs, const I* idx, const int64_t* is, int r,
                                       int axis, char* y, int64_t bytes) {
-  int64_t total = 1, pos[8] = {}, xstride[8];
-  for (int64_t a = r - 1, s = 1; a >= 0; --a) xstride[a] = s, s *= xs[a];
-  for (int a = 0; a < r; ++a) total *= is[a];
-  for (int64_t i = 0; i < total; ++i) {
-    int64_t off = 0;
-    for (int a = 0; a < r; ++a) {
-      int64_t c = pos[a];
-      if (a == axis) {
-        c = static_cast<int64_t>(idx[i]);
-        if (c < 0) c += xs[a];
-        if (c < 0 || c >= xs[a]) return false;
-      }
-      off += c * xstride[a];
-    }
+  return rt::for_each_axis_index(xs, idx, is, r, axis, [&](int64_t i, int64_t off) {
     std::memcpy(y + i * bytes, x + off * bytes, static_cast<size_t>(bytes));
-    for (int a = r - 1; a >= 0; --a) {
-      if (++pos[a] < is[a]) break;
-      pos[a] = 0;
-    }
-  }
-  return true;
+  });
 }
 
 // LayerNormalization of `outer` rows of `n` elements in double, as the reference: y, and per row the mean and

@@ -11,53 +11,6 @@
 #include "tessel/support/error.h"
 
 namespace tessel::npu::lower {
-namespace {
-
-/// Window of one output tile in input coordinates, clipped to the image, with the zero padding around it.
-struct InputWindow {
-  int64_t y0, x0, rows, cols;               // interior (inside the image)
-  uint32_t padTop, padBottom, padLeft, padRight;
-  int64_t tileRows, tileCols;               // including padding
-  bool inside() const { return rows >= 1 && cols >= 1; }  ///< some of it is in the image
-};
-
-InputWindow inputWindow(const ConvProblem& p, int64_t oy0, int64_t th, int64_t ox0, int64_t tw) {
-  InputWindow w;
-  int64_t y0 = oy0 * p.sH - p.pT, y1 = (oy0 + th - 1) * p.sH - p.pT + (p.KH - 1) * p.dH;
-  int64_t x0 = ox0 * p.sW - p.pL, x1 = (ox0 + tw - 1) * p.sW - p.pL + (p.KW - 1) * p.dW;
-  w.tileRows = y1 - y0 + 1, w.tileCols = x1 - x0 + 1;
-  w.padTop = static_cast<uint32_t>(std::max<int64_t>(0, -y0));
-  w.padBottom = static_cast<uint32_t>(std::max<int64_t>(0, y1 - (p.H - 1)));
-  w.padLeft = static_cast<uint32_t>(std::max<int64_t>(0, -x0));
-  w.padRight = static_cast<uint32_t>(std::max<int64_t>(0, x1 - (p.W - 1)));
-  w.y0 = y0 + w.padTop, w.x0 = x0 + w.padLeft;
-  w.rows = w.tileRows - w.padTop - w.padBottom, w.cols = w.tileCols - w.padLeft - w.padRight;
-  TESSEL_ASSERT(!w.inside() || (w.padTop <= 15 && w.padBottom <= 15 && w.padLeft <= 15 && w.padRight <= 15),
-                "npu lowering: convolution tile window with padding over 15");
-  return w;
-}
-
-/// Loads the input window of channels [c0, c0 + cb) of image n into a new `inp` region (padded tile layout); a
-/// window wholly in the padding (a tile of output rows that only see padding) is filled with zeros.
-int32_t loadInputTile(LowerContext& ctx, const ConvProblem& p, const InputWindow& w, int64_t n, int64_t c0, int64_t cb) {
-  const int32_t r = ctx.region(Buffer::Input, static_cast<uint64_t>(w.tileRows * w.tileCols * cb));
-  if (!w.inside()) {
-    SramOperand dst = ctx.at(r, 0, w.tileCols * cb, cb);
-    ctx.emit(makeVecUnary(VecOp::Fill, dst, dst, static_cast<uint32_t>(w.tileRows), static_cast<uint32_t>(w.tileCols),
-                          static_cast<uint32_t>(cb), 0.0f),
-             r);
-    return r;
-  }
-  Instruction ld = makeLoad(ctx.at(r, 0, w.tileCols * cb, cb), p.inAddr + ((n * p.H + w.y0) * p.W + w.x0) * p.inStride + c0,
-                            p.W * p.inStride, p.inStride, static_cast<uint32_t>(w.rows), static_cast<uint32_t>(w.cols),
-                            static_cast<uint32_t>(cb));
-  ld.padTop = static_cast<uint8_t>(w.padTop), ld.padBottom = static_cast<uint8_t>(w.padBottom);
-  ld.padLeft = static_cast<uint8_t>(w.padLeft), ld.padRight = static_cast<uint8_t>(w.padRight);
-  ctx.emit(ld, r);
-  return r;
-}
-
-}  // namespace
 
 void applyEpilogue(LowerContext& ctx, const ConvProblem& p, int32_t acc, int64_t rows, int64_t cols, int64_t channels,
                    TileAt at) {
@@ -482,9 +435,8 @@ int32_t DepthwiseConv::computeTile(int64_t n, int64_t oy0, int64_t rows, int64_t
     in = window->region, winCols = window->cols, winChannels = p_.C;
     base = ((oy0 * p_.sH - p_.pT - window->rowLo) * winCols + ox0 * p_.sW) * winChannels + c0_;
   } else {
-    const InputWindow w = inputWindow(p_, oy0, rows, ox0, cols);
-    in = loadInputTile(ctx_, p_, w, n, c0_, cbk_);
-    winCols = w.tileCols;
+    winCols = p_.inCols(cols);
+    in = loadPhase(ctx_, p_, Phasing{}, n, oy0, ox0, c0_, cbk_, 0, 0, p_.inRows(rows), winCols);
   }
   const int32_t acc = ctx_.region(Buffer::Accumulator, static_cast<uint64_t>(rows * cols * cbk_));
   const bool onMatrix = t_.matrixEvery > 0 && tilesComputed_++ % t_.matrixEvery == t_.matrixEvery - 1;

@@ -15,6 +15,7 @@
 #include "lower_context.h"
 #include "lower_conv.h"
 #include "schedule/instruction_scheduler.h"
+#include "schedule/tiling_cost.h"
 #include "tessel/ops/registry.h"
 #include "tessel/passes/pass.h"
 #include "tessel/support/error.h"
@@ -101,24 +102,25 @@ int64_t TensorLoc::pixels() const {
 
 LowerContext::LowerContext(const Graph& body, const hw::NpuConfig& config, const NpuSchedule& sched)
     : cfg(config), schedule(sched), body_(body) {
+  // Weights are packed into blocks of the same total size, so the constants' sizes bound their region, plus what
+  // the packing adds: a Gemm's scalar C becomes one bias per output column, and depthwise tiles on the matrix unit
+  // add per channel block the diagonal weight blocks, bias rows and a 1.0.
   uint64_t constantBound = 0;
-  for (const auto& n : body.nodes())  // a scalar C of a Gemm is packed as one bias per output column
-    if (isOp(*n, "Gemm") && n->hasInput(2) && n->input(2)->isConstant() && n->input(2)->constant().numel() == 1)
-      constantBound += static_cast<uint64_t>(n->output(0)->type.staticShape().back());
-  for (const auto& n : body.nodes())
+  for (const auto& n : body.nodes()) {
     for (const Value* v : n->inputs())
       if (v && v->isConstant()) constantBound += static_cast<uint64_t>(v->constant().numel());
-  // Weights are packed into blocks of the same total size, so the constants' sizes bound their region; depthwise
-  // tiles on the matrix unit add diagonal weight blocks (at most DIM words per weight), bias rows and a 1.0 per
-  // channel block.
-  for (const GroupSchedule& g : sched.groups)
-    for (const NodeTiling& t : g.tiling)
-      if (t.matrixEvery > 0)
-        for (const auto& n : body.nodes())
-          if (n->name() == t.node) {
-            const ConvGeometry geo = convGeometry(*n);
-            constantBound += static_cast<uint64_t>(geo.C * (geo.KH * geo.KW * cfg.dim + 1) + ceilDiv(geo.C, t.channels));
-          }
+    if (isOp(*n, "Gemm") && n->hasInput(2) && n->input(2)->isConstant() && n->input(2)->constant().numel() == 1)
+      constantBound += static_cast<uint64_t>(n->output(0)->type.staticShape().back());
+    const NodeTiling* t = sched.tilingOf(n->name());
+    if (t && t->matrixEvery > 0) {
+      const ConvGeometry geo = convGeometry(*n);
+      const int64_t taps = geo.KH * geo.KW;
+      for (int64_t c0 = 0; c0 < geo.C; c0 += t->channels) {
+        const int64_t ck = std::min(t->channels, geo.C - c0);
+        constantBound += static_cast<uint64_t>(depthwiseWeightWords(taps, ck, true, cfg.dim) - taps * ck + 1);
+      }
+    }
+  }
   activationBase = (constantBound + 1023) / 1024 * 1024;
   dramWords = activationBase;
 }

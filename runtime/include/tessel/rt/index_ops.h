@@ -27,13 +27,13 @@ inline void scatter_combine(T& dst, T src, ScatterReduction r) {
   }
 }
 
-/// y (holding a copy of the data, shape xs of rank r <= 8) gets updates[i] at the position of index element i
-/// (indices of shape is) with its `axis` coordinate replaced by indices[i] (negative: from the end).
-template <class T, class I>
-bool scatter_elements(T* y, const int64_t* xs, const I* idx, const T* updates, const int64_t* is, int r, int axis,
-                      ScatterReduction red) {
+/// The walk of GatherElements / ScatterElements: for index element i (indices of shape is, rank r <= 8) calls
+/// fn(i, off) with the offset in the data (shape xs) of its position with the `axis` coordinate replaced by
+/// indices[i] (negative: from the end). False, stopping there, on an index out of range.
+template <class I, class Fn>
+bool for_each_axis_index(const int64_t* xs, const I* idx, const int64_t* is, int r, int axis, Fn&& fn) {
   int64_t total = 1, pos[8] = {}, stride[8];
-  for (int a = r - 1, s = 1; a >= 0; --a) stride[a] = s, s *= static_cast<int>(xs[a]);
+  for (int64_t a = r - 1, s = 1; a >= 0; --a) stride[a] = s, s *= xs[a];
   for (int a = 0; a < r; ++a) total *= is[a];
   for (int64_t i = 0; i < total; ++i) {
     int64_t off = 0;
@@ -46,13 +46,21 @@ bool scatter_elements(T* y, const int64_t* xs, const I* idx, const T* updates, c
       }
       off += c * stride[a];
     }
-    scatter_combine(y[off], updates[i], red);
+    fn(i, off);
     for (int a = r - 1; a >= 0; --a) {
       if (++pos[a] < is[a]) break;
       pos[a] = 0;
     }
   }
   return true;
+}
+
+/// y (holding a copy of the data, shape xs of rank r <= 8) gets updates[i] at the position of index element i
+/// (indices of shape is) with its `axis` coordinate replaced by indices[i] (negative: from the end).
+template <class T, class I>
+bool scatter_elements(T* y, const int64_t* xs, const I* idx, const T* updates, const int64_t* is, int r, int axis,
+                      ScatterReduction red) {
+  return for_each_axis_index(xs, idx, is, r, axis, [&](int64_t i, int64_t off) { scatter_combine(y[off], updates[i], red); });
 }
 
 /// The offsets of the slices that index tuples address: data of shape xs (rank r), `batch` leading batch

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <fmt/format.h>
+#include <optional>
 
 #include "../geometry.h"
 #include "../lower_context.h"
@@ -15,16 +16,31 @@
 namespace tessel::npu {
 namespace {
 
-/// Output tile rows x cols such that the accumulator tile and the input window fit one slot each.
+/// The output tiles whose input window (inRows x inCols pixels of `cbIn` words) fits `inpSlot` and whose result
+/// (rows x cols pixels of `cbOut` words) fits `accSlot`: for each tile width that splits the OW columns into
+/// 1, 2, ... parts (each width once, widest first), the most rows that fit; calls fit(rows, cols) and stops when
+/// it returns true. Counts stay below the instructions' 16-bit fields.
+template <class Geometry, class Fit>
+void forEachFittingTile(const Geometry& g, int64_t cbIn, int64_t cbOut, uint64_t inpSlot, uint64_t accSlot, Fit&& fit) {
+  for (int64_t parts = 1; parts <= g.OW; ++parts) {
+    const int64_t tw = ceilDiv(g.OW, parts);
+    if (parts > 1 && ceilDiv(g.OW, parts - 1) == tw) continue;  // the same width as the previous count
+    if (tw >= 65536 || static_cast<uint64_t>(g.inCols(tw) * cbIn) > inpSlot) continue;
+    int64_t th = std::min<int64_t>({g.OH, 65535, static_cast<int64_t>(accSlot / static_cast<uint64_t>(tw * cbOut))});
+    while (th >= 1 && static_cast<uint64_t>(g.inRows(th) * g.inCols(tw) * cbIn) > inpSlot) --th;
+    if (th >= 1 && fit(th, tw)) return;
+  }
+}
+
+/// Output tile rows x cols such that the accumulator tile and the input window fit one slot each: the widest.
 std::pair<int64_t, int64_t> chooseTile(const ConvGeometry& p, int64_t channelsOut, int64_t channelsIn, uint64_t accSlot,
                                        uint64_t inpSlot) {
-  for (int64_t parts = 1; parts <= p.OW; ++parts) {
-    int64_t tw = ceilDiv(p.OW, parts);
-    if (tw >= 65536 || static_cast<uint64_t>(p.inCols(tw) * channelsIn) > inpSlot) continue;
-    int64_t th = std::min<int64_t>({p.OH, 65535, static_cast<int64_t>(accSlot / static_cast<uint64_t>(tw * channelsOut))});
-    while (th >= 1 && static_cast<uint64_t>(p.inRows(th) * p.inCols(tw) * channelsIn) > inpSlot) --th;
-    if (th >= 1) return {th, tw};
-  }
+  std::optional<std::pair<int64_t, int64_t>> tile;
+  forEachFittingTile(p, channelsIn, channelsOut, inpSlot, accSlot, [&](int64_t th, int64_t tw) {
+    tile = {th, tw};
+    return true;
+  });
+  if (tile) return *tile;
   throw UserError(fmt::format("npu lowering: a {}x{} convolution window of {} channels does not fit the input buffer "
                               "({} words per slot)", p.KH, p.KW, channelsIn, inpSlot));
 }
@@ -150,20 +166,15 @@ NodeTiling depthwiseTiling(const Node& n, const hw::NpuConfig& cfg, int epilogue
       if (static_cast<uint64_t>(depthwiseWeightWords(taps, cb, every > 0, cfg.dim)) > half(cfg, Buffer::Weight) ||
           static_cast<uint64_t>(cb) > half(cfg, Buffer::Output))
         continue;
-      for (int64_t parts = 1; parts <= p.OW; ++parts) {
-        const int64_t tw = ceilDiv(p.OW, parts);
-        if (parts > 1 && ceilDiv(p.OW, parts - 1) == tw) continue;
-        if (tw >= 65536 || static_cast<uint64_t>(p.inCols(tw) * cb) > inpSlot) continue;
-        int64_t th = std::min<int64_t>({p.OH, 65535, static_cast<int64_t>(accSlot / static_cast<uint64_t>(tw * cb))});
-        while (th >= 1 && static_cast<uint64_t>(p.inRows(th) * p.inCols(tw) * cb) > inpSlot) --th;
-        if (th < 1) continue;
-        th = ceilDiv(p.OH, ceilDiv(p.OH, th));  // even row tiles
-        NodeTiling c = t;
-        c.rows = th, c.cols = tw, c.channels = cb, c.inChannels = cb, c.matrixEvery = every;
+      NodeTiling c = t;
+      c.channels = cb, c.inChannels = cb, c.matrixEvery = every;
+      forEachFittingTile(p, cb, cb, inpSlot, accSlot, [&](int64_t th, int64_t tw) {
+        c.rows = ceilDiv(p.OH, ceilDiv(p.OH, th)), c.cols = tw;  // even row tiles
         const auto u = depthwiseUnits(p, c, epilogueOps, bias, cfg);
         const std::pair<uint64_t, uint64_t> cost{*std::max_element(u.begin(), u.end()), u[0] + u[1] + u[2] + u[3]};
         if (!found || cost < best) best = cost, t = c, found = true;
-      }
+        return false;
+      });
     }
   return t;
 }
@@ -178,21 +189,13 @@ NodeTiling poolTilingIn(const Node& n, const hw::NpuConfig& cfg, const char* var
   while (cb > 1 && static_cast<uint64_t>(q.KH * q.KW * cb) > inpSlot) cb = ceilDiv(cb, 2);
   bool found = false;
   uint64_t best = 0;
-  for (int64_t parts = 1; parts <= q.OW; ++parts) {
-    const int64_t tw = ceilDiv(q.OW, parts);
-    if (static_cast<uint64_t>(q.inCols(tw) * cb) > inpSlot) continue;
-    int64_t th = std::min<int64_t>(q.OH, static_cast<int64_t>(accSlot / static_cast<uint64_t>(tw * cb)));
-    while (th >= 1 && static_cast<uint64_t>(q.inRows(th) * q.inCols(tw) * cb) > inpSlot) --th;
-    if (th < 1) continue;
+  forEachFittingTile(q, cb, cb, inpSlot, accSlot, [&](int64_t th, int64_t tw) {
     NodeTiling c = t;
     c.rows = th, c.cols = tw, c.channels = cb;
-    if (!cheapest) {
-      t = c, found = true;
-      break;
-    }
-    const uint64_t cycles = poolCycles(q, c, cfg);
+    const uint64_t cycles = cheapest ? poolCycles(q, c, cfg) : 0;
     if (!found || cycles < best) best = cycles, t = c, found = true;
-  }
+    return !cheapest;  // the widest, or go on for the cheapest
+  });
   if (!found) throw UserError(fmt::format("{}: pooling window does not fit the input buffer", n.describe()));
   return t;
 }

@@ -191,8 +191,6 @@ void verifySchedule(const NpuSchedule& schedule, const Graph& body, const hw::Np
   std::map<std::string, size_t> position;
   for (size_t i = 0; i < body.nodes().size(); ++i) position[body.nodes()[i]->name()] = i;
   std::map<std::string, size_t> scheduled;
-  std::map<std::string, const Node*> byName;
-  for (const auto& n : body.nodes()) byName[n->name()] = n.get();
   for (size_t gi = 0; gi < schedule.groups.size(); ++gi) {
     const GroupSchedule& g = schedule.groups[gi];
     if (g.nodes.empty()) problems.push_back(fmt::format("group {} has no nodes", gi));
@@ -219,9 +217,9 @@ void verifySchedule(const NpuSchedule& schedule, const Graph& body, const hw::Np
         problems.push_back(fmt::format("node '{}': gemm blocks of {} output channels exceed the {}x{} array", t.node,
                                        t.channels, cfg.dim, cfg.dim));
       if (t.variant == "vector") {
-        auto it = byName.find(t.node);
-        if (it != byName.end() && lower::opFamily(*it->second) == lower::OpFamily::Matrix) {
-          const ConvGeometry geo = convGeometry(*it->second);
+        auto it = position.find(t.node);
+        if (it != position.end() && lower::opFamily(*body.nodes()[it->second]) == lower::OpFamily::Matrix) {
+          const ConvGeometry geo = convGeometry(*body.nodes()[it->second]);
           const int64_t words = depthwiseWeightWords(geo.KH * geo.KW, std::min(t.channels, geo.C), t.matrixEvery > 0, cfg.dim);
           if (static_cast<uint64_t>(words) > cfg.bufferWords(static_cast<size_t>(Buffer::Weight)))
             problems.push_back(fmt::format("node '{}': a depthwise block of {} channels{} needs {} weight words, the weight "
