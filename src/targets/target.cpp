@@ -86,6 +86,10 @@ Artifact compile(const Target& target, const Model& model, const std::string& mo
   return target.lower(*copy, modelPath, output, options);
 }
 
+std::unique_ptr<tune::Tuning> Target::tuning(const Model&, const std::string&, const TargetOptions&, int) const {
+  throw UserError(fmt::format("tessel tune: target '{}' has no whole-graph tuner yet (targets with one: npu)", name()));
+}
+
 partition::LoweringCheck loweringCheck() {
   return [](const Node& node, const hw::Device& device) {
     return TargetRegistry::instance().forDevice(device).supports(node, device);

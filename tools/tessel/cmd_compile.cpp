@@ -93,6 +93,7 @@ TESSEL_REGISTER_COMMAND(compile, 40, [](CLI::App& app) {
       "  tessel compile model.onnx --emit=cpp -o model.cpp       (source + model.weights.bin)\n"
       "  tessel compile model.onnx --emit-app app/ && cmake -S app -B app/build && cmake --build app/build\n"
       "  tessel compile model.onnx --target npu --hw default -o model.tnpu\n"
+      "  tessel compile model.onnx --target npu --hw default --tuning-file model.tune.json   (tessel tune's winner)\n"
       "  tessel compile model.onnx --hw cpu-only -o model.tnpu     (partitioned; host parts as compiled code)\n"
       "Exit status: 0 success, 2 bad input or unsupported model, 1 internal error.");
   o->model.addTo(cmd);
@@ -122,7 +123,8 @@ TESSEL_REGISTER_COMMAND(compile, 40, [](CLI::App& app) {
       ->check(CLI::IsMember({"auto", "nchw", "nchwc8"}));
   cmd->add_flag("--tune", o->compile.tune, "choose each convolution's kernel by timing the candidates here");
   cmd->add_option("--tuning-file", o->compile.tuningFile,
-                  "with --tune: save the kernel choices here; without: reuse the choices saved here");
+                  "--target cpu with --tune: save the kernel choices here; without: reuse the choices saved here. "
+                  "--target npu: the record of `tessel tune` for this model and --hw (its winning schedules)");
   cmd->add_flag_function("--no-host-fallback", [o](int64_t) { o->compile.hostFallback = false; },
                 "refuse (exit 2) a model with any node that would run through the host's reference interpreter");
   cmd->add_flag("--json", o->json, "print one JSON object describing the result (keys: docs/cli.md) instead of text");

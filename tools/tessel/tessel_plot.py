@@ -8,6 +8,8 @@ KIND npu-timeline  (tessel sim --plot): per-unit busy fraction over time, and SR
                    DATA {"title", "bin_edges": [cycle...], "units": [{"name", "busy": [fraction per bin]}],
                          "sram": [{"name", "capacity", "bytes": [peak live bytes per bin]}],
                          "calls": [{"name", "start"}]}
+KIND convergence   (tessel tune): best and median fitness per generation of each search, and the untuned line.
+                   DATA {"title", "unit", "untuned", "series": [{"label", "best": [...], "median": [...]}]}
 Exit status: 0 drawn, 3 matplotlib missing, 2 bad arguments or data.
 """
 import json
@@ -86,13 +88,34 @@ def npu_timeline(data, out):
     save(fig, out)
 
 
+def convergence(data, out):
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    palette = plt.get_cmap("tab10")
+    for i, s in enumerate(data["series"]):
+        gens = list(range(1, len(s["best"]) + 1))
+        ax.plot(gens, s["best"], color=palette(i % 10), marker="o", markersize=3, label=f"{s['label']}: best")
+        med = [m for m in s["median"]]
+        ax.plot(gens, med, color=palette(i % 10), linestyle="--", linewidth=1, label=f"{s['label']}: population median")
+    if data.get("untuned"):
+        ax.axhline(data["untuned"], color="black", linewidth=0.8, linestyle=":", label="untuned compile (simulated)")
+    ax.set_xlabel("generation")
+    ax.set_ylabel(f"modelled {data.get('unit', '')}")
+    ax.set_title(data.get("title", ""), fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    save(fig, out)
+
+
+CHARTS = {"layers": layers, "npu-timeline": npu_timeline, "convergence": convergence}
+
+
 def main(argv):
-    if len(argv) != 4 or argv[1] not in ("layers", "npu-timeline"):
+    if len(argv) != 4 or argv[1] not in CHARTS:
         print(__doc__, file=sys.stderr)
         return 2
     with open(argv[2]) as f:
         data = json.load(f)
-    (layers if argv[1] == "layers" else npu_timeline)(data, argv[3])
+    CHARTS[argv[1]](data, argv[3])
     return 0
 
 

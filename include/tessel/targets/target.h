@@ -17,6 +17,7 @@
 #include "tessel/partition/partitioner.h"
 #include "tessel/passes/pass.h"
 #include "tessel/targets/cpu/compiler.h"
+#include "tessel/tune/search.h"
 
 namespace tessel::eval {
 class Runner;
@@ -76,6 +77,9 @@ class Target {
   /// artifactExtension()). UserError for a bad option or a node without a code path.
   virtual Artifact lower(Model& model, const std::string& modelPath, std::string output,
                          const TargetOptions& options) const = 0;
+  /// The search space of `tessel tune` for a loaded model (S1); UserError when the target has none.
+  virtual std::unique_ptr<tune::Tuning> tuning(const Model& model, const std::string& modelPath, const TargetOptions& options,
+                                               int jobs) const;
   /// Opens an artifact of this target (ref: a model file) to run.
   virtual std::unique_ptr<eval::Runner> load(const std::string& path, const eval::RunnerOptions& options) const = 0;
   /// Builds a model file into an artifact in the temporary directory, opens it and removes the file (what

@@ -10,6 +10,7 @@
 #include "tessel/eval/runner.h"
 #include "tessel/support/units.h"
 #include "tessel/targets/npu/model_file.h"
+#include "tessel/targets/npu/tuning.h"
 #include "tessel/targets/target.h"
 
 namespace fs = std::filesystem;
@@ -54,14 +55,26 @@ class NpuRunner : public eval::Runner {
   size_t calls_ = 0;
 };
 
-/// The schedule of each subgraph: the compiler's, with the --npu-strategy / --npu-window overrides.
-npu::ScheduleChooser scheduleChooser(const TargetOptions& options) {
+/// The schedule of each subgraph: the compiler's, or a tuning record's (--tuning-file, made by tessel tune for this
+/// model file and configuration), with the --npu-strategy / --npu-window overrides.
+npu::ScheduleChooser scheduleChooser(const TargetOptions& options, const std::string& modelPath, const hw::HardwareConfig& config) {
   std::string strategy;
   int64_t window = -1;
   if (auto it = options.settings.find("npu-strategy"); it != options.settings.end()) strategy = it->second;
   if (auto it = options.settings.find("npu-window"); it != options.settings.end()) window = std::stoll(it->second);
-  return [strategy, window](const Graph& body, const hw::Device& device, const std::string& name) {
-    npu::NpuSchedule s = npu::compilerSchedule(body, device.npu, name);
+  std::map<std::string, npu::NpuSchedule> tuned;
+  const std::string record = options.host.tuningFile;
+  if (!record.empty()) tuned = npu::tunedSchedules(record, modelPath, config);
+  return [strategy, window, tuned, record](const Graph& body, const hw::Device& device, const std::string& name) {
+    npu::NpuSchedule s;
+    if (record.empty()) {
+      s = npu::compilerSchedule(body, device.npu, name);
+    } else {
+      auto it = tuned.find(name);
+      if (it == tuned.end())
+        throw UserError(fmt::format("tuning record '{}' has no schedule for NPU subgraph '{}' (made by another tessel?)", record, name));
+      s = it->second;
+    }
     if (!strategy.empty()) s.strategy = strategy;
     if (window >= 0) s.window = window;
     return s;
@@ -85,6 +98,7 @@ std::string compileHostPart(npu::CompiledNpuModel& compiled, const std::string& 
   TargetOptions host = options;
   host.emit = "so";
   host.settings.clear();
+  host.host.tuningFile.clear();  // a tuning record is the NPU schedules' (the host part is compiled untuned)
   Artifact a;
   try {
     a = compile(cpu, *compiled.cpuPart, modelPath, so.string(), host);
@@ -109,6 +123,11 @@ class NpuTarget : public Target {
   }
   std::string artifactExtension() const override { return ".tnpu"; }
   std::vector<std::string> settings() const override { return {"npu-strategy", "npu-window"}; }
+  std::unique_ptr<tune::Tuning> tuning(const Model& model, const std::string& modelPath, const TargetOptions& options,
+                                       int jobs) const override {
+    if (options.hw.empty()) throw UserError("tessel tune --target npu needs --hw CONFIG (a file, or a name such as 'default')");
+    return std::make_unique<npu::NpuTuning>(model, modelPath, hw::HardwareConfig::load(eval::findHardwareConfig(options.hw)), jobs);
+  }
   bool usesHardwareConfig() const override { return true; }
   Pipeline pipeline(const TargetOptions&) const override { return namedPipeline("npu"); }
   hw::SupportResult supports(const Node& node, const hw::Device& device) const override {
@@ -125,7 +144,7 @@ class NpuTarget : public Target {
     if (output.empty()) output = fs::path(modelPath).stem().string() + ".tnpu";
     if (fs::path(output).extension() != ".tnpu")
       throw UserError(fmt::format("-o {}: an NPU model file must end in .tnpu", output));
-    npu::CompiledNpuModel compiled = npu::compilePreparedForNpu(model, config, scheduleChooser(options));
+    npu::CompiledNpuModel compiled = npu::compilePreparedForNpu(model, config, scheduleChooser(options, modelPath, config));
     std::string host = options.compileHost ? compileHostPart(compiled, modelPath, options)
                                            : "host part: reference interpreter";
     npu::writeNpuModel(compiled, output);

@@ -111,6 +111,32 @@ std::vector<std::vector<size_t>> fusionCandidates(const NpuSchedule& schedule, c
 /// windows fit the input buffer.
 void chooseFusion(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg);
 
+/// Replaces groups by fused groups: each entry's group takes the place of its last member, the other members go.
+void replaceByFusedGroups(NpuSchedule& schedule, const std::vector<std::pair<std::vector<size_t>, GroupSchedule>>& fused);
+
+/// How a fusion candidate runs as one group: its row tiles, and whether the intermediates stay on chip
+/// (else they go through DRAM with the nodes' tiles interleaved).
+struct FusionLayout {
+  int64_t rowTiles = 1;
+  bool onChip = true;
+  bool operator==(const FusionLayout&) const = default;
+};
+
+/// The layouts a fusion candidate (members: group indices of `schedule`, as fusionCandidates gives them) may
+/// take: on chip from the fewest row tiles whose windows fit the input buffer to a few more, and through DRAM
+/// with 4, 8 or 16 output rows per tile. The search's options; chooseFusion prices a subset.
+std::vector<FusionLayout> fusionLayouts(const NpuSchedule& schedule, const std::vector<size_t>& members, const Graph& body,
+                                        const hw::NpuConfig& cfg);
+
+/// The fused group of a candidate in `layout`, its stages tiled from the members' tilings.
+GroupSchedule fuseGroup(const NpuSchedule& schedule, const std::vector<size_t>& members, const Graph& body,
+                        const hw::NpuConfig& cfg, const FusionLayout& layout);
+
+/// The tilings the search may give node `n` instead of `current` (which comes first): a convolution's Pareto
+/// front of matrix tilings (cycles vs DRAM bytes), a depthwise convolution's best tiling per channel block and
+/// matrix-unit share, a pool's windows in `inp` or in the accumulator. Other nodes: only `current`.
+std::vector<NodeTiling> tilingOptions(const Node& n, const NodeTiling& current, const Graph& body, const hw::NpuConfig& cfg);
+
 /// Checks a schedule against the body and the machine: every node scheduled once and in topological order,
 /// tile sizes legal for their node, each tile's working set within the buffers. Throws UserError listing
 /// every problem.

@@ -16,6 +16,10 @@
 
 namespace tessel::npu {
 
+/// The version of the simulator's cost model: bumped whenever an instruction's cycles change, so tuning records
+/// (which cache simulated cycles) made with another cost model are refused.
+inline constexpr int kSimulatorVersion = 1;
+
 /// Off-chip memory: a byte array addressed by the ISA in 32-bit words (float32, little-endian).
 class Dram {
  public:

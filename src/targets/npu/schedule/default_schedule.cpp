@@ -145,18 +145,17 @@ std::array<uint64_t, 4> depthwiseUnits(const ConvGeometry& p, const NodeTiling& 
   return u;
 }
 
-/// The depthwise tiling of the fewest busy cycles on its busiest unit (ties: the fewest in total): channel blocks
-/// of whole vectors (or all channels), tiles whose input window and accumulator tile fit one slot each, and the
-/// share of tiles the matrix unit computes. Narrow channel blocks allow taller and wider windows, so the rows
-/// and columns of the halo are loaded fewer times.
-NodeTiling depthwiseTiling(const Node& n, const hw::NpuConfig& cfg, int epilogueOps, NodeTiling t) {
+/// Depthwise tilings, cheapest first by busy cycles of the busiest unit (ties: the fewest in total): for each
+/// channel block of whole vectors (or all channels) and share of tiles on the matrix unit, the tile whose input
+/// window and accumulator tile fit one slot each that costs least. Narrow channel blocks allow taller and wider
+/// windows, so the rows and columns of the halo are loaded fewer times.
+std::vector<NodeTiling> depthwiseTilingOptions(const Node& n, const hw::NpuConfig& cfg, int epilogueOps, const NodeTiling& t) {
   const ConvGeometry p = convGeometry(n);
   const int64_t taps = p.KH * p.KW, lanes = cfg.vectorLanes;
   const bool bias = n.hasInput(2);
   std::vector<int64_t> cbs;
   for (int64_t cb = std::min(p.C, lanes); cb <= std::min<int64_t>(p.C, 4 * cfg.dim); cb += lanes) cbs.push_back(cb);
-  bool found = false;
-  std::pair<uint64_t, uint64_t> best{0, 0};
+  std::vector<std::pair<std::pair<uint64_t, uint64_t>, NodeTiling>> options;
   for (int64_t every : {0, 1, 2, 3, 4})
     for (int64_t cb : cbs) {
       // Tiles on both units: a window computing on each and the next ones loading (a quarter buffer each).
@@ -168,15 +167,28 @@ NodeTiling depthwiseTiling(const Node& n, const hw::NpuConfig& cfg, int epilogue
         continue;
       NodeTiling c = t;
       c.channels = cb, c.inChannels = cb, c.matrixEvery = every;
+      bool found = false;
+      std::pair<uint64_t, uint64_t> best{0, 0};
+      NodeTiling bestTiling;
       forEachFittingTile(p, cb, cb, inpSlot, accSlot, [&](int64_t th, int64_t tw) {
         c.rows = ceilDiv(p.OH, ceilDiv(p.OH, th)), c.cols = tw;  // even row tiles
         const auto u = depthwiseUnits(p, c, epilogueOps, bias, cfg);
         const std::pair<uint64_t, uint64_t> cost{*std::max_element(u.begin(), u.end()), u[0] + u[1] + u[2] + u[3]};
-        if (!found || cost < best) best = cost, t = c, found = true;
+        if (!found || cost < best) best = cost, bestTiling = c, found = true;
         return false;
       });
+      if (found) options.push_back({best, bestTiling});
     }
-  return t;
+  std::stable_sort(options.begin(), options.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<NodeTiling> out;
+  for (auto& o : options) out.push_back(std::move(o.second));
+  return out;
+}
+
+/// The depthwise tiling of the fewest busy cycles (depthwiseTilingOptions' first), else `t`.
+NodeTiling depthwiseTiling(const Node& n, const hw::NpuConfig& cfg, int epilogueOps, NodeTiling t) {
+  const std::vector<NodeTiling> options = depthwiseTilingOptions(n, cfg, epilogueOps, t);
+  return options.empty() ? t : options.front();
 }
 
 /// A pool's tiles when its input windows go to buffer `window` and its results to `result` (one slot each): the
@@ -393,6 +405,25 @@ NpuSchedule compilerSchedule(const Graph& body, const hw::NpuConfig& cfg, const 
   if (fusion) chooseFusion(s, body, cfg);
   s.window = 0;  // chosen when the program is scheduled (S0.6)
   return s;
+}
+
+std::vector<NodeTiling> tilingOptions(const Node& n, const NodeTiling& current, const Graph& body, const hw::NpuConfig& cfg) {
+  std::vector<NodeTiling> out{current};
+  auto add = [&](NodeTiling t) {
+    t.epilogue = current.epilogue;
+    if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(std::move(t));
+  };
+  if (current.variant == "matrix" || current.variant == "packed" || current.variant == "stacked") {
+    std::map<std::string, const Node*> byName;
+    for (const auto& m : body.nodes()) byName[m->name()] = m.get();
+    for (auto& [t, cost] : matrixTilingOptions(n, convGeometry(n), cfg, epilogueShape(n, current, byName), 6)) add(t);
+  } else if (current.variant == "vector") {
+    for (NodeTiling& t : depthwiseTilingOptions(n, cfg, static_cast<int>(current.epilogue.size()), current)) add(t);
+  } else if (current.variant == "pool" || current.variant == "pool-wide") {
+    add(poolTilingIn(n, cfg, "pool", Buffer::Input, Buffer::Accumulator, false));
+    add(poolTilingIn(n, cfg, "pool-wide", Buffer::Accumulator, Buffer::Output, true));
+  }
+  return out;
 }
 
 NpuSchedule defaultSchedule(const Graph& body, const hw::NpuConfig& cfg, const std::string& subgraph) {

@@ -270,10 +270,14 @@ void chooseFusion(NpuSchedule& s, const Graph& body, const hw::NpuConfig& cfg) {
     }
     if (bestGroup) chosen.push_back({members, *bestGroup});
   }
+  replaceByFusedGroups(s, chosen);
+}
+
+void replaceByFusedGroups(NpuSchedule& s, const std::vector<std::pair<std::vector<size_t>, GroupSchedule>>& fused) {
   // A fused group takes the place of its last member; the other members go.
   std::map<size_t, const GroupSchedule*> replace;
   std::set<size_t> drop;
-  for (const auto& [members, f] : chosen) {
+  for (const auto& [members, f] : fused) {
     replace[members.back()] = &f;
     drop.insert(members.begin(), members.end() - 1);
   }
@@ -284,6 +288,36 @@ void chooseFusion(NpuSchedule& s, const Graph& body, const hw::NpuConfig& cfg) {
     groups.push_back(it != replace.end() ? *it->second : s.groups[g]);
   }
   s.groups = std::move(groups);
+}
+
+std::vector<FusionLayout> fusionLayouts(const NpuSchedule& s, const std::vector<size_t>& members, const Graph& body,
+                                        const hw::NpuConfig& cfg) {
+  std::map<std::string, const Node*> byName;
+  for (const auto& n : body.nodes()) byName[n->name()] = n.get();
+  const uint64_t inpWords = cfg.bufferWords(static_cast<size_t>(Buffer::Input));
+  const Spatial last = *spatialOf(*byName.at(s.groups[members.back()].tiling[0].node));
+  std::vector<FusionLayout> out;
+  // On chip: from the fewest row tiles whose windows fit the input buffer, the next few counts.
+  int64_t minTiles = 1;
+  while (minTiles < last.OH && windowWords(s, members, byName, ceilDiv(last.OH, minTiles)) > inpWords * 3 / 4) ++minTiles;
+  if (windowWords(s, members, byName, ceilDiv(last.OH, minTiles)) <= inpWords * 3 / 4) {
+    std::set<int64_t> tried;
+    for (int64_t n = minTiles; n <= last.OH && tried.size() < 5; ++n) {
+      const int64_t tiles = ceilDiv(last.OH, ceilDiv(last.OH, n));
+      if (tried.insert(tiles).second) out.push_back({tiles, true});
+    }
+  }
+  // Through DRAM: 4, 8 or 16 output rows per tile.
+  for (int64_t rows : {4, 8, 16})
+    if (last.OH > rows) out.push_back({ceilDiv(last.OH, rows), false});
+  return out;
+}
+
+GroupSchedule fuseGroup(const NpuSchedule& s, const std::vector<size_t>& members, const Graph& body, const hw::NpuConfig& cfg,
+                        const FusionLayout& layout) {
+  std::map<std::string, const Node*> byName;
+  for (const auto& n : body.nodes()) byName[n->name()] = n.get();
+  return fuse(s, members, byName, cfg, layout.rowTiles, layout.onChip);
 }
 
 }  // namespace tessel::npu

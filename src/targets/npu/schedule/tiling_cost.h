@@ -43,9 +43,10 @@ int64_t reductionSlicesPerBlock(const ConvGeometry& p, Reduction r, bool phased,
 MatrixCost matrixCost(const ConvGeometry& p, const NodeTiling& t, const hw::NpuConfig& cfg, const EpilogueShape& e);
 
 /// The legal tilings of a convolution (or Gemm/MatMul) on the matrix unit that no other beats in both cycles
-/// and DRAM bytes, fastest first.
+/// and DRAM bytes, fastest first; then the `alsoFastest` fastest of the others (the estimate is not the
+/// simulator: the search tries them).
 std::vector<std::pair<NodeTiling, MatrixCost>> matrixTilingOptions(const Node& n, const ConvGeometry& p, const hw::NpuConfig& cfg,
-                                                                  const EpilogueShape& e);
+                                                                  const EpilogueShape& e, size_t alsoFastest = 0);
 
 /// The cheapest legal tiling of a convolution (or Gemm/MatMul) on the matrix unit, including the packed
 /// variant for few input channels. Throws UserError when nothing fits the buffers.

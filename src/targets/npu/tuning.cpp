@@ -1,0 +1,327 @@
+// The NPU's search space for `tessel tune` (S1): sites from the compiler's own schedule (every node with more
+// than one legal tiling, every fusion candidate, the window of each subgraph), schedules derived from a genome,
+// fitness as the sum of each group's modelled cycles (the instruction scheduler's, the simulator's rules) cached
+// per group, and the final check of the best genomes by compiling and simulating the whole model.
+#include "tessel/targets/npu/tuning.h"
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "lower_context.h"
+#include "tessel/eval/inputs.h"
+#include "tessel/passes/pass.h"
+#include "tessel/support/error.h"
+#include "tessel/targets/npu/model_file.h"
+#include "tessel/targets/npu/simulator.h"
+
+namespace tessel::npu {
+
+/// One subgraph's part of the genome.
+struct NpuTuning::Space {
+  std::string name;
+  std::unique_ptr<Graph> body;
+  hw::Device device;
+  NpuSchedule base;      ///< the compiler's tilings, nothing fused
+  NpuSchedule compiler;  ///< the compiler's schedule, with the window its lowering chose
+  struct TilingSite {
+    size_t group;
+    std::vector<NodeTiling> options;
+  };
+  struct FusionSite {
+    std::vector<size_t> members;
+    std::vector<FusionLayout> layouts;  ///< option k > 0 is layouts[k - 1]; option 0 leaves the members unfused
+  };
+  std::vector<TilingSite> tilings;
+  std::vector<FusionSite> fusions;
+  size_t firstSite = 0;  ///< tilings, then fusions, then the window
+
+  NpuSchedule derive(const tune::Genome& g) const {
+    NpuSchedule s = base;
+    size_t i = firstSite;
+    for (const TilingSite& t : tilings) s.groups[t.group].tiling[0] = t.options.at(g[i++]);
+    std::vector<std::pair<std::vector<size_t>, GroupSchedule>> fused;
+    for (const FusionSite& f : fusions) {
+      const uint32_t option = g[i++];
+      if (option > 0) fused.push_back({f.members, fuseGroup(s, f.members, *body, device.npu, f.layouts.at(option - 1))});
+    }
+    replaceByFusedGroups(s, fused);
+    s.strategy = "window";
+    s.window = kWindowChoices[g[i]];
+    return s;
+  }
+};
+
+namespace {
+
+std::string hex(uint64_t v) { return fmt::format("{:016x}", v); }
+
+std::string fileHash(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw UserError(fmt::format("cannot read '{}'", path));
+  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return hex(hw::fnv1a64(bytes));
+}
+
+std::string tilingText(const NodeTiling& t) {
+  std::string s = fmt::format("{} {}x{}x{}", t.variant, t.rows, t.cols, t.channels);
+  if (t.variant == "matrix" || t.variant == "packed" || t.variant == "stacked")
+    s += fmt::format(" cin {} cout/pass {}{}{}", t.inChannels, t.coutPerPass, t.weightsResident ? "" : " streamed",
+                     t.phased ? " phased" : "");
+  if (t.variant == "vector") s += fmt::format(" matrix-every {}", t.matrixEvery);
+  return s;
+}
+
+}  // namespace
+
+nlohmann::json tuningIdentity(const std::string& modelPath, const hw::HardwareConfig& config) {
+  return {{"target", "npu"}, {"model", fileHash(modelPath)}, {"configuration", config.hashHex()}, {"simulator", kSimulatorVersion}};
+}
+
+NpuTuning::~NpuTuning() = default;
+
+NpuTuning::NpuTuning(const Model& model, const std::string& modelPath, const hw::HardwareConfig& config, int jobs)
+    : config_(config), jobs_(jobs > 0 ? jobs : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))) {
+  if (!config.firstNpu()) throw UserError(fmt::format("configuration '{}' has no npu device", config.name()));
+  prepared_ = model.clone();
+  namedPipeline("npu").run(*prepared_);
+  // The untuned compile: the compiler's schedule of each subgraph, and the body it schedules.
+  std::unique_ptr<Model> copy = prepared_->clone();
+  ScheduleChooser chooser = [&](const Graph& body, const hw::Device& device, const std::string& name) {
+    auto space = std::make_unique<Space>();
+    space->name = name;
+    space->body = body.clone();
+    space->device = device;
+    space->compiler = compilerSchedule(body, device.npu, name);
+    space->base = compilerSchedule(body, device.npu, name, false);
+    spaces_.push_back(std::move(space));
+    return spaces_.back()->compiler;
+  };
+  const CompiledNpuModel compiled = compilePreparedForNpu(*copy, config, chooser);
+  for (const LoweredSubgraph& l : compiled.subgraphs)
+    for (auto& s : spaces_)
+      if (s->name == l.name) s->compiler.window = l.schedule.window;
+  untunedCycles_ = 0;
+  {
+    const NpuModelRun run = runNpuModel(compiled, eval::completeInputs(*prepared_->graph, {}, 0));
+    for (const auto& r : run.subgraphs) untunedCycles_ += r.report.totalCycles;
+  }
+  // The sites.
+  for (auto& sp : spaces_) {
+    Space& s = *sp;
+    s.firstSite = problem_.sites.size();
+    const Graph& body = *s.body;
+    std::map<std::string, const Node*> byName;
+    for (const auto& n : body.nodes()) byName[n->name()] = n.get();
+    for (size_t g = 0; g < s.base.groups.size(); ++g) {
+      const NodeTiling& t = s.base.groups[g].tiling.at(0);
+      std::vector<NodeTiling> options = tilingOptions(*byName.at(t.node), t, body, s.device.npu);
+      if (options.size() < 2) continue;
+      problem_.sites.push_back({fmt::format("{}: tiling of {}", s.name, t.node), "tiling", static_cast<uint32_t>(options.size()), 0,
+                                true});
+      s.tilings.push_back({g, std::move(options)});
+    }
+    for (const std::vector<size_t>& members : fusionCandidates(s.base, body, s.device.npu)) {
+      Space::FusionSite f{members, fusionLayouts(s.base, members, body, s.device.npu)};
+      // The compiler's choice: the group of the compiled schedule holding the same nodes, if it fused them.
+      std::vector<std::string> nodes;
+      for (size_t m : members) nodes.insert(nodes.end(), s.base.groups[m].nodes.begin(), s.base.groups[m].nodes.end());
+      uint32_t chosen = 0;
+      for (const GroupSchedule& g : s.compiler.groups)
+        if (g.nodes == nodes) {
+          const FusionLayout layout{g.rowTiles, !g.onChip.empty()};
+          auto it = std::find(f.layouts.begin(), f.layouts.end(), layout);
+          if (it == f.layouts.end()) it = f.layouts.insert(f.layouts.end(), layout);
+          chosen = static_cast<uint32_t>(it - f.layouts.begin()) + 1;
+        }
+      std::string what;
+      for (size_t m : members) what += (what.empty() ? "" : " + ") + s.base.groups[m].tiling[0].node;
+      problem_.sites.push_back({fmt::format("{}: fusion of {}", s.name, what), "fusion",
+                                static_cast<uint32_t>(f.layouts.size() + 1), chosen, false});
+      s.fusions.push_back(std::move(f));
+    }
+    const auto* w = std::find(std::begin(kWindowChoices), std::end(kWindowChoices), static_cast<uint32_t>(s.compiler.window));
+    problem_.sites.push_back({fmt::format("{}: window", s.name), "window", static_cast<uint32_t>(std::size(kWindowChoices)),
+                              static_cast<uint32_t>(w == std::end(kWindowChoices) ? 1 : w - std::begin(kWindowChoices)), true});
+  }
+  problem_.identity = tuningIdentity(modelPath, config);
+  problem_.evaluate = [this](const std::vector<tune::Genome>& batch) { return evaluate(batch); };
+  problem_.statistics = [this] {
+    return fmt::format("{} groups modelled, {} cache hits", groupsModelled_, cacheHits_);
+  };
+}
+
+std::map<std::string, NpuSchedule> NpuTuning::derive(const tune::Genome& genome) const {
+  if (genome.size() != problem_.sites.size())
+    throw UserError(fmt::format("a genome of {} genes for a search space of {} sites", genome.size(), problem_.sites.size()));
+  for (size_t i = 0; i < genome.size(); ++i)
+    if (genome[i] >= problem_.sites[i].options)
+      throw UserError(fmt::format("gene {} ({}) is {}, expected below {}", i, problem_.sites[i].name, genome[i],
+                                  problem_.sites[i].options));
+  std::map<std::string, NpuSchedule> out;
+  for (const auto& s : spaces_) out[s->name] = s->derive(genome);
+  return out;
+}
+
+std::vector<uint64_t> NpuTuning::evaluate(const std::vector<tune::Genome>& batch) const {
+  // Derive and verify every genome; collect the groups whose cost is not cached yet (each once).
+  struct Task {
+    const Space* space;
+    const NpuSchedule* schedule;
+    size_t group;
+    std::string key;
+    uint64_t cycles = tune::kRejected;
+  };
+  std::vector<std::vector<NpuSchedule>> schedules(batch.size());
+  std::vector<bool> valid(batch.size(), true);
+  std::vector<Task> tasks;
+  std::set<std::string> queued;
+  std::vector<std::vector<std::string>> keys(batch.size());
+  for (size_t b = 0; b < batch.size(); ++b) {
+    for (const auto& s : spaces_) {
+      schedules[b].push_back(s->derive(batch[b]));
+      try {
+        verifySchedule(schedules[b].back(), *s->body, s->device.npu);
+      } catch (const UserError&) {
+        valid[b] = false;  // does not fit the buffers: rejected before any modelling
+      }
+    }
+    if (!valid[b]) continue;
+    for (size_t k = 0; k < spaces_.size(); ++k) {
+      const NpuSchedule& sched = schedules[b][k];
+      for (size_t g = 0; g < sched.groups.size(); ++g) {
+        // The group's genome: its schedule alone, with the window (a group's cycles depend on nothing else).
+        NpuSchedule one;
+        one.subgraph = sched.subgraph, one.window = sched.window, one.groups = {sched.groups[g]};
+        std::string key = one.toJson().dump();
+        if (groupCache_.count(key) || !queued.insert(key).second)
+          ++cacheHits_;
+        else
+          tasks.push_back({spaces_[k].get(), &sched, g, key});
+        keys[b].push_back(std::move(key));
+      }
+    }
+  }
+  // Model the new groups in parallel (each task its own lowering; the order of completion does not matter).
+  std::atomic<size_t> nextTask{0};
+  auto worker = [&] {
+    for (size_t i; (i = nextTask++) < tasks.size();) {
+      Task& t = tasks[i];
+      try {
+        t.cycles = lower::modelledCost(*t.space->body, t.space->device.npu, *t.schedule, {t.group}).cycles;
+      } catch (const std::exception&) {
+        t.cycles = tune::kRejected;  // the buffers cannot hold it, or the lowering refuses it
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int j = 1; j < std::min<int>(jobs_, static_cast<int>(tasks.size())); ++j) threads.emplace_back(worker);
+  worker();
+  for (auto& th : threads) th.join();
+  for (const Task& t : tasks) groupCache_[t.key] = t.cycles;
+  groupsModelled_ += tasks.size();
+  std::vector<uint64_t> out;
+  for (size_t b = 0; b < batch.size(); ++b) {
+    uint64_t total = valid[b] ? 0 : tune::kRejected;
+    for (const std::string& key : keys[b]) {
+      const uint64_t c = groupCache_.at(key);
+      total = c == tune::kRejected || total == tune::kRejected ? tune::kRejected : total + c;
+    }
+    out.push_back(total);
+  }
+  return out;
+}
+
+uint64_t NpuTuning::simulate(const std::map<std::string, NpuSchedule>& schedules) const {
+  std::unique_ptr<Model> copy = prepared_->clone();
+  ScheduleChooser chooser = [&](const Graph&, const hw::Device&, const std::string& name) { return schedules.at(name); };
+  const CompiledNpuModel compiled = compilePreparedForNpu(*copy, config_, chooser);
+  const NpuModelRun run = runNpuModel(compiled, eval::completeInputs(*prepared_->graph, {}, 0));
+  uint64_t cycles = 0;
+  for (const auto& r : run.subgraphs) {
+    if (!r.report.hazards.empty())
+      throw InternalError(fmt::format("tune: subgraph {} has {} hazard(s) in simulation", r.name, r.report.hazards.size()));
+    cycles += r.report.totalCycles;
+  }
+  return cycles;
+}
+
+nlohmann::json NpuTuning::finish(const nlohmann::json& record, size_t candidates) const {
+  // The best distinct genomes by fitness, compiled and simulated whole; the untuned compile is the reference.
+  std::vector<std::pair<uint64_t, size_t>> ranked;
+  const auto& evals = record["evaluations"];
+  for (size_t i = 0; i < evals.size(); ++i)
+    if (!evals[i]["fitness"].is_null()) ranked.push_back({evals[i]["fitness"].get<uint64_t>(), i});
+  std::sort(ranked.begin(), ranked.end());
+  nlohmann::json checked = nlohmann::json::array();
+  uint64_t best = untunedCycles_;
+  std::map<std::string, NpuSchedule> winner;
+  for (const auto& s : spaces_) winner[s->name] = s->compiler;
+  nlohmann::json winnerEval;  // null: the untuned schedule
+  for (size_t k = 0; k < std::min(candidates, ranked.size()); ++k) {
+    const size_t i = ranked[k].second;
+    const std::map<std::string, NpuSchedule> schedules = derive(evals[i]["genome"].get<tune::Genome>());
+    uint64_t cycles = tune::kRejected;
+    try {
+      cycles = simulate(schedules);
+    } catch (const UserError&) {
+      // cannot be lowered whole (the buffers of a window): not a candidate
+    }
+    checked.push_back({{"evaluation", i}, {"modelled_cycles", ranked[k].first},
+                       {"simulated_cycles", cycles == tune::kRejected ? nlohmann::json() : nlohmann::json(cycles)}});
+    if (cycles < best) best = cycles, winner = schedules, winnerEval = i;
+  }
+  nlohmann::json scheds = nlohmann::json::array();
+  for (const auto& [name, s] : winner) scheds.push_back(s.toJson());
+  return {{"unit", "cycles"}, {"untuned", untunedCycles_}, {"tuned", best}, {"winner_evaluation", winnerEval},
+          {"checked", checked}, {"schedules", scheds}};
+}
+
+std::string NpuTuning::genomeText(const tune::Genome& genome) const {
+  std::string out;
+  for (const auto& sp : spaces_) {
+    const Space& s = *sp;
+    size_t i = s.firstSite;
+    out += fmt::format("subgraph {}: {} tiling sites, {} fusion sites, 1 window site\n", s.name, s.tilings.size(), s.fusions.size());
+    for (const auto& t : s.tilings) {
+      const uint32_t o = genome[i];
+      out += fmt::format("  [{:3}] tiling {:<40} option {:2} of {:2}{}: {}\n", i, s.base.groups[t.group].tiling[0].node, o,
+                         t.options.size(), o == problem_.sites[i].defaultOption ? " (compiler's)" : "", tilingText(t.options[o]));
+      ++i;
+    }
+    for (const auto& f : s.fusions) {
+      const uint32_t o = genome[i];
+      std::string what = o == 0 ? "not fused"
+                                : fmt::format("fused, {} row tiles, intermediates {}", f.layouts[o - 1].rowTiles,
+                                              f.layouts[o - 1].onChip ? "on chip" : "through DRAM");
+      out += fmt::format("  [{:3}] fusion of {} groups (first {}) option {} of {}{}: {}\n", i, f.members.size(),
+                         s.base.groups[f.members.front()].tiling[0].node, o, f.layouts.size() + 1,
+                         o == problem_.sites[i].defaultOption ? " (compiler's)" : "", what);
+      ++i;
+    }
+    out += fmt::format("  [{:3}] window {}{}\n", i, kWindowChoices[genome[i]],
+                       genome[i] == problem_.sites[i].defaultOption ? " (compiler's)" : "");
+  }
+  return out;
+}
+
+std::map<std::string, NpuSchedule> tunedSchedules(const std::string& recordPath, const std::string& modelPath,
+                                                  const hw::HardwareConfig& config) {
+  const nlohmann::json r = tune::readRecord(recordPath, tuningIdentity(modelPath, config));
+  if (!r.contains("result") || !r["result"].contains("schedules"))
+    throw UserError(fmt::format("tuning record '{}' has no result yet (the search did not finish: run tessel tune again "
+                                "to complete it)", recordPath));
+  std::map<std::string, NpuSchedule> out;
+  for (const auto& j : r["result"]["schedules"]) {
+    NpuSchedule s = NpuSchedule::fromJson(j, recordPath);
+    out[s.subgraph] = std::move(s);
+  }
+  return out;
+}
+
+}  // namespace tessel::npu

@@ -1,0 +1,137 @@
+// Tests of the NPU's search space (S1): the compiler's genome derives exactly the compiler's schedule, the tuned record's schedules compile to a program that matches
+// the interpreter without hazards and is not slower than the untuned one, and a record is refused for another
+// configuration or another model file.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <unistd.h>
+
+#include "tessel/interp/interpreter.h"
+#include "tessel/ir/text.h"
+#include "tessel/ops/shape_inference.h"
+#include "tessel/passes/pass.h"
+#include "tessel/support/error.h"
+#include "tessel/targets/npu/model_file.h"
+#include "tessel/targets/npu/tuning.h"
+
+#include "npu_test_util.h"
+
+namespace {
+
+using namespace tessel;
+using namespace tessel::npu;
+namespace fs = std::filesystem;
+
+/// conv3x3 -> relu -> conv3x3 -> relu -> maxpool -> conv1x1: a chain the fusion may join, with tiling choices.
+std::unique_ptr<Model> chainModel(int64_t channels) {
+  auto m = std::make_unique<Model>();
+  m->opsetImports[""] = 17;
+  m->graph = std::make_unique<Graph>();
+  Graph& g = *m->graph;
+  Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 16, 28, 28}));
+  auto conv = [&](Value* in, int64_t cin, int64_t cout, int64_t k, uint32_t seed) {
+    Value* w = g.addConstant(g.uniqueName("w"), test::randomTensor({cout, cin, k, k}, seed));
+    Value* b = g.addConstant(g.uniqueName("b"), test::randomTensor({cout}, seed + 1));
+    Node* n = g.addNode("Conv", {in, w, b}, {g.uniqueName("conv")}, g.uniqueName("conv"));
+    n->setAttr("pads", std::vector<int64_t>{k / 2, k / 2, k / 2, k / 2});
+    n->setAttr("kernel_shape", std::vector<int64_t>{k, k});
+    return n->output(0);
+  };
+  Value* y = g.addNode("Relu", {conv(x, 16, channels, 3, 1)}, {"r1"}, "relu1")->output(0);
+  y = g.addNode("Relu", {conv(y, channels, channels, 3, 3)}, {"r2"}, "relu2")->output(0);
+  Node* pool = g.addNode("MaxPool", {y}, {"p"}, "pool");
+  pool->setAttr("kernel_shape", std::vector<int64_t>{2, 2});
+  pool->setAttr("strides", std::vector<int64_t>{2, 2});
+  g.addOutput(conv(pool->output(0), channels, 24, 1, 5));
+  inferShapes(g);
+  return m;
+}
+
+struct ModelFile {
+  std::string path;
+  explicit ModelFile(const Model& m, const std::string& tag)
+      : path((fs::temp_directory_path() / fmt::format("tessel-npu-tune-{}-{}.tir", getpid(), tag)).string()) {
+    writeModelTextFile(m, path);
+  }
+  ~ModelFile() { fs::remove(path); }
+};
+
+/// The compiler's schedule of each subgraph, as `tessel compile --target npu` makes it.
+std::map<std::string, NpuSchedule> compilerSchedules(const Model& model, const hw::HardwareConfig& config) {
+  std::unique_ptr<Model> copy = model.clone();
+  namedPipeline("npu").run(*copy);
+  std::map<std::string, NpuSchedule> out;
+  ScheduleChooser chooser = [&](const Graph& body, const hw::Device& device, const std::string& name) {
+    return out[name] = compilerSchedule(body, device.npu, name);
+  };
+  compilePreparedForNpu(*copy, config, chooser);
+  return out;
+}
+
+TEST(NpuTune, TheCompilersGenomeDerivesTheCompilersSchedule) {
+  for (const char* cfgName : {"default.json", "tiny.json"}) {
+    const hw::HardwareConfig config = test::shippedConfig(cfgName);
+    const auto model = chainModel(32);
+    const ModelFile file(*model, "derive");
+    const NpuTuning tuning(*model, file.path, config, 2);
+    tune::Genome d;
+    for (const tune::Site& s : tuning.problem().sites) d.push_back(s.defaultOption);
+    std::map<std::string, NpuSchedule> derived = tuning.derive(d);
+    const std::map<std::string, NpuSchedule> want = compilerSchedules(*model, config);
+    ASSERT_EQ(derived.size(), want.size()) << cfgName;
+    for (auto& [name, s] : derived) {
+      EXPECT_GT(s.window, 0) << "the derived schedule fixes the window";
+      s.window = want.at(name).window;  // the compiler leaves it to the lowering (0)
+      EXPECT_EQ(s.toText(), want.at(name).toText()) << cfgName << " " << name;
+    }
+    size_t choices = 0;
+    for (const tune::Site& s : tuning.problem().sites) choices += s.options > 1;
+    EXPECT_GE(choices, 4u) << cfgName << ": the chain offers tiling, fusion and window choices";
+  }
+}
+
+TEST(NpuTune, ATunedRecordCompilesToAProgramThatMatchesTheInterpreter) {
+  const hw::HardwareConfig config = test::shippedConfig("tiny.json");
+  const auto model = chainModel(32);
+  const ModelFile file(*model, "record");
+  const NpuTuning tuning(*model, file.path, config, 2);
+  tune::SearchOptions o;
+  o.generations = 3, o.population = 8, o.seed = 5;
+  const std::string recordPath = file.path + ".json";
+  nlohmann::json record = tune::runSearch(tuning.problem(), o, recordPath);
+  size_t valid = 0;
+  for (const auto& e : record["evaluations"]) valid += !e["fitness"].is_null();
+  EXPECT_GT(valid, 1u) << "the search found genomes that fit";
+  record["result"] = tuning.finish(record);
+  tune::writeRecord(recordPath, record);
+  EXPECT_LE(record["result"]["tuned"].get<uint64_t>(), record["result"]["untuned"].get<uint64_t>());
+  // Compile with the record's schedules and run against the interpreter.
+  const std::map<std::string, NpuSchedule> tuned = tunedSchedules(recordPath, file.path, config);
+  ScheduleChooser chooser = [&](const Graph&, const hw::Device&, const std::string& name) { return tuned.at(name); };
+  std::unique_ptr<Model> copy = model->clone();
+  namedPipeline("npu").run(*copy);
+  const CompiledNpuModel compiled = compilePreparedForNpu(*copy, config, chooser);
+  const std::map<std::string, Tensor> inputs{{"x", test::randomTensor({1, 16, 28, 28}, 11)}};
+  const NpuModelRun run = runNpuModel(compiled, inputs);
+  const Tensor want = Interpreter(*model->graph).run(inputs).at(0);
+  uint64_t cycles = 0;
+  for (const auto& s : run.subgraphs) {
+    EXPECT_TRUE(s.report.hazards.empty()) << s.name;
+    cycles += s.report.totalCycles;
+  }
+  EXPECT_EQ(cycles, record["result"]["tuned"].get<uint64_t>()) << "the record's figure is the simulated one";
+  const float *a = run.outputs.at(0).data<float>(), *b = want.data<float>();
+  float diff = 0, scale = 1;
+  for (int64_t i = 0; i < want.numel(); ++i) diff = std::max(diff, std::abs(a[i] - b[i])), scale = std::max(scale, std::abs(b[i]));
+  EXPECT_LE(diff, 1e-6f * scale) << "largest output " << scale;
+  // Another configuration, another model file: refused.
+  EXPECT_THROW(tunedSchedules(recordPath, file.path, test::shippedConfig("default.json")), UserError);
+  const auto other = chainModel(16);
+  const ModelFile otherFile(*other, "other");
+  EXPECT_THROW(tunedSchedules(recordPath, otherFile.path, config), UserError);
+  fs::remove(recordPath);
+}
+
+}  // namespace
