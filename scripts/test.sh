@@ -85,6 +85,7 @@ stage_cli() {
   $py "$repo/tests/cli/test_compare.py" --tessel "$build/tessel" || rc=1
   $py "$repo/tests/cli/test_plots.py" --tessel "$build/tessel" || rc=1
   $py "$repo/tests/cli/test_sched.py" --tessel "$build/tessel" || rc=1
+  $py "$repo/tests/cli/test_tune.py" --tessel "$build/tessel" || rc=1
   $py "$repo/tests/cli/test_targets.py" --tessel "$build/tessel" --models "$build/models" || rc=1
   bash "$repo/tests/cli/test_install.sh" "$build" || rc=1
   return $rc

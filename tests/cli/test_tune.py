@@ -1,0 +1,122 @@
+#!/usr/bin/python3
+"""`tessel tune` and `tessel compile --tuning-file` on the ResNet basic block of test_sched.py (tiny configuration):
+  tune                 exit 0, a record with the documented keys, tuned <= untuned, a convergence plot
+  reproducible         the same command (and with --jobs 1) writes the same record byte for byte; a finished
+                       record given again is kept as it is
+  compile              --tuning-file: a .tnpu (byte-identical twice) whose simulated cycles are the record's and
+                       whose output matches `tessel run` on the ONNX model, without hazards
+  --print-genome       the sites, the compiler's options marked
+  bad records          truncated, another configuration, another model, another format version, not a record;
+                       --target cpu (no tuner): exit 2 with a message
+Usage: test_tune.py --tessel build/tessel"""
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_checks import Checks  # noqa: E402
+from test_sched import basic_block  # noqa: E402
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tessel", required=True)
+    args = ap.parse_args()
+    c = Checks(os.path.abspath(args.tessel))
+    with tempfile.TemporaryDirectory() as d:
+        model = os.path.join(d, "block.onnx")
+        basic_block(model)
+        x = model + ".x.npy"
+        tune = ["tune", model, "--target", "npu", "--hw", "tiny", "--generations", "3", "--population", "6", "--seed", "4"]
+        rec = os.path.join(d, "a.json")
+        code, out, err = c.run(tune + ["-o", rec])
+        c.check("tune exits 0 and says how to use the record", code == 0 and "--tuning-file" in out, err[-600:])
+        if code != 0:
+            return c.summary()
+        r = json.loads(read(rec))
+        keys = {"format", "version", "identity", "search", "sites", "evaluations", "generations", "best", "result"}
+        c.check("record: documented keys", keys <= set(r), sorted(keys - set(r)))
+        c.check("record: 3 generations, the compiler's genome evaluated first",
+                len(r["generations"]) == 3 and r["evaluations"][0]["genome"] == [s["default"] for s in r["sites"]],
+                (len(r["generations"]), r["evaluations"][0]))
+        res = r["result"]
+        c.check("record: tuned <= untuned (simulated)", res["tuned"] <= res["untuned"], res)
+        c.check("convergence plot next to the record", os.path.getsize(os.path.join(d, "a.svg")) > 1000
+                if os.path.exists(os.path.join(d, "a.svg")) else False, err[-300:])
+        code, out, err = c.run(tune + ["-o", os.path.join(d, "b.json"), "--jobs", "1", "--no-plot"])
+        c.check("same seed, --jobs 1: the same record byte for byte", code == 0 and read(rec) == read(os.path.join(d, "b.json")),
+                err[-300:])
+        before = read(rec)
+        code, out, err = c.run(tune + ["-o", rec, "--no-plot"])
+        c.check("a finished record given again is kept as it is", code == 0 and read(rec) == before, err[-300:])
+        code, out, err = c.run(tune + ["--print-genome"])
+        c.check("--print-genome lists the sites with the compiler's choices", code == 0 and "(compiler's)" in out and
+                "window" in out, err[-300:] or out[:300])
+
+        code, out, err = c.run(["run", model, "--input", f"x={x}", "-o", os.path.join(d, "ref")])
+        want = np.load(os.path.join(d, "ref", "y.npy")) if code == 0 else None
+        tnpu = os.path.join(d, "t.tnpu")
+        compile_ = ["compile", model, "--target", "npu", "--hw", "tiny", "--tuning-file", rec]
+        code, out, err = c.run(compile_ + ["-o", tnpu])
+        code2, _, err2 = c.run(compile_ + ["-o", os.path.join(d, "t2.tnpu")])
+        c.check("compile --tuning-file: exit 0, the same .tnpu twice", code == 0 and code2 == 0 and
+                read(tnpu) == read(os.path.join(d, "t2.tnpu")), err[-300:] + err2[-300:])
+        if code == 0:
+            code, out, err = c.run(["sim", tnpu, "--json", "--input", f"x={x}", "-o", os.path.join(d, "tuned")])
+            ok = code == 0
+            if ok:
+                s = json.loads(out)
+                got = np.load(os.path.join(d, "tuned", "y.npy"))
+                ok = (s["hazards"] == 0 and s["cycles"] == res["tuned"] and want is not None and
+                      float(np.abs(got - want).max()) <= 1e-4 * float(np.abs(want).max()))
+            c.check("the tuned .tnpu: no hazard, the record's cycles, output matches the reference", ok, err[-300:] or out[:300])
+
+        def refused(name, argv, words):
+            code, out, err = c.run(argv)
+            c.check(f"{name}: exit 2 naming the problem", code == 2 and all(w in err for w in words), (code, err[-400:]))
+
+        text = read(rec)
+        trunc = os.path.join(d, "trunc.json")
+        with open(trunc, "wb") as f:
+            f.write(text[: len(text) // 2])
+        refused("truncated record", ["compile", model, "--target", "npu", "--hw", "tiny", "--tuning-file", trunc],
+                ["not valid JSON"])
+        refused("record of another configuration", ["compile", model, "--target", "npu", "--hw", "default", "--tuning-file", rec],
+                ["another configuration"])
+        other = os.path.join(d, "other.onnx")
+        basic_block(other)
+        m = onnx.load(other)
+        m.graph.name = "another block"  # the same network, another file
+        onnx.save(m, other)
+        refused("record of another model", ["compile", other, "--target", "npu", "--hw", "tiny", "--tuning-file", rec],
+                ["another model"])
+        j = json.loads(text)
+        j["version"] = 99
+        ver = os.path.join(d, "ver.json")
+        with open(ver, "w") as f:
+            json.dump(j, f)
+        refused("record of another format version", ["compile", model, "--target", "npu", "--hw", "tiny", "--tuning-file", ver],
+                ["format version 99"])
+        notrec = os.path.join(d, "not.json")
+        with open(notrec, "w") as f:
+            f.write('{"conv_kernels": {}}')
+        refused("a file that is not a record", ["compile", model, "--target", "npu", "--hw", "tiny", "--tuning-file", notrec],
+                ["not a tuning record"])
+        refused("tune --target cpu", ["tune", model, "--target", "cpu", "-o", os.path.join(d, "c.json")],
+                ["no whole-graph tuner"])
+        refused("tune -o without .json", tune + ["-o", os.path.join(d, "r.txt")], [".json"])
+    return c.summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
