@@ -109,7 +109,8 @@ NpuTuning::NpuTuning(const Model& model, const std::string& modelPath, const hw:
   untunedCycles_ = 0;
   {
     const NpuModelRun run = runNpuModel(compiled, eval::completeInputs(*prepared_->graph, {}, 0));
-    for (const auto& r : run.subgraphs) untunedCycles_ += r.report.totalCycles;
+    for (const auto& r : run.subgraphs)
+      untunedCycles_ += r.report.totalCycles, untunedDramBytes_ += r.report.dramBytesRead + r.report.dramBytesWritten;
   }
   // The sites.
   for (auto& sp : spaces_) {
@@ -237,18 +238,24 @@ std::vector<uint64_t> NpuTuning::evaluate(const std::vector<tune::Genome>& batch
   return out;
 }
 
-uint64_t NpuTuning::simulate(const std::map<std::string, NpuSchedule>& schedules) const {
+std::pair<uint64_t, uint64_t> NpuTuning::simulate(const std::map<std::string, NpuSchedule>& schedules) const {
   std::unique_ptr<Model> copy = prepared_->clone();
   ScheduleChooser chooser = [&](const Graph&, const hw::Device&, const std::string& name) { return schedules.at(name); };
-  const CompiledNpuModel compiled = compilePreparedForNpu(*copy, config_, chooser);
+  CompiledNpuModel compiled;
+  try {
+    compiled = compilePreparedForNpu(*copy, config_, chooser);
+  } catch (const std::exception&) {
+    return {tune::kRejected, 0};  // the whole program does not fit the buffers with this window
+  }
   const NpuModelRun run = runNpuModel(compiled, eval::completeInputs(*prepared_->graph, {}, 0));
-  uint64_t cycles = 0;
+  uint64_t cycles = 0, bytes = 0;
   for (const auto& r : run.subgraphs) {
     if (!r.report.hazards.empty())
       throw InternalError(fmt::format("tune: subgraph {} has {} hazard(s) in simulation", r.name, r.report.hazards.size()));
     cycles += r.report.totalCycles;
+    bytes += r.report.dramBytesRead + r.report.dramBytesWritten;
   }
-  return cycles;
+  return {cycles, bytes};
 }
 
 nlohmann::json NpuTuning::finish(const nlohmann::json& record, size_t candidates) const {
@@ -259,26 +266,24 @@ nlohmann::json NpuTuning::finish(const nlohmann::json& record, size_t candidates
     if (!evals[i]["fitness"].is_null()) ranked.push_back({evals[i]["fitness"].get<uint64_t>(), i});
   std::sort(ranked.begin(), ranked.end());
   nlohmann::json checked = nlohmann::json::array();
-  uint64_t best = untunedCycles_;
+  uint64_t best = untunedCycles_, bestBytes = untunedDramBytes_;
   std::map<std::string, NpuSchedule> winner;
   for (const auto& s : spaces_) winner[s->name] = s->compiler;
   nlohmann::json winnerEval;  // null: the untuned schedule
   for (size_t k = 0; k < std::min(candidates, ranked.size()); ++k) {
     const size_t i = ranked[k].second;
     const std::map<std::string, NpuSchedule> schedules = derive(evals[i]["genome"].get<tune::Genome>());
-    uint64_t cycles = tune::kRejected;
-    try {
-      cycles = simulate(schedules);
-    } catch (const UserError&) {
-      // cannot be lowered whole (the buffers of a window): not a candidate
-    }
+    uint64_t cycles = tune::kRejected, bytes = 0;
+    std::tie(cycles, bytes) = simulate(schedules);
     checked.push_back({{"evaluation", i}, {"modelled_cycles", ranked[k].first},
-                       {"simulated_cycles", cycles == tune::kRejected ? nlohmann::json() : nlohmann::json(cycles)}});
-    if (cycles < best) best = cycles, winner = schedules, winnerEval = i;
+                       {"simulated_cycles", cycles == tune::kRejected ? nlohmann::json() : nlohmann::json(cycles)},
+                       {"dram_bytes", bytes}});
+    if (cycles < best) best = cycles, bestBytes = bytes, winner = schedules, winnerEval = i;
   }
   nlohmann::json scheds = nlohmann::json::array();
   for (const auto& [name, s] : winner) scheds.push_back(s.toJson());
-  return {{"unit", "cycles"}, {"untuned", untunedCycles_}, {"tuned", best}, {"winner_evaluation", winnerEval},
+  return {{"unit", "cycles"}, {"untuned", untunedCycles_}, {"tuned", best}, {"untuned_dram_bytes", untunedDramBytes_},
+          {"tuned_dram_bytes", bestBytes}, {"winner_evaluation", winnerEval},
           {"checked", checked}, {"schedules", scheds}};
 }
 
