@@ -87,7 +87,7 @@ Artifact compile(const Target& target, const Model& model, const std::string& mo
 }
 
 std::unique_ptr<tune::Tuning> Target::tuning(const Model&, const std::string&, const TargetOptions&, int) const {
-  throw UserError(fmt::format("tessel tune: target '{}' has no whole-graph tuner yet (targets with one: npu)", name()));
+  throw UserError(fmt::format("tessel tune: target '{}' has no whole-graph tuner yet (targets with one: cpu, npu)", name()));
 }
 
 partition::LoweringCheck loweringCheck() {

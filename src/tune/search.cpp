@@ -169,13 +169,19 @@ nlohmann::json readRecord(const std::string& path, const nlohmann::json& identit
                                 r.contains("version") ? r["version"].dump() : "(none)", kRecordVersion));
   for (const char* key : {"identity", "search", "sites", "evaluations", "generations"})
     if (!r.contains(key)) throw UserError(fmt::format("tuning record '{}': no \"{}\" (truncated or edited?)", path, key));
-  if (!identity.is_null())
-    for (const auto& [key, value] : identity.items()) {
+  if (!identity.is_null()) {
+    // The target first: a record of another target differs in everything else too.
+    std::vector<std::string> keys{"target"};
+    for (const auto& [key, value] : identity.items())
+      if (key != "target") keys.push_back(key);
+    for (const std::string& key : keys) {
+      if (!identity.contains(key)) continue;
       const nlohmann::json& mine = r["identity"].contains(key) ? r["identity"][key] : nlohmann::json();
-      if (mine != value)
+      if (mine != identity[key])
         throw UserError(fmt::format("tuning record '{}' was made for another {}: {} (this compile: {})", path, key,
-                                    mine.is_null() ? "(none)" : mine.dump(), value.dump()));
+                                    mine.is_null() ? "(none)" : mine.dump(), identity[key].dump()));
     }
+  }
   return r;
 }
 

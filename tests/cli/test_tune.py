@@ -7,7 +7,7 @@
                        whose output matches `tessel run` on the ONNX model, without hazards
   --print-genome       the sites, the compiler's options marked
   bad records          truncated, another configuration, another model, another format version, not a record;
-                       --target cpu (no tuner): exit 2 with a message
+                       a cpu record for the npu; --target ref (no tuner): exit 2 with a message
 Usage: test_tune.py --tessel build/tessel"""
 import argparse
 import json
@@ -81,6 +81,21 @@ def main():
                       float(np.abs(got - want).max()) <= 1e-4 * float(np.abs(want).max()))
             c.check("the tuned .tnpu: no hazard, the record's cycles, output matches the reference", ok, err[-300:] or out[:300])
 
+        # The CPU: kernels per convolution geometry, fitness measured; the winner never slower side by side.
+        cpu_rec = os.path.join(d, "cpu.json")
+        code, out, err = c.run(["tune", model, "--target", "cpu", "--generations", "2", "--population", "3", "-o", cpu_rec,
+                                "--no-plot"])
+        ok = code == 0
+        if ok:
+            res = json.loads(read(cpu_rec))["result"]
+            ok = res["tuned"] <= res["untuned"] and res["unit"] == "ns" and "conv_kernels" in res
+        c.check("tune --target cpu: a record whose winner is not slower than untuned (side by side)", ok, err[-400:])
+        so = os.path.join(d, "tuned.so")
+        code, out, err = c.run(["compile", model, "--tuning-file", cpu_rec, "-o", so])
+        if code == 0:
+            code, out, err = c.run(["compare", model, so, "--input", f"x={x}"])
+        c.check("compile --tuning-file with a cpu record: the .so matches the model", code == 0 and "PASS" in out, err[-400:] or out[-400:])
+
         def refused(name, argv, words):
             code, out, err = c.run(argv)
             c.check(f"{name}: exit 2 naming the problem", code == 2 and all(w in err for w in words), (code, err[-400:]))
@@ -112,8 +127,10 @@ def main():
             f.write('{"conv_kernels": {}}')
         refused("a file that is not a record", ["compile", model, "--target", "npu", "--hw", "tiny", "--tuning-file", notrec],
                 ["not a tuning record"])
-        refused("tune --target cpu", ["tune", model, "--target", "cpu", "-o", os.path.join(d, "c.json")],
+        refused("tune --target ref (no tuner)", ["tune", model, "--target", "ref", "-o", os.path.join(d, "c.json")],
                 ["no whole-graph tuner"])
+        refused("a cpu record for --target npu", ["compile", model, "--target", "npu", "--hw", "tiny", "--tuning-file",
+                                                  os.path.join(d, "cpu.json")], ["another target"])
         refused("tune -o without .json", tune + ["-o", os.path.join(d, "r.txt")], [".json"])
     return c.summary()
 

@@ -73,9 +73,9 @@ void tuneCommand(const TuneCmdOptions& o) {
   so.generations = o.generations, so.population = o.population, so.seed = o.seed, so.strategy = o.strategy;
   so.timeBudgetSeconds = o.timeBudget;
   nlohmann::json record = tune::runSearch(problem, so, o.output, [&](int gen, int gens, uint64_t best, double rate, const std::string& stats) {
-    const std::string line = fmt::format("[{:6.1f} s] generation {}/{}: best {} modelled {} | {:.1f} evaluations/s | {}", elapsed(),
+    const std::string line = fmt::format("[{:6.1f} s] generation {}/{}: best {} {} | {:.1f} evaluations/s | {}", elapsed(),
                                          gen + 1, gens, best == tune::kRejected ? "-" : humanCount(static_cast<double>(best)),
-                                         unit, rate, stats);
+                                         tuning->fitnessLabel(), rate, stats);
     if (tty)
       fmt::print(stderr, "\r{:<110}", line);
     else
@@ -90,12 +90,14 @@ void tuneCommand(const TuneCmdOptions& o) {
   fmt::print("tuned {}: {} {} (untuned {}, {}), {} genomes evaluated in {} generations; record {}\n", o.model.path,
              humanCount(static_cast<double>(tuned)), unit, humanCount(static_cast<double>(untuned)), percent(tuned, untuned),
              record["evaluations"].size(), record["generations"].size(), o.output);
-  if (r["winner_evaluation"].is_null()) fmt::print("no genome beat the untuned compile on the simulator: the record keeps its schedule\n");
-  fmt::print("use it: tessel compile {} --target {} --hw {} --tuning-file {}\n", o.model.path, o.target, o.hw, o.output);
+  if (r["winner_evaluation"].is_null()) fmt::print("no genome beat the untuned compile when checked side by side: the record keeps the compiler's choices\n");
+  fmt::print("use it: tessel compile {} --target {}{} --tuning-file {}\n", o.model.path, o.target, o.hw.empty() ? "" : " --hw " + o.hw,
+             o.output);
   if (o.noPlot || plotPath.empty()) return;
   nlohmann::json data = {{"title", fmt::format("tessel tune {} ({} {}, seed {})", fs::path(o.model.path).filename().string(),
                                                o.hw, o.target, o.seed)},
                          {"unit", unit},
+                         {"label", tuning->fitnessLabel()},
                          {"untuned", untuned},
                          {"series", nlohmann::json::array({curve(record, o.strategy)})}};
   // A random-search record of the same model beside this one (NAME.random.json) adds its curve.
@@ -132,8 +134,9 @@ TESSEL_REGISTER_COMMAND(tune, 46, [](CLI::App& app) {
       "  tessel tune resnet18.onnx --hw default --print-genome          (the compiler's choices as a genome)\n"
       "Exit status: 0 success, 2 bad input or a record of another model/configuration/version, 1 internal error.");
   o->model.addTo(cmd);
-  cmd->add_option("--target", o->target, "target whose schedule is searched (npu)");
-  cmd->add_option("--hw", o->hw, "hardware configuration: a file or a name (default, tiny, ...)");
+  cmd->add_option("--target", o->target,
+                  "npu (default: schedules, fitness = modelled cycles) or cpu (conv kernels, fitness = measured latency)");
+  cmd->add_option("--hw", o->hw, "--target npu: hardware configuration, a file or a name (default, tiny, ...)");
   cmd->add_option("-o,--output", o->output, "the record to write (and resume): RECORD.json");
   cmd->add_option("--generations", o->generations, "generations of the search (default 20)")->check(CLI::Range(1, 100000));
   cmd->add_option("--population", o->population, "individuals per generation (default 32)")->check(CLI::Range(2, 100000));

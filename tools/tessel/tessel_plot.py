@@ -9,7 +9,7 @@ KIND npu-timeline  (tessel sim --plot): per-unit busy fraction over time, and SR
                          "sram": [{"name", "capacity", "bytes": [peak live bytes per bin]}],
                          "calls": [{"name", "start"}]}
 KIND convergence   (tessel tune): best and median fitness per generation of each search, and the untuned line.
-                   DATA {"title", "unit", "untuned", "series": [{"label", "best": [...], "median": [...]}]}
+                   DATA {"title", "unit", "label", "untuned", "series": [{"label", "best": [...], "median": [...]}]}
 Exit status: 0 drawn, 3 matplotlib missing, 2 bad arguments or data.
 """
 import json
@@ -97,9 +97,9 @@ def convergence(data, out):
         med = [m for m in s["median"]]
         ax.plot(gens, med, color=palette(i % 10), linestyle="--", linewidth=1, label=f"{s['label']}: population median")
     if data.get("untuned"):
-        ax.axhline(data["untuned"], color="black", linewidth=0.8, linestyle=":", label="untuned compile (simulated)")
+        ax.axhline(data["untuned"], color="black", linewidth=0.8, linestyle=":", label="untuned compile (simulated or measured)")
     ax.set_xlabel("generation")
-    ax.set_ylabel(f"modelled {data.get('unit', '')}")
+    ax.set_ylabel(data.get("label", data.get("unit", "")))
     ax.set_title(data.get("title", ""), fontsize=10)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)

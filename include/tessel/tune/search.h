@@ -72,8 +72,10 @@ class Tuning {
  public:
   virtual ~Tuning() = default;
   virtual const Problem& problem() const = 0;
-  /// The unit of the fitness ("cycles", "us").
+  /// The unit of the fitness ("cycles", "ns").
   virtual std::string fitnessUnit() const = 0;
+  /// What the fitness is, for progress lines and plots ("modelled cycles", "measured median ns").
+  virtual std::string fitnessLabel() const = 0;
   /// The untuned compile's figure in that unit (measured, not modelled).
   virtual uint64_t untunedFigure() const = 0;
   /// A genome as text, one line per site (`tessel tune --print-genome`).

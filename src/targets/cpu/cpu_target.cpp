@@ -8,6 +8,7 @@
 #include "tessel/targets/cpu/compiler.h"
 #include "tessel/targets/cpu/loader.h"
 #include "tessel/targets/target.h"
+#include "tuning.h"
 
 namespace tessel::target {
 namespace {
@@ -93,6 +94,11 @@ class CpuTarget : public Target {
     return (options.emit == "cpp" ? 3 : 4) + (options.host.tune ? 1 : 0);
   }
   Pipeline pipeline(const TargetOptions& options) const override { return cpu::passPipeline(options.host); }
+  std::unique_ptr<tune::Tuning> tuning(const Model& model, const std::string& modelPath, const TargetOptions& options,
+                                       int) const override {
+    if (!options.hw.empty()) throw UserError("--hw does not apply to tessel tune --target cpu (it tunes for this machine)");
+    return std::make_unique<cpu::CpuTuning>(model, modelPath, options.host);
+  }
 
   Artifact lower(Model& model, const std::string& modelPath, std::string output,
                  const TargetOptions& options) const override {

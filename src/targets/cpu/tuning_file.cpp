@@ -6,6 +6,7 @@
 #include "tessel/rt/conv.h"
 #include "tessel/support/error.h"
 #include "tessel/targets/cpu/tuner.h"
+#include "tessel/tune/search.h"
 
 namespace tessel::cpu {
 namespace {
@@ -41,6 +42,18 @@ std::map<std::string, std::string> parseTuningFile(const std::string& text, cons
     throw UserError(fmt::format("tuning file '{}' is not valid JSON: {}", origin, e.what()));
   }
   if (!j.is_object()) throw UserError(fmt::format("tuning file '{}': expected a JSON object", origin));
+  if (j.value("format", "") == "tessel-tune-record") {
+    // A record of `tessel tune --target cpu`: its result holds the same two keys.
+    if (j.value("version", -1) != tune::kRecordVersion)
+      throw UserError(fmt::format("tuning record '{}' has format version {}, this tessel reads version {}", origin,
+                                  j.contains("version") ? j["version"].dump() : "(none)", tune::kRecordVersion));
+    if (!j.contains("identity") || j["identity"].value("target", "") != "cpu")
+      throw UserError(fmt::format("tuning record '{}' was made for another target ({}), not cpu", origin,
+                                  j.contains("identity") ? j["identity"].value("target", "?") : "?"));
+    if (!j.contains("result") || !j["result"].contains("conv_kernels"))
+      throw UserError(fmt::format("tuning record '{}' has no result yet (run tessel tune again to complete it)", origin));
+    j = nlohmann::json{{"model", j["result"]["model_key"]}, {"conv_kernels", j["result"]["conv_kernels"]}};
+  }
   const auto model = j.find("model");
   if (model == j.end() || !model->is_string())
     throw UserError(fmt::format("tuning file '{}': no \"model\" key (a string written by --tune)", origin));

@@ -30,6 +30,7 @@ class NpuTuning : public tune::Tuning {
 
   const tune::Problem& problem() const override { return problem_; }
   std::string fitnessUnit() const override { return "cycles"; }
+  std::string fitnessLabel() const override { return "modelled cycles"; }
   uint64_t untunedFigure() const override { return untunedCycles_; }
   /// The schedule of every NPU subgraph a genome derives (by subgraph name).
   std::map<std::string, NpuSchedule> derive(const tune::Genome& genome) const;
@@ -49,11 +50,12 @@ class NpuTuning : public tune::Tuning {
   hw::HardwareConfig config_;
   std::vector<std::unique_ptr<Space>> spaces_;
   tune::Problem problem_;
-  uint64_t untunedCycles_ = 0;
+  uint64_t untunedCycles_ = 0, untunedDramBytes_ = 0;
   int jobs_ = 1;
   mutable size_t groupsModelled_ = 0, cacheHits_ = 0;
   mutable std::map<std::string, uint64_t> groupCache_;
-  uint64_t simulate(const std::map<std::string, NpuSchedule>& schedules) const;
+  /// Compiles the model with these schedules and simulates it: cycles and DRAM bytes (InternalError on a hazard).
+  std::pair<uint64_t, uint64_t> simulate(const std::map<std::string, NpuSchedule>& schedules) const;
   std::vector<uint64_t> evaluate(const std::vector<tune::Genome>& batch) const;
 };
 

@@ -1,0 +1,165 @@
+// The CPU's search space for `tessel tune --target cpu` (S1 on the host): one gene per convolution geometry the
+// code generator calls a kernel for (options: every applicable NCHW kernel of the runtime, the compiler's choice
+// first in line as the default), fitness = the measured median latency of the whole compiled model (one thread,
+// with a noise check), the final choice measured side by side with the untuned model in the same run.
+#include "tuning.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <unistd.h>
+
+#include "host_compiler.h"
+#include "tessel/eval/inputs.h"
+#include "tessel/hw/hardware_config.h"
+#include "tessel/ir/text.h"
+#include "tessel/support/error.h"
+#include "tessel/targets/cpu/bench.h"
+#include "tessel/targets/cpu/loader.h"
+#include "tessel/targets/cpu/tuner.h"
+
+namespace fs = std::filesystem;
+
+namespace tessel::cpu {
+namespace {
+
+std::string cpuModelName() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+
+std::string fileHash(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw UserError(fmt::format("cannot read '{}'", path));
+  return fmt::format("{:016x}", hw::fnv1a64(std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>())));
+}
+
+/// Median latency (ns) over `rounds` x `runs` timed runs on one thread; the noise check doubles the runs while the
+/// spread (p90 - min) exceeds a fifth of the median, up to three times.
+double medianNs(CompiledModel& m, const std::map<std::string, Tensor>& inputs, int runs) {
+  std::vector<TimedRun> all = timeRuns(m, inputs, 2, runs, false);
+  for (int extra = 0; extra < 3; ++extra) {
+    const LatencyStats s = latencyStats(all);
+    if (s.p90 - s.min <= 0.2 * s.median) break;
+    std::vector<TimedRun> more = timeRuns(m, inputs, 0, runs * (1 << extra), false);
+    all.insert(all.end(), more.begin(), more.end());
+  }
+  return latencyStats(all).median * 1e6;
+}
+
+}  // namespace
+
+CpuTuning::CpuTuning(const Model& model, const std::string& modelPath, const CompileOptions& options)
+    : options_(options), work_(fs::temp_directory_path() / fmt::format("tessel-cpu-tune-{}", getpid())) {
+  prepared_ = model.clone();
+  prepareModel(*prepared_, options_);
+  options_.tune = false;
+  options_.progress = nullptr;
+  modelKey_ = fmt::format("{:016x}", hw::fnv1a64(printGraphText(*prepared_->graph)));
+  jobs_ = convTuneJobs(*prepared_->graph, targetHasAvx512(options_));
+  for (const ConvTuneJob& j : jobs_) {
+    auto it = std::find(j.candidates.begin(), j.candidates.end(), j.untuned);
+    const uint32_t def = it == j.candidates.end() ? 0 : static_cast<uint32_t>(it - j.candidates.begin());
+    problem_.sites.push_back({"conv " + j.key, "kernel", static_cast<uint32_t>(j.candidates.size()), def, false});
+  }
+  inputs_ = eval::completeInputs(*prepared_->graph, {}, 0);
+  fs::create_directories(work_);
+  problem_.identity = {{"target", "cpu"}, {"model", fileHash(modelPath)}, {"march", options_.march}, {"cpu", cpuModelName()}};
+  problem_.evaluate = [this](const std::vector<tune::Genome>& batch) {
+    std::vector<uint64_t> out;
+    for (const tune::Genome& g : batch) {
+      auto m = build(choices(g));
+      out.push_back(static_cast<uint64_t>(medianNs(*m, inputs_, 15)));
+      ++measured_;
+    }
+    return out;
+  };
+  problem_.statistics = [this] { return fmt::format("{} models compiled and timed", measured_); };
+  auto untuned = build({});
+  untunedNs_ = static_cast<uint64_t>(medianNs(*untuned, inputs_, 15));
+}
+
+CpuTuning::~CpuTuning() {
+  std::error_code ec;
+  fs::remove_all(work_, ec);
+}
+
+std::map<std::string, std::string> CpuTuning::choices(const tune::Genome& g) const {
+  std::map<std::string, std::string> out;
+  for (size_t i = 0; i < jobs_.size(); ++i) out[jobs_[i].key] = jobs_[i].candidates.at(g.at(i));
+  return out;
+}
+
+std::unique_ptr<CompiledModel> CpuTuning::build(const std::map<std::string, std::string>& kernels) const {
+  CompileOptions o = options_;
+  const fs::path so = work_ / fmt::format("m{}.so", builds_++);
+  if (!kernels.empty()) {
+    o.tuningFile = (work_ / "choices.json").string();
+    std::ofstream(o.tuningFile) << nlohmann::json{{"model", modelKey_}, {"conv_kernels", kernels}}.dump();
+  } else {
+    o.tuningFile.clear();
+  }
+  compileSharedLibrary(*prepared_, so.string(), o);
+  auto m = std::make_unique<CompiledModel>(so.string(), 1);
+  std::error_code ec;
+  fs::remove(so, ec);  // dlopen keeps it mapped
+  return m;
+}
+
+std::string CpuTuning::genomeText(const tune::Genome& g) const {
+  std::string out = fmt::format("{} convolution geometries (conv_kernels keys), one kernel gene each\n", jobs_.size());
+  for (size_t i = 0; i < jobs_.size(); ++i)
+    out += fmt::format("  [{:3}] conv {:<48} {:<28}{}\n", i, jobs_[i].key, jobs_[i].candidates.at(g.at(i)),
+                       g[i] == problem_.sites[i].defaultOption ? " (compiler's)" : "");
+  return out;
+}
+
+nlohmann::json CpuTuning::finish(const nlohmann::json& record) const {
+  // The best three genomes and the untuned model, timed side by side in interleaved rounds (the same machine
+  // state for all): the winner must beat the untuned median by 2 %, else the record keeps the compiler's kernels.
+  std::vector<std::pair<uint64_t, size_t>> ranked;
+  const auto& evals = record["evaluations"];
+  for (size_t i = 0; i < evals.size(); ++i)
+    if (!evals[i]["fitness"].is_null()) ranked.push_back({evals[i]["fitness"].get<uint64_t>(), i});
+  std::sort(ranked.begin(), ranked.end());
+  std::vector<std::map<std::string, std::string>> candidates{{}};
+  std::vector<nlohmann::json> which{nlohmann::json()};
+  tune::Genome compilers;
+  for (const tune::Site& s : problem_.sites) compilers.push_back(s.defaultOption);
+  candidates.push_back(choices(compilers));  // the untuned kernels: never a candidate (skipped below)
+  for (size_t k = 0; k < std::min<size_t>(3, ranked.size()); ++k) {
+    const auto c = choices(evals[ranked[k].second]["genome"].get<tune::Genome>());
+    if (std::find(candidates.begin(), candidates.end(), c) != candidates.end()) continue;
+    candidates.push_back(c);
+    which.push_back(ranked[k].second);
+  }
+  candidates.erase(candidates.begin() + 1);
+  std::vector<std::unique_ptr<CompiledModel>> models;
+  for (const auto& c : candidates) models.push_back(build(c));
+  std::vector<std::vector<double>> rounds(models.size());
+  for (int r = 0; r < 5; ++r)
+    for (size_t m = 0; m < models.size(); ++m) rounds[m].push_back(medianNs(*models[m], inputs_, 10));
+  auto med = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  size_t best = 0;
+  nlohmann::json checked = nlohmann::json::array();
+  for (size_t m = 0; m < models.size(); ++m) {
+    checked.push_back({{"evaluation", which[m]}, {"median_ns", static_cast<uint64_t>(med(rounds[m]))}});
+    if (m > 0 && med(rounds[m]) < 0.98 * med(rounds[0]) && med(rounds[m]) < med(rounds[best])) best = m;
+  }
+  return {{"unit", "ns"},
+          {"untuned", static_cast<uint64_t>(med(rounds[0]))},
+          {"tuned", static_cast<uint64_t>(med(rounds[best]))},
+          {"winner_evaluation", which[best]},
+          {"checked", checked},
+          {"model_key", modelKey_},
+          {"conv_kernels", candidates[best]}};
+}
+
+}  // namespace tessel::cpu
