@@ -195,6 +195,22 @@ uint64_t windowWords(const NpuSchedule& s, const std::vector<size_t>& members, c
   return 2 * words;
 }
 
+/// Row tile counts (distinct, even splits) of a fused group whose on-chip windows fit three quarters of `inp`: the
+/// fewest that fit and the next ones, at most `count`; none when even one output row per tile does not fit.
+std::vector<int64_t> onChipRowTiles(const NpuSchedule& s, const std::vector<size_t>& members,
+                                    const std::map<std::string, const Node*>& byName, uint64_t inpWords, size_t count) {
+  const Spatial last = *spatialOf(*byName.at(s.groups[members.back()].tiling[0].node));
+  int64_t minTiles = 1;
+  while (minTiles < last.OH && windowWords(s, members, byName, ceilDiv(last.OH, minTiles)) > inpWords * 3 / 4) ++minTiles;
+  std::vector<int64_t> out;
+  if (windowWords(s, members, byName, ceilDiv(last.OH, minTiles)) > inpWords * 3 / 4) return out;
+  for (int64_t n = minTiles; n <= last.OH && out.size() < count; ++n) {
+    const int64_t tiles = ceilDiv(last.OH, ceilDiv(last.OH, n));
+    if (std::find(out.begin(), out.end(), tiles) == out.end()) out.push_back(tiles);
+  }
+  return out;
+}
+
 }  // namespace
 
 void chooseFusion(NpuSchedule& s, const Graph& body, const hw::NpuConfig& cfg) {
@@ -249,16 +265,10 @@ void chooseFusion(NpuSchedule& s, const Graph& body, const hw::NpuConfig& cfg) {
       const std::optional<lower::ModelledCost> cost = priceFused(s, f);
       if (cost && better(*cost)) best = *cost, bestGroup = f;
     };
-    int64_t minTiles = 1;
-    while (minTiles < last.OH && windowWords(s, members, byName, ceilDiv(last.OH, minTiles)) > inpWords * 3 / 4) ++minTiles;
-    if (windowWords(s, members, byName, ceilDiv(last.OH, minTiles)) <= inpWords * 3 / 4) {
-      // The fewest row tiles that fit, and the next count (fewer tiles: less halo and weight traffic).
-      std::set<int64_t> tried;
-      for (int64_t n = minTiles; n <= last.OH && tried.size() < 2; ++n) {
-        const int64_t tiles = ceilDiv(last.OH, ceilDiv(last.OH, n));
-        if (tried.insert(tiles).second) tryOption(tiles, true);
-      }
-    } else if (last.OH > 8) {
+    // The fewest row tiles that fit, and the next count (fewer tiles: less halo and weight traffic).
+    const std::vector<int64_t> onChipTiles = onChipRowTiles(s, members, byName, inpWords, 2);
+    for (int64_t tiles : onChipTiles) tryOption(tiles, true);
+    if (onChipTiles.empty() && last.OH > 8) {
       // Intermediates through DRAM, 8 output rows per tile: no traffic saved, so it must be faster, and both are
       // priced with the widest window the program may get (with a narrow one, layer by layer cannot overlap a
       // node's tiles with the next node's, and this option looks better than it turns out: MobileNetV2).
@@ -298,15 +308,7 @@ std::vector<FusionLayout> fusionLayouts(const NpuSchedule& s, const std::vector<
   const Spatial last = *spatialOf(*byName.at(s.groups[members.back()].tiling[0].node));
   std::vector<FusionLayout> out;
   // On chip: from the fewest row tiles whose windows fit the input buffer, the next few counts.
-  int64_t minTiles = 1;
-  while (minTiles < last.OH && windowWords(s, members, byName, ceilDiv(last.OH, minTiles)) > inpWords * 3 / 4) ++minTiles;
-  if (windowWords(s, members, byName, ceilDiv(last.OH, minTiles)) <= inpWords * 3 / 4) {
-    std::set<int64_t> tried;
-    for (int64_t n = minTiles; n <= last.OH && tried.size() < 5; ++n) {
-      const int64_t tiles = ceilDiv(last.OH, ceilDiv(last.OH, n));
-      if (tried.insert(tiles).second) out.push_back({tiles, true});
-    }
-  }
+  for (int64_t tiles : onChipRowTiles(s, members, byName, inpWords, 5)) out.push_back({tiles, true});
   // Through DRAM: 4, 8 or 16 output rows per tile.
   for (int64_t rows : {4, 8, 16})
     if (last.OH > rows) out.push_back({ceilDiv(last.OH, rows), false});
