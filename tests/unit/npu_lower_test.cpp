@@ -256,6 +256,87 @@ TEST(NpuLower, SiluEpilogueKeepsACopyOfItsInput) {
   });
 }
 
+/// Squeeze-and-excitation on a C-channel map (a depthwise conv of the input): GlobalAveragePool -> 1x1 conv -> Relu
+/// -> 1x1 conv -> Sigmoid -> Mul with the map (broadcast over H and W, node "se_mul") -> the consumer conv "proj"
+/// (k x k, stride, groups) -> output.
+void squeezeExcitation(Graph& g, int64_t C, int64_t H, int64_t W, int64_t M, int64_t k, int64_t stride, int64_t group) {
+  Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, C, H, W}));
+  Value* map = conv(g, x, C, C, 3, 1, 1, C, true, 21);
+  Value* v = g.addNode("GlobalAveragePool", {map}, {"gap"})->output(0);
+  v = g.addNode("Relu", {conv(g, v, C, 4, 1, 1, 0, 1, true, 22)}, {"se_relu"}, "se_relu")->output(0);
+  v = g.addNode("Sigmoid", {conv(g, v, 4, C, 1, 1, 0, 1, true, 23)}, {"se_sigmoid"})->output(0);
+  Value* scaled = g.addNode("Mul", {map, v}, {"se_out"}, "se_mul")->output(0);
+  Value* w = g.addConstant("proj_w", randomTensor({M, C / group, k, k}, 24));
+  Node* proj = g.addNode("Conv", {scaled, w, g.addConstant("proj_b", randomTensor({M}, 25))}, {"y"}, "proj");
+  proj->setAttr("group", group);
+  proj->setAttr("strides", std::vector<int64_t>{stride, stride});
+  proj->setAttr("pads", std::vector<int64_t>{k / 2, k / 2, k / 2, k / 2});
+  proj->setAttr("kernel_shape", std::vector<int64_t>{k, k});
+  g.addOutput(proj->output(0));
+  inferShapes(g);
+}
+
+/// Moves the Mul "se_mul" into the input loads of "proj" (NodeTiling::inputScale), unless the schedule already has.
+void scaleProjInput(npu::NpuSchedule& s) {
+  for (size_t gi = 0; gi < s.groups.size(); ++gi)
+    if (s.groups[gi].nodes == std::vector<std::string>{"se_mul"}) {
+      s.groups.erase(s.groups.begin() + static_cast<long>(gi));
+      break;
+    }
+  for (npu::GroupSchedule& grp : s.groups)
+    if (grp.nodes.back() == "proj" && grp.nodes.front() != "se_mul") grp.nodes.insert(grp.nodes.begin(), "se_mul");
+  s.tilingOf("proj")->inputScale = "se_mul";
+}
+
+// The broadcast Mul of squeeze-and-excitation is applied by the convolution that reads its product, to each input
+// block it loads (NodeTiling::inputScale): the compiler chooses it (cheaper than the Mul's own pass), the product is
+// never stored to DRAM, and the result matches the interpreter; then forced on strided, phased, packed, stacked and
+// grouped consumers; a schedule naming a node that cannot scale the input is refused.
+TEST(NpuLower, SqueezeExcitationMulScalesTheConsumersInputLoads) {
+  const int64_t C = 40, H = 13, W = 11, M = 24;
+  for (const char* cfgName : {"default.json", "tiny.json", "edge.json"}) {
+    SCOPED_TRACE(cfgName);
+    Graph g;
+    squeezeExcitation(g, C, H, W, M, 1, 1, 1);
+    const hw::HardwareConfig cfg = config(cfgName);
+    const npu::NpuSchedule s = npu::compilerSchedule(g, cfg.firstNpu()->npu, "test");
+    ASSERT_NE(s.tilingOf("proj"), nullptr);
+    EXPECT_EQ(s.tilingOf("proj")->inputScale, "se_mul");
+    EXPECT_EQ(s.tilingOf("se_mul"), nullptr);  // no element-wise pass of its own
+    EXPECT_NE(s.toText().find("input blocks x se_mul"), std::string::npos) << s.toText();
+    EXPECT_EQ(npu::NpuSchedule::fromJson(s.toJson(), "test"), s);
+    const npu::SimReport report = checkAgainstInterpreter(g, cfgName);
+    // Stored: the map, the result and at most the SE's vectors; not the product (C*H*W words more).
+    EXPECT_LE(report.dramBytesWritten, 4u * static_cast<uint64_t>(C * H * W + M * H * W + C + 4 + C));
+  }
+  struct Case { int64_t c, k, stride, group; const char* variant; bool phased; };
+  for (const Case& k : {Case{8, 3, 2, 1, "matrix", false}, Case{8, 3, 2, 1, "matrix", true}, Case{8, 3, 2, 1, "packed", true},
+                        Case{8, 3, 1, 1, "stacked", false}, Case{8, 3, 2, 1, "stacked", true}, Case{40, 3, 1, 2, "matrix", false},
+                        Case{40, 1, 1, 1, "matrix", false}})
+    for (const char* cfgName : {"default.json", "tiny.json"}) {
+      SCOPED_TRACE(fmt::format("{}x{} consumer of {} channels, stride {}, group {}, {}{}, {}", k.k, k.k, k.c, k.stride, k.group,
+                               k.variant, k.phased ? " phased" : "", cfgName));
+      Graph g;
+      squeezeExcitation(g, k.c, H, W, M, k.k, k.stride, k.group);
+      checkAgainstInterpreter(g, cfgName, [&](npu::NpuSchedule& s) {
+        scaleProjInput(s);
+        npu::NodeTiling& t = *s.tilingOf("proj");
+        t.variant = k.variant, t.phased = k.phased;
+        t.rows = 3, t.cols = 5, t.channels = 16, t.inChannels = std::min<int64_t>(16, k.c / k.group), t.coutPerPass = 0;
+        t.weightsResident = std::string(cfgName) == "default.json";
+      });
+    }
+  Graph g;
+  squeezeExcitation(g, C, H, W, M, 1, 1, 1);
+  const hw::HardwareConfig defaultCfg = config("default.json");
+  const hw::NpuConfig& npuCfg = defaultCfg.firstNpu()->npu;
+  npu::NpuSchedule s = npu::compilerSchedule(g, npuCfg, "test", false);
+  scaleProjInput(s);
+  npu::verifySchedule(s, g, npuCfg);
+  s.tilingOf("proj")->inputScale = "se_relu";
+  EXPECT_THROW(npu::verifySchedule(s, g, npuCfg), UserError);
+}
+
 TEST(NpuLower, GemmMatMulWithBiasAndTransB) {
   checkBoth([](Graph& g) {
     Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {3, 70}));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "geometry.h"
@@ -19,6 +20,8 @@ struct ConvProblem : ConvGeometry {
   int64_t inStride = 1, outStride = 1;  ///< DRAM words from one pixel to the next (channels, or a Concat's)
   std::vector<EpilogueStep> epilogue;
   std::vector<TensorLoc> epilogueLoc;  ///< per step: DRAM location of its tensor operand (binary steps)
+  /// NodeTiling::inputScale: DRAM address of the C factors each loaded input block is multiplied by.
+  std::optional<uint64_t> inputScale;
 };
 
 /// The convolution a Conv, Gemm or MatMul node computes (Gemm's alpha/beta folded into weights and bias).
@@ -68,6 +71,9 @@ class MatrixConv {
   std::vector<int64_t> phaseCols(int64_t th, int64_t tw) const;
   void computeBlock(int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, int64_t c0, int64_t block,
                     int32_t acc, const OnChipInput* window);
+  /// Multiplies a loaded input region of outer x inner pixels of `cb` channels (from channel c0 of the group) in
+  /// place by the pass's input scale (NodeTiling::inputScale).
+  void scaleInput(int32_t region, int64_t outer, int64_t inner, int64_t c0, int64_t cb);
 
   LowerContext& ctx_;
   const Node& node_;
@@ -79,7 +85,7 @@ class MatrixConv {
   int64_t ph_ = 1, pw_ = 1;  ///< stride phases the input window is split into (1 x 1: not phased)
   uint32_t tileIndex_ = 0;
   int64_t g_ = 0, m0_ = 0, mk_ = 0;  ///< current pass
-  int32_t resident_ = -1, bias_ = -1;
+  int32_t resident_ = -1, bias_ = -1, scale_ = -1;
   std::vector<uint64_t> residentOffset_;  ///< per input block: its weights' offset in the resident region
   std::map<std::pair<int64_t, size_t>, std::pair<uint64_t, uint64_t>> streamed_;  ///< (block, first slice) -> DRAM, words
   std::vector<bool> started_;  ///< per gemm block of the tile: accumulating already

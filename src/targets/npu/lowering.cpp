@@ -252,6 +252,19 @@ std::vector<EpilogueStep> LowerContext::epilogue(const Node& node) const {
   return *steps;
 }
 
+std::optional<InputScale> LowerContext::inputScale(const Node& node) const {
+  const std::string& name = tiling(node).inputScale;
+  if (name.empty()) return std::nullopt;
+  for (const auto& n : body_.nodes())
+    if (n->name() == name) {
+      std::optional<InputScale> s = inputScaleOf(body_, *n, node);
+      TESSEL_ASSERT(s.has_value(), fmt::format("npu lowering: {} cannot scale the input of {}", n->describe(), node.describe()));
+      return s;
+    }
+  TESSEL_ASSERT(false, fmt::format("npu lowering: the input scale '{}' of {} is not a node", name, node.describe()));
+  return std::nullopt;
+}
+
 namespace {
 
 /// Epilogue nodes the schedule fuses into their producer are applied in place before storing.
@@ -421,7 +434,7 @@ sched::VirtualProgram lowerToVirtual(const Graph& body, const hw::Device& device
   placeConcatInputs(body, ctx);
   if (only)
     for (const auto& n : body.nodes())
-      if (!ctx.fusedInto.count(n.get())) ctx.allocate(ctx.schedule.tilingOf(n->name()) ? ctx.resultValue(*n) : n->output(0));
+      if (!ctx.fusedInto.count(n.get()) && ctx.schedule.tilingOf(n->name())) ctx.allocate(ctx.resultValue(*n));
   // Groups are lowered in schedule order (a fused epilogue's other operands come from earlier groups).
   for (size_t gi = 0; gi < schedule.groups.size(); ++gi) {
     if (only && !only->count(gi)) continue;

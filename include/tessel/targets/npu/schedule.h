@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -44,6 +45,12 @@ struct NodeTiling {
   /// Nodes applied in place to each tile before the store, in order (fused epilogue): activations and
   /// element-wise ops whose other operand is a scalar constant or a same-shape tensor read from DRAM.
   std::vector<std::string> epilogue;
+  /// matrix/packed/stacked: a Mul node multiplying this node's first input by a per-channel vector (the broadcast
+  /// Mul of squeeze-and-excitation) applied on the load side instead: every input block the node loads is
+  /// multiplied in place by the matching channels of the vector (one vector instruction, the vector staged in the
+  /// output buffer per pass), so the product never goes through DRAM. The Mul is listed in the node's group before
+  /// it and is not lowered on its own. Empty: none.
+  std::string inputScale;
 
   bool operator==(const NodeTiling&) const = default;
 };
@@ -110,6 +117,15 @@ std::vector<std::vector<size_t>> fusionCandidates(const NpuSchedule& schedule, c
 /// scheduler) than running them layer by layer, with the number of row tiles that does best among those whose
 /// windows fit the input buffer.
 void chooseFusion(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg);
+
+/// The broadcast Muls by a per-channel vector (squeeze-and-excitation) whose only reader is a convolution on the
+/// matrix unit (a group of its own) that could apply them to its loaded input blocks (NodeTiling::inputScale).
+/// Returns (Mul group, convolution group) index pairs.
+std::vector<std::pair<size_t, size_t>> inputScaleCandidates(const NpuSchedule& schedule, const Graph& body);
+
+/// Moves each candidate Mul into its convolution's input loads where that takes fewer modelled cycles (the
+/// instruction scheduler, the two groups in context) than the Mul's own pass through DRAM.
+void chooseInputScaling(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg);
 
 /// Checks a schedule against the body and the machine: every node scheduled once and in topological order,
 /// tile sizes legal for their node, each tile's working set within the buffers. Throws UserError listing

@@ -390,6 +390,7 @@ NpuSchedule compilerSchedule(const Graph& body, const hw::NpuConfig& cfg, const 
           t.epilogue = epilogue;
         }
       }
+  chooseInputScaling(s, body, cfg);  // squeeze-and-excitation Muls on their convolutions' loads, when cheaper
   if (fusion) chooseFusion(s, body, cfg);
   s.window = 0;  // chosen when the program is scheduled (S0.6)
   return s;

@@ -39,6 +39,7 @@ std::string describeTiling(const NodeTiling& t) {
   if (t.phased) s += ", input split into stride phases";
   if (t.matrixEvery == 1) s += ", on the matrix unit";
   if (t.matrixEvery > 1) s += fmt::format(", one tile in {} on the matrix unit", t.matrixEvery);
+  if (!t.inputScale.empty()) s += fmt::format(", input blocks x {} as loaded", t.inputScale);
   s += fmt::format(", {} slots", t.slots);
   for (const std::string& e : t.epilogue) s += fmt::format(", + {}", e);
   return s;
@@ -51,7 +52,7 @@ json tilingJson(const NodeTiling& t) {
               {"in_channels", t.inChannels}, {"cout_per_pass", t.coutPerPass},
               {"weights_resident", t.weightsResident}, {"phased", t.phased}, {"slots", t.slots},
               {"matrix_every", t.matrixEvery},
-              {"epilogue", t.epilogue}};
+              {"epilogue", t.epilogue}, {"input_scale", t.inputScale}};
 }
 
 /// Typed field access with errors naming the origin and the JSON path.
@@ -108,11 +109,39 @@ NodeTiling tilingFromJson(const JsonReader& r, const json& j, const std::string&
   t.phased = r.boolean(j, path, "phased");
   t.slots = r.integer(j, path, "slots", 1, 64);
   if (j.contains("matrix_every")) t.matrixEvery = r.integer(j, path, "matrix_every", 0, 64);  // absent in files written before the field existed
+  if (j.contains("input_scale")) t.inputScale = r.string(j, path, "input_scale");  // absent before the field existed
   for (const json& e : r.array(j, path, "epilogue")) {
     if (!e.is_string()) r.fail(path + ".epilogue", "expected node names");
     t.epilogue.push_back(e.get<std::string>());
   }
   return t;
+}
+
+/// A tiling's input scale: a Mul of the same group, listed before the node, that can scale the node's input on the
+/// load side (lower::inputScaleOf), on a matrix-unit variant, its vector staged within a quarter of the output buffer.
+void checkInputScale(const NodeTiling& t, const GroupSchedule& g, const Graph& body, const hw::NpuConfig& cfg,
+                     const std::map<std::string, size_t>& position, std::vector<std::string>& problems) {
+  auto mul = position.find(t.inputScale), node = position.find(t.node);
+  if (mul == position.end() || node == position.end()) {
+    problems.push_back(fmt::format("node '{}': input scale '{}' is not a node of the subgraph", t.node, t.inputScale));
+    return;
+  }
+  const auto at = [&](const std::string& n) { return std::find(g.nodes.begin(), g.nodes.end(), n) - g.nodes.begin(); };
+  if (at(t.inputScale) >= at(t.node))
+    problems.push_back(fmt::format("node '{}': input scale '{}' must be listed in its group before it", t.node, t.inputScale));
+  if (t.variant != "matrix" && t.variant != "packed" && t.variant != "stacked")
+    problems.push_back(fmt::format("node '{}': an input scale applies to matrix-unit tilings only, not '{}'", t.node, t.variant));
+  const Node& n = *body.nodes()[node->second];
+  if (!lower::inputScaleOf(body, *body.nodes()[mul->second], n)) {
+    problems.push_back(fmt::format("node '{}': '{}' is no Mul by a per-channel vector that only this convolution reads",
+                                   t.node, t.inputScale));
+    return;
+  }
+  const ConvGeometry geo = convGeometry(n);
+  const uint64_t quarter = cfg.bufferWords(static_cast<size_t>(Buffer::Output)) / 4;
+  if (static_cast<uint64_t>(geo.C / geo.group) > quarter)
+    problems.push_back(fmt::format("node '{}': the input scale's {} channels exceed a quarter of the output buffer ({} words)",
+                                   t.node, geo.C / geo.group, quarter));
 }
 
 }  // namespace
@@ -230,6 +259,7 @@ void verifySchedule(const NpuSchedule& schedule, const Graph& body, const hw::Np
       if (t.matrixEvery != 0 && t.variant != "vector")
         problems.push_back(fmt::format("node '{}': matrix_every applies to depthwise (vector) tilings only, not '{}'", t.node,
                                        t.variant));
+      if (!t.inputScale.empty()) checkInputScale(t, g, body, cfg, position, problems);
       if (t.rows >= (int64_t{1} << kCountBits) || t.cols >= (int64_t{1} << kCountBits))
         problems.push_back(fmt::format("node '{}': tile {}x{} exceeds the instruction's 16-bit counts", t.node, t.rows, t.cols));
     }
