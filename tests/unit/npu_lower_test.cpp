@@ -262,7 +262,7 @@ TEST(NpuLower, SiluEpilogueKeepsACopyOfItsInput) {
 void squeezeExcitation(Graph& g, int64_t C, int64_t H, int64_t W, int64_t M, int64_t k, int64_t stride, int64_t group) {
   Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, C, H, W}));
   Value* map = conv(g, x, C, C, 3, 1, 1, C, true, 21);
-  Value* v = g.addNode("GlobalAveragePool", {map}, {"gap"})->output(0);
+  Value* v = g.addNode("GlobalAveragePool", {map}, {"gap"}, "gap")->output(0);
   v = g.addNode("Relu", {conv(g, v, C, 4, 1, 1, 0, 1, true, 22)}, {"se_relu"}, "se_relu")->output(0);
   v = g.addNode("Sigmoid", {conv(g, v, 4, C, 1, 1, 0, 1, true, 23)}, {"se_sigmoid"})->output(0);
   Value* scaled = g.addNode("Mul", {map, v}, {"se_out"}, "se_mul")->output(0);
@@ -288,9 +288,10 @@ void scaleProjInput(npu::NpuSchedule& s) {
   s.tilingOf("proj")->inputScale = "se_mul";
 }
 
-// The broadcast Mul of squeeze-and-excitation is applied by the convolution that reads its product, to each input
-// block it loads (NodeTiling::inputScale): the compiler chooses it (cheaper than the Mul's own pass), the product is
-// never stored to DRAM, and the result matches the interpreter; then forced on strided, phased, packed, stacked and
+// Squeeze-and-excitation without round trips of the map: the pool is reduced from the depthwise conv's output
+// tiles (NodeTiling::globalPool) and the broadcast Mul is applied by the convolution that reads its product, to each
+// input block it loads (NodeTiling::inputScale): the compiler chooses both (cheaper than their own passes), the map
+// is loaded once and the product never stored, and the result matches the interpreter; then forced on strided, phased, packed, stacked and
 // grouped consumers; a schedule naming a node that cannot scale the input is refused.
 TEST(NpuLower, SqueezeExcitationMulScalesTheConsumersInputLoads) {
   const int64_t C = 40, H = 13, W = 11, M = 24;
@@ -304,10 +305,38 @@ TEST(NpuLower, SqueezeExcitationMulScalesTheConsumersInputLoads) {
     EXPECT_EQ(s.tilingOf("proj")->inputScale, "se_mul");
     EXPECT_EQ(s.tilingOf("se_mul"), nullptr);  // no element-wise pass of its own
     EXPECT_NE(s.toText().find("input blocks x se_mul"), std::string::npos) << s.toText();
+    // The pool is computed from the depthwise conv's output tiles, not by a pass of its own over the map.
+    EXPECT_EQ(s.tilingOf("gap"), nullptr);
+    EXPECT_TRUE(std::any_of(s.groups.begin(), s.groups.end(), [](const npu::GroupSchedule& grp) {
+      return grp.tiling.size() == 1 && grp.tiling[0].globalPool == "gap" && grp.nodes.back() == "gap";
+    })) << s.toText();
     EXPECT_EQ(npu::NpuSchedule::fromJson(s.toJson(), "test"), s);
     const npu::SimReport report = checkAgainstInterpreter(g, cfgName);
-    // Stored: the map, the result and at most the SE's vectors; not the product (C*H*W words more).
-    EXPECT_LE(report.dramBytesWritten, 4u * static_cast<uint64_t>(C * H * W + M * H * W + C + 4 + C));
+    // The same schedule with the pool and the Mul in groups of their own: the map is loaded twice more (by the pool
+    // and the Mul) and the product stored.
+    const npu::NpuSchedule plain = npu::defaultSchedule(g, cfg.firstNpu()->npu, "test");
+    const npu::SimReport apart = checkAgainstInterpreter(g, cfgName, [&](npu::NpuSchedule& sched) {
+      auto own = [&](const std::string& node) {
+        for (const npu::GroupSchedule& p : plain.groups)
+          if (p.nodes == std::vector<std::string>{node}) return p;
+        ADD_FAILURE() << node << " has no group of its own";
+        return npu::GroupSchedule{};
+      };
+      std::vector<npu::GroupSchedule> groups;
+      for (npu::GroupSchedule grp : sched.groups) {
+        std::erase(grp.nodes, std::string("gap"));
+        std::erase(grp.nodes, std::string("se_mul"));
+        npu::NodeTiling& t = grp.tiling.at(0);
+        const bool pooled = !t.globalPool.empty(), scaled = !t.inputScale.empty();
+        t.globalPool.clear(), t.inputScale.clear();
+        if (scaled) groups.push_back(own("se_mul"));
+        groups.push_back(grp);
+        if (pooled) groups.push_back(own("gap"));
+      }
+      sched.groups = groups;
+    });
+    EXPECT_GE(apart.dramBytesRead, report.dramBytesRead + 4u * 2 * C * H * W);
+    EXPECT_GE(apart.dramBytesWritten, report.dramBytesWritten + 4u * C * H * W);
   }
   struct Case { int64_t c, k, stride, group; const char* variant; bool phased; };
   for (const Case& k : {Case{8, 3, 2, 1, "matrix", false}, Case{8, 3, 2, 1, "matrix", true}, Case{8, 3, 2, 1, "packed", true},
@@ -335,6 +364,38 @@ TEST(NpuLower, SqueezeExcitationMulScalesTheConsumersInputLoads) {
   npu::verifySchedule(s, g, npuCfg);
   s.tilingOf("proj")->inputScale = "se_relu";
   EXPECT_THROW(npu::verifySchedule(s, g, npuCfg), UserError);
+}
+
+// Global pools reduced from their producer's output tiles (NodeTiling::globalPool), forced by the schedule on odd
+// tiles: a conv (matrix unit, with Relu) and a depthwise conv (vector unit), batch 2, average and max, with the map
+// also an output (stored) or only pooled (not stored).
+TEST(NpuLower, GlobalPoolFromTheProducersTiles) {
+  for (const char* pool : {"GlobalAveragePool", "GlobalMaxPool"})
+    for (bool depthwise : {false, true})
+      for (bool mapOut : {false, true})
+        for (const char* cfgName : {"default.json", "tiny.json"}) {
+          SCOPED_TRACE(fmt::format("{} of a {} conv{}, {}", pool, depthwise ? "depthwise" : "matrix", mapOut ? ", map stored" : "", cfgName));
+          Graph g;
+          Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {2, 24, 9, 7}));
+          Value* y = conv(g, x, 24, depthwise ? 24 : 20, 3, 1, 1, depthwise ? 24 : 1, true, 31);
+          const std::string producer = y->producer()->name();
+          y = g.addNode("Relu", {y}, {"r"}, "relu")->output(0);
+          g.addOutput(g.addNode(pool, {y}, {"pooled"}, "pool")->output(0));
+          if (mapOut) g.addOutput(y);
+          inferShapes(g);
+          checkAgainstInterpreter(g, cfgName, [&](npu::NpuSchedule& s) {
+            for (size_t gi = 0; gi < s.groups.size(); ++gi)
+              if (s.groups[gi].nodes == std::vector<std::string>{"pool"}) {
+                s.groups.erase(s.groups.begin() + static_cast<long>(gi));
+                break;
+              }
+            for (npu::GroupSchedule& grp : s.groups)
+              if (grp.tiling.size() == 1 && grp.tiling[0].node == producer && grp.nodes.back() != "pool") grp.nodes.push_back("pool");
+            npu::NodeTiling& t = *s.tilingOf(producer);
+            t.globalPool = "pool";
+            t.rows = 2, t.cols = 3, t.channels = 16;
+          });
+        }
 }
 
 TEST(NpuLower, GemmMatMulWithBiasAndTransB) {

@@ -56,6 +56,10 @@ struct InputScale {
 /// first input), and which is no output of `body`.
 std::optional<InputScale> inputScaleOf(const Graph& body, const Node& mul, const Node& consumer);
 
+/// Whether `pool` (GlobalAveragePool / GlobalMaxPool of a rank-4 map) can be computed from the output tiles of the
+/// Conv `producer` whose result (after its epilogue) is `result` (NodeTiling::globalPool).
+bool globalPoolFromTiles(const Node& pool, const Node& producer, const Value* result);
+
 /// Where a tensor of the subgraph lives in DRAM and how it is viewed: `pixels` rows of `channels` words
 /// (rank 4: N*H*W pixels of C channels, channels-last; otherwise the last axis is the channel axis).
 struct TensorLoc {
@@ -120,6 +124,8 @@ class LowerContext {
   std::vector<EpilogueStep> epilogue(const Node& node) const;
   /// The Mul the schedule applies to `node`'s loaded input blocks (NodeTiling::inputScale), if any.
   std::optional<InputScale> inputScale(const Node& node) const;
+  /// The global pool the schedule computes from `node`'s output tiles (NodeTiling::globalPool), or nullptr.
+  const Node* globalPool(const Node& node) const;
 
   const Graph& body() const { return body_; }
   bool isBodyOutput(const Value* v) const;

@@ -44,12 +44,32 @@ void applyEpilogue(LowerContext& ctx, const ConvProblem& p, int32_t acc, int64_t
 }
 
 void finishTile(LowerContext& ctx, const ConvProblem& p, int32_t acc, int64_t rows, int64_t cols, int64_t channels,
-                int32_t bias, TileAt at) {
+                int32_t bias, TileAt at, int32_t* poolSums) {
   auto r = static_cast<uint32_t>(rows), c = static_cast<uint32_t>(cols), v = static_cast<uint32_t>(channels);
   SramOperand tile = ctx.at(acc, 0, cols * channels, channels);
   if (bias >= 0) ctx.emit(makeVecBinary(VecOp::Add, tile, tile, ctx.at(bias), r, c, v), acc, acc, bias);
   applyEpilogue(ctx, p, acc, rows, cols, channels, at);
-  ctx.emit(makeStore(tile, at.in(p.outAddr, p.outStride), p.OW * p.outStride, p.outStride, r, c, v), -1, acc);
+  if (p.storeResult) ctx.emit(makeStore(tile, at.in(p.outAddr, p.outStride), p.OW * p.outStride, p.outStride, r, c, v), -1, acc);
+  if (!p.globalPool) return;
+  TESSEL_ASSERT(poolSums, "npu lowering: a global pool computed from tiles needs its sums");
+  const int64_t image = p.OH * p.OW, pixel = at.pixel % image, n = at.pixel / image;
+  const bool first = pixel == 0, last = pixel / p.OW + rows == p.OH && pixel % p.OW + cols == p.OW;
+  if (first) *poolSums = ctx.region(Buffer::Output, static_cast<uint64_t>(channels));
+  Instruction red;
+  red.opcode = Opcode::VecReduce;
+  red.vecOp = p.globalMax ? VecOp::ReduceMax : VecOp::ReduceSum;
+  red.dst = ctx.at(*poolSums);
+  red.srcA = tile;
+  red.outer = r, red.inner = c, red.vecLen = v;
+  red.accumulate = !first;
+  ctx.emit(red, *poolSums, acc);
+  if (!last) return;
+  const SramOperand vec = ctx.at(*poolSums, 0, channels, channels);
+  if (!p.globalMax)
+    ctx.emit(makeVecUnary(VecOp::Scale, vec, vec, 1, 1, v, 1.0f / static_cast<float>(image), 0.0f), *poolSums, *poolSums);
+  const int64_t stride = p.globalPool->pixelStride();
+  ctx.emit(makeStore(vec, p.globalPool->addr + static_cast<uint64_t>(n * stride + at.channel), stride, stride, 1, 1, v), -1,
+           *poolSums);
 }
 
 namespace {
@@ -221,7 +241,7 @@ void MatrixConv::lower() {
             first = false;
             const int64_t rows = std::min(t_.rows, p_.OH - oy0), cols = std::min(t_.cols, p_.OW - ox0);
             const int32_t acc = computeTile(n, oy0, rows, ox0, cols, nullptr);
-            finishTile(ctx_, p_, acc, rows, cols, mk_, bias_, TileAt{(n * p_.OH + oy0) * p_.OW + ox0, passChannel()});
+            finishTile(ctx_, p_, acc, rows, cols, mk_, bias_, TileAt{(n * p_.OH + oy0) * p_.OW + ox0, passChannel()}, &poolSums_);
           }
     }
 }
@@ -364,7 +384,7 @@ void DepthwiseConv::lower() {
           first = false;
           const int64_t rows = std::min(t_.rows, p_.OH - oy0), cols = std::min(t_.cols, p_.OW - ox0);
           const int32_t acc = computeTile(n, oy0, rows, ox0, cols, nullptr);
-          finishTile(ctx_, p_, acc, rows, cols, cbk_, -1, TileAt{(n * p_.OH + oy0) * p_.OW + ox0, c0_});
+          finishTile(ctx_, p_, acc, rows, cols, cbk_, -1, TileAt{(n * p_.OH + oy0) * p_.OW + ox0, c0_}, &poolSums_);
         }
   }
 }
@@ -547,6 +567,12 @@ ConvProblem convProblem(LowerContext& ctx, const Node& n) {
   if (const std::optional<InputScale> scale = ctx.inputScale(n)) {
     input = scale->full;
     p.inputScale = ctx.loc(scale->vector).addr;
+  }
+  if (const Node* pool = ctx.globalPool(n)) {
+    ctx.allocate(pool->output(0));
+    p.globalPool = ctx.loc(pool->output(0));
+    p.globalMax = pool->opType() == "GlobalMaxPool";
+    p.storeResult = pool->input(0)->uses().size() > 1 || ctx.isBodyOutput(pool->input(0));
   }
   const TensorLoc& in = ctx.loc(input);
   const TensorLoc& out = ctx.loc(ctx.resultValue(n));

@@ -22,6 +22,10 @@ struct ConvProblem : ConvGeometry {
   std::vector<TensorLoc> epilogueLoc;  ///< per step: DRAM location of its tensor operand (binary steps)
   /// NodeTiling::inputScale: DRAM address of the C factors each loaded input block is multiplied by.
   std::optional<uint64_t> inputScale;
+  /// NodeTiling::globalPool: DRAM location of the pooled result ([N][M]), and whether it is a max pool.
+  std::optional<TensorLoc> globalPool;
+  bool globalMax = false;
+  bool storeResult = true;  ///< false when the global pool is the result's only reader: the tiles are not stored
 };
 
 /// The convolution a Conv, Gemm or MatMul node computes (Gemm's alpha/beta folded into weights and bias).
@@ -37,9 +41,11 @@ struct TileAt {
 /// ([pixel][channels]); binary steps load the matching tile of their other operand from DRAM.
 void applyEpilogue(LowerContext& ctx, const ConvProblem& p, int32_t acc, int64_t rows, int64_t cols, int64_t channels,
                    TileAt at);
-/// Bias add (when `bias` >= 0), the fused epilogue, and the store of the tile to the result in DRAM.
+/// Bias add (when `bias` >= 0), the fused epilogue, and the store of the tile to the result in DRAM; with a
+/// global pool (ConvProblem::globalPool), the tile's reduce into `poolSums`, the pooled vector of the tile's image
+/// and channels (a new region on the image's first tile, scaled and stored after its last: tiles come in order).
 void finishTile(LowerContext& ctx, const ConvProblem& p, int32_t acc, int64_t rows, int64_t cols, int64_t channels,
-                int32_t bias, TileAt at);
+                int32_t bias, TileAt at, int32_t* poolSums = nullptr);
 
 /// A window of a node's input held on chip (fused groups): input rows [rowLo, rowLo + rows) (rows outside the
 /// image are zeros), every column with the node's left and right padding, all channels; layout
@@ -89,6 +95,7 @@ class MatrixConv {
   std::vector<uint64_t> residentOffset_;  ///< per input block: its weights' offset in the resident region
   std::map<std::pair<int64_t, size_t>, std::pair<uint64_t, uint64_t>> streamed_;  ///< (block, first slice) -> DRAM, words
   std::vector<bool> started_;  ///< per gemm block of the tile: accumulating already
+  int32_t poolSums_ = -1;      ///< NodeTiling::globalPool: the current image and pass's pooled vector
 };
 
 /// A depthwise convolution on the vector unit (one multiply-accumulate per tap with a per-channel weight
@@ -126,6 +133,7 @@ class DepthwiseConv {
   std::map<int64_t, Block> blocks_;  ///< loaded blocks by first channel
   uint32_t tileIndex_ = 0;
   int64_t tilesComputed_ = 0;  ///< tiles of this node so far (which unit computes the next, matrixEvery)
+  int32_t poolSums_ = -1;      ///< NodeTiling::globalPool: the current image and block's pooled vector
 };
 
 /// A MaxPool / AveragePool output tile of channels [c0, c0 + ck) read from an on-chip window (its padding already

@@ -51,6 +51,12 @@ struct NodeTiling {
   /// output buffer per pass), so the product never goes through DRAM. The Mul is listed in the node's group before
   /// it and is not lowered on its own. Empty: none.
   std::string inputScale;
+  /// matrix/packed/stacked/vector, in a group of row_tiles 1: a GlobalAveragePool or GlobalMaxPool of this node's
+  /// result (after the epilogue) computed from the output tiles as they are made: per tile a reduce into a
+  /// per-channel vector kept on chip (output buffer) for the image and channel block, scaled and stored after its
+  /// last tile, so the pool does not load the result back from DRAM. The pool is listed in the node's group after
+  /// it and is not lowered on its own. Empty: none.
+  std::string globalPool;
 
   bool operator==(const NodeTiling&) const = default;
 };
@@ -122,6 +128,15 @@ void chooseFusion(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig&
 /// matrix unit (a group of its own) that could apply them to its loaded input blocks (NodeTiling::inputScale).
 /// Returns (Mul group, convolution group) index pairs.
 std::vector<std::pair<size_t, size_t>> inputScaleCandidates(const NpuSchedule& schedule, const Graph& body);
+
+/// The global pools (of a whole map, the squeeze of squeeze-and-excitation) whose input is the result of a
+/// convolution in a layer-by-layer group of its own, which could compute them from its output tiles
+/// (NodeTiling::globalPool). Returns (pool group, convolution group) index pairs.
+std::vector<std::pair<size_t, size_t>> globalPoolCandidates(const NpuSchedule& schedule, const Graph& body);
+
+/// Moves each candidate pool into its convolution's output tiles where that takes fewer modelled cycles than
+/// the pool's own pass over the map. Run after chooseFusion (fused groups keep their pools).
+void chooseGlobalPoolEpilogues(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg);
 
 /// Moves each candidate Mul into its convolution's input loads where that takes fewer modelled cycles (the
 /// instruction scheduler, the two groups in context) than the Mul's own pass through DRAM.

@@ -40,6 +40,7 @@ std::string describeTiling(const NodeTiling& t) {
   if (t.matrixEvery == 1) s += ", on the matrix unit";
   if (t.matrixEvery > 1) s += fmt::format(", one tile in {} on the matrix unit", t.matrixEvery);
   if (!t.inputScale.empty()) s += fmt::format(", input blocks x {} as loaded", t.inputScale);
+  if (!t.globalPool.empty()) s += fmt::format(", {} reduced from the output tiles", t.globalPool);
   s += fmt::format(", {} slots", t.slots);
   for (const std::string& e : t.epilogue) s += fmt::format(", + {}", e);
   return s;
@@ -52,7 +53,7 @@ json tilingJson(const NodeTiling& t) {
               {"in_channels", t.inChannels}, {"cout_per_pass", t.coutPerPass},
               {"weights_resident", t.weightsResident}, {"phased", t.phased}, {"slots", t.slots},
               {"matrix_every", t.matrixEvery},
-              {"epilogue", t.epilogue}, {"input_scale", t.inputScale}};
+              {"epilogue", t.epilogue}, {"input_scale", t.inputScale}, {"global_pool", t.globalPool}};
 }
 
 /// Typed field access with errors naming the origin and the JSON path.
@@ -109,7 +110,9 @@ NodeTiling tilingFromJson(const JsonReader& r, const json& j, const std::string&
   t.phased = r.boolean(j, path, "phased");
   t.slots = r.integer(j, path, "slots", 1, 64);
   if (j.contains("matrix_every")) t.matrixEvery = r.integer(j, path, "matrix_every", 0, 64);  // absent in files written before the field existed
-  if (j.contains("input_scale")) t.inputScale = r.string(j, path, "input_scale");  // absent before the field existed
+  // Absent in files written before the fields existed.
+  if (j.contains("input_scale")) t.inputScale = r.string(j, path, "input_scale");
+  if (j.contains("global_pool")) t.globalPool = r.string(j, path, "global_pool");
   for (const json& e : r.array(j, path, "epilogue")) {
     if (!e.is_string()) r.fail(path + ".epilogue", "expected node names");
     t.epilogue.push_back(e.get<std::string>());
@@ -142,6 +145,30 @@ void checkInputScale(const NodeTiling& t, const GroupSchedule& g, const Graph& b
   if (static_cast<uint64_t>(geo.C / geo.group) > quarter)
     problems.push_back(fmt::format("node '{}': the input scale's {} channels exceed a quarter of the output buffer ({} words)",
                                    t.node, geo.C / geo.group, quarter));
+}
+
+/// A tiling's global pool: a node of the same layer-by-layer group, listed after the node, that pools the node's
+/// result (after its epilogue) and can be computed from its tiles (lower::globalPoolFromTiles).
+void checkGlobalPool(const NodeTiling& t, const GroupSchedule& g, const Graph& body, const std::map<std::string, size_t>& position,
+                     std::vector<std::string>& problems) {
+  auto pool = position.find(t.globalPool), node = position.find(t.node);
+  const std::string last = t.epilogue.empty() ? t.node : t.epilogue.back();
+  auto result = position.find(last);
+  if (pool == position.end() || node == position.end() || result == position.end()) {
+    problems.push_back(fmt::format("node '{}': global pool '{}' is not a node of the subgraph", t.node, t.globalPool));
+    return;
+  }
+  const auto at = [&](const std::string& n) { return std::find(g.nodes.begin(), g.nodes.end(), n) - g.nodes.begin(); };
+  if (at(t.globalPool) == static_cast<long>(g.nodes.size()) || at(t.globalPool) <= at(last))
+    problems.push_back(fmt::format("node '{}': global pool '{}' must be listed in its group after it", t.node, t.globalPool));
+  if (g.rowTiles != 1 || g.tiling.size() != 1)
+    problems.push_back(fmt::format("node '{}': a global pool from the output tiles needs a layer-by-layer group", t.node));
+  if (t.variant != "matrix" && t.variant != "packed" && t.variant != "stacked" && t.variant != "vector")
+    problems.push_back(fmt::format("node '{}': a global pool from the output tiles needs a convolution tiling, not '{}'", t.node,
+                                   t.variant));
+  if (!lower::globalPoolFromTiles(*body.nodes()[pool->second], *body.nodes()[node->second],
+                                  body.nodes()[result->second]->output(0)))
+    problems.push_back(fmt::format("node '{}': '{}' is no global pool of its result", t.node, t.globalPool));
 }
 
 }  // namespace
@@ -260,6 +287,7 @@ void verifySchedule(const NpuSchedule& schedule, const Graph& body, const hw::Np
         problems.push_back(fmt::format("node '{}': matrix_every applies to depthwise (vector) tilings only, not '{}'", t.node,
                                        t.variant));
       if (!t.inputScale.empty()) checkInputScale(t, g, body, cfg, position, problems);
+      if (!t.globalPool.empty()) checkGlobalPool(t, g, body, position, problems);
       if (t.rows >= (int64_t{1} << kCountBits) || t.cols >= (int64_t{1} << kCountBits))
         problems.push_back(fmt::format("node '{}': tile {}x{} exceeds the instruction's 16-bit counts", t.node, t.rows, t.cols));
     }
