@@ -9,6 +9,7 @@
 // pass (a convolution that loads its input once per output-channel pass multiplies it once per pass).
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "../geometry.h"
 #include "../lower_context.h"
@@ -97,6 +98,17 @@ size_t groupOfTiling(const NpuSchedule& s, const std::string& node) {
   return 0;
 }
 
+/// The modelled cost of groups `groups` of `s`, or nothing when they cannot be scheduled within the buffers (the
+/// vector kept on chip leaves too little room beside a tile: the list scheduler's internal error).
+std::optional<lower::ModelledCost> costIfItFits(const Graph& body, const hw::NpuConfig& cfg, const NpuSchedule& s,
+                                                const std::vector<size_t>& groups) {
+  try {
+    return lower::modelledCost(body, cfg, s, groups);
+  } catch (const InternalError&) {
+    return std::nullopt;
+  }
+}
+
 }  // namespace
 
 void chooseGlobalPoolEpilogues(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg) {
@@ -104,8 +116,8 @@ void chooseGlobalPoolEpilogues(NpuSchedule& schedule, const Graph& body, const h
   for (const auto& [gp, gc] : globalPoolCandidates(schedule, body)) {
     TESSEL_ASSERT(gc < gp, "npu schedule: a pool's group before its input's");
     const lower::ModelledCost apart = lower::modelledCost(body, cfg, schedule, {gc, gp});
-    const lower::ModelledCost pooled = lower::modelledCost(body, cfg, withGlobalPool(schedule, gp, gc), {gc});
-    if (pooled.cycles <= apart.cycles) chosen.push_back({schedule.groups[gp].nodes[0], schedule.groups[gc].tiling[0].node});
+    const std::optional<lower::ModelledCost> pooled = costIfItFits(body, cfg, withGlobalPool(schedule, gp, gc), {gc});
+    if (pooled && pooled->cycles <= apart.cycles) chosen.push_back({schedule.groups[gp].nodes[0], schedule.groups[gc].tiling[0].node});
   }
   for (const auto& [pool, conv] : chosen)
     schedule = withGlobalPool(schedule, groupOfTiling(schedule, pool), groupOfTiling(schedule, conv));
@@ -123,8 +135,8 @@ void chooseInputScaling(NpuSchedule& schedule, const Graph& body, const hw::NpuC
     if (static_cast<uint64_t>(geo.C / geo.group) > quarter) continue;  // the vector is staged per pass
     const lower::ModelledCost apart = lower::modelledCost(body, cfg, schedule, {gm, gc});
     // The Mul's group precedes the convolution's (groups are ordered by their nodes), so the merged group is gc - 1.
-    const lower::ModelledCost scaled = lower::modelledCost(body, cfg, withInputScale(schedule, gm, gc), {gc - 1});
-    if (scaled.cycles <= apart.cycles) chosen.push_back({schedule.groups[gm].nodes[0], schedule.groups[gc].nodes[0]});
+    const std::optional<lower::ModelledCost> scaled = costIfItFits(body, cfg, withInputScale(schedule, gm, gc), {gc - 1});
+    if (scaled && scaled->cycles <= apart.cycles) chosen.push_back({schedule.groups[gm].nodes[0], schedule.groups[gc].nodes[0]});
   }
   for (const auto& [mul, conv] : chosen)
     schedule = withInputScale(schedule, groupOfTiling(schedule, mul), groupOfTiling(schedule, conv));
