@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "lower_conv.h"
+#include "tessel/ops/registry.h"
 #include "tessel/support/error.h"
 
 namespace tessel::npu::lower {
@@ -571,7 +572,7 @@ ConvProblem convProblem(LowerContext& ctx, const Node& n) {
   if (const Node* pool = ctx.globalPool(n)) {
     ctx.allocate(pool->output(0));
     p.globalPool = ctx.loc(pool->output(0));
-    p.globalMax = pool->opType() == "GlobalMaxPool";
+    p.globalMax = isOp(*pool, "GlobalMaxPool");
     p.storeResult = pool->input(0)->uses().size() > 1 || ctx.isBodyOutput(pool->input(0));
   }
   const TensorLoc& in = ctx.loc(input);

@@ -193,8 +193,7 @@ const RegisterOpLowering kBatchNorm({"BatchNormalization"}, {OpFamily::Elementwi
 }  // namespace
 
 std::optional<InputScale> inputScaleOf(const Graph& body, const Node& mul, const Node& consumer) {
-  if (!mul.domain().empty() || mul.opType() != "Mul" || mul.numInputs() != 2 || !consumer.domain().empty() ||
-      consumer.opType() != "Conv" || consumer.input(0) != mul.output(0))
+  if (!isOp(mul, "Mul") || mul.numInputs() != 2 || !isOp(consumer, "Conv") || consumer.input(0) != mul.output(0))
     return std::nullopt;
   const Value* y = mul.output(0);
   const auto& outs = body.outputs();

@@ -166,9 +166,8 @@ int32_t poolTileOnChip(LowerContext& ctx, const Node& node, int64_t oy0, int64_t
 }
 
 bool globalPoolFromTiles(const Node& pool, const Node& producer, const Value* result) {
-  return pool.domain().empty() && (pool.opType() == "GlobalAveragePool" || pool.opType() == "GlobalMaxPool") &&
-         producer.domain().empty() && producer.opType() == "Conv" && pool.input(0) == result && result->type.isStatic() &&
-         result->type.staticShape().size() == 4;
+  return (isOp(pool, "GlobalAveragePool") || isOp(pool, "GlobalMaxPool")) && isOp(producer, "Conv") && pool.input(0) == result &&
+         result->type.isStatic() && result->type.staticShape().size() == 4;
 }
 
 namespace {
