@@ -398,6 +398,38 @@ TEST(NpuLower, GlobalPoolFromTheProducersTiles) {
         }
 }
 
+// A pool's vector kept in the output buffer beside a conv's bias and SiLU's saved copy of a tile: a schedule whose
+// tile leaves no room for them is refused by verifySchedule, naming the node (not an internal error of the
+// list scheduler); with a smaller tile it is accepted.
+TEST(NpuLower, GlobalPoolVectorMustFitBesideTheEpilogueTile) {
+  Graph g;
+  Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 24, 9, 7}));
+  Value* y = conv(g, x, 24, 20, 3, 1, 1, 1, true, 41);
+  const std::string producer = y->producer()->name();
+  Value* s = g.addNode("Sigmoid", {y}, {"s"}, "sig")->output(0);
+  y = g.addNode("Mul", {y, s}, {"silu"}, "silu")->output(0);
+  g.addOutput(g.addNode("GlobalAveragePool", {y}, {"pooled"}, "pool")->output(0));
+  inferShapes(g);
+  const hw::HardwareConfig cfg = config("tiny.json");
+  const hw::NpuConfig& npuCfg = cfg.firstNpu()->npu;
+  npu::NpuSchedule sched = npu::compilerSchedule(g, npuCfg, "test", false);
+  std::erase_if(sched.groups, [](const npu::GroupSchedule& grp) { return grp.nodes == std::vector<std::string>{"pool"}; });
+  for (npu::GroupSchedule& grp : sched.groups)
+    if (grp.tiling.size() == 1 && grp.tiling[0].node == producer && grp.nodes.back() != "pool") grp.nodes.push_back("pool");
+  npu::NodeTiling& t = *sched.tilingOf(producer);
+  ASSERT_EQ(t.epilogue, (std::vector<std::string>{"sig", "silu"}));
+  t.globalPool = "pool";
+  t.rows = 9, t.cols = 7, t.channels = 16, t.coutPerPass = 0, t.inChannels = 8;  // 16 bias + 16 sums + 63 x 16 copy > 1024
+  try {
+    npu::verifySchedule(sched, g, npuCfg);
+    ADD_FAILURE() << "a schedule without room for the pool's vector was accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("output-buffer words"), std::string::npos) << e.what();
+  }
+  t.rows = 3;
+  npu::verifySchedule(sched, g, npuCfg);
+}
+
 TEST(NpuLower, GemmMatMulWithBiasAndTransB) {
   checkBoth([](Graph& g) {
     Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {3, 70}));

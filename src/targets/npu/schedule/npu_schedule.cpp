@@ -40,9 +40,9 @@ std::string describeTiling(const NodeTiling& t) {
   if (t.matrixEvery == 1) s += ", on the matrix unit";
   if (t.matrixEvery > 1) s += fmt::format(", one tile in {} on the matrix unit", t.matrixEvery);
   if (!t.inputScale.empty()) s += fmt::format(", input blocks x {} as loaded", t.inputScale);
-  if (!t.globalPool.empty()) s += fmt::format(", {} reduced from the output tiles", t.globalPool);
   s += fmt::format(", {} slots", t.slots);
   for (const std::string& e : t.epilogue) s += fmt::format(", + {}", e);
+  if (!t.globalPool.empty()) s += fmt::format(", then {} reduced from the output tiles", t.globalPool);
   return s;
 }
 
@@ -171,6 +171,29 @@ void checkGlobalPool(const NodeTiling& t, const GroupSchedule& g, const Graph& b
     problems.push_back(fmt::format("node '{}': '{}' is no global pool of its result", t.node, t.globalPool));
 }
 
+/// A convolution with an input scale or a global pool, layer by layer (fused groups tile it differently), keeps a per-channel vector in the output buffer across its
+/// tiles, beside its bias and, when its epilogue has a tensor step (a tile loaded from DRAM or a saved copy), at
+/// least one tile-sized region: those must fit together (more is the list scheduler's to find room for).
+void checkOutputBuffer(const NodeTiling& t, const Graph& body, const hw::NpuConfig& cfg,
+                       const std::map<std::string, size_t>& position, std::vector<std::string>& problems) {
+  const Node& n = *body.nodes()[position.at(t.node)];
+  const ConvGeometry geo = convGeometry(n);
+  const int64_t Mg = geo.M / geo.group;
+  const int64_t block = t.variant == "vector" ? std::min(t.channels, geo.C)
+                                              : std::min(t.coutPerPass > 0 ? t.coutPerPass : t.channels, Mg);
+  int64_t words = (n.hasInput(2) ? block : 0) + (t.inputScale.empty() ? 0 : geo.C / geo.group) + (t.globalPool.empty() ? 0 : block);
+  std::vector<const Node*> chain;
+  for (const std::string& e : t.epilogue)
+    if (auto it = position.find(e); it != position.end()) chain.push_back(body.nodes()[it->second].get());
+  if (const auto steps = lower::epilogueSteps(n.output(0), chain))
+    if (std::any_of(steps->begin(), steps->end(), [](const lower::EpilogueStep& e) { return !e.unary || e.saved >= 0; }))
+      words += std::min(t.rows, geo.OH) * std::min(t.cols, geo.OW) * block;
+  const uint64_t capacity = cfg.bufferWords(static_cast<size_t>(Buffer::Output));
+  if (static_cast<uint64_t>(words) > capacity)
+    problems.push_back(fmt::format("node '{}': its per-channel vectors, bias and epilogue tile need {} output-buffer words, the "
+                                   "buffer holds {}", t.node, words, capacity));
+}
+
 }  // namespace
 
 std::string NpuSchedule::toText() const {
@@ -288,6 +311,8 @@ void verifySchedule(const NpuSchedule& schedule, const Graph& body, const hw::Np
                                        t.variant));
       if (!t.inputScale.empty()) checkInputScale(t, g, body, cfg, position, problems);
       if (!t.globalPool.empty()) checkGlobalPool(t, g, body, position, problems);
+      if ((!t.inputScale.empty() || !t.globalPool.empty()) && g.rowTiles == 1 && problems.empty())
+        checkOutputBuffer(t, body, cfg, position, problems);
       if (t.rows >= (int64_t{1} << kCountBits) || t.cols >= (int64_t{1} << kCountBits))
         problems.push_back(fmt::format("node '{}': tile {}x{} exceeds the instruction's 16-bit counts", t.node, t.rows, t.cols));
     }
