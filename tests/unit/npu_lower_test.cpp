@@ -256,6 +256,180 @@ TEST(NpuLower, SiluEpilogueKeepsACopyOfItsInput) {
   });
 }
 
+/// Squeeze-and-excitation on a C-channel map (a depthwise conv of the input): GlobalAveragePool -> 1x1 conv -> Relu
+/// -> 1x1 conv -> Sigmoid -> Mul with the map (broadcast over H and W, node "se_mul") -> the consumer conv "proj"
+/// (k x k, stride, groups) -> output.
+void squeezeExcitation(Graph& g, int64_t C, int64_t H, int64_t W, int64_t M, int64_t k, int64_t stride, int64_t group) {
+  Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, C, H, W}));
+  Value* map = conv(g, x, C, C, 3, 1, 1, C, true, 21);
+  Value* v = g.addNode("GlobalAveragePool", {map}, {"gap"}, "gap")->output(0);
+  v = g.addNode("Relu", {conv(g, v, C, 4, 1, 1, 0, 1, true, 22)}, {"se_relu"}, "se_relu")->output(0);
+  v = g.addNode("Sigmoid", {conv(g, v, 4, C, 1, 1, 0, 1, true, 23)}, {"se_sigmoid"})->output(0);
+  Value* scaled = g.addNode("Mul", {map, v}, {"se_out"}, "se_mul")->output(0);
+  Value* w = g.addConstant("proj_w", randomTensor({M, C / group, k, k}, 24));
+  Node* proj = g.addNode("Conv", {scaled, w, g.addConstant("proj_b", randomTensor({M}, 25))}, {"y"}, "proj");
+  proj->setAttr("group", group);
+  proj->setAttr("strides", std::vector<int64_t>{stride, stride});
+  proj->setAttr("pads", std::vector<int64_t>{k / 2, k / 2, k / 2, k / 2});
+  proj->setAttr("kernel_shape", std::vector<int64_t>{k, k});
+  g.addOutput(proj->output(0));
+  inferShapes(g);
+}
+
+/// Moves the Mul "se_mul" into the input loads of "proj" (NodeTiling::inputScale), unless the schedule already has.
+void scaleProjInput(npu::NpuSchedule& s) {
+  for (size_t gi = 0; gi < s.groups.size(); ++gi)
+    if (s.groups[gi].nodes == std::vector<std::string>{"se_mul"}) {
+      s.groups.erase(s.groups.begin() + static_cast<long>(gi));
+      break;
+    }
+  for (npu::GroupSchedule& grp : s.groups)
+    if (grp.nodes.back() == "proj" && grp.nodes.front() != "se_mul") grp.nodes.insert(grp.nodes.begin(), "se_mul");
+  s.tilingOf("proj")->inputScale = "se_mul";
+}
+
+// Squeeze-and-excitation without round trips of the map: the pool is reduced from the depthwise conv's output
+// tiles (NodeTiling::globalPool) and the broadcast Mul is applied by the convolution that reads its product, to each
+// input block it loads (NodeTiling::inputScale): the compiler chooses both (cheaper than their own passes), the map
+// is loaded once and the product never stored, and the result matches the interpreter; then forced on strided, phased, packed, stacked and
+// grouped consumers; a schedule naming a node that cannot scale the input is refused.
+TEST(NpuLower, SqueezeExcitationMulScalesTheConsumersInputLoads) {
+  const int64_t C = 40, H = 13, W = 11, M = 24;
+  for (const char* cfgName : {"default.json", "tiny.json", "edge.json"}) {
+    SCOPED_TRACE(cfgName);
+    Graph g;
+    squeezeExcitation(g, C, H, W, M, 1, 1, 1);
+    const hw::HardwareConfig cfg = config(cfgName);
+    const npu::NpuSchedule s = npu::compilerSchedule(g, cfg.firstNpu()->npu, "test");
+    ASSERT_NE(s.tilingOf("proj"), nullptr);
+    EXPECT_EQ(s.tilingOf("proj")->inputScale, "se_mul");
+    EXPECT_EQ(s.tilingOf("se_mul"), nullptr);  // no element-wise pass of its own
+    EXPECT_NE(s.toText().find("input blocks x se_mul"), std::string::npos) << s.toText();
+    // The pool is computed from the depthwise conv's output tiles, not by a pass of its own over the map.
+    EXPECT_EQ(s.tilingOf("gap"), nullptr);
+    EXPECT_TRUE(std::any_of(s.groups.begin(), s.groups.end(), [](const npu::GroupSchedule& grp) {
+      return grp.tiling.size() == 1 && grp.tiling[0].globalPool == "gap" && grp.nodes.back() == "gap";
+    })) << s.toText();
+    EXPECT_EQ(npu::NpuSchedule::fromJson(s.toJson(), "test"), s);
+    const npu::SimReport report = checkAgainstInterpreter(g, cfgName);
+    // The same schedule with the pool and the Mul in groups of their own: the map is loaded twice more (by the pool
+    // and the Mul) and the product stored.
+    const npu::NpuSchedule plain = npu::defaultSchedule(g, cfg.firstNpu()->npu, "test");
+    const npu::SimReport apart = checkAgainstInterpreter(g, cfgName, [&](npu::NpuSchedule& sched) {
+      auto own = [&](const std::string& node) {
+        for (const npu::GroupSchedule& p : plain.groups)
+          if (p.nodes == std::vector<std::string>{node}) return p;
+        ADD_FAILURE() << node << " has no group of its own";
+        return npu::GroupSchedule{};
+      };
+      std::vector<npu::GroupSchedule> groups;
+      for (npu::GroupSchedule grp : sched.groups) {
+        std::erase(grp.nodes, std::string("gap"));
+        std::erase(grp.nodes, std::string("se_mul"));
+        npu::NodeTiling& t = grp.tiling.at(0);
+        const bool pooled = !t.globalPool.empty(), scaled = !t.inputScale.empty();
+        t.globalPool.clear(), t.inputScale.clear();
+        if (scaled) groups.push_back(own("se_mul"));
+        groups.push_back(grp);
+        if (pooled) groups.push_back(own("gap"));
+      }
+      sched.groups = groups;
+    });
+    EXPECT_GE(apart.dramBytesRead, report.dramBytesRead + 4u * 2 * C * H * W);
+    EXPECT_GE(apart.dramBytesWritten, report.dramBytesWritten + 4u * C * H * W);
+  }
+  struct Case { int64_t c, k, stride, group; const char* variant; bool phased; };
+  for (const Case& k : {Case{8, 3, 2, 1, "matrix", false}, Case{8, 3, 2, 1, "matrix", true}, Case{8, 3, 2, 1, "packed", true},
+                        Case{8, 3, 1, 1, "stacked", false}, Case{8, 3, 2, 1, "stacked", true}, Case{40, 3, 1, 2, "matrix", false},
+                        Case{40, 1, 1, 1, "matrix", false}})
+    for (const char* cfgName : {"default.json", "tiny.json"}) {
+      SCOPED_TRACE(fmt::format("{}x{} consumer of {} channels, stride {}, group {}, {}{}, {}", k.k, k.k, k.c, k.stride, k.group,
+                               k.variant, k.phased ? " phased" : "", cfgName));
+      Graph g;
+      squeezeExcitation(g, k.c, H, W, M, k.k, k.stride, k.group);
+      checkAgainstInterpreter(g, cfgName, [&](npu::NpuSchedule& s) {
+        scaleProjInput(s);
+        npu::NodeTiling& t = *s.tilingOf("proj");
+        t.variant = k.variant, t.phased = k.phased;
+        t.rows = 3, t.cols = 5, t.channels = 16, t.inChannels = std::min<int64_t>(16, k.c / k.group), t.coutPerPass = 0;
+        t.weightsResident = std::string(cfgName) == "default.json";
+      });
+    }
+  Graph g;
+  squeezeExcitation(g, C, H, W, M, 1, 1, 1);
+  const hw::HardwareConfig defaultCfg = config("default.json");
+  const hw::NpuConfig& npuCfg = defaultCfg.firstNpu()->npu;
+  npu::NpuSchedule s = npu::compilerSchedule(g, npuCfg, "test", false);
+  scaleProjInput(s);
+  npu::verifySchedule(s, g, npuCfg);
+  s.tilingOf("proj")->inputScale = "se_relu";
+  EXPECT_THROW(npu::verifySchedule(s, g, npuCfg), UserError);
+}
+
+// Global pools reduced from their producer's output tiles (NodeTiling::globalPool), forced by the schedule on odd
+// tiles: a conv (matrix unit, with Relu) and a depthwise conv (vector unit), batch 2, average and max, with the map
+// also an output (stored) or only pooled (not stored).
+TEST(NpuLower, GlobalPoolFromTheProducersTiles) {
+  for (const char* pool : {"GlobalAveragePool", "GlobalMaxPool"})
+    for (bool depthwise : {false, true})
+      for (bool mapOut : {false, true})
+        for (const char* cfgName : {"default.json", "tiny.json"}) {
+          SCOPED_TRACE(fmt::format("{} of a {} conv{}, {}", pool, depthwise ? "depthwise" : "matrix", mapOut ? ", map stored" : "", cfgName));
+          Graph g;
+          Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {2, 24, 9, 7}));
+          Value* y = conv(g, x, 24, depthwise ? 24 : 20, 3, 1, 1, depthwise ? 24 : 1, true, 31);
+          const std::string producer = y->producer()->name();
+          y = g.addNode("Relu", {y}, {"r"}, "relu")->output(0);
+          g.addOutput(g.addNode(pool, {y}, {"pooled"}, "pool")->output(0));
+          if (mapOut) g.addOutput(y);
+          inferShapes(g);
+          checkAgainstInterpreter(g, cfgName, [&](npu::NpuSchedule& s) {
+            for (size_t gi = 0; gi < s.groups.size(); ++gi)
+              if (s.groups[gi].nodes == std::vector<std::string>{"pool"}) {
+                s.groups.erase(s.groups.begin() + static_cast<long>(gi));
+                break;
+              }
+            for (npu::GroupSchedule& grp : s.groups)
+              if (grp.tiling.size() == 1 && grp.tiling[0].node == producer && grp.nodes.back() != "pool") grp.nodes.push_back("pool");
+            npu::NodeTiling& t = *s.tilingOf(producer);
+            t.globalPool = "pool";
+            t.rows = 2, t.cols = 3, t.channels = 16;
+          });
+        }
+}
+
+// A pool's vector kept in the output buffer beside a conv's bias and SiLU's saved copy of a tile: a schedule whose
+// tile leaves no room for them is refused by verifySchedule, naming the node (not an internal error of the
+// list scheduler); with a smaller tile it is accepted.
+TEST(NpuLower, GlobalPoolVectorMustFitBesideTheEpilogueTile) {
+  Graph g;
+  Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 24, 9, 7}));
+  Value* y = conv(g, x, 24, 20, 3, 1, 1, 1, true, 41);
+  const std::string producer = y->producer()->name();
+  Value* s = g.addNode("Sigmoid", {y}, {"s"}, "sig")->output(0);
+  y = g.addNode("Mul", {y, s}, {"silu"}, "silu")->output(0);
+  g.addOutput(g.addNode("GlobalAveragePool", {y}, {"pooled"}, "pool")->output(0));
+  inferShapes(g);
+  const hw::HardwareConfig cfg = config("tiny.json");
+  const hw::NpuConfig& npuCfg = cfg.firstNpu()->npu;
+  npu::NpuSchedule sched = npu::compilerSchedule(g, npuCfg, "test", false);
+  std::erase_if(sched.groups, [](const npu::GroupSchedule& grp) { return grp.nodes == std::vector<std::string>{"pool"}; });
+  for (npu::GroupSchedule& grp : sched.groups)
+    if (grp.tiling.size() == 1 && grp.tiling[0].node == producer && grp.nodes.back() != "pool") grp.nodes.push_back("pool");
+  npu::NodeTiling& t = *sched.tilingOf(producer);
+  ASSERT_EQ(t.epilogue, (std::vector<std::string>{"sig", "silu"}));
+  t.globalPool = "pool";
+  t.rows = 9, t.cols = 7, t.channels = 16, t.coutPerPass = 0, t.inChannels = 8;  // 16 bias + 16 sums + 63 x 16 copy > 1024
+  try {
+    npu::verifySchedule(sched, g, npuCfg);
+    ADD_FAILURE() << "a schedule without room for the pool's vector was accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("output-buffer words"), std::string::npos) << e.what();
+  }
+  t.rows = 3;
+  npu::verifySchedule(sched, g, npuCfg);
+}
+
 TEST(NpuLower, GemmMatMulWithBiasAndTransB) {
   checkBoth([](Graph& g) {
     Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {3, 70}));

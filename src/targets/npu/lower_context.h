@@ -46,6 +46,20 @@ std::optional<EpilogueStep> epilogueStep(const Node& user, const Value* value);
 /// a binary step reading one of them gets `saved`); nothing when some node cannot be a step.
 std::optional<std::vector<EpilogueStep>> epilogueSteps(const Value* base, const std::vector<const Node*>& chain);
 
+/// A Mul by a per-channel vector applied to a convolution's input blocks as they are loaded (NodeTiling::inputScale).
+struct InputScale {
+  const Value* full = nullptr;    ///< the tensor scaled (the convolution reads it from DRAM)
+  const Value* vector = nullptr;  ///< one factor per channel
+};
+/// The operands of `mul` when it can scale the first input of `consumer` on the load side: a Mul of a rank-4
+/// tensor by a per-channel vector whose result only `consumer`, a Conv that is not depthwise, reads (as its
+/// first input), and which is no output of `body`.
+std::optional<InputScale> inputScaleOf(const Graph& body, const Node& mul, const Node& consumer);
+
+/// Whether `pool` (GlobalAveragePool / GlobalMaxPool of a rank-4 map) can be computed from the output tiles of the
+/// Conv `producer` whose result (after its epilogue) is `result` (NodeTiling::globalPool).
+bool globalPoolFromTiles(const Node& pool, const Node& producer, const Value* result);
+
 /// Where a tensor of the subgraph lives in DRAM and how it is viewed: `pixels` rows of `channels` words
 /// (rank 4: N*H*W pixels of C channels, channels-last; otherwise the last axis is the channel axis).
 struct TensorLoc {
@@ -108,6 +122,10 @@ class LowerContext {
   const Value* resultValue(const Node& node) const;
   /// The epilogue steps fused into `node`, in order.
   std::vector<EpilogueStep> epilogue(const Node& node) const;
+  /// The Mul the schedule applies to `node`'s loaded input blocks (NodeTiling::inputScale), if any.
+  std::optional<InputScale> inputScale(const Node& node) const;
+  /// The global pool the schedule computes from `node`'s output tiles (NodeTiling::globalPool), or nullptr.
+  const Node* globalPool(const Node& node) const;
 
   const Graph& body() const { return body_; }
   bool isBodyOutput(const Value* v) const;

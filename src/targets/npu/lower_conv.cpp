@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "lower_conv.h"
+#include "tessel/ops/registry.h"
 #include "tessel/support/error.h"
 
 namespace tessel::npu::lower {
@@ -44,12 +45,32 @@ void applyEpilogue(LowerContext& ctx, const ConvProblem& p, int32_t acc, int64_t
 }
 
 void finishTile(LowerContext& ctx, const ConvProblem& p, int32_t acc, int64_t rows, int64_t cols, int64_t channels,
-                int32_t bias, TileAt at) {
+                int32_t bias, TileAt at, int32_t* poolSums) {
   auto r = static_cast<uint32_t>(rows), c = static_cast<uint32_t>(cols), v = static_cast<uint32_t>(channels);
   SramOperand tile = ctx.at(acc, 0, cols * channels, channels);
   if (bias >= 0) ctx.emit(makeVecBinary(VecOp::Add, tile, tile, ctx.at(bias), r, c, v), acc, acc, bias);
   applyEpilogue(ctx, p, acc, rows, cols, channels, at);
-  ctx.emit(makeStore(tile, at.in(p.outAddr, p.outStride), p.OW * p.outStride, p.outStride, r, c, v), -1, acc);
+  if (p.storeResult) ctx.emit(makeStore(tile, at.in(p.outAddr, p.outStride), p.OW * p.outStride, p.outStride, r, c, v), -1, acc);
+  if (!p.globalPool) return;
+  TESSEL_ASSERT(poolSums, "npu lowering: a global pool computed from tiles needs its sums");
+  const int64_t image = p.OH * p.OW, pixel = at.pixel % image, n = at.pixel / image;
+  const bool first = pixel == 0, last = pixel / p.OW + rows == p.OH && pixel % p.OW + cols == p.OW;
+  if (first) *poolSums = ctx.region(Buffer::Output, static_cast<uint64_t>(channels));
+  Instruction red;
+  red.opcode = Opcode::VecReduce;
+  red.vecOp = p.globalMax ? VecOp::ReduceMax : VecOp::ReduceSum;
+  red.dst = ctx.at(*poolSums);
+  red.srcA = tile;
+  red.outer = r, red.inner = c, red.vecLen = v;
+  red.accumulate = !first;
+  ctx.emit(red, *poolSums, acc);
+  if (!last) return;
+  const SramOperand vec = ctx.at(*poolSums, 0, channels, channels);
+  if (!p.globalMax)
+    ctx.emit(makeVecUnary(VecOp::Scale, vec, vec, 1, 1, v, 1.0f / static_cast<float>(image), 0.0f), *poolSums, *poolSums);
+  const int64_t stride = p.globalPool->pixelStride();
+  ctx.emit(makeStore(vec, p.globalPool->addr + static_cast<uint64_t>(n * stride + at.channel), stride, stride, 1, 1, v), -1,
+           *poolSums);
 }
 
 namespace {
@@ -221,7 +242,7 @@ void MatrixConv::lower() {
             first = false;
             const int64_t rows = std::min(t_.rows, p_.OH - oy0), cols = std::min(t_.cols, p_.OW - ox0);
             const int32_t acc = computeTile(n, oy0, rows, ox0, cols, nullptr);
-            finishTile(ctx_, p_, acc, rows, cols, mk_, bias_, TileAt{(n * p_.OH + oy0) * p_.OW + ox0, passChannel()});
+            finishTile(ctx_, p_, acc, rows, cols, mk_, bias_, TileAt{(n * p_.OH + oy0) * p_.OW + ox0, passChannel()}, &poolSums_);
           }
     }
 }
@@ -235,7 +256,7 @@ std::vector<int64_t> MatrixConv::phaseCols(int64_t th, int64_t tw) const {
 
 void MatrixConv::beginPass(int64_t g, int64_t m0, int64_t mk) {
   g_ = g, m0_ = m0, mk_ = mk;
-  resident_ = bias_ = -1;
+  resident_ = bias_ = scale_ = -1;
   residentOffset_.clear();
   streamed_.clear();
   const Phasing ph{ph_, pw_};
@@ -255,11 +276,22 @@ void MatrixConv::beginPass(int64_t g, int64_t m0, int64_t mk) {
     std::vector<float> b(p_.bias.begin() + g * Mg_ + m0, p_.bias.begin() + g * Mg_ + m0 + mk);
     loadContiguous(ctx_, bias_, 0, ctx_.addConstant(b), static_cast<uint64_t>(mk));
   }
+  if (p_.inputScale) {
+    scale_ = ctx_.region(Buffer::Output, static_cast<uint64_t>(Cg_));
+    loadContiguous(ctx_, scale_, 0, *p_.inputScale + static_cast<uint64_t>(g * Cg_), static_cast<uint64_t>(Cg_));
+  }
+}
+
+void MatrixConv::scaleInput(int32_t region, int64_t outer, int64_t inner, int64_t c0, int64_t cb) {
+  const SramOperand tile = ctx_.at(region, 0, inner * cb, cb);
+  ctx_.emit(makeVecBinary(VecOp::Mul, tile, tile, ctx_.at(scale_, static_cast<uint64_t>(c0)), static_cast<uint32_t>(outer),
+                          static_cast<uint32_t>(inner), static_cast<uint32_t>(cb)),
+            region, region, scale_);
 }
 
 int32_t MatrixConv::computeTile(int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, const OnChipInput* window) {
-  TESSEL_ASSERT(!window || (ph_ == 1 && pw_ == 1 && p_.group == 1 && red_ != Reduction::Stacked),
-                "npu lowering: an on-chip input needs an unphased, ungrouped, unstacked conv");
+  TESSEL_ASSERT(!window || (ph_ == 1 && pw_ == 1 && p_.group == 1 && red_ != Reduction::Stacked && scale_ < 0),
+                "npu lowering: an on-chip input needs an unphased, ungrouped, unstacked, unscaled conv");
   const int32_t acc = ctx_.region(Buffer::Accumulator, static_cast<uint64_t>(rows * cols * mk_));
   started_.assign(static_cast<size_t>(ceilDiv(mk_, gemmN_)), false);
   const int64_t cb = window ? Cg_ : cb_;
@@ -308,9 +340,12 @@ void MatrixConv::computeBlock(int64_t n, int64_t oy0, int64_t rows, int64_t ox0,
       if (regions[phase] < 0) {
         const int64_t py = sl.phase / pw_, px = sl.phase % pw_;
         const auto [prow, pcol] = p_.phaseExtent(ph_, pw_, py, px, rows, cols);
-        regions[phase] = red_ == Reduction::Stacked
-                             ? loadStacked(ctx_, p_, ph, n, oy0, ox0, g_ * Cg_ + c0, cbk, py, px, rows, pcol)
-                             : loadPhase(ctx_, p_, ph, n, oy0, ox0, g_ * Cg_ + c0, cbk, py, px, prow, pcol);
+        const bool stacked = red_ == Reduction::Stacked;
+        regions[phase] = stacked ? loadStacked(ctx_, p_, ph, n, oy0, ox0, g_ * Cg_ + c0, cbk, py, px, rows, pcol)
+                                 : loadPhase(ctx_, p_, ph, n, oy0, ox0, g_ * Cg_ + c0, cbk, py, px, prow, pcol);
+        // A stacked region holds, per output row, each column's kernel rows side by side: pcol x taps pixels.
+        if (scale_ >= 0)
+          scaleInput(regions[phase], stacked ? rows : prow, stacked ? pcol * p_.rowTaps(ph_, py) : pcol, c0, cbk);
       }
       // Words from one output row (column) to the next in the phase's region.
       const int64_t pixel = (red_ == Reduction::Stacked ? p_.rowTaps(ph_, sl.phase / pw_) : 1) * cbk;
@@ -350,7 +385,7 @@ void DepthwiseConv::lower() {
           first = false;
           const int64_t rows = std::min(t_.rows, p_.OH - oy0), cols = std::min(t_.cols, p_.OW - ox0);
           const int32_t acc = computeTile(n, oy0, rows, ox0, cols, nullptr);
-          finishTile(ctx_, p_, acc, rows, cols, cbk_, -1, TileAt{(n * p_.OH + oy0) * p_.OW + ox0, c0_});
+          finishTile(ctx_, p_, acc, rows, cols, cbk_, -1, TileAt{(n * p_.OH + oy0) * p_.OW + ox0, c0_}, &poolSums_);
         }
   }
 }
@@ -529,7 +564,18 @@ ConvProblem convProblem(LowerContext& ctx, const Node& n) {
       for (int64_t j = 0; j < N; ++j) p.bias.push_back(beta * c[c.size() == 1 ? 0 : j]);
     }
   }
-  const TensorLoc& in = ctx.loc(n.input(0));
+  const Value* input = n.input(0);
+  if (const std::optional<InputScale> scale = ctx.inputScale(n)) {
+    input = scale->full;
+    p.inputScale = ctx.loc(scale->vector).addr;
+  }
+  if (const Node* pool = ctx.globalPool(n)) {
+    ctx.allocate(pool->output(0));
+    p.globalPool = ctx.loc(pool->output(0));
+    p.globalMax = isOp(*pool, "GlobalMaxPool");
+    p.storeResult = pool->input(0)->uses().size() > 1 || ctx.isBodyOutput(pool->input(0));
+  }
+  const TensorLoc& in = ctx.loc(input);
   const TensorLoc& out = ctx.loc(ctx.resultValue(n));
   p.inAddr = in.addr, p.inStride = in.pixelStride();
   p.outAddr = out.addr, p.outStride = out.pixelStride();

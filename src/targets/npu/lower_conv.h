@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "geometry.h"
@@ -19,6 +20,12 @@ struct ConvProblem : ConvGeometry {
   int64_t inStride = 1, outStride = 1;  ///< DRAM words from one pixel to the next (channels, or a Concat's)
   std::vector<EpilogueStep> epilogue;
   std::vector<TensorLoc> epilogueLoc;  ///< per step: DRAM location of its tensor operand (binary steps)
+  /// NodeTiling::inputScale: DRAM address of the C factors each loaded input block is multiplied by.
+  std::optional<uint64_t> inputScale;
+  /// NodeTiling::globalPool: DRAM location of the pooled result ([N][M]), and whether it is a max pool.
+  std::optional<TensorLoc> globalPool;
+  bool globalMax = false;
+  bool storeResult = true;  ///< false when the global pool is the result's only reader: the tiles are not stored
 };
 
 /// The convolution a Conv, Gemm or MatMul node computes (Gemm's alpha/beta folded into weights and bias).
@@ -34,9 +41,11 @@ struct TileAt {
 /// ([pixel][channels]); binary steps load the matching tile of their other operand from DRAM.
 void applyEpilogue(LowerContext& ctx, const ConvProblem& p, int32_t acc, int64_t rows, int64_t cols, int64_t channels,
                    TileAt at);
-/// Bias add (when `bias` >= 0), the fused epilogue, and the store of the tile to the result in DRAM.
+/// Bias add (when `bias` >= 0), the fused epilogue, and the store of the tile to the result in DRAM; with a
+/// global pool (ConvProblem::globalPool), the tile's reduce into `poolSums`, the pooled vector of the tile's image
+/// and channels (a new region on the image's first tile, scaled and stored after its last: tiles come in order).
 void finishTile(LowerContext& ctx, const ConvProblem& p, int32_t acc, int64_t rows, int64_t cols, int64_t channels,
-                int32_t bias, TileAt at);
+                int32_t bias, TileAt at, int32_t* poolSums = nullptr);
 
 /// A window of a node's input held on chip (fused groups): input rows [rowLo, rowLo + rows) (rows outside the
 /// image are zeros), every column with the node's left and right padding, all channels; layout
@@ -68,6 +77,9 @@ class MatrixConv {
   std::vector<int64_t> phaseCols(int64_t th, int64_t tw) const;
   void computeBlock(int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, int64_t c0, int64_t block,
                     int32_t acc, const OnChipInput* window);
+  /// Multiplies a loaded input region of outer x inner pixels of `cb` channels (from channel c0 of the group) in
+  /// place by the pass's input scale (NodeTiling::inputScale).
+  void scaleInput(int32_t region, int64_t outer, int64_t inner, int64_t c0, int64_t cb);
 
   LowerContext& ctx_;
   const Node& node_;
@@ -79,10 +91,11 @@ class MatrixConv {
   int64_t ph_ = 1, pw_ = 1;  ///< stride phases the input window is split into (1 x 1: not phased)
   uint32_t tileIndex_ = 0;
   int64_t g_ = 0, m0_ = 0, mk_ = 0;  ///< current pass
-  int32_t resident_ = -1, bias_ = -1;
+  int32_t resident_ = -1, bias_ = -1, scale_ = -1;
   std::vector<uint64_t> residentOffset_;  ///< per input block: its weights' offset in the resident region
   std::map<std::pair<int64_t, size_t>, std::pair<uint64_t, uint64_t>> streamed_;  ///< (block, first slice) -> DRAM, words
   std::vector<bool> started_;  ///< per gemm block of the tile: accumulating already
+  int32_t poolSums_ = -1;      ///< NodeTiling::globalPool: the current image and pass's pooled vector
 };
 
 /// A depthwise convolution on the vector unit (one multiply-accumulate per tap with a per-channel weight
@@ -120,6 +133,7 @@ class DepthwiseConv {
   std::map<int64_t, Block> blocks_;  ///< loaded blocks by first channel
   uint32_t tileIndex_ = 0;
   int64_t tilesComputed_ = 0;  ///< tiles of this node so far (which unit computes the next, matrixEvery)
+  int32_t poolSums_ = -1;      ///< NodeTiling::globalPool: the current image and block's pooled vector
 };
 
 /// A MaxPool / AveragePool output tile of channels [c0, c0 + ck) read from an on-chip window (its padding already

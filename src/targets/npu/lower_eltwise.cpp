@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include "geometry.h"
 #include "lower_context.h"
 #include "tessel/ops/registry.h"
 #include "tessel/support/error.h"
@@ -190,4 +191,24 @@ const RegisterOpLowering kActivations({kVectorUnaryLowering}, {OpFamily::Element
 const RegisterOpLowering kBatchNorm({"BatchNormalization"}, {OpFamily::Elementwise, checkBatchNorm, lowerBatchNorm});
 
 }  // namespace
+
+std::optional<InputScale> inputScaleOf(const Graph& body, const Node& mul, const Node& consumer) {
+  if (!isOp(mul, "Mul") || mul.numInputs() != 2 || !isOp(consumer, "Conv") || consumer.input(0) != mul.output(0))
+    return std::nullopt;
+  const Value* y = mul.output(0);
+  const auto& outs = body.outputs();
+  if (y->uses().size() != 1 || std::find(outs.begin(), outs.end(), y) != outs.end() || !y->type.isStatic() ||
+      y->type.staticShape().size() != 4 || convGeometry(consumer).depthwise())
+    return std::nullopt;
+  const Shape shape = y->type.staticShape();
+  for (int first = 0; first < 2; ++first) {
+    const Value *full = mul.input(first), *vector = mul.input(1 - first);
+    if (full && vector && full->type.isStatic() && vector->type.isStatic() && classify(full, shape) == Operand::Full &&
+        classify(vector, shape) == Operand::PerChannel && full->type.dtype == DType::Float32 &&
+        (vector->type.dtype == DType::Float32 || vector->isConstant()))
+      return InputScale{full, vector};
+  }
+  return std::nullopt;
+}
+
 }  // namespace tessel::npu::lower

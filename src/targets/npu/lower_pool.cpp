@@ -165,6 +165,11 @@ int32_t poolTileOnChip(LowerContext& ctx, const Node& node, int64_t oy0, int64_t
   return acc;
 }
 
+bool globalPoolFromTiles(const Node& pool, const Node& producer, const Value* result) {
+  return (isOp(pool, "GlobalAveragePool") || isOp(pool, "GlobalMaxPool")) && isOp(producer, "Conv") && pool.input(0) == result &&
+         result->type.isStatic() && result->type.staticShape().size() == 4;
+}
+
 namespace {
 
 const RegisterOpLowering kPools({"MaxPool", "AveragePool"}, {OpFamily::Pool, checkPool, lowerPool});

@@ -252,6 +252,32 @@ std::vector<EpilogueStep> LowerContext::epilogue(const Node& node) const {
   return *steps;
 }
 
+std::optional<InputScale> LowerContext::inputScale(const Node& node) const {
+  const std::string& name = tiling(node).inputScale;
+  if (name.empty()) return std::nullopt;
+  for (const auto& n : body_.nodes())
+    if (n->name() == name) {
+      std::optional<InputScale> s = inputScaleOf(body_, *n, node);
+      TESSEL_ASSERT(s.has_value(), fmt::format("npu lowering: {} cannot scale the input of {}", n->describe(), node.describe()));
+      return s;
+    }
+  TESSEL_ASSERT(false, fmt::format("npu lowering: the input scale '{}' of {} is not a node", name, node.describe()));
+  return std::nullopt;
+}
+
+const Node* LowerContext::globalPool(const Node& node) const {
+  const std::string& name = tiling(node).globalPool;
+  if (name.empty()) return nullptr;
+  for (const auto& n : body_.nodes())
+    if (n->name() == name) {
+      TESSEL_ASSERT(globalPoolFromTiles(*n, node, resultValue(node)),
+                    fmt::format("npu lowering: {} cannot be computed from the tiles of {}", n->describe(), node.describe()));
+      return n.get();
+    }
+  TESSEL_ASSERT(false, fmt::format("npu lowering: the global pool '{}' of {} is not a node", name, node.describe()));
+  return nullptr;
+}
+
 namespace {
 
 /// Epilogue nodes the schedule fuses into their producer are applied in place before storing.
@@ -421,7 +447,10 @@ sched::VirtualProgram lowerToVirtual(const Graph& body, const hw::Device& device
   placeConcatInputs(body, ctx);
   if (only)
     for (const auto& n : body.nodes())
-      if (!ctx.fusedInto.count(n.get())) ctx.allocate(ctx.schedule.tilingOf(n->name()) ? ctx.resultValue(*n) : n->output(0));
+      if (const NodeTiling* t = ctx.schedule.tilingOf(n->name()); t && !ctx.fusedInto.count(n.get())) {
+        ctx.allocate(ctx.resultValue(*n));
+        if (const Node* pool = ctx.globalPool(*n)) ctx.allocate(pool->output(0));
+      }
   // Groups are lowered in schedule order (a fused epilogue's other operands come from earlier groups).
   for (size_t gi = 0; gi < schedule.groups.size(); ++gi) {
     if (only && !only->count(gi)) continue;

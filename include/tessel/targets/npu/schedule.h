@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -44,6 +45,18 @@ struct NodeTiling {
   /// Nodes applied in place to each tile before the store, in order (fused epilogue): activations and
   /// element-wise ops whose other operand is a scalar constant or a same-shape tensor read from DRAM.
   std::vector<std::string> epilogue;
+  /// matrix/packed/stacked: a Mul node multiplying this node's first input by a per-channel vector (the broadcast
+  /// Mul of squeeze-and-excitation) applied on the load side instead: every input block the node loads is
+  /// multiplied in place by the matching channels of the vector (one vector instruction, the vector staged in the
+  /// output buffer per pass), so the product never goes through DRAM. The Mul is listed in the node's group before
+  /// it and is not lowered on its own. Empty: none.
+  std::string inputScale;
+  /// matrix/packed/stacked/vector, in a group of row_tiles 1: a GlobalAveragePool or GlobalMaxPool of this node's
+  /// result (after the epilogue) computed from the output tiles as they are made: per tile a reduce into a
+  /// per-channel vector kept on chip (output buffer) for the image and channel block, scaled and stored after its
+  /// last tile, so the pool does not load the result back from DRAM. The pool is listed in the node's group after
+  /// it and is not lowered on its own. Empty: none.
+  std::string globalPool;
 
   bool operator==(const NodeTiling&) const = default;
 };
@@ -136,6 +149,24 @@ GroupSchedule fuseGroup(const NpuSchedule& schedule, const std::vector<size_t>& 
 /// front of matrix tilings (cycles vs DRAM bytes), a depthwise convolution's best tiling per channel block and
 /// matrix-unit share, a pool's windows in `inp` or in the accumulator. Other nodes: only `current`.
 std::vector<NodeTiling> tilingOptions(const Node& n, const NodeTiling& current, const Graph& body, const hw::NpuConfig& cfg);
+
+/// The broadcast Muls by a per-channel vector (squeeze-and-excitation) whose only reader is a convolution on the
+/// matrix unit (a group of its own) that could apply them to its loaded input blocks (NodeTiling::inputScale).
+/// Returns (Mul group, convolution group) index pairs.
+std::vector<std::pair<size_t, size_t>> inputScaleCandidates(const NpuSchedule& schedule, const Graph& body);
+
+/// The global pools (of a whole map, the squeeze of squeeze-and-excitation) whose input is the result of a
+/// convolution in a layer-by-layer group of its own, which could compute them from its output tiles
+/// (NodeTiling::globalPool). Returns (pool group, convolution group) index pairs.
+std::vector<std::pair<size_t, size_t>> globalPoolCandidates(const NpuSchedule& schedule, const Graph& body);
+
+/// Moves each candidate pool into its convolution's output tiles where that takes fewer modelled cycles than
+/// the pool's own pass over the map. Run after chooseFusion (fused groups keep their pools).
+void chooseGlobalPoolEpilogues(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg);
+
+/// Moves each candidate Mul into its convolution's input loads where that takes fewer modelled cycles (the
+/// instruction scheduler, the two groups in context) than the Mul's own pass through DRAM.
+void chooseInputScaling(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg);
 
 /// Checks a schedule against the body and the machine: every node scheduled once and in topological order,
 /// tile sizes legal for their node, each tile's working set within the buffers. Throws UserError listing

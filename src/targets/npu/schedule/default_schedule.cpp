@@ -402,7 +402,9 @@ NpuSchedule compilerSchedule(const Graph& body, const hw::NpuConfig& cfg, const 
           t.epilogue = epilogue;
         }
       }
+  chooseInputScaling(s, body, cfg);  // squeeze-and-excitation Muls on their convolutions' loads, when cheaper
   if (fusion) chooseFusion(s, body, cfg);
+  chooseGlobalPoolEpilogues(s, body, cfg);  // squeeze-and-excitation's pools from their producers' tiles, when cheaper
   s.window = 0;  // chosen when the program is scheduled (S0.6)
   return s;
 }

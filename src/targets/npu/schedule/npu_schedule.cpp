@@ -39,8 +39,10 @@ std::string describeTiling(const NodeTiling& t) {
   if (t.phased) s += ", input split into stride phases";
   if (t.matrixEvery == 1) s += ", on the matrix unit";
   if (t.matrixEvery > 1) s += fmt::format(", one tile in {} on the matrix unit", t.matrixEvery);
+  if (!t.inputScale.empty()) s += fmt::format(", input blocks x {} as loaded", t.inputScale);
   s += fmt::format(", {} slots", t.slots);
   for (const std::string& e : t.epilogue) s += fmt::format(", + {}", e);
+  if (!t.globalPool.empty()) s += fmt::format(", then {} reduced from the output tiles", t.globalPool);
   return s;
 }
 
@@ -51,7 +53,7 @@ json tilingJson(const NodeTiling& t) {
               {"in_channels", t.inChannels}, {"cout_per_pass", t.coutPerPass},
               {"weights_resident", t.weightsResident}, {"phased", t.phased}, {"slots", t.slots},
               {"matrix_every", t.matrixEvery},
-              {"epilogue", t.epilogue}};
+              {"epilogue", t.epilogue}, {"input_scale", t.inputScale}, {"global_pool", t.globalPool}};
 }
 
 /// Typed field access with errors naming the origin and the JSON path.
@@ -108,11 +110,88 @@ NodeTiling tilingFromJson(const JsonReader& r, const json& j, const std::string&
   t.phased = r.boolean(j, path, "phased");
   t.slots = r.integer(j, path, "slots", 1, 64);
   if (j.contains("matrix_every")) t.matrixEvery = r.integer(j, path, "matrix_every", 0, 64);  // absent in files written before the field existed
+  // Absent in files written before the fields existed.
+  if (j.contains("input_scale")) t.inputScale = r.string(j, path, "input_scale");
+  if (j.contains("global_pool")) t.globalPool = r.string(j, path, "global_pool");
   for (const json& e : r.array(j, path, "epilogue")) {
     if (!e.is_string()) r.fail(path + ".epilogue", "expected node names");
     t.epilogue.push_back(e.get<std::string>());
   }
   return t;
+}
+
+/// A tiling's input scale: a Mul of the same group, listed before the node, that can scale the node's input on the
+/// load side (lower::inputScaleOf), on a matrix-unit variant, its vector staged within a quarter of the output buffer.
+void checkInputScale(const NodeTiling& t, const GroupSchedule& g, const Graph& body, const hw::NpuConfig& cfg,
+                     const std::map<std::string, size_t>& position, std::vector<std::string>& problems) {
+  auto mul = position.find(t.inputScale), node = position.find(t.node);
+  if (mul == position.end() || node == position.end()) {
+    problems.push_back(fmt::format("node '{}': input scale '{}' is not a node of the subgraph", t.node, t.inputScale));
+    return;
+  }
+  const auto at = [&](const std::string& n) { return std::find(g.nodes.begin(), g.nodes.end(), n) - g.nodes.begin(); };
+  if (at(t.inputScale) >= at(t.node))
+    problems.push_back(fmt::format("node '{}': input scale '{}' must be listed in its group before it", t.node, t.inputScale));
+  if (t.variant != "matrix" && t.variant != "packed" && t.variant != "stacked")
+    problems.push_back(fmt::format("node '{}': an input scale applies to matrix-unit tilings only, not '{}'", t.node, t.variant));
+  const Node& n = *body.nodes()[node->second];
+  if (!lower::inputScaleOf(body, *body.nodes()[mul->second], n)) {
+    problems.push_back(fmt::format("node '{}': '{}' is no Mul by a per-channel vector that only this convolution reads",
+                                   t.node, t.inputScale));
+    return;
+  }
+  const ConvGeometry geo = convGeometry(n);
+  const uint64_t quarter = cfg.bufferWords(static_cast<size_t>(Buffer::Output)) / 4;
+  if (static_cast<uint64_t>(geo.C / geo.group) > quarter)
+    problems.push_back(fmt::format("node '{}': the input scale's {} channels exceed a quarter of the output buffer ({} words)",
+                                   t.node, geo.C / geo.group, quarter));
+}
+
+/// A tiling's global pool: a node of the same layer-by-layer group, listed after the node, that pools the node's
+/// result (after its epilogue) and can be computed from its tiles (lower::globalPoolFromTiles).
+void checkGlobalPool(const NodeTiling& t, const GroupSchedule& g, const Graph& body, const std::map<std::string, size_t>& position,
+                     std::vector<std::string>& problems) {
+  auto pool = position.find(t.globalPool), node = position.find(t.node);
+  const std::string last = t.epilogue.empty() ? t.node : t.epilogue.back();
+  auto result = position.find(last);
+  if (pool == position.end() || node == position.end() || result == position.end()) {
+    problems.push_back(fmt::format("node '{}': global pool '{}' is not a node of the subgraph", t.node, t.globalPool));
+    return;
+  }
+  const auto at = [&](const std::string& n) { return std::find(g.nodes.begin(), g.nodes.end(), n) - g.nodes.begin(); };
+  if (at(t.globalPool) == static_cast<long>(g.nodes.size()) || at(t.globalPool) <= at(last))
+    problems.push_back(fmt::format("node '{}': global pool '{}' must be listed in its group after it", t.node, t.globalPool));
+  if (g.rowTiles != 1 || g.tiling.size() != 1)
+    problems.push_back(fmt::format("node '{}': a global pool from the output tiles needs a layer-by-layer group", t.node));
+  if (t.variant != "matrix" && t.variant != "packed" && t.variant != "stacked" && t.variant != "vector")
+    problems.push_back(fmt::format("node '{}': a global pool from the output tiles needs a convolution tiling, not '{}'", t.node,
+                                   t.variant));
+  if (!lower::globalPoolFromTiles(*body.nodes()[pool->second], *body.nodes()[node->second],
+                                  body.nodes()[result->second]->output(0)))
+    problems.push_back(fmt::format("node '{}': '{}' is no global pool of its result", t.node, t.globalPool));
+}
+
+/// A convolution with an input scale or a global pool, layer by layer (fused groups tile it differently), keeps a per-channel vector in the output buffer across its
+/// tiles, beside its bias and, when its epilogue has a tensor step (a tile loaded from DRAM or a saved copy), at
+/// least one tile-sized region: those must fit together (more is the list scheduler's to find room for).
+void checkOutputBuffer(const NodeTiling& t, const Graph& body, const hw::NpuConfig& cfg,
+                       const std::map<std::string, size_t>& position, std::vector<std::string>& problems) {
+  const Node& n = *body.nodes()[position.at(t.node)];
+  const ConvGeometry geo = convGeometry(n);
+  const int64_t Mg = geo.M / geo.group;
+  const int64_t block = t.variant == "vector" ? std::min(t.channels, geo.C)
+                                              : std::min(t.coutPerPass > 0 ? t.coutPerPass : t.channels, Mg);
+  int64_t words = (n.hasInput(2) ? block : 0) + (t.inputScale.empty() ? 0 : geo.C / geo.group) + (t.globalPool.empty() ? 0 : block);
+  std::vector<const Node*> chain;
+  for (const std::string& e : t.epilogue)
+    if (auto it = position.find(e); it != position.end()) chain.push_back(body.nodes()[it->second].get());
+  if (const auto steps = lower::epilogueSteps(n.output(0), chain))
+    if (std::any_of(steps->begin(), steps->end(), [](const lower::EpilogueStep& e) { return !e.unary || e.saved >= 0; }))
+      words += std::min(t.rows, geo.OH) * std::min(t.cols, geo.OW) * block;
+  const uint64_t capacity = cfg.bufferWords(static_cast<size_t>(Buffer::Output));
+  if (static_cast<uint64_t>(words) > capacity)
+    problems.push_back(fmt::format("node '{}': its per-channel vectors, bias and epilogue tile need {} output-buffer words, the "
+                                   "buffer holds {}", t.node, words, capacity));
 }
 
 }  // namespace
@@ -230,6 +309,10 @@ void verifySchedule(const NpuSchedule& schedule, const Graph& body, const hw::Np
       if (t.matrixEvery != 0 && t.variant != "vector")
         problems.push_back(fmt::format("node '{}': matrix_every applies to depthwise (vector) tilings only, not '{}'", t.node,
                                        t.variant));
+      if (!t.inputScale.empty()) checkInputScale(t, g, body, cfg, position, problems);
+      if (!t.globalPool.empty()) checkGlobalPool(t, g, body, position, problems);
+      if ((!t.inputScale.empty() || !t.globalPool.empty()) && g.rowTiles == 1 && problems.empty())
+        checkOutputBuffer(t, body, cfg, position, problems);
       if (t.rows >= (int64_t{1} << kCountBits) || t.cols >= (int64_t{1} << kCountBits))
         problems.push_back(fmt::format("node '{}': tile {}x{} exceeds the instruction's 16-bit counts", t.node, t.rows, t.cols));
     }

@@ -1,0 +1,147 @@
+// Squeeze-and-excitation without round trips of the feature map through DRAM. The squeeze (a global pool of the
+// map) becomes part of the convolution producing the map (NodeTiling::globalPool): each output tile is reduced
+// into a per-channel vector on chip as it is made, so the pool does not load the map again. The excitation's
+// broadcast Mul of the map by a per-channel vector cannot be an epilogue of the map's producer (the vector needs
+// the whole map first: pool, 1x1 convs, sigmoid), but the convolution reading the product can multiply each
+// input block it loads by the block's channels of the vector (NodeTiling::inputScale), one vector instruction on
+// data already in SRAM: the Mul's own pass (load the map, multiply, store the product, which the convolution
+// loads again) disappears. Each is chosen where the instruction scheduler models it cheaper than the separate
+// pass (a convolution that loads its input once per output-channel pass multiplies it once per pass).
+#include <algorithm>
+#include <map>
+#include <optional>
+
+#include "../geometry.h"
+#include "../lower_context.h"
+#include "tessel/support/error.h"
+#include "tessel/targets/npu/schedule.h"
+
+namespace tessel::npu {
+
+std::vector<std::pair<size_t, size_t>> inputScaleCandidates(const NpuSchedule& s, const Graph& body) {
+  std::map<std::string, const Node*> byName;
+  for (const auto& n : body.nodes()) byName[n->name()] = n.get();
+  std::map<std::string, size_t> groupOf;  // groups of one tiled node (and its epilogue) run layer by layer, by that node
+  for (size_t g = 0; g < s.groups.size(); ++g)
+    if (s.groups[g].tiling.size() == 1 && s.groups[g].rowTiles == 1 && s.groups[g].nodes[0] == s.groups[g].tiling[0].node)
+      groupOf[s.groups[g].nodes[0]] = g;
+  std::vector<std::pair<size_t, size_t>> out;
+  for (const auto& [name, gm] : groupOf) {
+    const Node& mul = *byName.at(name);
+    if (s.groups[gm].nodes.size() != 1 || s.groups[gm].tiling[0].variant != "elementwise" || mul.output(0)->uses().size() != 1)
+      continue;
+    const Node& conv = *mul.output(0)->uses()[0].node;
+    auto gc = groupOf.find(conv.name());
+    if (gc == groupOf.end() || !lower::inputScaleOf(body, mul, conv)) continue;
+    const NodeTiling& t = s.groups[gc->second].tiling[0];
+    if (t.variant == "matrix" || t.variant == "packed" || t.variant == "stacked") out.push_back({gm, gc->second});
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+namespace {
+
+/// `s` with the Mul of group gm applied by the convolution of group gc as it loads its input.
+NpuSchedule withInputScale(const NpuSchedule& s, size_t gm, size_t gc) {
+  NpuSchedule out = s;
+  GroupSchedule& conv = out.groups[gc];
+  conv.tiling[0].inputScale = s.groups[gm].nodes[0];
+  conv.nodes.insert(conv.nodes.begin(), s.groups[gm].nodes[0]);
+  out.groups.erase(out.groups.begin() + static_cast<long>(gm));
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::pair<size_t, size_t>> globalPoolCandidates(const NpuSchedule& s, const Graph& body) {
+  std::map<std::string, const Node*> byName;
+  for (const auto& n : body.nodes()) byName[n->name()] = n.get();
+  std::map<const Value*, size_t> groupOfResult;  // layer-by-layer groups of one convolution, by its result
+  for (size_t g = 0; g < s.groups.size(); ++g) {
+    const GroupSchedule& grp = s.groups[g];
+    if (grp.tiling.size() != 1 || grp.rowTiles != 1 || !grp.tiling[0].globalPool.empty()) continue;
+    const NodeTiling& t = grp.tiling[0];
+    if (t.variant != "matrix" && t.variant != "packed" && t.variant != "stacked" && t.variant != "vector") continue;
+    groupOfResult[byName.at(t.epilogue.empty() ? t.node : t.epilogue.back())->output(0)] = g;
+  }
+  std::vector<std::pair<size_t, size_t>> out;
+  for (size_t gp = 0; gp < s.groups.size(); ++gp) {
+    const GroupSchedule& grp = s.groups[gp];
+    if (grp.nodes.size() != 1 || grp.tiling.size() != 1 || grp.tiling[0].variant != "global-pool") continue;
+    const Node& pool = *byName.at(grp.nodes[0]);
+    auto gc = groupOfResult.find(pool.input(0));
+    if (gc != groupOfResult.end() &&
+        lower::globalPoolFromTiles(pool, *byName.at(s.groups[gc->second].tiling[0].node), pool.input(0)))
+      out.push_back({gp, gc->second});
+  }
+  return out;
+}
+
+namespace {
+
+/// `s` with the pool of group gp computed from the output tiles of the convolution of group gc.
+NpuSchedule withGlobalPool(const NpuSchedule& s, size_t gp, size_t gc) {
+  NpuSchedule out = s;
+  GroupSchedule& conv = out.groups[gc];
+  conv.tiling[0].globalPool = s.groups[gp].nodes[0];
+  conv.nodes.push_back(s.groups[gp].nodes[0]);
+  out.groups.erase(out.groups.begin() + static_cast<long>(gp));
+  return out;
+}
+
+/// The group whose single tiling is `node`'s.
+size_t groupOfTiling(const NpuSchedule& s, const std::string& node) {
+  for (size_t g = 0; g < s.groups.size(); ++g)
+    if (s.groups[g].tiling.size() == 1 && s.groups[g].tiling[0].node == node) return g;
+  TESSEL_ASSERT(false, "npu schedule: no group of " + node);
+  return 0;
+}
+
+/// The modelled cost of groups `groups` of `s`, or nothing when the vector kept on chip leaves too little room beside
+/// a tile: verifySchedule refuses the schedule, or the list scheduler cannot place it (its internal error).
+std::optional<lower::ModelledCost> costIfItFits(const Graph& body, const hw::NpuConfig& cfg, const NpuSchedule& s,
+                                                const std::vector<size_t>& groups) {
+  try {
+    return lower::modelledCost(body, cfg, s, groups);
+  } catch (const UserError&) {
+    return std::nullopt;
+  } catch (const InternalError&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+void chooseGlobalPoolEpilogues(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg) {
+  std::vector<std::pair<std::string, std::string>> chosen;  // (pool, convolution)
+  for (const auto& [gp, gc] : globalPoolCandidates(schedule, body)) {
+    TESSEL_ASSERT(gc < gp, "npu schedule: a pool's group before its input's");
+    const lower::ModelledCost apart = lower::modelledCost(body, cfg, schedule, {gc, gp});
+    const std::optional<lower::ModelledCost> pooled = costIfItFits(body, cfg, withGlobalPool(schedule, gp, gc), {gc});
+    if (pooled && pooled->cycles <= apart.cycles) chosen.push_back({schedule.groups[gp].nodes[0], schedule.groups[gc].tiling[0].node});
+  }
+  for (const auto& [pool, conv] : chosen)
+    schedule = withGlobalPool(schedule, groupOfTiling(schedule, pool), groupOfTiling(schedule, conv));
+}
+
+void chooseInputScaling(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg) {
+  const uint64_t quarter = cfg.bufferWords(static_cast<size_t>(Buffer::Output)) / 4;
+  std::vector<std::pair<std::string, std::string>> chosen;  // (Mul, convolution)
+  for (const auto& [gm, gc] : inputScaleCandidates(schedule, body)) {
+    TESSEL_ASSERT(gm < gc, "npu schedule: a Mul's group after its reader's");
+    const Node* conv = nullptr;
+    for (const auto& n : body.nodes())
+      if (n->name() == schedule.groups[gc].nodes[0]) conv = n.get();
+    const ConvGeometry geo = convGeometry(*conv);
+    if (static_cast<uint64_t>(geo.C / geo.group) > quarter) continue;  // the vector is staged per pass
+    const lower::ModelledCost apart = lower::modelledCost(body, cfg, schedule, {gm, gc});
+    // The Mul's group precedes the convolution's (groups are ordered by their nodes), so the merged group is gc - 1.
+    const std::optional<lower::ModelledCost> scaled = costIfItFits(body, cfg, withInputScale(schedule, gm, gc), {gc - 1});
+    if (scaled && scaled->cycles <= apart.cycles) chosen.push_back({schedule.groups[gm].nodes[0], schedule.groups[gc].nodes[0]});
+  }
+  for (const auto& [mul, conv] : chosen)
+    schedule = withInputScale(schedule, groupOfTiling(schedule, mul), groupOfTiling(schedule, conv));
+}
+
+}  // namespace tessel::npu
