@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <set>
 #include <unistd.h>
 
 #include "tessel/interp/interpreter.h"
@@ -24,8 +25,9 @@ using namespace tessel;
 using namespace tessel::npu;
 namespace fs = std::filesystem;
 
-/// conv3x3 -> relu -> conv3x3 -> relu -> maxpool -> conv1x1: a chain the fusion may join, with tiling choices.
-std::unique_ptr<Model> chainModel(int64_t channels) {
+/// conv3x3 -> relu -> conv3x3 -> relu -> maxpool -> conv1x1 (-> global average pool): a chain the fusion may
+/// join, with tiling choices (and a pool its producer's tiles may compute).
+std::unique_ptr<Model> chainModel(int64_t channels, bool globalPool = false) {
   auto m = std::make_unique<Model>();
   m->opsetImports[""] = 17;
   m->graph = std::make_unique<Graph>();
@@ -44,7 +46,8 @@ std::unique_ptr<Model> chainModel(int64_t channels) {
   Node* pool = g.addNode("MaxPool", {y}, {"p"}, "pool");
   pool->setAttr("kernel_shape", std::vector<int64_t>{2, 2});
   pool->setAttr("strides", std::vector<int64_t>{2, 2});
-  g.addOutput(conv(pool->output(0), channels, 24, 1, 5));
+  Value* y3 = conv(pool->output(0), channels, 24, 1, 5);
+  g.addOutput(globalPool ? g.addNode("GlobalAveragePool", {y3}, {"gap"}, "gap")->output(0) : y3);
   inferShapes(g);
   return m;
 }
@@ -73,7 +76,7 @@ std::map<std::string, NpuSchedule> compilerSchedules(const Model& model, const h
 TEST(NpuTune, TheCompilersGenomeDerivesTheCompilersSchedule) {
   for (const char* cfgName : {"default.json", "tiny.json"}) {
     const hw::HardwareConfig config = test::shippedConfig(cfgName);
-    const auto model = chainModel(32);
+    const auto model = chainModel(32, true);
     const ModelFile file(*model, "derive");
     const NpuTuning tuning(*model, file.path, config, 2);
     tune::Genome d;
@@ -86,9 +89,10 @@ TEST(NpuTune, TheCompilersGenomeDerivesTheCompilersSchedule) {
       s.window = want.at(name).window;  // the compiler leaves it to the lowering (0)
       EXPECT_EQ(s.toText(), want.at(name).toText()) << cfgName << " " << name;
     }
-    size_t choices = 0;
-    for (const tune::Site& s : tuning.problem().sites) choices += s.options > 1;
-    EXPECT_GE(choices, 4u) << cfgName << ": the chain offers tiling, fusion and window choices";
+    std::set<std::string> kinds;
+    for (const tune::Site& s : tuning.problem().sites)
+      if (s.options > 1) kinds.insert(s.kind);
+    EXPECT_EQ(kinds, (std::set<std::string>{"tiling", "fusion", "pool", "window"})) << cfgName;
   }
 }
 

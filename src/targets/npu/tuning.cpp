@@ -37,9 +37,14 @@ struct NpuTuning::Space {
     std::vector<size_t> members;
     std::vector<FusionLayout> layouts;  ///< option k > 0 is layouts[k - 1]; option 0 leaves the members unfused
   };
+  /// A global pool its producer's tiles may compute (option 1), when both stay layer-by-layer groups.
+  struct PoolSite {
+    std::string pool, conv;
+  };
   std::vector<TilingSite> tilings;
   std::vector<FusionSite> fusions;
-  size_t firstSite = 0;  ///< tilings, then fusions, then the window
+  std::vector<PoolSite> pools;
+  size_t firstSite = 0;  ///< tilings, fusions, pools, then the window
 
   NpuSchedule derive(const tune::Genome& g) const {
     NpuSchedule s = base;
@@ -51,6 +56,8 @@ struct NpuTuning::Space {
       if (option > 0) fused.push_back({f.members, fuseGroup(s, f.members, *body, device.npu, f.layouts.at(option - 1))});
     }
     replaceByFusedGroups(s, fused);
+    for (const PoolSite& p : pools)
+      if (g[i++] == 1) foldGlobalPool(s, *body, p.pool, p.conv);
     s.strategy = "window";
     s.window = kWindowChoices[g[i]];
     return s;
@@ -98,7 +105,7 @@ NpuTuning::NpuTuning(const Model& model, const std::string& modelPath, const hw:
     space->body = body.clone();
     space->device = device;
     space->compiler = compilerSchedule(body, device.npu, name);
-    space->base = compilerSchedule(body, device.npu, name, false);
+    space->base = tiledSchedule(body, device.npu, name);
     spaces_.push_back(std::move(space));
     return spaces_.back()->compiler;
   };
@@ -145,6 +152,13 @@ NpuTuning::NpuTuning(const Model& model, const std::string& modelPath, const hw:
       problem_.sites.push_back({fmt::format("{}: fusion of {}", s.name, what), "fusion",
                                 static_cast<uint32_t>(f.layouts.size() + 1), chosen, false});
       s.fusions.push_back(std::move(f));
+    }
+    for (const auto& [gp, gc] : globalPoolCandidates(s.base, body)) {
+      Space::PoolSite p{s.base.groups[gp].nodes[0], s.base.groups[gc].tiling[0].node};
+      const NodeTiling* t = s.compiler.tilingOf(p.conv);
+      const uint32_t chosen = t && t->globalPool == p.pool ? 1 : 0;
+      problem_.sites.push_back({fmt::format("{}: global pool {} from the tiles of {}", s.name, p.pool, p.conv), "pool", 2, chosen, false});
+      s.pools.push_back(std::move(p));
     }
     const auto* w = std::find(std::begin(kWindowChoices), std::end(kWindowChoices), static_cast<uint32_t>(s.compiler.window));
     problem_.sites.push_back({fmt::format("{}: window", s.name), "window", static_cast<uint32_t>(std::size(kWindowChoices)),
@@ -292,7 +306,8 @@ std::string NpuTuning::genomeText(const tune::Genome& genome) const {
   for (const auto& sp : spaces_) {
     const Space& s = *sp;
     size_t i = s.firstSite;
-    out += fmt::format("subgraph {}: {} tiling sites, {} fusion sites, 1 window site\n", s.name, s.tilings.size(), s.fusions.size());
+    out += fmt::format("subgraph {}: {} tiling sites, {} fusion sites, {} pool sites, 1 window site\n", s.name, s.tilings.size(),
+                       s.fusions.size(), s.pools.size());
     for (const auto& t : s.tilings) {
       const uint32_t o = genome[i];
       out += fmt::format("  [{:3}] tiling {:<40} option {:2} of {:2}{}: {}\n", i, s.base.groups[t.group].tiling[0].node, o,
@@ -307,6 +322,11 @@ std::string NpuTuning::genomeText(const tune::Genome& genome) const {
       out += fmt::format("  [{:3}] fusion of {} groups (first {}) option {} of {}{}: {}\n", i, f.members.size(),
                          s.base.groups[f.members.front()].tiling[0].node, o, f.layouts.size() + 1,
                          o == problem_.sites[i].defaultOption ? " (compiler's)" : "", what);
+      ++i;
+    }
+    for (const auto& p : s.pools) {
+      out += fmt::format("  [{:3}] global pool {} {} the tiles of {}{}\n", i, p.pool, genome[i] ? "computed from" : "apart from",
+                         p.conv, genome[i] == problem_.sites[i].defaultOption ? " (compiler's)" : "");
       ++i;
     }
     out += fmt::format("  [{:3}] window {}{}\n", i, kWindowChoices[genome[i]],

@@ -114,6 +114,14 @@ NpuSchedule defaultSchedule(const Graph& body, const hw::NpuConfig& cfg, const s
 /// With `fusion` false no group is fused (the layer-by-layer baseline of `tessel sched --compare`).
 NpuSchedule compilerSchedule(const Graph& body, const hw::NpuConfig& cfg, const std::string& subgraph, bool fusion = true);
 
+/// The first half of compilerSchedule: every node tiled, squeeze-and-excitation Muls on their convolutions'
+/// loads; nothing fused, no pool computed from its producer's tiles (the search's starting point).
+NpuSchedule tiledSchedule(const Graph& body, const hw::NpuConfig& cfg, const std::string& subgraph);
+
+/// Computes the global pool `pool` from the output tiles of convolution `conv` (NodeTiling::globalPool) when both
+/// still are layer-by-layer groups of their own and the pair is a globalPoolCandidates one; false otherwise.
+bool foldGlobalPool(NpuSchedule& schedule, const Graph& body, const std::string& pool, const std::string& conv);
+
 /// Groups of a schedule that can run as one fused group (S0.2): joined by values every use of which is the
 /// first input of another member (convolutions, depthwise convolutions, pools), containing a preset operator of
 /// the configuration (default Conv).

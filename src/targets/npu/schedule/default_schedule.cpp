@@ -316,7 +316,7 @@ int64_t depthwiseWeightWords(int64_t taps, int64_t cb, bool matrix, int64_t dim)
   return words;
 }
 
-NpuSchedule compilerSchedule(const Graph& body, const hw::NpuConfig& cfg, const std::string& subgraph, bool fusion) {
+NpuSchedule tiledSchedule(const Graph& body, const hw::NpuConfig& cfg, const std::string& subgraph) {
   NpuSchedule s = defaultSchedule(body, cfg, subgraph);
   std::map<std::string, const Node*> byName;
   for (const auto& n : body.nodes()) byName[n->name()] = n.get();
@@ -403,9 +403,14 @@ NpuSchedule compilerSchedule(const Graph& body, const hw::NpuConfig& cfg, const 
         }
       }
   chooseInputScaling(s, body, cfg);  // squeeze-and-excitation Muls on their convolutions' loads, when cheaper
+  s.window = 0;  // chosen when the program is scheduled (S0.6)
+  return s;
+}
+
+NpuSchedule compilerSchedule(const Graph& body, const hw::NpuConfig& cfg, const std::string& subgraph, bool fusion) {
+  NpuSchedule s = tiledSchedule(body, cfg, subgraph);
   if (fusion) chooseFusion(s, body, cfg);
   chooseGlobalPoolEpilogues(s, body, cfg);  // squeeze-and-excitation's pools from their producers' tiles, when cheaper
-  s.window = 0;  // chosen when the program is scheduled (S0.6)
   return s;
 }
 

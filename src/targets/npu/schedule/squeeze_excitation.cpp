@@ -113,6 +113,15 @@ std::optional<lower::ModelledCost> costIfItFits(const Graph& body, const hw::Npu
 
 }  // namespace
 
+bool foldGlobalPool(NpuSchedule& schedule, const Graph& body, const std::string& pool, const std::string& conv) {
+  for (const auto& [gp, gc] : globalPoolCandidates(schedule, body))
+    if (schedule.groups[gp].nodes[0] == pool && schedule.groups[gc].tiling[0].node == conv) {
+      schedule = withGlobalPool(schedule, gp, gc);
+      return true;
+    }
+  return false;
+}
+
 void chooseGlobalPoolEpilogues(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg) {
   std::vector<std::pair<std::string, std::string>> chosen;  // (pool, convolution)
   for (const auto& [gp, gc] : globalPoolCandidates(schedule, body)) {
