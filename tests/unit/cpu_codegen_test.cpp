@@ -248,6 +248,47 @@ TEST(CpuCodegen, OperatorsWithoutKernelRunThroughTheInterpreter) {
   }
 }
 
+/// Kernel names of a compiled library's steps, joined.
+std::string stepKernels(const std::string& so) {
+  std::string kernels;
+  for (const cpu::CompiledStepInfo& s : cpu::CompiledModel(so, 1).steps()) kernels += s.kernel + " ";
+  return kernels;
+}
+
+// --isa avx2 and --isa avx512 build both kernel paths on one machine; each matches the interpreter, the
+// library and the report say which it is, and the AVX-512-only conv kernel is chosen only for avx512.
+TEST(CpuCodegen, IsaAvx2AndAvx512BothMatchTheInterpreter) {
+  auto build = [] {
+    auto b = std::make_unique<Builder>();
+    Value* x = b->input("x", {1, 32, 14, 14});
+    Value* c = b->node("Relu", {b->conv(x, 32, 24, 3, 2, {1, 1, 1, 1})});  // K = 288 on a 7x7 map: pixel tile
+    Value* dw = b->node("Sigmoid", {b->conv(c, 24, 24, 3, 1, {1, 1, 1, 1}, 24)});
+    b->g.addOutput(b->conv(dw, 24, 40, 1, 1, {0, 0, 0, 0}));
+    return b;
+  };
+  __builtin_cpu_init();
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  for (const std::string isa : {"avx2", "avx512"}) {
+    cpu::CompileOptions options;
+    options.isa = isa;
+    auto b = build();
+    if (isa == "avx512" && !avx512) {
+      cpu::prepareModel(*b->model, {});
+      EXPECT_THROW(cpu::compileSharedLibrary(*b->model, (tempDir() / "isa.so").string(), options), UserError);
+      continue;
+    }
+    cpu::CompileReport report = expectCompiledMatchesInterpreter(*b, "isa_" + isa, 1, {}, options);
+    EXPECT_EQ(report.isa, isa);
+    const std::string so = (tempDir() / ("isa_" + isa + ".so")).string();
+    EXPECT_EQ(cpu::CompiledModel(so, 1).isa(), isa);
+    EXPECT_EQ(stepKernels(so).find("pixel_tile") != std::string::npos, isa == "avx512") << stepKernels(so);
+  }
+  cpu::CompileOptions bad;
+  bad.isa = "avx3";
+  auto b = build();
+  EXPECT_THROW(cpu::prepareModel(*b->model, bad), UserError);
+}
+
 TEST(CpuCodegen, DriverErrorsAreUserErrors) {
   Builder b;
   b.g.addOutput(b.node("Relu", {b.input("x", {4})}));
