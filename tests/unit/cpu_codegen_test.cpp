@@ -251,7 +251,8 @@ TEST(CpuCodegen, OperatorsWithoutKernelRunThroughTheInterpreter) {
 /// Kernel names of a compiled library's steps, joined.
 std::string stepKernels(const std::string& so) {
   std::string kernels;
-  for (const cpu::CompiledStepInfo& s : cpu::CompiledModel(so, 1).steps()) kernels += s.kernel + " ";
+  const cpu::CompiledModel model(so, 1);
+  for (const cpu::CompiledStepInfo& s : model.steps()) kernels += s.kernel + " ";
   return kernels;
 }
 

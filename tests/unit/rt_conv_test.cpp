@@ -300,6 +300,12 @@ TEST(RtConv, NetworkShapesOnEveryApplicableKernel) {
       shape(1, 3, 40, 45, 16, 7, 2, 3, 3, 3, 3),            // ResNet-like 7x7/2
       shape(1, 2, 19, 37, 9, 3, 2, 2, 1, 0, 2, 2),          // dilation 2, stride 2, asymmetric pads
       shape(1, 4, 20, 50, 8, 5, 3, 2, 2, 2, 2),             // stride 3
+      // Grouped (conv2d_nchw_grouped): RegNet's 8 channels per group at stride 2 on odd sizes, 8 in and 12
+      // out per group (a partial 8-channel block), ResNeXt's 32 per group, 5x5 with wide rows.
+      shape(1, 48, 29, 31, 48, 3, 2, 1, 1, 1, 1, 1, 6),
+      shape(1, 32, 14, 37, 48, 3, 1, 1, 1, 1, 1, 1, 4),
+      shape(2, 64, 7, 7, 64, 3, 1, 1, 1, 1, 1, 1, 2),
+      shape(1, 16, 9, 70, 16, 5, 1, 2, 1, 2, 0, 1, 4),
   };
   float dummy = 0;
   int runs = 0;
