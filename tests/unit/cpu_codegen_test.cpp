@@ -290,6 +290,28 @@ TEST(CpuCodegen, IsaAvx2AndAvx512BothMatchTheInterpreter) {
   EXPECT_THROW(cpu::prepareModel(*b->model, bad), UserError);
 }
 
+// A Pad of nothing (PyTorch's export of DenseNet's transition pooling) shares its input's storage: no
+// kernel call, outputs still those of the interpreter; a real Pad still pads.
+TEST(CpuCodegen, ZeroPadIsNoKernelCall) {
+  auto build = [](std::vector<int64_t> pads) {
+    auto b = std::make_unique<Builder>();
+    Value* x = b->input("x", {1, 8, 12, 12});
+    Value* c = b->node("Relu", {b->conv(x, 8, 8, 1, 1, {0, 0, 0, 0})});
+    Value* p = b->node("Pad", {c, b->g.addConstant(b->g.uniqueName("pads"), Tensor::fromVector<int64_t>({8}, pads))},
+                       {{"mode", std::string("constant")}});
+    b->g.addOutput(b->node("AveragePool", {p}, {{"kernel_shape", std::vector<int64_t>{2, 2}},
+                                                {"strides", std::vector<int64_t>{2, 2}}}));
+    return b;
+  };
+  auto zero = build({0, 0, 0, 0, 0, 0, 0, 0});
+  expectCompiledMatchesInterpreter(*zero, "zero_pad");
+  EXPECT_EQ(stepKernels((tempDir() / "zero_pad.so").string()).find("pad"), std::string::npos)
+      << stepKernels((tempDir() / "zero_pad.so").string());
+  auto real = build({0, 0, 1, 1, 0, 0, 1, 1});
+  expectCompiledMatchesInterpreter(*real, "real_pad");
+  EXPECT_NE(stepKernels((tempDir() / "real_pad.so").string()).find("pad"), std::string::npos);
+}
+
 TEST(CpuCodegen, DriverErrorsAreUserErrors) {
   Builder b;
   b.g.addOutput(b.node("Relu", {b.input("x", {4})}));
