@@ -312,6 +312,27 @@ TEST(CpuCodegen, ZeroPadIsNoKernelCall) {
   EXPECT_NE(stepKernels((tempDir() / "real_pad.so").string()).find("pad"), std::string::npos);
 }
 
+// DenseNet's pre-activation: BatchNormalization -> Relu -> conv is one channel_affine pass before the conv; a
+// BatchNormalization whose output has two users keeps its activation separate.
+TEST(CpuCodegen, BatchNormAndItsActivationAreOnePass) {
+  Builder b;
+  Value* x = b.input("x", {1, 16, 9, 11});
+  Value* r = b.node("Relu", {b.batchNorm(x, 16)});
+  b.g.addOutput(b.conv(r, 16, 8, 1, 1, {0, 0, 0, 0}));
+  Value* bn2 = b.batchNorm(x, 16);
+  b.g.addOutput(b.node("Sigmoid", {bn2}));
+  b.g.addOutput(b.node("Add", {bn2, x}));
+  expectCompiledMatchesInterpreter(b, "bn_act");
+  const cpu::CompiledModel model((tempDir() / "bn_act.so").string(), 1);
+  int fused = 0, plain = 0;
+  for (const cpu::CompiledStepInfo& s : model.steps()) {
+    fused += s.op == "BatchNormalization+Relu" && s.kernel == "channel_affine";
+    plain += s.op == "BatchNormalization" && s.kernel == "channel_affine";
+  }
+  EXPECT_EQ(fused, 1);
+  EXPECT_EQ(plain, 1);
+}
+
 TEST(CpuCodegen, DriverErrorsAreUserErrors) {
   Builder b;
   b.g.addOutput(b.node("Relu", {b.input("x", {4})}));
