@@ -2,14 +2,16 @@
 """Times Tessel-compiled models against ONNX Runtime side by side, alternating runs, at 1 and 2 threads.
 
 Installs onnxruntime-node into bench/ort (npm --ignore-scripts) when missing, exports the torchvision models
-(scripts/export-models.py), compiles each with `tessel compile`, measures the machine's FMA peak (AVX-512 where the CPU has it, else AVX2), and
-prints a table: median ms of each, the ratio Tessel/ORT (median of the back-to-back rounds' ratios, with their
-range), and Tessel's GFLOP/s as a share of the peak.
+(scripts/export-models.py), compiles each with `tessel compile --isa` for every ISA asked for, and prints a
+table: median ms of each, the ratio Tessel/ORT (median of the back-to-back rounds' ratios, with their range),
+and Tessel's GFLOP/s as a share of the FMA peak of the ISA (`tessel bench` measures it on one core).
 
 usage: bench/compare.py [--tessel build/tessel] [--models-dir DIR] [--threads 1 2] [--rounds 5]
-                        [--iterations 20] [--warmup 3] [--models resnet18 ...] [--markdown FILE]
+                        [--iterations 20] [--warmup 3] [--set cnn4|all | --models resnet18 ...]
+                        [--isa auto|avx2|avx512|avx2,avx512] [--markdown FILE]
 """
 import argparse
+import ast
 import datetime
 import json
 import math
@@ -24,68 +26,27 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = ("resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1")
 
-PEAK_SOURCE = r"""
-// Measures FMA throughput with 12 independent accumulator chains (enough to hide the FMA latency on two
-// FMA ports): ymm (AVX2) always, zmm (AVX-512) when compiled with -mavx512f. Prints GFLOP/s of the widest.
-#include <immintrin.h>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <thread>
-#include <vector>
-#if defined(__AVX512F__)
-typedef __m512 V;
-#define SET1 _mm512_set1_ps
-#define FMA _mm512_fmadd_ps
-constexpr int kLanes = 16;
-#else
-typedef __m256 V;
-#define SET1 _mm256_set1_ps
-#define FMA _mm256_fmadd_ps
-constexpr int kLanes = 8;
-#endif
-static float run(long iters) {
-  V acc[12];
-  for (int i = 0; i < 12; ++i) acc[i] = SET1(1.0f + i * 1e-3f);
-  const V a = SET1(0.999999f), b = SET1(1e-7f);
-  for (long n = 0; n < iters; ++n) {
-#pragma GCC unroll 12
-    for (int i = 0; i < 12; ++i) acc[i] = FMA(acc[i], a, b);
-  }
-  float s = 0;
-  for (int i = 0; i < 12; ++i) s += reinterpret_cast<float*>(&acc[i])[0];
-  return s;
-}
-int main(int argc, char** argv) {
-  int threads = argc > 1 ? atoi(argv[1]) : 1;
-  const long iters = 100000000;
-  run(iters / 10);  // warm up the clock
-  auto t = std::chrono::steady_clock::now();
-  std::vector<std::thread> pool;
-  std::vector<float> sink(threads);
-  for (int k = 0; k < threads; ++k) pool.emplace_back([&, k] { sink[k] = run(iters); });
-  for (auto& th : pool) th.join();
-  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-  std::printf("%.3f %g\n", threads * iters * 12.0 * kLanes * 2 / s / 1e9, sink[0]);
-}
-"""
+
+
+def export_lists():
+    """MODELS and MORE_MODELS of scripts/export-models.py (read without importing torch)."""
+    with open(os.path.join(ROOT, "scripts/export-models.py")) as f:
+        tree = ast.parse(f.read())
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            if node.targets[0].id in ("MODELS", "MORE_MODELS"):
+                found[node.targets[0].id] = tuple(ast.literal_eval(node.value))
+    return found["MODELS"], found["MORE_MODELS"]
+
+
+# --set: "cnn4" the four tuned CNNs, "all" those and torchvision's other CNN classifiers (issue 16).
+SETS = {"cnn4": MODELS, "all": MODELS + export_lists()[1]}
 
 
 def has_avx512():
     with open("/proc/cpuinfo") as f:
         return any(line.startswith("flags") and " avx512f" in line for line in f)
-
-
-def measure_peak(threads):
-    """GFLOP/s of a pure FMA loop on `threads` threads at the widest vector width the CPU has (best of 3)."""
-    with tempfile.TemporaryDirectory() as d:
-        src, exe = os.path.join(d, "peak.cpp"), os.path.join(d, "peak")
-        with open(src, "w") as f:
-            f.write(PEAK_SOURCE)
-        flags = ["-mavx2", "-mfma"] + (["-mavx512f"] if has_avx512() else [])
-        subprocess.run(["g++", "-O2", *flags, "-pthread", src, "-o", exe], check=True)
-        return max(float(subprocess.run([exe, str(threads)], check=True, capture_output=True,
-                                        text=True).stdout.split()[0]) for _ in range(3))
 
 
 LATENCY_SOURCE = r"""
@@ -156,18 +117,18 @@ def cpu_info(key):
     return ""
 
 
-def fma_flops_per_cycle():
-    """FLOP per cycle per core of the FMA units: 2 units x lanes x 2. AMD's Zen 4 runs AVX-512 on 256-bit
-    datapaths (a zmm FMA takes both halves), so its vector width for throughput is 8 lanes."""
-    lanes = 16 if has_avx512() and cpu_info("vendor_id") != "AuthenticAMD" else 8
+def fma_flops_per_cycle(isa):
+    """FLOP per cycle per core of the FMA units for code of `isa`: 2 units x lanes x 2. AMD's Zen 4 runs
+    AVX-512 on 256-bit datapaths (a zmm FMA takes both halves), so its vector width for throughput is 8 lanes."""
+    lanes = 16 if isa == "avx512" and cpu_info("vendor_id") != "AuthenticAMD" else 8
     return 2 * lanes * 2
 
 
-def nominal_peak(threads):
-    """fma_flops_per_cycle() at the clock /proc/cpuinfo reports (GFLOP/s)."""
+def nominal_peak(threads, isa):
+    """fma_flops_per_cycle(isa) at the clock /proc/cpuinfo reports (GFLOP/s)."""
     with open("/proc/cpuinfo") as f:
         mhz = max(float(line.split(":")[1]) for line in f if line.startswith("cpu MHz"))
-    return threads * fma_flops_per_cycle() * mhz / 1e3
+    return threads * fma_flops_per_cycle(isa) * mhz / 1e3
 
 
 def ensure_ort():
@@ -182,108 +143,139 @@ def run_json(cmd):
     return json.loads(out.strip().splitlines()[-1])
 
 
+def isa_list(text):
+    isas = text.split(",")
+    for isa in isas:
+        if isa not in ("auto", "avx2", "avx512"):
+            raise argparse.ArgumentTypeError(f"{isa}: expected auto, avx2 or avx512 (comma-separated)")
+    return isas
+
+
+def geomean(values):
+    return math.exp(sum(map(math.log, values)) / len(values))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tessel", default=os.path.join(ROOT, "build/tessel"))
     ap.add_argument("--models-dir", default=os.path.join(ROOT, "bench/models"))
-    ap.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
+    ap.add_argument("--set", choices=sorted(SETS), default="cnn4",
+                    help="cnn4: the four tuned CNNs (default); all: those and torchvision's other CNN classifiers")
+    ap.add_argument("--models", nargs="+", choices=SETS["all"], help="these models instead of --set")
+    ap.add_argument("--isa", type=isa_list, default=["auto"],
+                    help="tessel compile --isa of the Tessel side, comma-separated for several in one run "
+                         "(e.g. avx2,avx512; default auto: what the CPU has)")
     ap.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     ap.add_argument("--rounds", type=int, default=5, help="alternations of Tessel and ORT per model/threads")
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--markdown", help="also write the table (markdown) to this file")
     a = ap.parse_args()
+    models = a.models or list(SETS[a.set])
 
     ensure_ort()
     subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts/export-models.py"), a.models_dir, "--models",
-                    *a.models], check=True)
-    compile_s = {}
-    for m in a.models:
-        onnx = os.path.join(a.models_dir, f"{m}.onnx")
-        start = time.monotonic()
-        subprocess.run([a.tessel, "compile", onnx, "-o", os.path.join(a.models_dir, f"{m}.so")], check=True,
-                       capture_output=True)
-        compile_s[m] = time.monotonic() - start
-        print(f"compiled {m} in {compile_s[m]:.1f} s", file=sys.stderr)
-    # The share of peak uses the nominal peak (clock x FLOP/cycle/core) or the measured one, whichever is
-    # larger: on a loaded machine the FMA loop
-    # measures what this process gets, not what the cores can do; both are printed.
-    measured = {t: measure_peak(t) for t in a.threads}
-    peaks = {t: max(nominal_peak(t), measured[t]) for t in a.threads}
+                    *models], check=True)
+    compile_s, isa_of = {}, {}
+    for m in models:
+        for isa in a.isa:
+            onnx = os.path.join(a.models_dir, f"{m}.onnx")
+            start = time.monotonic()
+            report = run_json([a.tessel, "compile", onnx, "--isa", isa, "--json", "-o",
+                               os.path.join(a.models_dir, f"{m}.{isa}.so")])
+            compile_s[m, isa] = time.monotonic() - start
+            isa_of[isa] = report["isa"]
+            print(f"compiled {m} --isa {isa} ({report['isa']}) in {compile_s[m, isa]:.1f} s", file=sys.stderr)
 
     latency_dir = tempfile.TemporaryDirectory()
     core_latency = CoreLatency(latency_dir.name)
-    rows = []
+    rows, peaks = [], {}
     for t in a.threads:
-        for m in a.models:
-            inp = os.path.join(a.models_dir, f"{m}.input.npy")
-            common = ["--threads", str(t), "--warmup", str(a.warmup), "--iterations", str(a.iterations), "--json"]
-            tessel_ms, ort_ms, gflop, latencies = [], [], 0.0, []
+        for m in models:
+            for isa in a.isa:
+                inp = os.path.join(a.models_dir, f"{m}.input.npy")
+                common = ["--threads", str(t), "--warmup", str(a.warmup), "--iterations", str(a.iterations), "--json"]
+                tessel_ms, ort_ms, latencies, bench = [], [], [], {}
 
-            def run_tessel():
-                r = run_json([a.tessel, "bench", os.path.join(a.models_dir, f"{m}.so"), "--input",
-                              f"input={inp}", *common])
-                tessel_ms.append(r["median_ms"])
-                return r["gflops"]
+                def run_tessel():
+                    r = run_json([a.tessel, "bench", os.path.join(a.models_dir, f"{m}.{isa}.so"), "--input",
+                                  f"input={inp}", *common])
+                    tessel_ms.append(r["median_ms"])
+                    bench.update(r)
+                    # One core's FMA peak of the library's ISA, measured by tessel bench: the best of the run.
+                    key = (isa_of[isa], t)
+                    peaks[key] = max(peaks.get(key, 0.0), r.get("peak_gflop_per_s", 0.0) * t)
 
-            def run_ort():
-                o = run_json(["node", os.path.join(ROOT, "bench/ort/ort_bench.js"),
-                              os.path.join(a.models_dir, f"{m}.onnx"), "--input", f"input={inp}", *common])
-                ort_ms.append(o["median_ms"])
+                def run_ort():
+                    o = run_json(["node", os.path.join(ROOT, "bench/ort/ort_bench.js"),
+                                  os.path.join(a.models_dir, f"{m}.onnx"), "--input", f"input={inp}", *common])
+                    ort_ms.append(o["median_ms"])
 
-            # Alternate, and swap which goes first every round, so both see the same machine conditions
-            # (this machine's speed drifts by 10-30 % over seconds): each round is a pair measured back
-            # to back, and the ratio reported is the median of the rounds' ratios.
-            for i in range(a.rounds):
-                latencies.append(core_latency())
-                if i % 2 == 0:
-                    gflop = run_tessel()
-                    run_ort()
-                else:
-                    run_ort()
-                    gflop = run_tessel()
-            tm, om = statistics.median(tessel_ms), statistics.median(ort_ms)
-            pair_ratios = [x / y for x, y in zip(tessel_ms, ort_ms)]
-            rate = gflop / (tm / 1e3)
-            rows.append(dict(model=m, threads=t, tessel_ms=tm, ort_ms=om, ratio=statistics.median(pair_ratios),
-                             ratio_lo=min(pair_ratios), ratio_hi=max(pair_ratios), gflop_s=rate,
-                             peak_share=rate / peaks[t], compile_s=compile_s[m],
-                             latency=[x for x in latencies if x is not None]))
-            print(f"{m} @{t}: tessel {tm:.2f} ms, ort {om:.2f} ms", file=sys.stderr)
+                # Alternate, and swap which goes first every round, so both see the same machine conditions
+                # (this machine's speed drifts by 10-30 % over seconds): each round is a pair measured back
+                # to back, and the ratio reported is the median of the rounds' ratios.
+                for i in range(a.rounds):
+                    latencies.append(core_latency())
+                    first, second = (run_tessel, run_ort) if i % 2 == 0 else (run_ort, run_tessel)
+                    first()
+                    second()
+                tm, om = statistics.median(tessel_ms), statistics.median(ort_ms)
+                pair_ratios = [x / y for x, y in zip(tessel_ms, ort_ms)]
+                rows.append(dict(model=m, isa=isa_of[isa], threads=t, tessel_ms=tm, ort_ms=om,
+                                 ratio=statistics.median(pair_ratios), ratio_lo=min(pair_ratios),
+                                 ratio_hi=max(pair_ratios), gflop_s=bench["gflops"] / (tm / 1e3),
+                                 compile_s=compile_s[m, isa], latency=[x for x in latencies if x is not None]))
+                print(f"{m} {isa_of[isa]} @{t}: tessel {tm:.2f} ms, ort {om:.2f} ms", file=sys.stderr)
 
-    lines = [f"Date: {datetime.date.today()}; machine: {cpu_info('model name') or platform.machine()} "
-             f"(family {cpu_info('cpu family')} model {cpu_info('model')}), "
-             f"{os.cpu_count()} hardware threads; load average at the end {os.getloadavg()[0]:.1f}; "
-             f"{a.rounds} alternating rounds x {a.iterations} iterations; ms: median of the rounds' medians; "
-             f"Tessel/ORT: median of the rounds' ratios (each round a back-to-back pair), with their range.",
-             "Peak used for the share: " + ", ".join(f"{t} thread(s) {p:.1f} GFLOP/s" for t, p in peaks.items()) +
-             f" (the larger of: clock from /proc/cpuinfo x {fma_flops_per_cycle()} FLOP/cycle/core "
-             f"({'AVX-512' if has_avx512() else 'AVX2'} FMA), and an FMA loop measured during the run: " +
-             ", ".join(f"{t} thread(s) {p:.1f} GFLOP/s" for t, p in measured.items()) + "). "
+    # The share of peak uses the nominal peak (clock x FLOP/cycle/core) or the measured one, whichever is
+    # larger: on a loaded machine the FMA loop measures what this process gets, not what the cores can do.
+    used = {k: max(nominal_peak(k[1], k[0]), p) for k, p in peaks.items()}
+    for r in rows:
+        r["peak_share"] = r["gflop_s"] / used[r["isa"], r["threads"]]
+    isas = sorted(set(isa_of.values()))
+    lines = [f"Date: {datetime.date.today()}; commit {git_commit()}; CPU: {cpu_info('model name') or platform.machine()} "
+             f"(family {cpu_info('cpu family')} model {cpu_info('model')}{', AVX-512' if has_avx512() else ''}), "
+             f"{os.cpu_count()} hardware threads; Tessel ISA(s): {', '.join(isas)}; load average at the end "
+             f"{os.getloadavg()[0]:.1f}; {a.rounds} alternating rounds x {a.iterations} iterations; ms: median of "
+             "the rounds' medians; Tessel/ORT: median of the rounds' ratios (each round a back-to-back pair), with "
+             "their range.",
+             "Peak used for the share (per ISA and threads): " +
+             ", ".join(f"{isa} {t} thread(s) {used[isa, t]:.1f} GFLOP/s" for isa, t in sorted(used)) +
+             " (the larger of: clock from /proc/cpuinfo x FMA FLOP/cycle/core of the ISA, and threads x the one-core "
+             "FMA loop of `tessel bench` (best of the run): " +
+             ", ".join(f"{isa} {p / t:.1f}" for (isa, t), p in sorted(peaks.items()) if t == min(a.threads)) + "). "
              "GFLOP/s count the model's direct-convolution FLOPs; Winograd convolutions do about a quarter of "
              "those multiplications, so a model with many of them can exceed 100% of the FMA peak. "
              "Core-to-core: the CPU 0 <-> CPU 1 cache-line round trip measured before each round (range); on "
              "a VM several hundred ns means the host put the two vCPUs apart, and 2-thread runs are then slower "
              "(docs/performance.md).",
              "",
-             "| model | threads | Tessel ms | ORT ms | Tessel/ORT | rounds' range | Tessel GFLOP/s | % of peak "
+             "| model | ISA | threads | Tessel ms | ORT ms | Tessel/ORT | rounds' range | Tessel GFLOP/s | % of peak "
              "| compile s | core-to-core ns |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['model']} | {r['threads']} | {r['tessel_ms']:.2f} | {r['ort_ms']:.2f} | "
+        lines.append(f"| {r['model']} | {r['isa']} | {r['threads']} | {r['tessel_ms']:.2f} | {r['ort_ms']:.2f} | "
                      f"{r['ratio']:.2f} | {r['ratio_lo']:.2f}-{r['ratio_hi']:.2f} | {r['gflop_s']:.1f} | "
                      f"{100 * r['peak_share']:.0f}% | {r['compile_s']:.1f} | "
                      + (f"{min(r['latency']):.0f}-{max(r['latency']):.0f} |" if r['latency'] else "- |"))
-    for t in a.threads:
-        ratios = [r["ratio"] for r in rows if r["threads"] == t]
-        lines.append(f"\nGeometric mean Tessel/ORT at {t} thread(s): "
-                     f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):.2f}")
+    lines.append("")
+    for isa in isas:
+        for t in a.threads:
+            ratios = [r["ratio"] for r in rows if r["threads"] == t and r["isa"] == isa]
+            worst = max((r for r in rows if r["threads"] == t and r["isa"] == isa), key=lambda r: r["ratio"])
+            lines.append(f"Geometric mean Tessel/ORT, {isa}, {t} thread(s): {geomean(ratios):.2f} "
+                         f"(worst {worst['model']} {worst['ratio']:.2f})")
     text = "\n".join(lines)
     print(text)
     if a.markdown:
         with open(a.markdown, "w") as f:
             f.write(text + "\n")
     return 0
+
+
+def git_commit():
+    r = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return r.stdout.strip() or "unknown"
 
 
 if __name__ == "__main__":

@@ -404,22 +404,18 @@ bool is_fast_3x3(const Conv2dShape& s) {
 
 // ---- generic path ----
 
-// A vector register value as a plain struct (std::vector<__m256> drops the alignment attribute).
-struct VectorSlot {
-  __m256 v;
-};
-
 // Scratch layout: padded row r (input row r - pad_top) holds `stride_w` phases of phase_w floats;
 // phase p, index j is padded column j * stride_w + p (input column j * stride_w + p - pad_left).
 struct PhasedPlane {
   int64_t rows = 0, phase_w = 0, row_stride = 0;
 };
 
-PhasedPlane phased_plane_geometry(const Conv2dShape& s) {
+// Output vectors of `lanes` floats; phase_w a multiple of them (and so of the 8-float fill chunks).
+PhasedPlane phased_plane_geometry(const Conv2dShape& s, int lanes) {
   PhasedPlane g;
-  const int64_t ow_vec = (s.out_w() + 7) / 8 * 8;
+  const int64_t ow_vec = (s.out_w() + lanes - 1) / lanes * lanes;
   g.rows = (s.out_h() - 1) * s.stride_h + (s.kernel_h - 1) * s.dilation_h + 1;
-  g.phase_w = (ow_vec + (s.kernel_w - 1) * s.dilation_w / s.stride_w + 8) / 8 * 8;
+  g.phase_w = (ow_vec + (s.kernel_w - 1) * s.dilation_w / s.stride_w + lanes) / lanes * lanes;
   g.row_stride = g.phase_w * s.stride_w;
   return g;
 }
@@ -479,67 +475,76 @@ void fill_phased_row(const Conv2dShape& s, const PhasedPlane& g, const float* sr
 // NV output vectors of R consecutive output rows, stored as conv + bias (tail-masked past OW); TAPS > 0
 // fixes the tap count so the weights live in registers. R > 1 gives narrow maps (7x7, 14x14) enough
 // independent accumulators to hide the FMA latency.
-template <int TAPS, int NV, int R>
-inline void depthwise_vectors(const float* row_base, int64_t row_step, const int64_t* offs, const __m256* w,
-                              int taps, float* out, int64_t ow, int64_t OW, __m256 bias) {
-  __m256 acc[R][NV];
+template <class T, int TAPS, int NV, int R>
+inline void depthwise_vectors(const float* row_base, int64_t row_step, const int64_t* offs, const typename T::V* w,
+                              int taps, float* out, int64_t ow, int64_t OW, typename T::V bias) {
+  constexpr int L = T::L;
+  typename T::V acc[R][NV];
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < NV; ++v) acc[r][v] = bias;
   const int n = TAPS > 0 ? TAPS : taps;
-#pragma GCC unroll 9
+#pragma GCC unroll 25
   for (int t = 0; t < n; ++t) {
     const float* p = row_base + offs[t] + ow;
     for (int r = 0; r < R; ++r)
-      for (int v = 0; v < NV; ++v)
-        acc[r][v] = _mm256_fmadd_ps(_mm256_loadu_ps(p + r * row_step + 8 * v), w[t], acc[r][v]);
+      for (int v = 0; v < NV; ++v) acc[r][v] = T::fmadd(T::loadu(p + r * row_step + L * v), w[t], acc[r][v]);
   }
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < NV; ++v) {
-      const int64_t o = ow + 8 * v;
-      if (o + 8 <= OW)
-        _mm256_storeu_ps(out + r * OW + o, acc[r][v]);
-      else
-        _mm256_maskstore_ps(out + r * OW + o, vtail_mask(static_cast<int>(OW - o)), acc[r][v]);
+      const int64_t o = ow + L * v;
+      T::store_n(out + r * OW + o, acc[r][v], static_cast<int>(std::min<int64_t>(L, OW - o)));
     }
 }
 
 // Whole output plane of one channel from its phased scratch plane.
-template <int TAPS>
+template <class T, int TAPS>
 void depthwise_plane(const Conv2dShape& s, const PhasedPlane& g, const float* scratch, const float* weights,
                      const int64_t* offs, float* out, const float* res, float bias_value, const Epilogue& ep) {
+  using V = typename T::V;
+  constexpr int L = T::L;
   const int64_t OH = s.out_h(), OW = s.out_w();
   const int taps = static_cast<int>(s.kernel_h * s.kernel_w);
   // Broadcast weights: fixed-size locals (registers after unrolling) when TAPS is known.
   constexpr int kFixed = TAPS > 0 ? TAPS : 1;
-  __m256 w_fixed[kFixed];
-  std::vector<VectorSlot> w_any(TAPS > 0 ? 0 : taps);
-  __m256* w = TAPS > 0 ? w_fixed : &w_any.data()->v;
-  for (int t = 0; t < taps; ++t) w[t] = _mm256_set1_ps(weights[t]);
-  const __m256 bias = _mm256_set1_ps(bias_value);
+  V w_fixed[kFixed];
+  static thread_local AlignedBuffer w_buffer;
+  V* w = TAPS > 0 ? w_fixed : reinterpret_cast<V*>(w_buffer.ensure(static_cast<size_t>(taps * L)));
+  for (int t = 0; t < taps; ++t) w[t] = T::set1(weights[t]);
+  const V bias = T::set1(bias_value);
   const int64_t row_step = s.stride_h * g.row_stride;
   int64_t oh = 0;
-  if (OW <= 8) {  // 4 rows x 1 vector
+  if (OW <= L) {  // 4 rows x 1 vector
     for (; oh + 4 <= OH; oh += 4)
-      depthwise_vectors<TAPS, 1, 4>(scratch + oh * row_step, row_step, offs, w, taps, out + oh * OW, 0, OW, bias);
-  } else if (OW <= 16) {  // 2 rows x 2 vectors
+      depthwise_vectors<T, TAPS, 1, 4>(scratch + oh * row_step, row_step, offs, w, taps, out + oh * OW, 0, OW, bias);
+  } else if (OW <= 2 * L) {  // 2 rows x 2 vectors
     for (; oh + 2 <= OH; oh += 2)
-      depthwise_vectors<TAPS, 2, 2>(scratch + oh * row_step, row_step, offs, w, taps, out + oh * OW, 0, OW, bias);
+      depthwise_vectors<T, TAPS, 2, 2>(scratch + oh * row_step, row_step, offs, w, taps, out + oh * OW, 0, OW, bias);
   }
   for (; oh < OH; ++oh) {
     const float* row_base = scratch + oh * row_step;
     float* o = out + oh * OW;
     int64_t ow = 0;
-    for (; ow + 32 <= OW; ow += 32) depthwise_vectors<TAPS, 4, 1>(row_base, row_step, offs, w, taps, o, ow, OW, bias);
-    for (; ow + 16 <= OW; ow += 16) depthwise_vectors<TAPS, 2, 1>(row_base, row_step, offs, w, taps, o, ow, OW, bias);
-    for (; ow < OW; ow += 8) depthwise_vectors<TAPS, 1, 1>(row_base, row_step, offs, w, taps, o, ow, OW, bias);
+    for (; ow + 4 * L <= OW; ow += 4 * L)
+      depthwise_vectors<T, TAPS, 4, 1>(row_base, row_step, offs, w, taps, o, ow, OW, bias);
+    for (; ow + 2 * L <= OW; ow += 2 * L)
+      depthwise_vectors<T, TAPS, 2, 1>(row_base, row_step, offs, w, taps, o, ow, OW, bias);
+    for (; ow < OW; ow += L) depthwise_vectors<T, TAPS, 1, 1>(row_base, row_step, offs, w, taps, o, ow, OW, bias);
   }
   apply_residual_activation(out, res, OH * OW, ep);  // the plane is still in L1/L2
 }
 
+// T: the vector width of the output rows (16 lanes with AVX-512 for rows wider than 8).
+template <class T>
 void depthwise_generic(const Conv2dShape& s, const float* in, const float* weights, float* out, const Epilogue& ep,
                        ThreadPool* pool) {
   const int64_t C = s.in_channels, OH = s.out_h(), OW = s.out_w(), taps = s.kernel_h * s.kernel_w;
-  const PhasedPlane g = phased_plane_geometry(s);
+  // Undilated rows at stride 1 or 2 (every network's) are filled by planes::fill_row: precomputed border
+  // masks, whole vectors between (for MnasNet's 5x5 stride-2 layers the 8-column fill_phased_row chunks
+  // cost twice the convolution). Its geometry is the same phase-split layout.
+  const bool row_fill = s.dilation_w == 1 && (s.stride_w == 1 || s.stride_w == 2);
+  const planes::RowGeometry geo(s.kernel_w, row_fill ? s.stride_w : 1, s.pad_left, s.in_w, OW, T::L);
+  PhasedPlane g = phased_plane_geometry(s, T::L);
+  if (row_fill) g.phase_w = geo.phase_w, g.row_stride = geo.row_stride;
   // Tap offsets into the scratch plane (the same for every channel).
   std::vector<int64_t> offs(taps);
   for (int64_t ky = 0, t = 0; ky < s.kernel_h; ++ky)
@@ -549,22 +554,33 @@ void depthwise_generic(const Conv2dShape& s, const float* in, const float* weigh
     }
   parallel_for(pool, s.batch * C, [&](int64_t b, int64_t e) {
     static thread_local AlignedBuffer scratch_buffer;
-    float* scratch = scratch_buffer.ensure(static_cast<size_t>(g.rows * g.row_stride + 8));
+    // Slack past the last row: the last vector's lanes past OW read on (never stored); kept zero.
+    const int64_t used = g.rows * g.row_stride, slack = 2 * T::L;
+    float* scratch = scratch_buffer.ensure(static_cast<size_t>(used + slack));
+    std::fill(scratch + used, scratch + used + slack, 0.0f);
     for (int64_t nc = b; nc < e; ++nc) {
       const int64_t c = nc % C;
       const float* plane = in + nc * s.in_h * s.in_w;
       for (int64_t r = 0; r < g.rows; ++r) {
         const int64_t ih = r - s.pad_top;
-        fill_phased_row(s, g, ih >= 0 && ih < s.in_h ? plane + ih * s.in_w : nullptr, scratch + r * g.row_stride);
+        const float* src = ih >= 0 && ih < s.in_h ? plane + ih * s.in_w : nullptr;
+        if (row_fill)
+          planes::fill_row<T>(geo, src, scratch + r * g.row_stride, 0.0f);
+        else
+          fill_phased_row(s, g, src, scratch + r * g.row_stride);
       }
       float* o = out + nc * OH * OW;
       const float* res = ep.residual ? ep.residual + nc * OH * OW : nullptr;
       const float bias = ep.bias ? ep.bias[c] : 0.0f;
       const float* w = weights + c * taps;
+      // 3x3 (dilated or strided unlike the fast path) and 5x5 (MnasNet, EfficientNet) keep their weights
+      // in registers.
       if (taps == 9)
-        depthwise_plane<9>(s, g, scratch, w, offs.data(), o, res, bias, ep);
+        depthwise_plane<T, 9>(s, g, scratch, w, offs.data(), o, res, bias, ep);
+      else if (taps == 25)
+        depthwise_plane<T, 25>(s, g, scratch, w, offs.data(), o, res, bias, ep);
       else
-        depthwise_plane<0>(s, g, scratch, w, offs.data(), o, res, bias, ep);
+        depthwise_plane<T, 0>(s, g, scratch, w, offs.data(), o, res, bias, ep);
     }
   });
 }
@@ -586,7 +602,7 @@ inline void lanes_pixels(const float* x, int64_t step, const int64_t* offs, cons
   typename T::V acc[NP];
   for (int i = 0; i < NP; ++i) acc[i] = bias;
   const int n = TAPS > 0 ? TAPS : taps;
-#pragma GCC unroll 9
+#pragma GCC unroll 25
   for (int t = 0; t < n; ++t)
     for (int i = 0; i < NP; ++i) acc[i] = T::fmadd(T::load(x + offs[t] + i * step), w[t], acc[i]);
   for (int i = 0; i < NP; ++i) T::store(y + i * T::L, acc[i]);
@@ -682,6 +698,8 @@ void dw_lanes(const Conv2dShape& s, const float* in, const float* weights, float
               ThreadPool* pool) {
   if (s.kernel_h * s.kernel_w == 9)
     dw_lanes_run<T, 9>(s, in, weights, out, ep, pool);
+  else if (s.kernel_h * s.kernel_w == 25)
+    dw_lanes_run<T, 25>(s, in, weights, out, ep, pool);
   else
     dw_lanes_run<T, 0>(s, in, weights, out, ep, pool);
 }
@@ -690,11 +708,15 @@ void dw_lanes(const Conv2dShape& s, const float* in, const float* weights, float
 
 void conv2d_nchw_depthwise_avx2(const Conv2dShape& s, const float* in, const float* weights, float* out,
                                 const Epilogue& ep, ThreadPool* pool) {
-  if (s.out_w() <= kLanesMaxOutW<planes::VecWide>) return dw_lanes<planes::VecWide>(s, in, weights, out, ep, pool);
-  if (!is_fast_3x3(s)) return depthwise_generic(s, in, weights, out, ep, pool);
+  if (s.out_w() <= kLanesMaxOutW<planes::VecWide> || (!is_fast_3x3(s) && s.out_w() <= planes::VecWide::L)) return dw_lanes<planes::VecWide>(s, in, weights, out, ep, pool);
 #if defined(__AVX512F__)
+  if (!is_fast_3x3(s))
+    return s.out_w() > 8 ? depthwise_generic<planes::Vec16>(s, in, weights, out, ep, pool)
+                         : depthwise_generic<planes::Vec8>(s, in, weights, out, ep, pool);
   // Maps at most 8 wide (MobileNet's 7x7) waste less with 8-lane vectors.
   if (s.out_w() > 8) return dw3x3_run<planes::Vec16>(s, in, weights, out, ep, pool);
+#else
+  if (!is_fast_3x3(s)) return depthwise_generic<planes::Vec8>(s, in, weights, out, ep, pool);
 #endif
   dw3x3_run<planes::Vec8>(s, in, weights, out, ep, pool);
 }

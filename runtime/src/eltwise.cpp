@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tessel/rt/epilogue_avx2.h"
 #include "tessel/rt/vmath.h"
 
 namespace tessel::rt {
@@ -97,6 +98,19 @@ void binary_channel(BinaryOp op, const float* a, const float* b, float* y, int64
       const float* src = a + r * inner;
       float* dst = y + r * inner;
       vector_loop(0, inner, dst, [&](int64_t i, __m256i m) { return binary_v(op, _mm256_maskload_ps(src + i, m), s); });
+    }
+  });
+}
+
+void channel_affine(const float* x, const float* scale, const float* shift, float* y, int64_t outer,
+                    int64_t channels, int64_t inner, const Epilogue& ep, ThreadPool* pool) {
+  parallel_for(pool, outer * channels, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const __m256 s = _mm256_set1_ps(scale[r % channels]), t = _mm256_set1_ps(shift[r % channels]);
+      const float* src = x + r * inner;
+      vector_loop(0, inner, y + r * inner, [&](int64_t i, __m256i m) {
+        return activate(_mm256_fmadd_ps(_mm256_maskload_ps(src + i, m), s, t), ep);
+      });
     }
   });
 }

@@ -145,6 +145,11 @@ def cases(j):
                 f"expected a whole number from 1 to", f"got '{value}'")
     add("compile --threads 1000", ["compile", relu, "--threads", "1000", "-o", j("t.so")], 2,
         "expected a whole number from 1 to 256, got '1000'")
+    add("compile --isa avx3", ["compile", relu, "--isa", "avx3", "-o", j("isa.so")], 2, "--isa", "avx3")
+    add("bench --isa avx3", ["bench", relu, "--isa", "avx3"], 2, "--isa", "avx3")
+    # --isa avx512 needs a --march with AVX-512F: haswell has none (whatever this machine has).
+    add("compile --isa avx512 --march haswell", ["compile", relu, "--isa", "avx512", "--march", "haswell", "-o",
+                                                  j("isa.so")], 2, "--isa avx512: -march=haswell has no AVX-512F")
     add("--input-shape given twice", ["run", relu, "--input-shape", "x:2x3", "--input-shape", "x:2x3"], 2,
         "--input-shape 'x' is given twice")
     add("bad --input-shape", ["run", relu, "--input-shape", "x:2xq"], 2, "NAME:DIMS")

@@ -180,7 +180,21 @@ def main():
         code, out, err = run(tessel, ["bench", j("cnn.so"), "--iterations", "2", "--warmup", "0", "--json"])
         check("no profile without --profile", code == 0 and "profile" not in json.loads(out), out + err)
 
-        # 4. Bad --trace paths and a model of another ABI.
+        # 4. --isa: the compile report and the library say which ISA; bench reports GFLOP/s against the FMA peak
+        # of that ISA, measured on one core.
+        native = "avx512" if " avx512f" in open("/proc/cpuinfo").read() else "avx2"
+        for isa in ("avx2", native):
+            code, out, err = run(tessel, ["compile", j("cnn.onnx"), "--isa", isa, "--json", "-o", j(f"cnn-{isa}.so")])
+            report = json.loads(out) if code == 0 else {}
+            check(f"compile --isa {isa} --json reports isa {isa}", report.get("isa") == isa, out + err)
+            code, out, err = run(tessel, ["bench", j(f"cnn-{isa}.so"), "--iterations", "3", "--warmup", "1", "--json"])
+            doc = json.loads(out) if code == 0 else {}
+            peak = doc.get("peak_gflop_per_s", 0)
+            check(f"bench --json of the {isa} library: isa, peak_gflop_per_s > 0, peak_fraction = gflop_per_s / peak",
+                  doc.get("isa") == isa and peak > 0 and abs(doc["peak_fraction"] - doc["gflop_per_s"] / peak) < 1e-9,
+                  out + err)
+
+        # 5. Bad --trace paths and a model of another ABI.
         for what, path in (("missing directory", "/nonexistent-dir/t.json"), ("a directory", d)):
             code, out, err = run(tessel, ["bench", j("cnn.so"), "--iterations", "1", "--trace", path])
             check(f"--trace into {what}: exit 2, one error naming it", code == 2 and err.count("error") == 1 and

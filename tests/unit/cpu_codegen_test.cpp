@@ -248,6 +248,91 @@ TEST(CpuCodegen, OperatorsWithoutKernelRunThroughTheInterpreter) {
   }
 }
 
+/// Kernel names of a compiled library's steps, joined.
+std::string stepKernels(const std::string& so) {
+  std::string kernels;
+  const cpu::CompiledModel model(so, 1);
+  for (const cpu::CompiledStepInfo& s : model.steps()) kernels += s.kernel + " ";
+  return kernels;
+}
+
+// --isa avx2 and --isa avx512 build both kernel paths on one machine; each matches the interpreter, the
+// library and the report say which it is, and the AVX-512-only conv kernel is chosen only for avx512.
+TEST(CpuCodegen, IsaAvx2AndAvx512BothMatchTheInterpreter) {
+  auto build = [] {
+    auto b = std::make_unique<Builder>();
+    Value* x = b->input("x", {1, 32, 14, 14});
+    Value* c = b->node("Relu", {b->conv(x, 32, 24, 3, 2, {1, 1, 1, 1})});  // K = 288 on a 7x7 map: pixel tile
+    Value* dw = b->node("Sigmoid", {b->conv(c, 24, 24, 3, 1, {1, 1, 1, 1}, 24)});
+    b->g.addOutput(b->conv(dw, 24, 40, 1, 1, {0, 0, 0, 0}));
+    return b;
+  };
+  __builtin_cpu_init();
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  for (const std::string isa : {"avx2", "avx512"}) {
+    cpu::CompileOptions options;
+    options.isa = isa;
+    auto b = build();
+    if (isa == "avx512" && !avx512) {
+      cpu::prepareModel(*b->model, {});
+      EXPECT_THROW(cpu::compileSharedLibrary(*b->model, (tempDir() / "isa.so").string(), options), UserError);
+      continue;
+    }
+    cpu::CompileReport report = expectCompiledMatchesInterpreter(*b, "isa_" + isa, 1, {}, options);
+    EXPECT_EQ(report.isa, isa);
+    const std::string so = (tempDir() / ("isa_" + isa + ".so")).string();
+    EXPECT_EQ(cpu::CompiledModel(so, 1).isa(), isa);
+    EXPECT_EQ(stepKernels(so).find("pixel_tile") != std::string::npos, isa == "avx512") << stepKernels(so);
+  }
+  cpu::CompileOptions bad;
+  bad.isa = "avx3";
+  auto b = build();
+  EXPECT_THROW(cpu::prepareModel(*b->model, bad), UserError);
+}
+
+// A Pad of nothing (PyTorch's export of DenseNet's transition pooling) shares its input's storage: no
+// kernel call, outputs still those of the interpreter; a real Pad still pads.
+TEST(CpuCodegen, ZeroPadIsNoKernelCall) {
+  auto build = [](std::vector<int64_t> pads) {
+    auto b = std::make_unique<Builder>();
+    Value* x = b->input("x", {1, 8, 12, 12});
+    Value* c = b->node("Relu", {b->conv(x, 8, 8, 1, 1, {0, 0, 0, 0})});
+    Value* p = b->node("Pad", {c, b->g.addConstant(b->g.uniqueName("pads"), Tensor::fromVector<int64_t>({8}, pads))},
+                       {{"mode", std::string("constant")}});
+    b->g.addOutput(b->node("AveragePool", {p}, {{"kernel_shape", std::vector<int64_t>{2, 2}},
+                                                {"strides", std::vector<int64_t>{2, 2}}}));
+    return b;
+  };
+  auto zero = build({0, 0, 0, 0, 0, 0, 0, 0});
+  expectCompiledMatchesInterpreter(*zero, "zero_pad");
+  EXPECT_EQ(stepKernels((tempDir() / "zero_pad.so").string()).find("pad"), std::string::npos)
+      << stepKernels((tempDir() / "zero_pad.so").string());
+  auto real = build({0, 0, 1, 1, 0, 0, 1, 1});
+  expectCompiledMatchesInterpreter(*real, "real_pad");
+  EXPECT_NE(stepKernels((tempDir() / "real_pad.so").string()).find("pad"), std::string::npos);
+}
+
+// DenseNet's pre-activation: BatchNormalization -> Relu -> conv is one channel_affine pass before the conv; a
+// BatchNormalization whose output has two users keeps its activation separate.
+TEST(CpuCodegen, BatchNormAndItsActivationAreOnePass) {
+  Builder b;
+  Value* x = b.input("x", {1, 16, 9, 11});
+  Value* r = b.node("Relu", {b.batchNorm(x, 16)});
+  b.g.addOutput(b.conv(r, 16, 8, 1, 1, {0, 0, 0, 0}));
+  Value* bn2 = b.batchNorm(x, 16);
+  b.g.addOutput(b.node("Sigmoid", {bn2}));
+  b.g.addOutput(b.node("Add", {bn2, x}));
+  expectCompiledMatchesInterpreter(b, "bn_act");
+  const cpu::CompiledModel model((tempDir() / "bn_act.so").string(), 1);
+  int fused = 0, plain = 0;
+  for (const cpu::CompiledStepInfo& s : model.steps()) {
+    fused += s.op == "BatchNormalization+Relu" && s.kernel == "channel_affine";
+    plain += s.op == "BatchNormalization" && s.kernel == "channel_affine";
+  }
+  EXPECT_EQ(fused, 1);
+  EXPECT_EQ(plain, 1);
+}
+
 TEST(CpuCodegen, DriverErrorsAreUserErrors) {
   Builder b;
   b.g.addOutput(b.node("Relu", {b.input("x", {4})}));

@@ -144,6 +144,9 @@ std::vector<Conv2dShape> depthwise_shapes() {
       shape(1, 9, 12, 40, 9, 5, 1, 2, 2, 2, 2, 1, 9),
       shape(1, 11, 15, 15, 11, 3, 1, 2, 2, 2, 2, 2, 11),
       shape(1, 7, 19, 23, 7, 3, 3, 1, 0, 0, 1, 1, 7),
+      shape(1, 24, 29, 45, 24, 5, 2, 2, 2, 2, 2, 1, 24),  // MnasNet-like 5x5 stride 2, rows of 23 (2 x 16 lanes)
+      shape(1, 20, 27, 27, 20, 5, 2, 2, 2, 2, 2, 1, 20),  // 5x5 stride 2 to 14x14 (channels in lanes, 25 taps)
+      shape(1, 37, 13, 13, 37, 5, 1, 2, 2, 2, 2, 1, 37),  // 5x5 stride 1 on 13x13, a partial lane block
   };
 }
 
@@ -170,7 +173,7 @@ TEST(RtConv, EveryKernelOnDepthwiseShapes) {
         ep.residual = threads == 2 ? &dummy : nullptr;
         runs += check_kernel(k, s, ep, threads, tolerance_for(k));
       }
-  EXPECT_EQ(runs, 3 * 6 * 2);  // nchw depthwise, nchwc8 depthwise and the im2col fallback
+  EXPECT_EQ(runs, 3 * 9 * 2);  // nchw depthwise, nchwc8 depthwise and the im2col fallback
 }
 
 TEST(RtConv, EveryKernelEveryActivation) {
@@ -300,6 +303,12 @@ TEST(RtConv, NetworkShapesOnEveryApplicableKernel) {
       shape(1, 3, 40, 45, 16, 7, 2, 3, 3, 3, 3),            // ResNet-like 7x7/2
       shape(1, 2, 19, 37, 9, 3, 2, 2, 1, 0, 2, 2),          // dilation 2, stride 2, asymmetric pads
       shape(1, 4, 20, 50, 8, 5, 3, 2, 2, 2, 2),             // stride 3
+      // Grouped (conv2d_nchw_grouped): RegNet's 8 channels per group at stride 2 on odd sizes, 8 in and 12
+      // out per group (a partial 8-channel block), ResNeXt's 32 per group, 5x5 with wide rows.
+      shape(1, 48, 29, 31, 48, 3, 2, 1, 1, 1, 1, 1, 6),
+      shape(1, 32, 14, 37, 48, 3, 1, 1, 1, 1, 1, 1, 4),
+      shape(2, 64, 7, 7, 64, 3, 1, 1, 1, 1, 1, 1, 2),
+      shape(1, 16, 9, 70, 16, 5, 1, 2, 1, 2, 0, 1, 4),
   };
   float dummy = 0;
   int runs = 0;

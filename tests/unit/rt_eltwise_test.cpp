@@ -166,5 +166,22 @@ TEST(RtEltwise, ResidualActivationMatchesReference) {
   }
 }
 
+// channel_affine: y = act(x * scale[c] + shift[c]) for every activation, inner sizes with and without a vector
+// tail, 1 and 2 threads, in place.
+TEST(RtEltwise, ChannelAffineEveryActivation) {
+  auto scale = random_vector(5, 41, 0.5f, 2.0f), shift = random_vector(5, 42);
+  for (Epilogue ep : test::all_activations())
+    for (int64_t inner : {1, 8, 17})
+      for (int threads : {1, 2}) {
+        ThreadPool pool(threads);
+        auto x = random_vector(3 * 5 * inner, 43, -3.0f, 3.0f);
+        std::vector<double> want(x.size());
+        for (size_t i = 0; i < x.size(); ++i)
+          want[i] = test::ref_activation(double(x[i]) * scale[(i / inner) % 5] + shift[(i / inner) % 5], ep);
+        channel_affine(x.data(), scale.data(), shift.data(), x.data(), 3, 5, inner, ep, &pool);
+        expect_close(x, want, 2e-6, std::string(activation_name(ep.act)) + " inner=" + std::to_string(inner));
+      }
+}
+
 }  // namespace
 }  // namespace tessel::rt

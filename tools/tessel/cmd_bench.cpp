@@ -38,6 +38,7 @@ struct BenchOptions {
   std::string plot;
   int plotTop = 20;
   std::string march = "native";
+  std::string isa = "auto";
 };
 
 /// Compiles a non-.so model into a temporary library and returns its path.
@@ -45,6 +46,7 @@ std::string compileForBench(const BenchOptions& o) {
   auto model = o.model.load(InferenceMode::Strict);
   cpu::CompileOptions co;
   co.march = o.march;
+  co.isa = o.isa;
   cpu::prepareModel(*model, co);
   auto path = std::filesystem::temp_directory_path() / fmt::format("tessel-bench-{}.so", getpid());
   if (!o.json) co.progress = [](const std::string& m) { fmt::print(stderr, "  {}\n", m); };
@@ -257,7 +259,11 @@ void benchCommand(const BenchOptions& o) {
              profiling ? " (each kernel call timed)" : "");
   fmt::print("  median {:.3f} ms  min {:.3f} ms  p90 {:.3f} ms  mean {:.3f} ms  max {:.3f} ms\n", med,
              j["min_ms"].get<double>(), j["p90_ms"].get<double>(), j["mean_ms"].get<double>(), j["max_ms"].get<double>());
-  fmt::print("  {:.2f} GFLOP per inference, {:.1f} GFLOP/s at the median\n", j["gflops"].get<double>(), gflops);
+  fmt::print("  {:.2f} GFLOP per inference, {:.1f} GFLOP/s at the median", j["gflops"].get<double>(), gflops);
+  if (j.contains("peak_gflop_per_s"))
+    fmt::print(" ({:.0f}% of one core's {} FMA peak, {:.1f} GFLOP/s)", 100.0 * j["peak_fraction"].get<double>(),
+               j["isa"].get<std::string>(), j["peak_gflop_per_s"].get<double>());
+  fmt::print("\n");
   if (o.profile) printProfile(rows, med, cpu::profileCoverage(runs, steps.size()));
   if (!o.trace.empty())
     fmt::print("  trace of {} runs ({} kernel calls each) written to {}\n", runs.size(), steps.size(), o.trace);
@@ -290,6 +296,9 @@ TESSEL_REGISTER_COMMAND(bench, 45, [](CLI::App& app) {
   cmd->add_option("--warmup", o->warmup, "untimed runs first (default 5)");
   cmd->add_option("--iterations", o->iterations, "timed runs (default 20)");
   cmd->add_option("--march", o->march, "-march when compiling a model file (default native)");
+  cmd->add_option("--isa", o->isa, "vector ISA when compiling a model file: avx2, avx512 or auto (default; "
+                  "tessel compile --isa)")
+      ->check(CLI::IsMember({"auto", "avx2", "avx512"}));
   cmd->add_flag("--json", o->json, "print one JSON object (median_ms, min_ms, p90_ms, threads, ...)");
   cmd->add_flag("--profile", o->profile, "time each kernel call; print a per-layer table (time, GFLOP/s, share)");
   cmd->add_option("--trace", o->trace, "write a Chrome/Perfetto trace (JSON) of the timed runs' kernel calls")

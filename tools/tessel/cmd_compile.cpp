@@ -115,6 +115,11 @@ TESSEL_REGISTER_COMMAND(compile, 40, [](CLI::App& app) {
   cmd->add_option("--emit", o->emit, "so (shared library, default) or cpp (generated source only)");
   cmd->add_option("--emit-app", o->emitApp, "write a standalone CMake project into DIR");
   cmd->add_option("--march", o->compile.march, "-march for the C++ compiler (default native)");
+  cmd->add_option("--isa", o->compile.isa,
+                  "--target cpu: vector ISA of the generated code and runtime kernels: avx2 (8-lane kernels, AVX-512 "
+                  "off whatever --march has), avx512 (16-lane; --march must have AVX-512F) or auto (default: what "
+                  "--march has)")
+      ->check(CLI::IsMember({"auto", "avx2", "avx512"}));
   cmd->add_option("--cxx", o->compile.cxx, "C++ compiler (default $CXX, else g++)");
   cmd->add_option("--layout", o->compile.layout,
                   "activation layout: nchw, nchwc8 (blocked regions around direct convolutions, reorders on their "

@@ -5,6 +5,7 @@
 
 #include "tessel/support/data_paths.h"
 #include "tessel/support/error.h"
+#include "host_compiler.h"
 #include "tessel/targets/cpu/compiler.h"
 
 namespace fs = std::filesystem;
@@ -195,8 +196,8 @@ if(NOT CMAKE_BUILD_TYPE)
   set(CMAKE_BUILD_TYPE Release)
 endif()
 set(TESSEL_MARCH "{}" CACHE STRING "-march for the model and the runtime")
-# The same flags `tessel compile` uses for the .so, so outputs match it bit for bit.
-set(TESSEL_FLAGS -O3 -march=${{TESSEL_MARCH}} -mavx2 -mfma -mf16c -fPIC)
+# The same flags `tessel compile` uses for the .so (--isa {}), so outputs match it bit for bit.
+set(TESSEL_FLAGS -O3 -march=${{TESSEL_MARCH}}{} -mavx2 -mfma -mf16c -fPIC)
 find_package(Threads REQUIRED)
 file(GLOB RUNTIME_SOURCES ${{CMAKE_CURRENT_SOURCE_DIR}}/runtime/src/*.cpp)
 add_library(tessel_runtime STATIC ${{RUNTIME_SOURCES}})
@@ -209,7 +210,7 @@ target_include_directories(model_app PRIVATE ${{CMAKE_CURRENT_SOURCE_DIR}})
 target_compile_options(model_app PRIVATE ${{TESSEL_FLAGS}} -Wa,-I${{CMAKE_CURRENT_SOURCE_DIR}})
 target_link_libraries(model_app PRIVATE tessel_runtime)
 )",
-                     o.march);
+                     o.march, o.isa, avx512OffFlag(o));
 }
 
 }  // namespace

@@ -87,7 +87,7 @@ int runCommand(const std::string& cmd, std::string& output, const CompileOptions
 std::string tail(const std::string& s, size_t n = 3000) { return s.size() <= n ? s : "..." + s.substr(s.size() - n); }
 
 std::string cxxFlags(const CompileOptions& o) {
-  return fmt::format("-std=c++20 -O3 -march={} -mavx2 -mfma -mf16c -fPIC -fvisibility=hidden", o.march);
+  return fmt::format("-std=c++20 -O3 {} -mavx2 -mfma -mf16c -fPIC -fvisibility=hidden", isaFlags(o));
 }
 
 /// Checks the compiler exists and accepts --march (one clear error for each).
@@ -164,7 +164,7 @@ fs::path ensureRuntimeLibrary(const CompileOptions& o) {
   if (fs::exists(lib)) return lib;
   std::string out;
   if (!missing.empty()) {
-    progress(o, fmt::format("compiling the runtime library for -march={} (cached in {})", o.march, objDir.string()));
+    progress(o, fmt::format("compiling the runtime library for {} (cached in {})", isaFlags(o), objDir.string()));
     // Each object is written under a temporary name and renamed, so concurrent compiles never see half files.
     std::string cmd = fmt::format(
         "printf '%s\\n' {} | xargs -P 2 -I PAIR sh -c 'src=${{1%%:*}}; obj=${{1#*:}}; {} {} -I{} -c \"$src\" -o "
@@ -225,7 +225,7 @@ fs::path ensureTuner(const CompileOptions& o) {
                                 shellQuote((runtimeDir() / "include").string()), shellQuote(tmp.string()),
                                 shellQuote(tunerSource().string()), shellQuote(lib.string()));
   if (runCommand(cmd, out, o, "building the conv tuner") != 0)
-    throw UserError(fmt::format("--tune: building the kernel tuner for -march={} failed:\n{}", o.march, tail(out)));
+    throw UserError(fmt::format("--tune: building the kernel tuner for {} failed:\n{}", isaFlags(o), tail(out)));
   fs::rename(tmp, exe);
   return exe;
 }
@@ -256,7 +256,7 @@ void tuneConvKernels(const Graph& graph, const CompileOptions& o, std::map<std::
   size_t runs = 0;
   for (const ConvTuneJob& j : jobs) runs += j.candidates.size();
   progress(o, fmt::format("tuning: timing {} candidate kernels on {} conv geometries with the runtime built for "
-                          "-march={}", runs, jobs.size(), o.march));
+                          "{}", runs, jobs.size(), isaFlags(o)));
   if (jobs.empty()) return;
   ConvTimings t = timeConvKernels(jobs, o);
   nlohmann::json times = nlohmann::json::object();
@@ -281,7 +281,7 @@ void tuneConvKernels(const Graph& graph, const CompileOptions& o, std::map<std::
   report.tunedConvs = static_cast<int>(jobs.size());
   report.tunerVectorLanes = t.vectorLanes;
   report.tuneSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  saved["tuner"] = {{"march", o.march}, {"compiler", compilerOf(o)}, {"vector_lanes", t.vectorLanes},
+  saved["tuner"] = {{"march", o.march}, {"isa", targetIsa(o)}, {"compiler", compilerOf(o)}, {"vector_lanes", t.vectorLanes},
                     {"switch_margin", kTuneSwitchMargin}};
   saved["conv_times_ms"] = times;
   progress(o, fmt::format("  tuned in {:.1f} s by a build with {}-lane vectors: {} of {} kernel choices differ from "
@@ -323,14 +323,32 @@ void placeFile(const fs::path& from, const fs::path& to) {
 
 }  // namespace
 
+std::string avx512OffFlag(const CompileOptions& o) {
+  if (o.isa != "auto" && o.isa != "avx2" && o.isa != "avx512")
+    throw UserError(fmt::format("--isa {}: expected avx2, avx512 or auto", o.isa));
+  // -mno-avx512f also turns off every AVX-512 extension (they imply AVX-512F), so __AVX512F__ and the
+  // 16-lane kernels are gone while -march keeps tuning for this CPU.
+  return o.isa == "avx2" ? " -mno-avx512f" : "";
+}
+
+std::string isaFlags(const CompileOptions& o) { return "-march=" + o.march + avx512OffFlag(o); }
+
 bool targetHasAvx512(const CompileOptions& o) {
+  const std::string flags = isaFlags(o);
+  if (o.isa == "avx2") return false;
   std::string out;
   CompileOptions quiet;
-  if (runCommand(fmt::format("{} -march={} -dM -E -x c++ /dev/null", shellQuote(compilerOf(o)), shellQuote(o.march)),
-                 out, quiet, "") != 0)
-    return false;
-  return out.find("#define __AVX512F__ 1") != std::string::npos;
+  const bool has = runCommand(fmt::format("{} {} -dM -E -x c++ /dev/null", shellQuote(compilerOf(o)), flags), out,
+                              quiet, "") == 0 &&
+                   out.find("#define __AVX512F__ 1") != std::string::npos;
+  if (o.isa == "avx512" && !has)
+    throw UserError(fmt::format("--isa avx512: -march={} has no AVX-512F{} (use --isa avx2, or a --march with "
+                                "AVX-512 such as skylake-avx512 to build for another machine)",
+                                o.march, o.march == "native" ? " on this CPU" : ""));
+  return has;
 }
+
+std::string targetIsa(const CompileOptions& o) { return targetHasAvx512(o) ? "avx512" : "avx2"; }
 
 namespace {
 
@@ -407,7 +425,7 @@ GeneratedModel generateModel(const Model& model, const CompileOptions& options, 
   planMemory(plan);
   plan.defaultThreads = options.defaultThreads;
   uint64_t h = fnv1a(plan.weights);
-  h = fnv1a(plan.globals + plan.initCode + options.march, h);
+  h = fnv1a(plan.globals + plan.initCode + options.march + avx512OffFlag(options), h);
   for (const PlanStep& s : plan.steps) h = fnv1a(s.code, h);
   plan.report.hash = fmt::format("{:016x}", h);
   for (const PlanFallback& f : plan.fallbacks) {
@@ -418,6 +436,7 @@ GeneratedModel generateModel(const Model& model, const CompileOptions& options, 
   g.source = emitSource(plan, weightsFileName, model.graph->name());
   g.weights = std::move(plan.weights);
   g.report = plan.report;
+  g.report.isa = targetIsa(options);
   g.report.tunedConvs = tuning.tunedConvs;
   g.report.tunedChanged = tuning.tunedChanged;
   g.report.tunerVectorLanes = tuning.tunerVectorLanes;

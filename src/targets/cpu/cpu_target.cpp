@@ -51,6 +51,7 @@ std::string detailsText(const cpu::CompileReport& r) {
                      r.hostSteps.size());
     for (const cpu::HostStep& h : r.hostSteps) s += fmt::format("    {}: {}\n", h.node, h.reason);
   }
+  s += fmt::format("  vector ISA: {}\n", r.isa);
   s += fmt::format("  peak arena: {} (without reuse: {}); weights: {} (packed: {}); hash {}\n", humanBytes(r.arenaBytes),
                    humanBytes(r.naiveArenaBytes), humanBytes(r.weightBytes), humanBytes(r.packedWeightBytes), r.hash);
   return s;
@@ -73,7 +74,9 @@ nlohmann::json reportJson(const cpu::CompileReport& r, const std::string& modelP
                       {"naive_arena_bytes", r.naiveArenaBytes},
                       {"weight_bytes", r.weightBytes},
                       {"packed_weight_bytes", r.packedWeightBytes},
-                      {"hash", r.hash}};
+                      {"hash", r.hash},
+                      {"isa", r.isa},
+                      {"march", options.march}};
   nlohmann::json host = nlohmann::json::array();
   for (const cpu::HostStep& h : r.hostSteps) host.push_back({{"node", h.node}, {"op", h.op}, {"reason", h.reason}});
   j["host_steps"] = host;

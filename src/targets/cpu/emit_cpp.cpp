@@ -651,6 +651,13 @@ TESSEL_EXPORT void tessel_model_set_host(tessel_model* m, tessel_host_fn fn, voi
   m->host_ctx = ctx;
 }}
 TESSEL_EXPORT double tessel_model_flops(void) {{ return {:.17g}; }}
+TESSEL_EXPORT const char* tessel_model_isa(void) {{
+#if defined(__AVX512F__)
+  return "avx512";
+#else
+  return "avx2";
+#endif
+}}
 TESSEL_EXPORT int32_t tessel_model_num_steps(void) {{ return kNumSteps; }}
 TESSEL_EXPORT const tessel_step_info* tessel_model_step(int32_t i) {{ return i >= 0 && i < kNumSteps ? &kSteps[i] : nullptr; }}
 TESSEL_EXPORT void tessel_model_set_profile(tessel_model* m, double* ns) {{ m->prof = ns; }}
@@ -658,6 +665,9 @@ TESSEL_EXPORT const char* tessel_model_error(const tessel_model* m) {{ return m-
 
 TESSEL_EXPORT tessel_model* tessel_model_create(int32_t num_threads) {{
   if (!rt::cpu_has_avx2_fma()) return nullptr;
+#if defined(__AVX512F__)
+  if (!__builtin_cpu_supports("avx512f")) return nullptr;  // built with --isa avx512 or an AVX-512 --march
+#endif
   if (num_threads <= 0) num_threads = {};
   if (num_threads <= 0) num_threads = rt::hardware_thread_count();
   tessel_model* m = new (std::nothrow) tessel_model;

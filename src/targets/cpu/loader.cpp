@@ -24,6 +24,7 @@ struct CompiledModel::Api {
   int32_t (*run)(tessel_model*, const void* const*, void* const*);
   void (*destroy)(tessel_model*);
   double (*flops)();
+  const char* (*isa)();
   int32_t (*numFallbacks)();
   void (*fallback)(int32_t, const char**, int64_t*, const char**, int64_t*);
   void (*setHost)(tessel_model*, tessel_host_fn, void*);
@@ -112,6 +113,9 @@ CompiledModel::CompiledModel(const std::string& path, int numThreads) : path_(pa
     bind(handle_, "tessel_model_error", api_->error, path);
     hash_ = api_->hash();
     flops_ = api_->flops();
+    // Optional (libraries compiled before it have none).
+    api_->isa = reinterpret_cast<const char* (*)()>(dlsym(handle_, "tessel_model_isa"));
+    isa_ = api_->isa ? api_->isa() : "";
     for (int32_t i = 0; i < api_->numInputs(); ++i) inputs_.push_back(infoOf(api_->input(i)));
     for (int32_t i = 0; i < api_->numOutputs(); ++i) outputs_.push_back(infoOf(api_->output(i)));
     for (int32_t i = 0; i < api_->numSteps(); ++i) {
@@ -120,7 +124,8 @@ CompiledModel::CompiledModel(const std::string& path, int numThreads) : path_(pa
     }
     instance_ = api_->create(numThreads);
     if (instance_ == nullptr)
-      throw UserError(fmt::format("cannot run '{}': the CPU lacks AVX2/FMA or memory ran out", path));
+      throw UserError(fmt::format("cannot run '{}': the CPU lacks AVX2/FMA{} or memory ran out", path,
+                                  isa_ == "avx512" ? " or AVX-512F (the library was built for it)" : ""));
     if (api_->numFallbacks() > 0) {
       fallbacks_ = std::make_unique<Fallbacks>();
       for (int32_t i = 0; i < api_->numFallbacks(); ++i) {

@@ -170,15 +170,26 @@ bool Lowerer::lowerBatchNorm(const Node* n) {
     scale[c] = static_cast<float>(gamma[c] / std::sqrt(double(var[c]) + eps));
     shift[c] = beta[c] - mean[c] * scale[c];
   }
-  int x = tensorOf(n->input(0)), y = tensorOf(n->output(0));
+  // An activation that is the only user (DenseNet's BatchNormalization -> Relu before every conv) is
+  // applied in the same pass.
+  const Node* u = singleUser(n->output(0));
+  std::optional<FusedAct> act;
+  if (u && !absorbed_.count(u) && u->input(0) == n->output(0) && !runsBlocked(*n) && !runsBlocked(*u))
+    act = activationOf(u);
+  std::string what = "BatchNormalization";
+  if (act) {
+    absorbed_.insert(u);
+    plan_.report.fusedNodes++;
+    what += "+" + u->opType();
+  }
+  int x = tensorOf(n->input(0)), y = tensorOf(act ? u->output(0) : n->output(0));
   const Shape& xs = plan_.tensors[x].shape;
   int64_t C = static_cast<int64_t>(scale.size()), inner = 1;
   for (size_t i = 2; i < xs.size(); ++i) inner *= xs[i];
   int s = weightTensor(n->name() + ".scale", scale, {C}), t = weightTensor(n->name() + ".shift", shift, {C});
-  addStep({n->name(), "BatchNormalization", "binary_channel"}, fmt::format("BatchNormalization '{}'", n->name()),
-          fmt::format("rt::binary_channel(rt::BinaryOp::Mul, {}, {}, {}, {}, {}, {}, pool);\n  "
-                      "rt::binary_channel(rt::BinaryOp::Add, {}, {}, {}, {}, {}, {}, pool);",
-                      ref(x), ref(s), ref(y), xs[0], C, inner, ref(y), ref(t), ref(y), xs[0], C, inner),
+  addStep({n->name(), what, "channel_affine"}, fmt::format("{} '{}'", what, n->name()),
+          fmt::format("rt::channel_affine({}, {}, {}, {}, {}, {}, {}, {}, pool);", ref(x), ref(s), ref(t), ref(y),
+                      xs[0], C, inner, epilogueExpr(-1, -1, act ? *act : FusedAct{})),
           {x, s, t}, {y}, x);
   return true;
 }

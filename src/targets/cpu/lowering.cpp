@@ -59,10 +59,25 @@ static bool dropoutIsIdentity(const Node* n) {
   return ratio != nullptr && ratio->numel() == 1 && ratio->elementAsDouble(0) == 0;
 }
 
-/// A View (Reshape, Squeeze, ... in the registry) or an inference Dropout: output 0 can share the storage
-/// of input 0.
+/// A Pad whose pads are all zero (PyTorch exports one before DenseNet's transition pooling): a copy.
+static bool padIsIdentity(const Node* n) {
+  if (!isOp(*n, "Pad")) return false;
+  std::vector<int64_t> pads;
+  if (n->hasAttr("pads")) {
+    pads = n->attrInts("pads");
+  } else {
+    const Tensor* t = n->hasInput(1) ? constTensor(n->input(1)) : nullptr;
+    if (t == nullptr) return false;
+    for (int64_t i = 0; i < t->numel(); ++i) pads.push_back(static_cast<int64_t>(t->elementAsDouble(i)));
+  }
+  return std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; });
+}
+
+/// A View (Reshape, Squeeze, ... in the registry), an inference Dropout or a Pad of nothing: output 0 can
+/// share the storage of input 0.
 static bool aliasesInput(const Node* n) {
-  return hasTrait(*n, OpTrait::View) || (isOp(*n, "Dropout") && n->numOutputs() == 1 && dropoutIsIdentity(n));
+  return hasTrait(*n, OpTrait::View) || (isOp(*n, "Dropout") && n->numOutputs() == 1 && dropoutIsIdentity(n)) ||
+         padIsIdentity(n);
 }
 
 int Lowerer::tensorOf(const Value* v) {
@@ -323,6 +338,12 @@ const std::map<std::pair<std::string, std::string>, Lowerer::LowerFn>& Lowerer::
 
 bool Lowerer::lowerNode(const Node* n) {
   const auto& table = loweringByOp();
+  // Before the table, which lowers Pad as a copy.
+  if (n->domain().empty() && aliasesInput(n)) {
+    int x = tensorOf(n->input(0)), y = tensorOf(n->output(0));
+    plan_.tensors[y].aliasOf = x;
+    return true;
+  }
   if (auto it = table.find({n->domain(), n->opType()}); it != table.end()) return (this->*it->second)(n);
   if (!n->domain().empty()) return false;
   if (aliasesInput(n)) {

@@ -51,6 +51,9 @@ const tessel_tensor_desc* tessel_model_output(int32_t index);
 int64_t tessel_model_arena_bytes(void);
 /** Floating-point operations of one inference (2 x multiply-adds of convolutions and GEMMs). */
 double tessel_model_flops(void);
+/** Vector ISA the library's code was built for: "avx2" or "avx512" (`tessel compile --isa`). Optional: a
+ * library from before it has no such symbol. */
+const char* tessel_model_isa(void);
 /** Runs node `index` of the model's fallback list (operators without a compiled kernel) on dense
  * buffers of the element types its one-node model declares; returns 0 on success. Provided by the host
  * (`tessel run` passes the reference interpreter). */

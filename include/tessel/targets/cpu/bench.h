@@ -51,8 +51,14 @@ std::vector<KernelTotal> byKernel(const std::vector<ProfileRow>& rows);
 /// kernel calls account for (the rest is the call into the model and the clock reads at its ends).
 double profileCoverage(const std::vector<TimedRun>& runs, size_t numSteps);
 
+/// Single-core FMA peak of `isa` ("avx2": 8-lane, "avx512": 16-lane fused multiply-adds) in GFLOP/s, measured on
+/// the calling thread by a short loop of independent FMA chains (best of a few ~10 ms repetitions); 0 for
+/// another isa or a CPU without it.
+double fmaPeakGflops(const std::string& isa);
+
 /// The object `tessel bench --json` prints (keys in docs/cli.md) for runs of `model` on `threads` threads, with
-/// "profile" when the runs were profiled; `name` is the "model" key.
+/// "profile" when the runs were profiled; `name` is the "model" key. Also "isa" (what the library was built
+/// for) and, when known, "peak_gflop_per_s" (fmaPeakGflops of it) and "peak_fraction" (gflop_per_s / peak).
 nlohmann::json benchJson(const std::string& name, const CompiledModel& model, int threads, int warmup,
                          const std::vector<TimedRun>& runs, bool profile);
 

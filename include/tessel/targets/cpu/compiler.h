@@ -13,6 +13,10 @@ namespace tessel::cpu {
 /// What `tessel compile` was asked for.
 struct CompileOptions {
   std::string march = "native";  ///< passed to the C++ compiler as -march=
+  /// Vector ISA of the generated code and the runtime kernels: "avx2" (AVX-512 off whatever --march has,
+  /// -mno-avx512f: the 8-lane kernels), "avx512" (the 16-lane kernels; UserError when --march has no
+  /// AVX-512F) or "auto" (what --march has). Both can be built and run on one AVX-512 machine.
+  std::string isa = "auto";
   std::string cxx;               ///< C++ compiler; empty: $CXX, else g++
   bool tune = false;             ///< choose conv kernels by timing them on this machine
   /// With tune: where the choices are saved. Without: choices read from it (UserError when it was
@@ -48,6 +52,7 @@ struct CompileReport {
   int inPlaceConcatInputs = 0;   ///< Concat inputs written straight into their slice of the output
   double flops = 0;              ///< multiply-adds x 2 of the convolutions and GEMMs
   std::string hash;              ///< model + target hash embedded in the library
+  std::string isa;               ///< vector ISA the code was generated for: "avx2" or "avx512"
   std::vector<std::string> fallbackNodes;  ///< nodes run by the host's reference interpreter
   std::vector<HostStep> hostSteps;         ///< the same nodes with the reason of each
   double generateSeconds = 0, cxxSeconds = 0;

@@ -41,6 +41,8 @@ class CompiledModel {
   const std::string& hash() const { return hash_; }
   /// Floating-point operations of one inference (convolutions and GEMMs).
   double flops() const { return flops_; }
+  /// Vector ISA the library was built for ("avx2", "avx512"; "" for a library from before tessel_model_isa).
+  const std::string& isa() const { return isa_; }
   /// The kernel calls of one inference, in execution order.
   const std::vector<CompiledStepInfo>& steps() const { return steps_; }
   /// Per-step timing: while ns is non-null each run writes steps().size() + 1 doubles (each step's
@@ -63,6 +65,7 @@ class CompiledModel {
   std::vector<CompiledStepInfo> steps_;
   std::string hash_;
   double flops_ = 0;
+  std::string isa_;
 };
 
 }  // namespace tessel::cpu

@@ -102,6 +102,15 @@ void conv2d_nchw_1x1_gemm_avx2(const Conv2dShape&, const float* in, const float*
 void conv2d_nchw_depthwise_avx2(const Conv2dShape&, const float* in, const float* weights, float* out,
                                 const Epilogue&, ThreadPool*);
 
+/// Grouped convolution (groups > 1, not depthwise, up to 32 input channels per group, stride 1 or 2 along
+/// rows, dilation 1), NCHW: per (image, group), register tiles of 8 output channels x a row's pixels over
+/// padded scratch rows. Weights packed as [group][Cout_g/8][Cin_g][KH][KW][8].
+void conv2d_nchw_grouped(const Conv2dShape&, const float* in, const float* packed, float* out, const Epilogue&,
+                         ThreadPool*);
+bool conv2d_nchw_grouped_applicable(const Conv2dShape&);
+size_t conv2d_nchw_grouped_packed_size(const Conv2dShape&);
+void conv2d_nchw_grouped_pack(const Conv2dShape&, const float* weights, float* packed);
+
 /// Depthwise (multiplier 1), NCHWc8, channels in vector lanes.
 void conv2d_nchwc8_depthwise_avx2(const Conv2dShape&, const float* in, const float* packed, float* out,
                                   const Epilogue&, ThreadPool*);

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "tessel/rt/epilogue.h"
 #include "tessel/rt/thread_pool.h"
 
 namespace tessel::rt {
@@ -23,6 +24,10 @@ void binary_scalar(BinaryOp op, const float* a, float s, bool scalar_first, floa
 /// Per-channel broadcast: a is [outer][channels][inner], b is [channels]; y = a op b[c].
 void binary_channel(BinaryOp op, const float* a, const float* b, float* y, int64_t outer, int64_t channels,
                     int64_t inner, ThreadPool* pool = nullptr);
+/// y = act(x * scale[c] + shift[c]) over x [outer][channels][inner] with ep's activation (bias and residual
+/// unused): inference BatchNormalization and the activation after it in one pass (in place allowed).
+void channel_affine(const float* x, const float* scale, const float* shift, float* y, int64_t outer,
+                    int64_t channels, int64_t inner, const Epilogue& ep, ThreadPool* pool = nullptr);
 /// General numpy broadcasting for rank <= 8. Shapes are right-aligned; y_shape is the broadcast shape.
 void binary_broadcast(BinaryOp op, const float* a, const int64_t* a_shape, int a_rank, const float* b,
                       const int64_t* b_shape, int b_rank, float* y, const int64_t* y_shape, int y_rank,
