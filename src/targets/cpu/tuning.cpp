@@ -68,7 +68,8 @@ CpuTuning::CpuTuning(const Model& model, const std::string& modelPath, const Com
   }
   inputs_ = eval::completeInputs(*prepared_->graph, {}, 0);
   fs::create_directories(work_);
-  problem_.identity = {{"target", "cpu"}, {"model", fileHash(modelPath)}, {"march", options_.march}, {"cpu", cpuModelName()}};
+  problem_.identity = {{"target", "cpu"}, {"model", fileHash(modelPath)}, {"march", options_.march},
+                        {"isa", targetHasAvx512(options_) ? "avx512" : "avx2"}, {"cpu", cpuModelName()}};
   problem_.evaluate = [this](const std::vector<tune::Genome>& batch) {
     std::vector<uint64_t> out;
     for (const tune::Genome& g : batch) {
