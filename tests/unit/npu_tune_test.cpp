@@ -1,4 +1,5 @@
-// Tests of the NPU's search space (S1): the compiler's genome derives exactly the compiler's schedule, the tuned record's schedules compile to a program that matches
+// Tests of the NPU's search space (S1): the compiler's genome derives exactly the compiler's schedule (sites of
+// every kind; fused layouts the buffers cannot hold are not options), the tuned record's schedules compile to a program that matches
 // the interpreter without hazards and is not slower than the untuned one, and a record is refused for another
 // configuration or another model file.
 #include <gtest/gtest.h>
@@ -92,7 +93,10 @@ TEST(NpuTune, TheCompilersGenomeDerivesTheCompilersSchedule) {
     std::set<std::string> kinds;
     for (const tune::Site& s : tuning.problem().sites)
       if (s.options > 1) kinds.insert(s.kind);
-    EXPECT_EQ(kinds, (std::set<std::string>{"tiling", "fusion", "pool", "window"})) << cfgName;
+    // tiny's buffers hold no fused layout of this chain: its fusion site has one option (not fused).
+    const std::set<std::string> wantKinds = std::string(cfgName) == "default.json" ? std::set<std::string>{"tiling", "fusion", "pool", "window"}
+                                                                              : std::set<std::string>{"tiling", "pool", "window"};
+    EXPECT_EQ(kinds, wantKinds) << cfgName;
   }
 }
 

@@ -5,6 +5,7 @@
 #include "tessel/targets/npu/tuning.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <atomic>
 #include <filesystem>
 #include <fmt/format.h>
@@ -50,10 +51,12 @@ struct NpuTuning::Space {
     NpuSchedule s = base;
     size_t i = firstSite;
     for (const TilingSite& t : tilings) s.groups[t.group].tiling[0] = t.options.at(g[i++]);
+    // A fused group is derived from the compiler's tilings of its members (the layouts were sized for them; the
+    // fused lowering re-tiles every stage anyway): the members' tiling genes apply while they are not fused.
     std::vector<std::pair<std::vector<size_t>, GroupSchedule>> fused;
     for (const FusionSite& f : fusions) {
       const uint32_t option = g[i++];
-      if (option > 0) fused.push_back({f.members, fuseGroup(s, f.members, *body, device.npu, f.layouts.at(option - 1))});
+      if (option > 0) fused.push_back({f.members, fuseGroup(base, f.members, *body, device.npu, f.layouts.at(option - 1))});
     }
     replaceByFusedGroups(s, fused);
     for (const PoolSite& p : pools)
@@ -135,7 +138,19 @@ NpuTuning::NpuTuning(const Model& model, const std::string& modelPath, const hw:
       s.tilings.push_back({g, std::move(options)});
     }
     for (const std::vector<size_t>& members : fusionCandidates(s.base, body, s.device.npu)) {
-      Space::FusionSite f{members, fusionLayouts(s.base, members, body, s.device.npu)};
+      Space::FusionSite f{members, {}};
+      // Layouts whose fused group the instruction scheduler can place in the buffers (priced once here, alone,
+      // with the compiler's window): the others would only be rejected genomes.
+      for (const FusionLayout& layout : fusionLayouts(s.base, members, body, s.device.npu)) {
+        NpuSchedule trial = s.base;
+        trial.window = s.compiler.window;
+        replaceByFusedGroups(trial, {{members, fuseGroup(s.base, members, body, s.device.npu, layout)}});
+        try {
+          lower::modelledCost(body, s.device.npu, trial, {members.back() - (members.size() - 1)});
+          f.layouts.push_back(layout);
+        } catch (const std::exception&) {
+        }
+      }
       // The compiler's choice: the group of the compiled schedule holding the same nodes, if it fused them.
       std::vector<std::string> nodes;
       for (size_t m : members) nodes.insert(nodes.end(), s.base.groups[m].nodes.begin(), s.base.groups[m].nodes.end());
@@ -202,8 +217,9 @@ std::vector<uint64_t> NpuTuning::evaluate(const std::vector<tune::Genome>& batch
       schedules[b].push_back(s->derive(batch[b]));
       try {
         verifySchedule(schedules[b].back(), *s->body, s->device.npu);
-      } catch (const UserError&) {
+      } catch (const UserError& e) {
         valid[b] = false;  // does not fit the buffers: rejected before any modelling
+        if (std::getenv("TESSEL_TUNE_VERBOSE")) fmt::print(stderr, "tune: genome rejected by the verifier: {}\n", e.what());
       }
     }
     if (!valid[b]) continue;
@@ -229,8 +245,10 @@ std::vector<uint64_t> NpuTuning::evaluate(const std::vector<tune::Genome>& batch
       Task& t = tasks[i];
       try {
         t.cycles = lower::modelledCost(*t.space->body, t.space->device.npu, *t.schedule, {t.group}).cycles;
-      } catch (const std::exception&) {
+      } catch (const std::exception& e) {
         t.cycles = tune::kRejected;  // the buffers cannot hold it, or the lowering refuses it
+        if (std::getenv("TESSEL_TUNE_VERBOSE"))
+          fmt::print(stderr, "tune: group {} rejected in modelling: {}\n", t.schedule->groups[t.group].nodes.front(), e.what());
       }
     }
   };
