@@ -42,15 +42,19 @@ std::vector<std::pair<size_t, size_t>> inputScaleCandidates(const NpuSchedule& s
 
 namespace {
 
-/// `s` with the Mul of group gm applied by the convolution of group gc as it loads its input.
-NpuSchedule withInputScale(const NpuSchedule& s, size_t gm, size_t gc) {
+/// `s` with the single node of group `from` done by the convolution of group `into` (named by its tiling's
+/// `field`; first of the group's nodes when it runs before the convolution, else last), group `from` removed.
+NpuSchedule absorb(const NpuSchedule& s, size_t from, size_t into, std::string NodeTiling::*field, bool before) {
   NpuSchedule out = s;
-  GroupSchedule& conv = out.groups[gc];
-  conv.tiling[0].inputScale = s.groups[gm].nodes[0];
-  conv.nodes.insert(conv.nodes.begin(), s.groups[gm].nodes[0]);
-  out.groups.erase(out.groups.begin() + static_cast<long>(gm));
+  GroupSchedule& conv = out.groups[into];
+  conv.tiling[0].*field = s.groups[from].nodes[0];
+  conv.nodes.insert(before ? conv.nodes.begin() : conv.nodes.end(), s.groups[from].nodes[0]);
+  out.groups.erase(out.groups.begin() + static_cast<long>(from));
   return out;
 }
+
+/// `s` with the Mul of group gm applied by the convolution of group gc as it loads its input.
+NpuSchedule withInputScale(const NpuSchedule& s, size_t gm, size_t gc) { return absorb(s, gm, gc, &NodeTiling::inputScale, true); }
 
 }  // namespace
 
@@ -81,14 +85,7 @@ std::vector<std::pair<size_t, size_t>> globalPoolCandidates(const NpuSchedule& s
 namespace {
 
 /// `s` with the pool of group gp computed from the output tiles of the convolution of group gc.
-NpuSchedule withGlobalPool(const NpuSchedule& s, size_t gp, size_t gc) {
-  NpuSchedule out = s;
-  GroupSchedule& conv = out.groups[gc];
-  conv.tiling[0].globalPool = s.groups[gp].nodes[0];
-  conv.nodes.push_back(s.groups[gp].nodes[0]);
-  out.groups.erase(out.groups.begin() + static_cast<long>(gp));
-  return out;
-}
+NpuSchedule withGlobalPool(const NpuSchedule& s, size_t gp, size_t gc) { return absorb(s, gp, gc, &NodeTiling::globalPool, false); }
 
 /// The group whose single tiling is `node`'s.
 size_t groupOfTiling(const NpuSchedule& s, const std::string& node) {
