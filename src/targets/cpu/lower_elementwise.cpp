@@ -183,7 +183,7 @@ bool Lowerer::lowerBatchNorm(const Node* n) {
     what += "+" + u->opType();
   }
   int x = tensorOf(n->input(0)), y = tensorOf(act ? u->output(0) : n->output(0));
-  const Shape& xs = plan_.tensors[x].shape;
+  const Shape xs = plan_.tensors[x].shape;  // a copy: weightTensor below adds tensors (the vector may move)
   int64_t C = static_cast<int64_t>(scale.size()), inner = 1;
   for (size_t i = 2; i < xs.size(); ++i) inner *= xs[i];
   int s = weightTensor(n->name() + ".scale", scale, {C}), t = weightTensor(n->name() + ".shift", shift, {C});
