@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 
+#include "tessel/hw/hardware_config.h"
 #include "tessel/support/error.h"
 
 namespace fs = std::filesystem;
@@ -135,6 +136,29 @@ std::vector<size_t> select(const State& s, std::vector<size_t> pool, size_t size
 
 }  // namespace
 
+Genome defaultGenome(const std::vector<Site>& sites) {
+  Genome g;
+  for (const Site& s : sites) g.push_back(s.defaultOption);
+  return g;
+}
+
+std::vector<size_t> rankedEvaluations(const nlohmann::json& record) {
+  std::vector<std::pair<uint64_t, size_t>> ranked;
+  const auto& evals = record["evaluations"];
+  for (size_t i = 0; i < evals.size(); ++i)
+    if (!evals[i]["fitness"].is_null()) ranked.push_back({evals[i]["fitness"].get<uint64_t>(), i});
+  std::sort(ranked.begin(), ranked.end());
+  std::vector<size_t> out;
+  for (const auto& r : ranked) out.push_back(r.second);
+  return out;
+}
+
+std::string fileFingerprint(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw UserError(fmt::format("cannot read '{}'", path));
+  return fmt::format("{:016x}", hw::fnv1a64(std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>())));
+}
+
 Genome randomGenome(const std::vector<Site>& sites, uint64_t& state) {
   Genome g;
   for (const Site& s : sites) g.push_back(below(state, 2) == 0 ? s.defaultOption : static_cast<uint32_t>(below(state, s.options)));
@@ -226,9 +250,7 @@ nlohmann::json runSearch(const Problem& p, const SearchOptions& o, const std::st
     std::vector<Genome> batch;
     if (gen == 0) {
       // The compiler's choice, then random derivations.
-      Genome d;
-      for (const Site& site : p.sites) d.push_back(site.defaultOption);
-      batch.push_back(d);
+      batch.push_back(defaultGenome(p.sites));
       for (size_t k = 0; batch.size() < P && k < 20 * P; ++k) {
         Genome g = randomGenome(p.sites, rng);
         if (std::find(batch.begin(), batch.end(), g) == batch.end()) batch.push_back(g);

@@ -58,8 +58,7 @@ void tuneCommand(const TuneCmdOptions& o) {
   const std::string unit = tuning->fitnessUnit();
   const uint64_t untuned = tuning->untunedFigure();
   if (o.printGenome) {
-    tune::Genome g;
-    for (const tune::Site& s : problem.sites) g.push_back(s.defaultOption);
+    tune::Genome g = tune::defaultGenome(problem.sites);
     if (!o.output.empty() && fs::exists(o.output)) g = tune::bestGenome(tune::readRecord(o.output, problem.identity));
     fmt::print("{}", tuning->genomeText(g));
     return;

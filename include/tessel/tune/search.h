@@ -63,6 +63,16 @@ inline constexpr int kRecordVersion = 1;
 nlohmann::json runSearch(const Problem& problem, const SearchOptions& options, const std::string& recordPath,
                          const Progress& progress = {});
 
+/// The compiler's genome: every site at its default option.
+Genome defaultGenome(const std::vector<Site>& sites);
+
+/// The evaluations of a record that were not rejected, fittest first (ties: the earlier evaluation).
+std::vector<size_t> rankedEvaluations(const nlohmann::json& record);
+
+/// FNV-1a of a file's bytes as 16 hex digits (what a record's identity names a model file by); UserError when
+/// it cannot be read.
+std::string fileFingerprint(const std::string& path);
+
 /// A random genome of the derivation rules: each site keeps the compiler's choice or, with probability 1/2,
 /// takes an option drawn uniformly.
 Genome randomGenome(const std::vector<Site>& sites, uint64_t& state);

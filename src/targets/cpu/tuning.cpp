@@ -32,12 +32,6 @@ std::string cpuModelName() {
   return "unknown";
 }
 
-std::string fileHash(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw UserError(fmt::format("cannot read '{}'", path));
-  return fmt::format("{:016x}", hw::fnv1a64(std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>())));
-}
-
 /// Median latency (ns) over `rounds` x `runs` timed runs on one thread; the noise check doubles the runs while the
 /// spread (p90 - min) exceeds a fifth of the median, up to three times.
 double medianNs(CompiledModel& m, const std::map<std::string, Tensor>& inputs, int runs) {
@@ -68,7 +62,7 @@ CpuTuning::CpuTuning(const Model& model, const std::string& modelPath, const Com
   }
   inputs_ = eval::completeInputs(*prepared_->graph, {}, 0);
   fs::create_directories(work_);
-  problem_.identity = {{"target", "cpu"}, {"model", fileHash(modelPath)}, {"march", options_.march},
+  problem_.identity = {{"target", "cpu"}, {"model", tune::fileFingerprint(modelPath)}, {"march", options_.march},
                         {"isa", targetHasAvx512(options_) ? "avx512" : "avx2"}, {"cpu", cpuModelName()}};
   problem_.evaluate = [this](const std::vector<tune::Genome>& batch) {
     std::vector<uint64_t> out;
@@ -122,23 +116,18 @@ std::string CpuTuning::genomeText(const tune::Genome& g) const {
 nlohmann::json CpuTuning::finish(const nlohmann::json& record) const {
   // The best three genomes and the untuned model, timed side by side in interleaved rounds (the same machine
   // state for all): the winner must beat the untuned median by 2 %, else the record keeps the compiler's kernels.
-  std::vector<std::pair<uint64_t, size_t>> ranked;
+  const std::vector<size_t> ranked = tune::rankedEvaluations(record);
   const auto& evals = record["evaluations"];
-  for (size_t i = 0; i < evals.size(); ++i)
-    if (!evals[i]["fitness"].is_null()) ranked.push_back({evals[i]["fitness"].get<uint64_t>(), i});
-  std::sort(ranked.begin(), ranked.end());
+  // Candidate 0 is the untuned model (no tuning file); a genome with the compiler's kernels would be the same code.
+  const std::map<std::string, std::string> untuned = choices(tune::defaultGenome(problem_.sites));
   std::vector<std::map<std::string, std::string>> candidates{{}};
   std::vector<nlohmann::json> which{nlohmann::json()};
-  tune::Genome compilers;
-  for (const tune::Site& s : problem_.sites) compilers.push_back(s.defaultOption);
-  candidates.push_back(choices(compilers));  // the untuned kernels: never a candidate (skipped below)
   for (size_t k = 0; k < std::min<size_t>(3, ranked.size()); ++k) {
-    const auto c = choices(evals[ranked[k].second]["genome"].get<tune::Genome>());
-    if (std::find(candidates.begin(), candidates.end(), c) != candidates.end()) continue;
+    const auto c = choices(evals[ranked[k]]["genome"].get<tune::Genome>());
+    if (c == untuned || std::find(candidates.begin(), candidates.end(), c) != candidates.end()) continue;
     candidates.push_back(c);
-    which.push_back(ranked[k].second);
+    which.push_back(ranked[k]);
   }
-  candidates.erase(candidates.begin() + 1);
   std::vector<std::unique_ptr<CompiledModel>> models;
   for (const auto& c : candidates) models.push_back(build(c));
   std::vector<std::vector<double>> rounds(models.size());

@@ -9,7 +9,6 @@
 #include <atomic>
 #include <filesystem>
 #include <fmt/format.h>
-#include <fstream>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -69,15 +68,6 @@ struct NpuTuning::Space {
 
 namespace {
 
-std::string hex(uint64_t v) { return fmt::format("{:016x}", v); }
-
-std::string fileHash(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw UserError(fmt::format("cannot read '{}'", path));
-  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  return hex(hw::fnv1a64(bytes));
-}
-
 std::string tilingText(const NodeTiling& t) {
   std::string s = fmt::format("{} {}x{}x{}", t.variant, t.rows, t.cols, t.channels);
   if (t.variant == "matrix" || t.variant == "packed" || t.variant == "stacked")
@@ -90,7 +80,7 @@ std::string tilingText(const NodeTiling& t) {
 }  // namespace
 
 nlohmann::json tuningIdentity(const std::string& modelPath, const hw::HardwareConfig& config) {
-  return {{"target", "npu"}, {"model", fileHash(modelPath)}, {"configuration", config.hashHex()}, {"simulator", kSimulatorVersion}};
+  return {{"target", "npu"}, {"model", tune::fileFingerprint(modelPath)}, {"configuration", config.hashHex()}, {"simulator", kSimulatorVersion}};
 }
 
 NpuTuning::~NpuTuning() = default;
@@ -292,22 +282,18 @@ std::pair<uint64_t, uint64_t> NpuTuning::simulate(const std::map<std::string, Np
 
 nlohmann::json NpuTuning::finish(const nlohmann::json& record, size_t candidates) const {
   // The best distinct genomes by fitness, compiled and simulated whole; the untuned compile is the reference.
-  std::vector<std::pair<uint64_t, size_t>> ranked;
+  const std::vector<size_t> ranked = tune::rankedEvaluations(record);
   const auto& evals = record["evaluations"];
-  for (size_t i = 0; i < evals.size(); ++i)
-    if (!evals[i]["fitness"].is_null()) ranked.push_back({evals[i]["fitness"].get<uint64_t>(), i});
-  std::sort(ranked.begin(), ranked.end());
   nlohmann::json checked = nlohmann::json::array();
   uint64_t best = untunedCycles_, bestBytes = untunedDramBytes_;
   std::map<std::string, NpuSchedule> winner;
   for (const auto& s : spaces_) winner[s->name] = s->compiler;
   nlohmann::json winnerEval;  // null: the untuned schedule
   for (size_t k = 0; k < std::min(candidates, ranked.size()); ++k) {
-    const size_t i = ranked[k].second;
+    const size_t i = ranked[k];
     const std::map<std::string, NpuSchedule> schedules = derive(evals[i]["genome"].get<tune::Genome>());
-    uint64_t cycles = tune::kRejected, bytes = 0;
-    std::tie(cycles, bytes) = simulate(schedules);
-    checked.push_back({{"evaluation", i}, {"modelled_cycles", ranked[k].first},
+    const auto [cycles, bytes] = simulate(schedules);
+    checked.push_back({{"evaluation", i}, {"modelled_cycles", evals[i]["fitness"]},
                        {"simulated_cycles", cycles == tune::kRejected ? nlohmann::json() : nlohmann::json(cycles)},
                        {"dram_bytes", bytes}});
     if (cycles < best) best = cycles, bestBytes = bytes, winner = schedules, winnerEval = i;
