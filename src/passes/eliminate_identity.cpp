@@ -1,6 +1,8 @@
 // Pass eliminate-identity: removes nodes that return their input unchanged: Identity, inference Dropout,
 // ops the registry marks NoOpOnSameType whose type does not change (Cast, Reshape, Expand, ...), an identity
-// Transpose, an operand combined with its op's neutral element (x+0, x*1) and a one-input Concat.
+// Transpose, an operand combined with its op's neutral element (x+0, x*1), a one-input Concat and a Pad whose
+// pads are all zero (torchvision's DenseNet exports one before every transition AveragePool).
+#include <algorithm>
 #include <numeric>
 
 #include "rewrite.h"
@@ -40,6 +42,14 @@ Value* passThrough(const Node& n) {
     return !perm.empty() && perm == iota ? x : nullptr;
   }
   if (isOp(n, "Concat") && n.numInputs() == 1) return x;
+  if (isOp(n, "Pad")) {
+    // Opset >= 11 gives the pads as input 1, older opsets as an attribute; all zero pads in any mode copy.
+    const bool zeroPads = n.hasInput(1) ? constantAllEqual(n.input(1), 0.0)
+                                        : n.hasAttr("pads") && std::all_of(n.attrInts("pads").begin(),
+                                                                           n.attrInts("pads").end(),
+                                                                           [](int64_t p) { return p == 0; });
+    return zeroPads && sameType(x, y) ? x : nullptr;
+  }
   // The neutral element on the right (x + 0, x - 0, x * 1, x / 1), or on the left for commutative ops.
   const OpDef* def = n.def();
   if (!def || !def->neutralElement || n.numInputs() != 2) return nullptr;
@@ -69,7 +79,7 @@ class EliminateIdentityPass : public Pass {
 }  // namespace
 
 TESSEL_REGISTER_PASS(eliminate_identity, "eliminate-identity",
-                     "remove Identity, inference Dropout, no-op Cast/Reshape/Transpose and x+0 / x*1",
+                     "remove Identity, inference Dropout, no-op Cast/Reshape/Transpose/Pad and x+0 / x*1",
                      [] { return std::make_unique<EliminateIdentityPass>(); });
 
 }  // namespace tessel
