@@ -25,6 +25,7 @@ const std::map<std::string, PipelineList>& pipelines() {
          "specialize-shapes",
          "fold-constants",
          "eliminate-identity",
+         "reduce-to-global-pool",
          "cse",
          "fold-batchnorm",
          "fuse-transformer-patterns",  // before the epilogues (Gelu) and fuse-elementwise (it would take the chains)
@@ -38,7 +39,8 @@ const std::map<std::string, PipelineList>& pipelines() {
       // The NPU target: clean-ups and folding only; its lowering fuses activations into the ops it emits.
       {"npu",
        {"npu",
-        {"infer-shapes", "specialize-shapes", "fold-constants", "eliminate-identity", "cse", "fold-batchnorm",
+        {"infer-shapes", "specialize-shapes", "fold-constants", "eliminate-identity", "reduce-to-global-pool", "cse",
+         "fold-batchnorm",
          "fuse-activation-patterns", "dce", "infer-shapes"}}},
   };
   return table;

@@ -15,6 +15,9 @@ std::unique_ptr<Model> parse(const std::string& text) { return parseModelText(te
 
 TEST(PassesSingleNode, FoldConstantsEvaluatesConstantSubgraphs) { expectPassCase("fold_constants", "fold-constants"); }
 TEST(PassesSingleNode, EliminateIdentityRemovesNoOps) { expectPassCase("eliminate_identity", "eliminate-identity"); }
+// ReduceMean/ReduceMax over H and W (either sign of axes, keepdims 0 or 1) become global pools; other axes and
+// other reductions stay.
+TEST(PassesSingleNode, SpatialReduceBecomesGlobalPool) { expectPassCase("reduce_to_global_pool", "reduce-to-global-pool"); }
 TEST(PassesSingleNode, CseMergesEqualConstantsAndNodes) { expectPassCase("cse", "cse"); }
 
 TEST(PassesSingleNode, EliminateIdentityKeepsGraphOutputNames) {
