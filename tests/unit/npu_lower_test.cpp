@@ -461,6 +461,42 @@ TEST(NpuLower, ElementwiseSameShapePerChannelAndScalar) {
   });
 }
 
+Value* channelSlice(Graph& g, Value* x, int64_t start, int64_t end, int64_t axis) {
+  const std::string n = g.uniqueName("slice");
+  Value* starts = g.addConstant(n + "_starts", Tensor::fromVector<int64_t>({1}, {start}));
+  Value* ends = g.addConstant(n + "_ends", Tensor::fromVector<int64_t>({1}, {end}));
+  Value* axes = g.addConstant(n + "_axes", Tensor::fromVector<int64_t>({1}, {axis}));
+  return g.addNode("Slice", {x, starts, ends, axes}, {n})->output(0);
+}
+
+// ShuffleNet's channel split: Slices of a contiguous channel range are views into the producer's tensor (its
+// pixel stride) read by a conv, an element-wise op and a concat; a slice that is a subgraph output is copied
+// out densely; negative and clamped bounds. A slice along a spatial axis is refused with the reason.
+TEST(NpuLower, ChannelSlicesAreViews) {
+  checkBoth([](Graph& g) {
+    Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 40, 9, 7}));
+    Value* y = conv(g, x, 40, 48, 1, 1, 0, 1, true, 5);
+    Value* lo = channelSlice(g, y, 0, 24, 1);
+    Value* hi = channelSlice(g, y, -24, 1000, 1);
+    Value* mid = channelSlice(g, y, 8, 40, -3);
+    Value* c = conv(g, hi, 24, 24, 3, 1, 1, 1, true, 7);
+    Value* r = g.addNode("Relu", {mid}, {"r"})->output(0);
+    Node* cat = g.addNode("Concat", {lo, c}, {"cat"});
+    cat->setAttr("axis", int64_t{1});
+    g.addOutput(cat->output(0));
+    g.addOutput(r);
+    g.addOutput(channelSlice(g, y, 16, 32, 1));
+  });
+  Graph g;
+  Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 16, 9, 7}));
+  Value* rows = channelSlice(g, x, 2, 5, 2);
+  g.addOutput(rows);
+  inferShapes(g);
+  hw::SupportResult r = npu::loweringSupport(*rows->producer(), *config("default.json").firstNpu());
+  EXPECT_FALSE(r.supported);
+  EXPECT_NE(r.reason.find("contiguous range of channels"), std::string::npos) << r.reason;
+}
+
 TEST(NpuLower, PoolsMaxAverageGlobalAndCeilMode) {
   checkBoth([](Graph& g) {
     Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 35, 15, 13}));

@@ -1,6 +1,7 @@
 // NPU operator interpreters of the data-movement family, done by addressing: Concat along channels (each
 // input written in place into its slice of the output by its producer, or copied by DMA when it cannot be),
-// and Flatten / Reshape / Squeeze / Unsqueeze / Identity as views when the channels-last layout allows.
+// Flatten / Reshape / Squeeze / Unsqueeze / Identity as views when the channels-last layout allows, and a Slice of
+// a contiguous channel range as a view into its input (ShuffleNet's channel split).
 #include <algorithm>
 #include <fmt/format.h>
 
@@ -37,6 +38,44 @@ hw::SupportResult checkView(const Node& n) {
   if (!storedRowMajor(x) || !storedRowMajor(y))
     return refuse(fmt::format("{} from {} to {} changes the channels-last layout (needs a transpose)", n.opType(),
                               shapeToString(x), shapeToString(y)));
+  return ok();
+}
+
+/// The first channel a Slice keeps when it keeps a contiguous range of channels (step 1) and every other axis
+/// whole, else nullopt. Opset >= 10 gives starts/axes/steps as constant inputs, older opsets as attributes.
+std::optional<int64_t> channelSliceStart(const Node& n) {
+  const Shape x = n.input(0)->type.staticShape(), y = n.output(0)->type.staticShape();
+  if (x.size() != y.size() || x.empty()) return std::nullopt;
+  const auto rank = static_cast<int64_t>(x.size()), axis = channelAxis(x.size());
+  for (int64_t a = 0; a < rank; ++a)
+    if (a != axis && x[static_cast<size_t>(a)] != y[static_cast<size_t>(a)]) return std::nullopt;
+  auto ints = [&](size_t input, const char* attr) -> std::optional<std::vector<int64_t>> {
+    if (n.hasAttr(attr)) return n.attrInts(attr);
+    if (!n.hasInput(input)) return std::vector<int64_t>{};
+    if (!n.input(input)->isConstant()) return std::nullopt;
+    return n.input(input)->constant().toInt64Vector();
+  };
+  const auto starts = ints(1, "starts"), axes = ints(3, "axes"), steps = ints(4, "steps");
+  if (!starts || !axes || !steps) return std::nullopt;
+  for (int64_t step : *steps)
+    if (step != 1) return std::nullopt;
+  int64_t start = 0;
+  for (size_t i = 0; i < starts->size(); ++i) {
+    int64_t a = axes->empty() ? static_cast<int64_t>(i) : (*axes)[i];
+    if (a < 0) a += rank;
+    if (a != axis) continue;
+    const int64_t dim = x[static_cast<size_t>(axis)];
+    start = (*starts)[i] < 0 ? (*starts)[i] + dim : (*starts)[i];
+    start = std::clamp<int64_t>(start, 0, dim);
+  }
+  if (start + y[static_cast<size_t>(axis)] > x[static_cast<size_t>(axis)]) return std::nullopt;
+  return start;
+}
+
+hw::SupportResult checkSlice(const Node& n) {
+  if (!channelSliceStart(n))
+    return refuse(fmt::format("Slice from {} to {} is not a contiguous range of channels with every other axis whole",
+                              shapeToString(n.input(0)->type.staticShape()), shapeToString(n.output(0)->type.staticShape())));
   return ok();
 }
 
@@ -91,9 +130,25 @@ void lowerView(const Node& n, LowerContext& ctx) {
   copyInto(ctx, n, x, dense, 0);
 }
 
+/// A channel range of the input, read in place: the output is a view with the input's pixel stride. A subgraph
+/// output is copied out densely (the host reads its outputs dense).
+void lowerSlice(const Node& n, LowerContext& ctx) {
+  const TensorLoc x = ctx.loc(n.input(0));
+  const int64_t start = *channelSliceStart(n);
+  if (!ctx.isBodyOutput(n.output(0))) {
+    ctx.view(n.output(0), x, start);
+    return;
+  }
+  TensorLoc slice = x;
+  slice.addr += static_cast<uint64_t>(start), slice.shape = n.output(0)->type.staticShape(), slice.stride = x.pixelStride();
+  ctx.allocate(n.output(0));
+  copyInto(ctx, n, slice, ctx.loc(n.output(0)), 0);
+}
+
 const RegisterOpLowering kConcat({"Concat"}, {OpFamily::Alias, checkConcat, lowerConcat});
 const RegisterOpLowering kViews({"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity"},
                                 {OpFamily::Alias, checkView, lowerView});
+const RegisterOpLowering kSlice({"Slice"}, {OpFamily::Alias, checkSlice, lowerSlice});
 
 }  // namespace
 
