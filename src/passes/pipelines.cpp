@@ -41,7 +41,7 @@ const std::map<std::string, PipelineList>& pipelines() {
        {"npu",
         {"infer-shapes", "specialize-shapes", "fold-constants", "eliminate-identity", "reduce-to-global-pool", "cse",
          "fold-batchnorm",
-         "fuse-activation-patterns", "dce", "infer-shapes"}}},
+         "fuse-activation-patterns", "channel-shuffle-to-gather", "dce", "infer-shapes"}}},
   };
   return table;
 }

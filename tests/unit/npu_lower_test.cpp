@@ -497,6 +497,26 @@ TEST(NpuLower, ChannelSlicesAreViews) {
   EXPECT_NE(r.reason.find("contiguous range of channels"), std::string::npos) << r.reason;
 }
 
+// A Gather of channels with constant indices moves runs of consecutive input channels by strided loads: a
+// channel shuffle (g = 4, the runs interleave), and arbitrary indices with repeats, a negative index and a
+// descending run; 40 channels with the tiny configuration's 512-word slots, 600 with default (channel blocks).
+TEST(NpuLower, ChannelGatherByStridedLoads) {
+  for (int64_t C : {40, 600}) {
+    checkBoth([C](Graph& g) {
+      Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, C, 5, 3}));
+      std::vector<int64_t> shuffle;
+      for (int64_t c = 0; c < C; ++c) shuffle.push_back((c % 4) * (C / 4) + c / 4);
+      Node* a = g.addNode("Gather", {x, g.addConstant("shuffle", Tensor::fromVector<int64_t>({C}, shuffle))}, {"a"});
+      a->setAttr("axis", int64_t{1});
+      std::vector<int64_t> odd = {5, 0, 1, 2, 7, 7, 3, -1, 9, 8, 7, 6, 20, 22, 24};
+      Node* b = g.addNode("Gather", {a->output(0), g.addConstant("odd", Tensor::fromVector<int64_t>({15}, odd))}, {"b"});
+      b->setAttr("axis", int64_t{-3});
+      g.addOutput(g.addNode("Relu", {a->output(0)}, {"r"})->output(0));
+      g.addOutput(b->output(0));
+    });
+  }
+}
+
 TEST(NpuLower, PoolsMaxAverageGlobalAndCeilMode) {
   checkBoth([](Graph& g) {
     Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 35, 15, 13}));

@@ -1,7 +1,9 @@
 // NPU operator interpreters of the data-movement family, done by addressing: Concat along channels (each
 // input written in place into its slice of the output by its producer, or copied by DMA when it cannot be),
 // Flatten / Reshape / Squeeze / Unsqueeze / Identity as views when the channels-last layout allows, and a Slice of
-// a contiguous channel range as a view into its input (ShuffleNet's channel split).
+// a contiguous channel range as a view into its input (ShuffleNet's channel split), and a Gather of channels with
+// constant indices (a channel shuffle, which the pass channel-shuffle-to-gather makes of Reshape-Transpose-Reshape)
+// by DMA: one strided load per run of consecutive input channels, one dense store per tile.
 #include <algorithm>
 #include <fmt/format.h>
 
@@ -79,6 +81,86 @@ hw::SupportResult checkSlice(const Node& n) {
   return ok();
 }
 
+/// The constant channel indices of a Gather along the NPU's channel axis (normalised), or nullopt.
+std::optional<std::vector<int64_t>> gatheredChannels(const Node& n) {
+  const Shape x = n.input(0)->type.staticShape();
+  if (x.empty() || !n.input(1)->isConstant() || n.input(1)->type.rank() != 1) return std::nullopt;
+  int64_t axis = n.hasAttr("axis") ? n.attrInt("axis") : 0;
+  if (axis < 0) axis += static_cast<int64_t>(x.size());
+  if (axis != channelAxis(x.size())) return std::nullopt;
+  std::vector<int64_t> idx = n.input(1)->constant().toInt64Vector();
+  const int64_t C = x[static_cast<size_t>(axis)];
+  for (int64_t& i : idx) {
+    if (i < 0) i += C;
+    if (i < 0 || i >= C) return std::nullopt;
+  }
+  return idx;
+}
+
+hw::SupportResult checkGather(const Node& n) {
+  if (!gatheredChannels(n))
+    return refuse("only a Gather along the channel axis with constant, in-range 1-D indices is lowered");
+  return ok();
+}
+
+/// One strided load of a channel gather: `count` consecutive input channels from `in` to output channels
+/// `out`, `out + step`, ... (step >= 1).
+struct GatherRun {
+  int64_t in = 0, out = 0, step = 1, count = 0;
+};
+
+/// The output channels [k0, k0 + kb) of a gather as runs of consecutive input channels whose output channels
+/// step evenly: output positions sorted by input channel, each run extended while both keep stepping.
+std::vector<GatherRun> gatherRuns(const std::vector<int64_t>& idx, int64_t k0, int64_t kb) {
+  std::vector<std::pair<int64_t, int64_t>> pairs;  // (input channel, output channel - k0)
+  for (int64_t k = k0; k < k0 + kb; ++k) pairs.push_back({idx[static_cast<size_t>(k)], k - k0});
+  std::sort(pairs.begin(), pairs.end());
+  std::vector<GatherRun> runs;
+  for (const auto& [in, out] : pairs) {
+    if (!runs.empty()) {
+      GatherRun& r = runs.back();
+      const bool next = in == r.in + r.count;
+      if (next && r.count == 1 && out > r.out) {
+        r.step = out - r.out, ++r.count;
+        continue;
+      }
+      if (next && r.count > 1 && out == r.out + r.count * r.step) {
+        ++r.count;
+        continue;
+      }
+    }
+    runs.push_back({in, out, 1, 1});
+  }
+  return runs;
+}
+
+void lowerGather(const Node& n, LowerContext& ctx) {
+  const std::vector<int64_t> idx = *gatheredChannels(n);
+  const NodeTiling& t = ctx.tiling(n);
+  ctx.allocate(n.output(0));
+  const TensorLoc x = ctx.loc(n.input(0)), y = ctx.loc(n.output(0));
+  const int64_t P = y.pixels(), K = y.channels();
+  const int64_t kb = std::min(t.channels, K), np = std::max<int64_t>(1, std::min(t.cols, P));
+  uint32_t tile = 0;
+  for (int64_t k0 = 0; k0 < K; k0 += kb) {
+    const int64_t kk = std::min(kb, K - k0);
+    const std::vector<GatherRun> runs = gatherRuns(idx, k0, kk);
+    for (int64_t p0 = 0; p0 < P; p0 += np, ++tile) {
+      ctx.beginTile(n, tile);
+      const auto pk = static_cast<uint32_t>(std::min(np, P - p0));
+      const int32_t r = ctx.region(Buffer::Input, uint64_t{pk} * static_cast<uint64_t>(kk));
+      for (const GatherRun& run : runs)
+        ctx.emit(makeLoad(ctx.at(r, static_cast<uint64_t>(run.out), kk, run.step),
+                          x.addr + static_cast<uint64_t>(p0 * x.pixelStride() + run.in), x.pixelStride(), 1, pk,
+                          static_cast<uint32_t>(run.count), 1),
+                 r);
+      ctx.emit(makeStore(ctx.at(r, 0, pk * kk, kk), y.addr + static_cast<uint64_t>(p0 * y.pixelStride() + k0), 0,
+                         y.pixelStride(), 1, pk, static_cast<uint32_t>(kk)),
+               -1, r);
+    }
+  }
+}
+
 /// Copies a tensor into a channel slice of another by DMA, in tiles of pixels x channels through `inp`.
 void copyInto(LowerContext& ctx, const Node& node, const TensorLoc& from, const TensorLoc& to, int64_t channelOffset) {
   const NodeTiling& t = ctx.tiling(node);
@@ -148,6 +230,7 @@ void lowerSlice(const Node& n, LowerContext& ctx) {
 const RegisterOpLowering kConcat({"Concat"}, {OpFamily::Alias, checkConcat, lowerConcat});
 const RegisterOpLowering kViews({"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity"},
                                 {OpFamily::Alias, checkView, lowerView});
+const RegisterOpLowering kGather({"Gather"}, {OpFamily::Alias, checkGather, lowerGather});
 const RegisterOpLowering kSlice({"Slice"}, {OpFamily::Alias, checkSlice, lowerSlice});
 
 }  // namespace
