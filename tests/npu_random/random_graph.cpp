@@ -107,7 +107,7 @@ class RandomGraphBuilder {
       }
     }
     const bool onePixel = s[2] * s[3] == 1;
-    switch (weighted({34, 10, 18, 15, 7, 3, onePixel ? 8 : 4, onePixel ? 0 : 1, onePixel ? 0 : 2})) {
+    switch (weighted({34, 10, 18, 15, 7, 3, onePixel ? 8 : 4, onePixel ? 0 : 1, onePixel ? 0 : 2, 4})) {
       case 0: conv(x); return;
       case 1: pool(x); return;
       case 2: unary(x); return;
@@ -116,7 +116,8 @@ class RandomGraphBuilder {
       case 5: batchNorm(x); return;
       case 6: toVector(x); return;
       case 7: node("Flatten", {x}); return;  // a real transpose: the partitioner keeps it on the host
-      default: squeezeExcite(x); return;
+      case 8: squeezeExcite(x); return;
+      default: sliceOrShuffle(x); return;
     }
   }
 
@@ -276,6 +277,31 @@ class RandomGraphBuilder {
     if (s[2] * s[3] != 1) x = node(chance(0.7) ? "GlobalAveragePool" : "GlobalMaxPool", {x});
     if (chance(0.5)) node("Flatten", {x});
     else node("Reshape", {x, ints({s[0], chance(0.5) ? -1 : s[1]})});
+  }
+
+  /// ShuffleNet's channel split and shuffle: a Slice of channels (bounds sometimes negative or past the end;
+  /// now and then of rows, which stays on the host), or Reshape [N, g, C/g, H, W], Transpose, Reshape back.
+  void sliceOrShuffle(Value* x) {
+    const Shape s = shapeOf(x);
+    const int64_t C = s[1];
+    std::vector<int64_t> groups;
+    for (int64_t g = 2; g <= C / 2; ++g)
+      if (C % g == 0) groups.push_back(g);
+    if (!groups.empty() && chance(0.5)) {
+      const int64_t g = groups[static_cast<size_t>(pick(0, static_cast<int64_t>(groups.size()) - 1))];
+      // The 5-D intermediates are read only by the pattern: they never become sources.
+      Value* split = node("Reshape", {x, ints({s[0], g, C / g, s[2], s[3]})});
+      values_.pop_back();
+      Value* t = node("Transpose", {split}, {{"perm", std::vector<int64_t>{0, 2, 1, 3, 4}}});
+      values_.pop_back();
+      node("Reshape", {t, ints(s)});
+      return;
+    }
+    const bool rows = s[2] > 1 && chance(0.1);
+    const int64_t axis = rows ? 2 : 1, dim = s[static_cast<size_t>(axis)];
+    const int64_t start = pick(0, dim - 1), end = pick(start + 1, dim);
+    const int64_t startArg = chance(0.3) ? start - dim : start, endArg = end == dim && chance(0.3) ? dim + 100 : end;
+    node("Slice", {x, ints({startArg}), ints({endArg}), ints({chance(0.5) || rows ? axis : axis - 4})});
   }
 
   /// Squeeze-and-excitation: global pool, two 1x1 convs, a sigmoid, and the broadcast Mul by the channel gates.
