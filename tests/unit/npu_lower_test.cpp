@@ -398,6 +398,17 @@ TEST(NpuLower, GlobalPoolFromTheProducersTiles) {
         }
 }
 
+// Two global pools (max and average) of one conv's result: the compiler reduces at most one from the conv's tiles,
+// the other reads the stored map (both used to be folded, the first then had no DRAM location: random seed 570).
+TEST(NpuLower, TwoGlobalPoolsOfOneConv) {
+  checkBoth([](Graph& g) {
+    Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 17, 38, 47}));
+    Value* y = conv(g, x, 17, 17, 5, 1, 2, 17, true, 41);
+    g.addOutput(g.addNode("GlobalMaxPool", {y}, {"max"})->output(0));
+    g.addOutput(g.addNode("GlobalAveragePool", {y}, {"avg"})->output(0));
+  });
+}
+
 // A pool's vector kept in the output buffer beside a conv's bias and SiLU's saved copy of a tile: a schedule whose
 // tile leaves no room for them is refused by verifySchedule, naming the node (not an internal error of the
 // list scheduler); with a smaller tile it is accepted.

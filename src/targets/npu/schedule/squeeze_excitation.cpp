@@ -7,6 +7,7 @@
 // data already in SRAM: the Mul's own pass (load the map, multiply, store the product, which the convolution
 // loads again) disappears. Each is chosen where the instruction scheduler models it cheaper than the separate
 // pass (a convolution that loads its input once per output-channel pass multiplies it once per pass).
+#include <set>
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -121,11 +122,16 @@ bool foldGlobalPool(NpuSchedule& schedule, const Graph& body, const std::string&
 
 void chooseGlobalPoolEpilogues(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg) {
   std::vector<std::pair<std::string, std::string>> chosen;  // (pool, convolution)
+  std::set<size_t> taken;  // a convolution reduces one pool from its tiles (a second pool of its result stays apart)
   for (const auto& [gp, gc] : globalPoolCandidates(schedule, body)) {
     TESSEL_ASSERT(gc < gp, "npu schedule: a pool's group before its input's");
+    if (taken.count(gc)) continue;
     const lower::ModelledCost apart = lower::modelledCost(body, cfg, schedule, {gc, gp});
     const std::optional<lower::ModelledCost> pooled = costIfItFits(body, cfg, withGlobalPool(schedule, gp, gc), {gc});
-    if (pooled && pooled->cycles <= apart.cycles) chosen.push_back({schedule.groups[gp].nodes[0], schedule.groups[gc].tiling[0].node});
+    if (pooled && pooled->cycles <= apart.cycles) {
+      chosen.push_back({schedule.groups[gp].nodes[0], schedule.groups[gc].tiling[0].node});
+      taken.insert(gc);
+    }
   }
   for (const auto& [pool, conv] : chosen)
     schedule = withGlobalPool(schedule, groupOfTiling(schedule, pool), groupOfTiling(schedule, conv));
