@@ -480,14 +480,21 @@ int32_t DepthwiseConv::computeTile(int64_t n, int64_t oy0, int64_t rows, int64_t
     return acc;
   }
   SramOperand tile = ctx_.at(acc, 0, cols * cbk_, cbk_);
-  if (cur_.bias >= 0) ctx_.emit(makeVecUnary(VecOp::Copy, tile, ctx_.at(cur_.bias), r, cl, v), acc, cur_.bias);
   for (int64_t tap = 0; tap < taps; ++tap) {
     const int64_t kh = tap / p_.KW, kw = tap % p_.KW;
     SramOperand src = ctx_.at(in, static_cast<uint64_t>(base + (kh * p_.dH * winCols + kw * p_.dW) * winChannels),
                               p_.sH * winCols * winChannels, p_.sW * winChannels);
-    const bool init = tap == 0 && cur_.bias < 0;
-    ctx_.emit(makeVecBinary(init ? VecOp::Mul : VecOp::MulAcc, tile, src, ctx_.at(cur_.wgt, static_cast<uint64_t>(tap * cbk_)), r, cl, v),
-              acc, in, cur_.wgt);
+    SramOperand w = ctx_.at(cur_.wgt, static_cast<uint64_t>(tap * cbk_));
+    if (tap == 0 && cur_.bias >= 0) {
+      // The first tap and the bias in one per-channel affine: tile = window * w0[c] + bias[c].
+      Instruction first;
+      first.opcode = Opcode::VecAffine, first.vecOp = VecOp::Affine;
+      first.dst = tile, first.srcA = src, first.srcB = w, first.srcC = ctx_.at(cur_.bias);
+      first.outer = r, first.inner = cl, first.vecLen = v;
+      ctx_.emit(first, acc, in, cur_.wgt, cur_.bias);
+      continue;
+    }
+    ctx_.emit(makeVecBinary(tap == 0 ? VecOp::Mul : VecOp::MulAcc, tile, src, w, r, cl, v), acc, in, cur_.wgt);
   }
   return acc;
 }

@@ -102,7 +102,7 @@ uint64_t poolCycles(const PoolGeometry& q, const NodeTiling& t, const hw::NpuCon
 
 /// Busy cycles per unit (LD, MM, VEC, ST) of a depthwise convolution with tiling `t`, with the simulator's
 /// instruction costs: per channel block its weights and bias, per tile the input window, then on the vector unit
-/// the bias copy and one multiply-accumulate per tap, or on the matrix unit (every t.matrixEvery-th tile) the
+/// one multiply-accumulate per tap (the first one a per-channel affine adding the bias), or on the matrix unit (every t.matrixEvery-th tile) the
 /// bias gemm and one gemm per tap and DIM channels; `epilogueOps` vector ops in place and the store.
 std::array<uint64_t, 4> depthwiseUnits(const ConvGeometry& p, const NodeTiling& t, int epilogueOps, bool bias,
                                        const hw::NpuConfig& cfg) {
@@ -138,7 +138,7 @@ std::array<uint64_t, 4> depthwiseUnits(const ConvGeometry& p, const NodeTiling& 
           }
           u[2] += static_cast<uint64_t>(epilogueOps) * vecOp;
         } else {
-          u[2] += static_cast<uint64_t>(taps + (bias ? 1 : 0) + epilogueOps) * vecOp;
+          u[2] += static_cast<uint64_t>(taps + epilogueOps) * vecOp;  // the bias rides on the first tap (affine)
         }
       }
   }
