@@ -32,9 +32,7 @@ class ChannelShuffleToGatherPass : public Pass {
  public:
   bool run(Model& model, const PassOptions&) override {
     Graph& graph = *model.graph;
-    std::vector<std::string> results;  // by result name: each rewrite removes nodes
-    for (const auto& n : graph.nodes())
-      if (n->numOutputs() == 1 && n->output(0)) results.push_back(n->output(0)->name());
+    const std::vector<std::string> results = passes::singleResultNames(graph);  // each rewrite removes nodes
     bool changed = false;
     for (const std::string& name : results) {
       Value* v = graph.findValue(name);

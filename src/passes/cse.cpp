@@ -75,8 +75,7 @@ bool mergeConstants(Graph& graph) {
 bool mergeNodes(Graph& graph) {
   bool changed = false;
   std::map<std::string, Node*> seen;
-  std::vector<Node*> order;
-  for (const auto& n : graph.nodes()) order.push_back(n.get());
+  const std::vector<Node*> order = passes::nodeSnapshot(graph);
   for (Node* n : order) {
     std::string key = nodeKey(*n);
     if (key.empty()) continue;

@@ -64,8 +64,7 @@ class EliminateIdentityPass : public Pass {
  public:
   bool run(Model& model, const PassOptions&) override {
     Graph& graph = *model.graph;
-    std::vector<Node*> order;
-    for (const auto& n : graph.nodes()) order.push_back(n.get());
+    const std::vector<Node*> order = passes::nodeSnapshot(graph);
     bool changed = false;
     for (Node* n : order) {
       Value* source = passThrough(*n);

@@ -50,8 +50,7 @@ class FoldConstantsPass : public Pass {
   bool run(Model& model, const PassOptions&) override {
     Graph& graph = *model.graph;
     bool changed = false;
-    std::vector<Node*> order;
-    for (const auto& n : graph.nodes()) order.push_back(n.get());
+    const std::vector<Node*> order = passes::nodeSnapshot(graph);
     // Topological order: a node's inputs are folded before the node is looked at.
     for (Node* node : order) {
       if (!foldable(*node)) continue;

@@ -13,9 +13,7 @@ class FuseActivationPatternsPass : public Pass {
   bool run(Model& model, const PassOptions&) override {
     Graph& graph = *model.graph;
     bool changed = false;
-    std::vector<std::string> results;  // by result name: each rewrite removes nodes
-    for (const auto& n : graph.nodes())
-      if (n->numOutputs() == 1 && n->output(0)) results.push_back(n->output(0)->name());
+    const std::vector<std::string> results = passes::singleResultNames(graph);  // each rewrite removes nodes
     for (const std::string& name : results) {
       Value* v = graph.findValue(name);
       Node* mul = v ? v->producer() : nullptr;

@@ -42,8 +42,7 @@ class ReduceToGlobalPoolPass : public Pass {
  public:
   bool run(Model& model, const PassOptions&) override {
     Graph& graph = *model.graph;
-    std::vector<Node*> order;
-    for (const auto& n : graph.nodes()) order.push_back(n.get());
+    const std::vector<Node*> order = passes::nodeSnapshot(graph);
     bool changed = false;
     for (Node* n : order) {
       const std::string pool = globalPoolOf(*n);

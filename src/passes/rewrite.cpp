@@ -45,6 +45,19 @@ Node* replaceChain(Graph& graph, const std::vector<Node*>& chain, const std::str
   return fused;
 }
 
+std::vector<Node*> nodeSnapshot(const Graph& graph) {
+  std::vector<Node*> order;
+  for (const auto& n : graph.nodes()) order.push_back(n.get());
+  return order;
+}
+
+std::vector<std::string> singleResultNames(const Graph& graph) {
+  std::vector<std::string> names;
+  for (const auto& n : graph.nodes())
+    if (n->numOutputs() == 1 && n->output(0)) names.push_back(n->output(0)->name());
+  return names;
+}
+
 bool replaceValue(Graph& graph, Value* oldValue, Value* replacement) {
   if (isGraphOutput(oldValue)) return false;
   graph.replaceAllUsesWith(oldValue, replacement);

@@ -11,6 +11,11 @@
 
 namespace tessel::passes {
 
+/// The graph's nodes in their current order, as a list a pass can walk while it removes or adds nodes.
+std::vector<Node*> nodeSnapshot(const Graph& graph);
+/// The names of the single-output nodes' results, in node order: a pass whose rewrites remove nodes (the chains
+/// it replaces) finds each candidate again by name.
+std::vector<std::string> singleResultNames(const Graph& graph);
 /// True when `v` is one of its graph's outputs.
 bool isGraphOutput(const Value* v);
 /// The only node reading `v`, or nullptr when v has several uses, none, or is a graph output.

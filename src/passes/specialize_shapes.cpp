@@ -72,8 +72,7 @@ class SpecializeShapesPass : public Pass {
     applyShapeOptions(graph, options);
     graph.topoSort();
     inferShapes(graph);
-    std::vector<Node*> order;
-    for (const auto& n : graph.nodes()) order.push_back(n.get());
+    const std::vector<Node*> order = passes::nodeSnapshot(graph);
     bool changed = false;
     for (Node* n : order) {
       auto value = shapeConstant(*n);
