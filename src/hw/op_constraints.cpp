@@ -11,7 +11,7 @@
 namespace tessel::hw {
 
 bool isDataMovementOp(const std::string& opType) {
-  static const std::vector<std::string> ops = {"Concat", "Flatten", "Gather", "Identity", "Reshape", "Slice", "Squeeze", "Unsqueeze"};
+  static const std::vector<std::string> ops = {"Concat", "Flatten", "Gather", "Identity", "Reshape", "Slice", "Split", "Squeeze", "Unsqueeze"};
   return std::find(ops.begin(), ops.end(), opType) != ops.end();
 }
 

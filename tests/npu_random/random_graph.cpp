@@ -279,7 +279,8 @@ class RandomGraphBuilder {
     else node("Reshape", {x, ints({s[0], chance(0.5) ? -1 : s[1]})});
   }
 
-  /// ShuffleNet's channel split and shuffle: a Slice of channels (bounds sometimes negative or past the end;
+  /// ShuffleNet's channel split and shuffle: a Split of the channels, a Slice of channels (bounds sometimes negative
+  /// or past the end;
   /// now and then of rows, which stays on the host), or Reshape [N, g, C/g, H, W], Transpose, Reshape back.
   void sliceOrShuffle(Value* x) {
     const Shape s = shapeOf(x);
@@ -295,6 +296,19 @@ class RandomGraphBuilder {
       Value* t = node("Transpose", {split}, {{"perm", std::vector<int64_t>{0, 2, 1, 3, 4}}});
       values_.pop_back();
       node("Reshape", {t, ints(s)});
+      return;
+    }
+    if (C >= 2 && chance(0.3)) {  // a Split of the channels in two or three parts (sizes as an input, opset 13)
+      const int64_t a = pick(1, C - 1), b = C - a >= 2 && chance(0.5) ? pick(1, C - a - 1) : 0;
+      std::vector<int64_t> sizes = b ? std::vector<int64_t>{a, b, C - a - b} : std::vector<int64_t>{a, C - a};
+      // Node names must be unique too: the node takes its first output's name, which uniqueName then avoids.
+      const std::string base = g_->uniqueName("split");
+      std::vector<std::string> names{base};
+      for (size_t i = 1; i < sizes.size(); ++i) names.push_back(fmt::format("{}_part{}", base, i));
+      Node* n = g_->addNode("Split", {x, ints(sizes)}, names, base);
+      n->setAttr("axis", int64_t{chance(0.5) ? 1 : -3});
+      inferShapes(*g_);
+      for (Value* v : n->outputs()) add(v);
       return;
     }
     const bool rows = s[2] > 1 && chance(0.1);

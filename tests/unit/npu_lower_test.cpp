@@ -508,6 +508,32 @@ TEST(NpuLower, ChannelSlicesAreViews) {
   EXPECT_NE(r.reason.find("contiguous range of channels"), std::string::npos) << r.reason;
 }
 
+// Split along the channels (opset 13: sizes as an input): each output a view at its channel offset, read by a
+// conv and an element-wise op; an output that is a subgraph output is copied out densely. A split of rows is
+// refused with the reason.
+TEST(NpuLower, ChannelSplitOutputsAreViews) {
+  checkBoth([](Graph& g) {
+    Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 40, 9, 7}));
+    Value* y = conv(g, x, 40, 52, 1, 1, 0, 1, true, 9);
+    Node* split = g.addNode("Split", {y, g.addConstant("sizes", Tensor::fromVector<int64_t>({3}, {20, 7, 25}))},
+                            {"s0", "s1", "s2"});
+    split->setAttr("axis", int64_t{1});
+    g.addOutput(conv(g, split->output(0), 20, 8, 3, 1, 1, 1, false, 13));
+    g.addOutput(split->output(1));
+    g.addOutput(g.addNode("Sigmoid", {split->output(2)}, {"sg"})->output(0));
+  });
+  Graph g;
+  Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 16, 8, 7}));
+  Node* rows = g.addNode("Split", {x}, {"a", "b"});
+  rows->setAttr("axis", int64_t{2});
+  g.addOutput(rows->output(0));
+  g.addOutput(rows->output(1));
+  inferShapes(g);
+  hw::SupportResult r = npu::loweringSupport(*rows, *config("default.json").firstNpu());
+  EXPECT_FALSE(r.supported);
+  EXPECT_NE(r.reason.find("only along channels"), std::string::npos) << r.reason;
+}
+
 // A Gather of channels with constant indices moves runs of consecutive input channels by strided loads: a
 // channel shuffle (g = 4, the runs interleave), and arbitrary indices with repeats, a negative index and a
 // descending run; 40 channels with the tiny configuration's 512-word slots, 600 with default (channel blocks).

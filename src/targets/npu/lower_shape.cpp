@@ -1,7 +1,8 @@
 // NPU operator interpreters of the data-movement family, done by addressing: Concat along channels (each
 // input written in place into its slice of the output by its producer, or copied by DMA when it cannot be),
 // Flatten / Reshape / Squeeze / Unsqueeze / Identity as views when the channels-last layout allows, and a Slice of
-// a contiguous channel range as a view into its input (ShuffleNet's channel split), and a Gather of channels with
+// a contiguous channel range, or each output of a Split along the channels, as a view into its input (ShuffleNet's
+// channel split), and a Gather of channels with
 // constant indices (a channel shuffle, which the pass channel-shuffle-to-gather makes of Reshape-Transpose-Reshape)
 // by DMA: one strided load per run of consecutive input channels, one dense store per tile.
 #include <algorithm>
@@ -79,6 +80,41 @@ hw::SupportResult checkSlice(const Node& n) {
     return refuse(fmt::format("Slice from {} to {} is not a contiguous range of channels with every other axis whole",
                               shapeToString(n.input(0)->type.staticShape()), shapeToString(n.output(0)->type.staticShape())));
   return ok();
+}
+
+void copyInto(LowerContext& ctx, const Node& node, const TensorLoc& from, const TensorLoc& to, int64_t channelOffset);
+
+hw::SupportResult checkSplit(const Node& n) {
+  const Shape x = n.input(0)->type.staticShape();
+  if (x.empty()) return refuse("Split of a scalar");
+  int64_t axis = n.hasAttr("axis") ? n.attrInt("axis") : 0;
+  if (axis < 0) axis += static_cast<int64_t>(x.size());
+  if (axis != channelAxis(x.size()))
+    return refuse(fmt::format("Split along axis {} of a rank-{} tensor is not lowered (only along channels)",
+                              n.hasAttr("axis") ? n.attrInt("axis") : 0, x.size()));
+  for (const Value* y : n.outputs())
+    if (!y || !y->type.isStatic() || y->type.staticShape().size() != x.size())
+      return refuse("every output must be present with a static shape of the input's rank");
+  return ok();
+}
+
+/// Each output is the next channel range of the input, read in place (a view with the input's pixel stride); a
+/// subgraph output is copied out densely.
+void lowerSplit(const Node& n, LowerContext& ctx) {
+  const TensorLoc x = ctx.loc(n.input(0));
+  const auto axis = static_cast<size_t>(channelAxis(x.shape.size()));
+  int64_t offset = 0;
+  for (const Value* y : n.outputs()) {
+    if (!ctx.isBodyOutput(y)) {
+      ctx.view(y, x, offset);
+    } else {
+      TensorLoc slice = x;
+      slice.addr += static_cast<uint64_t>(offset), slice.shape = y->type.staticShape(), slice.stride = x.pixelStride();
+      ctx.allocate(y);
+      copyInto(ctx, n, slice, ctx.loc(y), 0);
+    }
+    offset += y->type.staticShape()[axis];
+  }
 }
 
 /// The constant channel indices of a Gather along the NPU's channel axis (normalised), or nullopt.
@@ -230,6 +266,7 @@ void lowerSlice(const Node& n, LowerContext& ctx) {
 const RegisterOpLowering kConcat({"Concat"}, {OpFamily::Alias, checkConcat, lowerConcat});
 const RegisterOpLowering kViews({"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity"},
                                 {OpFamily::Alias, checkView, lowerView});
+const RegisterOpLowering kSplit({"Split"}, {OpFamily::Alias, checkSplit, lowerSplit});
 const RegisterOpLowering kGather({"Gather"}, {OpFamily::Alias, checkGather, lowerGather});
 const RegisterOpLowering kSlice({"Slice"}, {OpFamily::Alias, checkSlice, lowerSlice});
 

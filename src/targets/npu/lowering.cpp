@@ -448,7 +448,7 @@ sched::VirtualProgram lowerToVirtual(const Graph& body, const hw::Device& device
   if (only)
     for (const auto& n : body.nodes())
       if (const NodeTiling* t = ctx.schedule.tilingOf(n->name()); t && !ctx.fusedInto.count(n.get())) {
-        ctx.allocate(ctx.resultValue(*n));
+        for (const Value* v : n->outputs()) ctx.allocate(v == n->output(0) ? ctx.resultValue(*n) : v);  // Split: all
         if (const Node* pool = ctx.globalPool(*n)) ctx.allocate(pool->output(0));
       }
   // Groups are lowered in schedule order (a fused epilogue's other operands come from earlier groups).
