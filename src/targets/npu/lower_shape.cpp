@@ -84,6 +84,19 @@ hw::SupportResult checkSlice(const Node& n) {
 
 void copyInto(LowerContext& ctx, const Node& node, const TensorLoc& from, const TensorLoc& to, int64_t channelOffset);
 
+/// `y` = the channels of `x` from `first` on: a view with x's pixel stride, or, for a subgraph output (the host reads
+/// its outputs dense), a dense copy.
+void channelRange(LowerContext& ctx, const Node& n, const Value* y, const TensorLoc& x, int64_t first) {
+  if (!ctx.isBodyOutput(y)) {
+    ctx.view(y, x, first);
+    return;
+  }
+  TensorLoc range = x;
+  range.addr += static_cast<uint64_t>(first), range.shape = y->type.staticShape(), range.stride = x.pixelStride();
+  ctx.allocate(y);
+  copyInto(ctx, n, range, ctx.loc(y), 0);
+}
+
 hw::SupportResult checkSplit(const Node& n) {
   const Shape x = n.input(0)->type.staticShape();
   if (x.empty()) return refuse("Split of a scalar");
@@ -98,21 +111,13 @@ hw::SupportResult checkSplit(const Node& n) {
   return ok();
 }
 
-/// Each output is the next channel range of the input, read in place (a view with the input's pixel stride); a
-/// subgraph output is copied out densely.
+/// Each output is the next channel range of the input, read in place (channelRange).
 void lowerSplit(const Node& n, LowerContext& ctx) {
   const TensorLoc x = ctx.loc(n.input(0));
   const auto axis = static_cast<size_t>(channelAxis(x.shape.size()));
   int64_t offset = 0;
   for (const Value* y : n.outputs()) {
-    if (!ctx.isBodyOutput(y)) {
-      ctx.view(y, x, offset);
-    } else {
-      TensorLoc slice = x;
-      slice.addr += static_cast<uint64_t>(offset), slice.shape = y->type.staticShape(), slice.stride = x.pixelStride();
-      ctx.allocate(y);
-      copyInto(ctx, n, slice, ctx.loc(y), 0);
-    }
+    channelRange(ctx, n, y, x, offset);
     offset += y->type.staticShape()[axis];
   }
 }
@@ -248,19 +253,9 @@ void lowerView(const Node& n, LowerContext& ctx) {
   copyInto(ctx, n, x, dense, 0);
 }
 
-/// A channel range of the input, read in place: the output is a view with the input's pixel stride. A subgraph
-/// output is copied out densely (the host reads its outputs dense).
+/// A channel range of the input, read in place (channelRange).
 void lowerSlice(const Node& n, LowerContext& ctx) {
-  const TensorLoc x = ctx.loc(n.input(0));
-  const int64_t start = *channelSliceStart(n);
-  if (!ctx.isBodyOutput(n.output(0))) {
-    ctx.view(n.output(0), x, start);
-    return;
-  }
-  TensorLoc slice = x;
-  slice.addr += static_cast<uint64_t>(start), slice.shape = n.output(0)->type.staticShape(), slice.stride = x.pixelStride();
-  ctx.allocate(n.output(0));
-  copyInto(ctx, n, slice, ctx.loc(n.output(0)), 0);
+  channelRange(ctx, n, n.output(0), ctx.loc(n.input(0)), *channelSliceStart(n));
 }
 
 const RegisterOpLowering kConcat({"Concat"}, {OpFamily::Alias, checkConcat, lowerConcat});
