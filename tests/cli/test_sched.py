@@ -94,6 +94,17 @@ def check_plain(c, model, d):
     code, out, err = c.run(["sched", model, "--hw", "edge"])
     c.check("sched prints the schedule and a group table",
             code == 0 and "schedule of subgraph" in out and "MAC-ideal" in out and "total:" in out, err or out)
+    c.check("sched says when no node is left on the host", code == 0 and "host nodes: none" in out, out[-400:])
+    # conv-only sends only the convolutions to the NPU: both Relus and the Add stay on the host, each listed
+    # with the partitioner's reason, in the text and in the JSON.
+    code, out, err = c.run(["sched", model, "--hw", "conv-only"])
+    c.check("sched lists every host node with its reason",
+            code == 0 and "host nodes: 3" in out and "add (Add): " in out and "relu1 (Relu): " in out
+            and "does not list operator Add" in out, err or out[-600:])
+    code, out, err = c.run(["sched", model, "--hw", "conv-only", "--json"])
+    hosts = json.loads(out).get("host_nodes", []) if code == 0 else []
+    c.check("sched --json: host_nodes with node, op and reason",
+            sorted(h["node"] for h in hosts) == ["add", "relu1", "relu2"] and all(h["reason"] for h in hosts), out[-600:])
     dot = os.path.join(d, "deps.dot")
     code, out, err = c.run(["sched", model, "--hw", "tiny", "--dump-deps", dot, "--deps-count", "60"])
     text = open(dot).read() if os.path.exists(dot) else ""

@@ -92,12 +92,16 @@ void schedCommand(const SchedCmdOptions& o) {
     for (const auto& l : compiled.subgraphs)
       if (l.name == r.name)
         subgraphs.push_back({{"subgraph", l.name}, {"schedule", l.schedule.toJson()}, {"groups", npu::groupTable(l, r.report)}});
+  nlohmann::json hosts = nlohmann::json::array();  // every node left on the host, with the partitioner's reason
+  for (const partition::Placement& p : npu::hostPlacements(compiled))
+    hosts.push_back({{"node", p.node}, {"op", p.opType}, {"reason", p.reason}});
   if (o.json) {
     fmt::print("{}\n", nlohmann::json{{"cycles", summary["cycles"]},
                                       {"lower_bound_cycles", summary["lower_bound_cycles"]},
                                       {"dram_bytes", summary["dram_bytes"]},
                                       {"peak_sram_bytes", summary["peak_sram_bytes"]},
                                       {"hazards", summary["hazards"]},
+                                      {"host_nodes", hosts},
                                       {"subgraphs", subgraphs}}
                            .dump());
     return;
@@ -107,6 +111,9 @@ void schedCommand(const SchedCmdOptions& o) {
   fmt::print("total: {} cycles (lower bound {}), DRAM {} bytes, hazards {}\n", summary["cycles"].get<uint64_t>(),
              summary["lower_bound_cycles"].get<uint64_t>(), summary["dram_bytes"]["total"].get<uint64_t>(),
              summary["hazards"].get<uint64_t>());
+  fmt::print("host nodes: {}\n", hosts.empty() ? "none" : std::to_string(hosts.size()) + " (not counted in the cycles)");
+  for (const auto& h : hosts)
+    fmt::print("  {} ({}): {}\n", h["node"].get<std::string>(), h["op"].get<std::string>(), h["reason"].get<std::string>());
 }
 
 }  // namespace
