@@ -11,7 +11,9 @@
 namespace tessel::hw {
 
 bool isDataMovementOp(const std::string& opType) {
-  static const std::vector<std::string> ops = {"Concat", "Flatten", "Gather", "Identity", "Reshape", "Slice", "Split", "Squeeze", "Unsqueeze"};
+  // Resize: its nearest mode with integer factors is data movement; the npu lowering refuses the other modes.
+  static const std::vector<std::string> ops = {"Concat",  "Flatten", "Gather", "Identity", "Reshape",
+                                               "Resize",  "Slice",   "Split",  "Squeeze",  "Unsqueeze"};
   return std::find(ops.begin(), ops.end(), opType) != ops.end();
 }
 

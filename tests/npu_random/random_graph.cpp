@@ -107,7 +107,7 @@ class RandomGraphBuilder {
       }
     }
     const bool onePixel = s[2] * s[3] == 1;
-    switch (weighted({34, 10, 18, 15, 7, 3, onePixel ? 8 : 4, onePixel ? 0 : 1, onePixel ? 0 : 2, 4})) {
+    switch (weighted({34, 10, 18, 15, 7, 3, onePixel ? 8 : 4, onePixel ? 0 : 1, onePixel ? 0 : 2, 4, s[2] * s[3] <= 600 ? 2 : 0})) {
       case 0: conv(x); return;
       case 1: pool(x); return;
       case 2: unary(x); return;
@@ -117,7 +117,8 @@ class RandomGraphBuilder {
       case 6: toVector(x); return;
       case 7: node("Flatten", {x}); return;  // a real transpose: the partitioner keeps it on the host
       case 8: squeezeExcite(x); return;
-      default: sliceOrShuffle(x); return;
+      case 9: sliceOrShuffle(x); return;
+      default: upsample(x); return;
     }
   }
 
@@ -316,6 +317,20 @@ class RandomGraphBuilder {
     const int64_t start = pick(0, dim - 1), end = pick(start + 1, dim);
     const int64_t startArg = chance(0.3) ? start - dim : start, endArg = end == dim && chance(0.3) ? dim + 100 : end;
     node("Slice", {x, ints({startArg}), ints({endArg}), ints({chance(0.5) || rows ? axis : axis - 4})});
+  }
+
+  /// Resize nearest by integer factors (1-3 per axis) with a coordinate/rounding pair that the NPU lowers, or now and
+  /// then linear mode or asymmetric rounding to nearest with factor 3 (both stay on the host).
+  void upsample(Value* x) {
+    const int64_t sH = pick(1, 3), sW = sH == 1 ? pick(2, 3) : pick(1, 3);
+    std::string mode = "nearest", coordinates = oneOf<std::string>({"half_pixel", "asymmetric", "pytorch_half_pixel"});
+    std::string rounding = coordinates == "asymmetric" ? "floor" : oneOf<std::string>({"round_prefer_floor", "round_prefer_ceil"});
+    if (chance(0.1)) mode = "linear";
+    else if (chance(0.1)) coordinates = "asymmetric", rounding = "round_prefer_floor";
+    Value* roi = constant("roi", Tensor::fromVector<float>({0}, {}));
+    Value* scales = constant("scales", Tensor::fromVector<float>({4}, {1, 1, static_cast<float>(sH), static_cast<float>(sW)}));
+    node("Resize", {x, roi, scales},
+         {{"mode", mode}, {"coordinate_transformation_mode", coordinates}, {"nearest_mode", rounding}});
   }
 
   /// Squeeze-and-excitation: global pool, two 1x1 convs, a sigmoid, and the broadcast Mul by the channel gates.

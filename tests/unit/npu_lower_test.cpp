@@ -534,6 +534,44 @@ TEST(NpuLower, ChannelSplitOutputsAreViews) {
   EXPECT_NE(r.reason.find("only along channels"), std::string::npos) << r.reason;
 }
 
+Node* resize(Graph& g, Value* x, const std::vector<float>& scales, const std::string& coordinates, const std::string& rounding) {
+  Value* roi = g.addConstant(g.uniqueName("roi"), Tensor::fromVector<float>({0}, {}));
+  Value* sc = g.addConstant(g.uniqueName("scales"), Tensor::fromVector<float>({4}, scales));
+  Node* n = g.addNode("Resize", {x, roi, sc}, {g.uniqueName("up")});
+  n->setAttr("mode", std::string("nearest"));
+  n->setAttr("coordinate_transformation_mode", coordinates);
+  n->setAttr("nearest_mode", rounding);
+  return n;
+}
+
+// Nearest upsampling by integer factors (2x2 half_pixel, 3x2 asymmetric floor, 1x4 pytorch_half_pixel) as DMA:
+// loads per column phase, stores per row phase; 300 channels make the default tiles split the columns and tiny
+// the channels. Linear mode, fractional factors and asymmetric rounding that is not floor(x / s) are refused.
+TEST(NpuLower, NearestResizeByStridedLoadsAndStores) {
+  for (int64_t C : {5, 300})
+    checkBoth([C](Graph& g) {
+      Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, C, 7, 9}));
+      Value* r = g.addNode("Relu", {x}, {"r"})->output(0);
+      g.addOutput(resize(g, r, {1, 1, 2, 2}, "half_pixel", "round_prefer_floor")->output(0));
+      g.addOutput(resize(g, r, {1, 1, 3, 2}, "asymmetric", "floor")->output(0));
+      g.addOutput(resize(g, x, {1, 1, 1, 4}, "pytorch_half_pixel", "round_prefer_ceil")->output(0));
+    });
+  Graph g;
+  Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 8, 6, 6}));
+  Node* linear = resize(g, x, {1, 1, 2, 2}, "half_pixel", "round_prefer_floor");
+  linear->setAttr("mode", std::string("linear"));
+  Node* fractional = resize(g, x, {1, 1, 1.5f, 1.5f}, "half_pixel", "round_prefer_floor");
+  Node* rounding = resize(g, x, {1, 1, 3, 3}, "asymmetric", "round_prefer_floor");
+  for (Node* n : {linear, fractional, rounding}) g.addOutput(n->output(0));
+  inferShapes(g);
+  for (const auto& [n, why] : std::vector<std::pair<Node*, std::string>>{
+           {linear, "only nearest"}, {fractional, "not an integer upscaling"}, {rounding, "does not map output x"}}) {
+    hw::SupportResult r = npu::loweringSupport(*n, *config("default.json").firstNpu());
+    EXPECT_FALSE(r.supported);
+    EXPECT_NE(r.reason.find(why), std::string::npos) << r.reason;
+  }
+}
+
 // A Gather of channels with constant indices moves runs of consecutive input channels by strided loads: a
 // channel shuffle (g = 4, the runs interleave), and arbitrary indices with repeats, a negative index and a
 // descending run; 40 channels with the tiny configuration's 512-word slots, 600 with default (channel blocks).
