@@ -44,10 +44,13 @@ Value* passThrough(const Node& n) {
   if (isOp(n, "Concat") && n.numInputs() == 1) return x;
   if (isOp(n, "Pad")) {
     // Opset >= 11 gives the pads as input 1, older opsets as an attribute; all zero pads in any mode copy.
-    const bool zeroPads = n.hasInput(1) ? constantAllEqual(n.input(1), 0.0)
-                                        : n.hasAttr("pads") && std::all_of(n.attrInts("pads").begin(),
-                                                                           n.attrInts("pads").end(),
-                                                                           [](int64_t p) { return p == 0; });
+    bool zeroPads = false;
+    if (n.hasInput(1)) {
+      zeroPads = constantAllEqual(n.input(1), 0.0);
+    } else if (n.hasAttr("pads")) {
+      const std::vector<int64_t> pads = n.attrInts("pads");  // by value: one vector for begin and end
+      zeroPads = std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; });
+    }
     return zeroPads && sameType(x, y) ? x : nullptr;
   }
   // The neutral element on the right (x + 0, x - 0, x * 1, x / 1), or on the left for commutative ops.

@@ -33,6 +33,21 @@ graph @main(%x: f32[2]) -> (%y: f32[2]) {
   EXPECT_EQ(m->graph->outputs()[0]->name(), "y");
 }
 
+// Opset < 11 spells Pad's pads as an attribute: all zero is removed, a real pad stays.
+TEST(PassesSingleNode, EliminateIdentityRemovesAZeroPadAttribute) {
+  auto m = parse(R"(tessel.model opset{"": 10}
+graph @main(%x: f32[1,2,3,3]) -> (%y: f32[1,2,4,3]) {
+  %p = Pad(%x) {pads=[0, 0, 0, 0, 0, 0, 0, 0]} : f32[1,2,3,3]
+  %r = Relu(%p) : f32[1,2,3,3]
+  %y = Pad(%r) {pads=[0, 0, 1, 0, 0, 0, 0, 0]} : f32[1,2,4,3]
+})");
+  PassPipeline({"eliminate-identity"}).run(*m, {});
+  ASSERT_EQ(m->graph->numNodes(), 2u);
+  EXPECT_EQ(m->graph->nodes()[0]->opType(), "Relu");
+  EXPECT_EQ(m->graph->nodes()[0]->input(0)->name(), "x");
+  EXPECT_EQ(m->graph->nodes()[1]->opType(), "Pad");
+}
+
 TEST(PassesSingleNode, SpecializeShapesMakesShapeConstant) {
   auto m = parse(R"(tessel.model opset{"": 13}
 graph @main(%x: f32[N,3]) -> (%y: f32[N,3]) {
