@@ -92,9 +92,7 @@ void schedCommand(const SchedCmdOptions& o) {
     for (const auto& l : compiled.subgraphs)
       if (l.name == r.name)
         subgraphs.push_back({{"subgraph", l.name}, {"schedule", l.schedule.toJson()}, {"groups", npu::groupTable(l, r.report)}});
-  nlohmann::json hosts = nlohmann::json::array();  // every node left on the host, with the partitioner's reason
-  for (const partition::Placement& p : npu::hostPlacements(compiled))
-    hosts.push_back({{"node", p.node}, {"op", p.opType}, {"reason", p.reason}});
+  const nlohmann::json hosts = npu::hostNodesJson(compiled);  // every node left on the host, with its reason
   if (o.json) {
     fmt::print("{}\n", nlohmann::json{{"cycles", summary["cycles"]},
                                       {"lower_bound_cycles", summary["lower_bound_cycles"]},

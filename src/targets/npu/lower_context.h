@@ -111,6 +111,8 @@ class LowerContext {
   /// Gives a value produced by a node its own DRAM region (regions are not reused, so the scheduler may
   /// overlap any two nodes that do not depend on each other). Nothing happens when it already has a location.
   void allocate(const Value* v);
+  /// allocate() for each output of `node` (output 0 as the result after its fused epilogue, resultValue).
+  void allocateResults(const Node& node);
   /// Makes `v` a view of `base`'s location from channel `channelOffset` on (same pixels, base's stride).
   void view(const Value* v, const TensorLoc& base, int64_t channelOffset);
   bool hasLoc(const Value* v) const { return locs_.count(v) != 0; }

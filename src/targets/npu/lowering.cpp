@@ -207,6 +207,10 @@ bool LowerContext::isBodyOutput(const Value* v) const {
   return std::find(outs.begin(), outs.end(), v) != outs.end();
 }
 
+void LowerContext::allocateResults(const Node& node) {
+  for (const Value* v : node.outputs()) allocate(v == node.output(0) ? resultValue(node) : v);
+}
+
 void LowerContext::view(const Value* v, const TensorLoc& base, int64_t channelOffset) {
   TensorLoc l;
   l.shape = v->type.staticShape();
@@ -448,7 +452,7 @@ sched::VirtualProgram lowerToVirtual(const Graph& body, const hw::Device& device
   if (only)
     for (const auto& n : body.nodes())
       if (const NodeTiling* t = ctx.schedule.tilingOf(n->name()); t && !ctx.fusedInto.count(n.get())) {
-        for (const Value* v : n->outputs()) ctx.allocate(v == n->output(0) ? ctx.resultValue(*n) : v);  // Split: all
+        ctx.allocateResults(*n);
         if (const Node* pool = ctx.globalPool(*n)) ctx.allocate(pool->output(0));
       }
   // Groups are lowered in schedule order (a fused epilogue's other operands come from earlier groups).
@@ -474,7 +478,7 @@ sched::VirtualProgram lowerToVirtual(const Graph& body, const hw::Device& device
       hw::SupportResult r = loweringSupport(n, device);
       if (!r.supported) throw UserError(fmt::format("{} cannot be lowered to '{}': {}", n.describe(), device.name, r.reason));
       if (opFamily(n) != OpFamily::Alias)  // views and concats place their outputs themselves
-        for (const Value* v : n.outputs()) ctx.allocate(v == n.output(0) ? ctx.resultValue(n) : v);
+        ctx.allocateResults(n);
       ctx.group = static_cast<uint32_t>(gi);
       LoweredOp op{n.name(), n.opType(), 0, ""};
       findLowering(n)->lower(n, ctx);

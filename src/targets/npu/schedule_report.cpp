@@ -58,6 +58,13 @@ json groupTable(const LoweredSubgraph& lowered, const SimReport& report) {
   return table;
 }
 
+json hostNodesJson(const CompiledNpuModel& compiled) {
+  json hosts = json::array();
+  for (const partition::Placement& p : hostPlacements(compiled))
+    hosts.push_back({{"node", p.node}, {"op", p.opType}, {"reason", p.reason}});
+  return hosts;
+}
+
 hw::HardwareConfig unboundedBuffers(const hw::HardwareConfig& config) {
   json doc = json::parse(config.canonicalJson());
   for (json& d : doc["devices"])
@@ -99,10 +106,7 @@ json runVariant(const Model& model, const hw::HardwareConfig& config, const Vari
         if (l.name == r.name) groups->push_back({{"subgraph", l.name}, {"groups", groupTable(l, r.report)}});
   }
   json summary = runSummaryJson(compiled, run);
-  json hosts = json::array();
-  for (const partition::Placement& p : hostPlacements(compiled))
-    hosts.push_back({{"node", p.node}, {"op", p.opType}, {"reason", p.reason}});
-  summary["host_nodes"] = hosts;
+  summary["host_nodes"] = hostNodesJson(compiled);
   json windows = json::array();  // per subgraph: the window used (greedy: 0 uncapped, else the cap that fit)
   for (const LoweredSubgraph& l : compiled.subgraphs) windows.push_back(l.schedule.window);
   summary["windows"] = windows;

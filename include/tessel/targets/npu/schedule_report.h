@@ -19,6 +19,9 @@ namespace tessel::npu {
 /// DRAM bytes moved.
 nlohmann::json groupTable(const LoweredSubgraph& lowered, const SimReport& report);
 
+/// Every node of a compiled model the partitioner left on the host: [{node, op, reason}].
+nlohmann::json hostNodesJson(const CompiledNpuModel& compiled);
+
 struct CompareOptions {
   std::map<std::string, Tensor> inputs;                  ///< model inputs (all of them)
   std::function<void(const std::string&)> progress;      ///< called before each variant is compiled
