@@ -24,12 +24,19 @@ bool storedRowMajor(const Shape& s) { return s.size() != 4 || s[2] * s[3] == 1 |
 /// The channel axis of a tensor as the NPU stores it (1 for rank 4, the last axis otherwise).
 int64_t channelAxis(size_t rank) { return rank == 4 ? 1 : static_cast<int64_t>(rank) - 1; }
 
+/// A node's `axis` attribute as written (0 when absent, ONNX's default for Split and Gather).
+int64_t axisAttr(const Node& n) { return n.hasAttr("axis") ? n.attrInt("axis") : 0; }
+
+/// Whether a node's `axis` (Concat, Split, Gather) is the channel axis of a rank-`rank` tensor as the NPU stores it.
+bool alongChannels(const Node& n, size_t rank) {
+  const int64_t a = axisAttr(n);
+  return (a < 0 ? a + static_cast<int64_t>(rank) : a) == channelAxis(rank);
+}
+
 hw::SupportResult checkConcat(const Node& n) {
   const Shape y = n.output(0)->type.staticShape();
-  int64_t axis = n.attrInt("axis");
-  if (axis < 0) axis += static_cast<int64_t>(y.size());
-  if (y.empty() || axis != channelAxis(y.size()))
-    return refuse(fmt::format("Concat along axis {} of a rank-{} tensor is not lowered (only along channels)", n.attrInt("axis"),
+  if (y.empty() || !alongChannels(n, y.size()))
+    return refuse(fmt::format("Concat along axis {} of a rank-{} tensor is not lowered (only along channels)", axisAttr(n),
                               y.size()));
   for (const Value* v : n.inputs())
     if (!v || v->type.staticShape().size() != y.size()) return refuse("inputs must all have the output's rank");
@@ -100,11 +107,9 @@ void channelRange(LowerContext& ctx, const Node& n, const Value* y, const Tensor
 hw::SupportResult checkSplit(const Node& n) {
   const Shape x = n.input(0)->type.staticShape();
   if (x.empty()) return refuse("Split of a scalar");
-  int64_t axis = n.hasAttr("axis") ? n.attrInt("axis") : 0;
-  if (axis < 0) axis += static_cast<int64_t>(x.size());
-  if (axis != channelAxis(x.size()))
-    return refuse(fmt::format("Split along axis {} of a rank-{} tensor is not lowered (only along channels)",
-                              n.hasAttr("axis") ? n.attrInt("axis") : 0, x.size()));
+  if (!alongChannels(n, x.size()))
+    return refuse(fmt::format("Split along axis {} of a rank-{} tensor is not lowered (only along channels)", axisAttr(n),
+                              x.size()));
   for (const Value* y : n.outputs())
     if (!y || !y->type.isStatic() || y->type.staticShape().size() != x.size())
       return refuse("every output must be present with a static shape of the input's rank");
@@ -126,11 +131,9 @@ void lowerSplit(const Node& n, LowerContext& ctx) {
 std::optional<std::vector<int64_t>> gatheredChannels(const Node& n) {
   const Shape x = n.input(0)->type.staticShape();
   if (x.empty() || !n.input(1)->isConstant() || n.input(1)->type.rank() != 1) return std::nullopt;
-  int64_t axis = n.hasAttr("axis") ? n.attrInt("axis") : 0;
-  if (axis < 0) axis += static_cast<int64_t>(x.size());
-  if (axis != channelAxis(x.size())) return std::nullopt;
+  if (!alongChannels(n, x.size())) return std::nullopt;
   std::vector<int64_t> idx = n.input(1)->constant().toInt64Vector();
-  const int64_t C = x[static_cast<size_t>(axis)];
+  const int64_t C = x[static_cast<size_t>(channelAxis(x.size()))];
   for (int64_t& i : idx) {
     if (i < 0) i += C;
     if (i < 0 || i >= C) return std::nullopt;

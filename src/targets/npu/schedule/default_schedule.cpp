@@ -14,7 +14,6 @@
 #include "tessel/targets/npu/lowering.h"
 
 namespace tessel::npu {
-
 namespace {
 
 /// The window the compiler's choices (tiles, fusion, SE) are priced with; the program's own window is chosen when
@@ -107,8 +106,9 @@ uint64_t poolCycles(const PoolGeometry& q, const NodeTiling& t, const hw::NpuCon
 
 /// Busy cycles per unit (LD, MM, VEC, ST) of a depthwise convolution with tiling `t`, with the simulator's
 /// instruction costs: per channel block its weights and bias, per tile the input window, then on the vector unit
-/// one multiply-accumulate per tap (the first one a per-channel affine adding the bias), or on the matrix unit (every t.matrixEvery-th tile) the
-/// bias gemm and one gemm per tap and DIM channels; `epilogueOps` vector ops in place and the store.
+/// one multiply-accumulate per tap (the first one a per-channel affine adding the bias), or on the matrix unit
+/// (every t.matrixEvery-th tile) the bias gemm and one gemm per tap and DIM channels; `epilogueOps` vector ops in
+/// place and the store.
 std::array<uint64_t, 4> depthwiseUnits(const ConvGeometry& p, const NodeTiling& t, int epilogueOps, bool bias,
                                        const hw::NpuConfig& cfg) {
   std::array<uint64_t, 4> u{};

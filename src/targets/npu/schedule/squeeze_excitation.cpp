@@ -7,10 +7,10 @@
 // data already in SRAM: the Mul's own pass (load the map, multiply, store the product, which the convolution
 // loads again) disappears. Each is chosen where the instruction scheduler models it cheaper than the separate
 // pass (a convolution that loads its input once per output-channel pass multiplies it once per pass).
-#include <set>
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "../geometry.h"
 #include "../lower_context.h"
