@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "tessel/rt/epilogue_avx2.h"
 #include "tessel/rt/vmath.h"
+#include "tessel/rt/vmath512.h"
 
 namespace tessel::rt {
 namespace {
@@ -65,7 +67,36 @@ inline void vector_loop(int64_t begin, int64_t end, float* y, F f) {
 
 }  // namespace
 
+#if defined(__AVX512F__)
+namespace {
+// The transcendental ops on 16 lanes (vmath512.h); nullopt for the others, which stay on 8.
+inline std::optional<__m512> unary_v512(UnaryOp op, __m512 x) {
+  switch (op) {
+    case UnaryOp::Exp: return vexp512(x);
+    case UnaryOp::Tanh: return vtanh512(x);
+    case UnaryOp::Erf: return verf512(x);
+    case UnaryOp::Sigmoid: return vsigmoid512(x);
+    case UnaryOp::Gelu: return vgelu512(x);
+    case UnaryOp::Silu: return vsilu512(x);
+    case UnaryOp::HardSwish: return vhardswish512(x);
+    default: return std::nullopt;
+  }
+}
+}  // namespace
+#endif
+
 void unary(UnaryOp op, const float* x, float* y, int64_t n, ThreadPool* pool) {
+#if defined(__AVX512F__)
+  if (unary_v512(op, _mm512_setzero_ps())) {
+    chunked(n, pool, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; i += 16) {
+        const __mmask16 m = vtail_mask512(e - i);
+        _mm512_mask_storeu_ps(y + i, m, *unary_v512(op, _mm512_maskz_loadu_ps(m, x + i)));
+      }
+    });
+    return;
+  }
+#endif
   chunked(n, pool, [&](int64_t b, int64_t e) {
     vector_loop(b, e, y, [&](int64_t i, __m256i m) { return unary_v(op, _mm256_maskload_ps(x + i, m)); });
   });

@@ -2,6 +2,7 @@
 #include "tessel/rt/epilogue.h"
 
 #include "tessel/rt/epilogue_avx2.h"
+#include "tessel/rt/vmath512.h"
 
 namespace tessel::rt {
 
@@ -23,6 +24,13 @@ const char* activation_name(Activation a) {
 
 void apply_activation(float* data, int64_t n, const Epilogue& ep) {
   if (ep.act == Activation::None) return;
+#if defined(__AVX512F__)
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = vtail_mask512(n - i);
+    _mm512_mask_storeu_ps(data + i, m, activate512(_mm512_maskz_loadu_ps(m, data + i), ep));
+  }
+  return;
+#endif
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(data + i, activate(_mm256_loadu_ps(data + i), ep));
   if (i < n) {
@@ -66,7 +74,17 @@ void apply_residual_activation(float* data, const float* residual, int64_t n, co
       return;
     }
     default:
+#if defined(__AVX512F__)
+      // 16 lanes for the transcendental activations (SiLU, Sigmoid, ...: the arithmetic, not memory, bounds them).
+      for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = vtail_mask512(n - i);
+        __m512 v = _mm512_maskz_loadu_ps(m, data + i);
+        if (residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, residual + i));
+        _mm512_mask_storeu_ps(data + i, m, activate512(v, ep));
+      }
+#else
       residual_activation_loop(data, residual, n, [&](__m256 v) { return activate(v, ep); });
+#endif
       return;
   }
 }
@@ -76,6 +94,16 @@ void apply_epilogue_planar(float* data, int64_t channels, int64_t plane, const E
   for (int64_t c = 0; c < channels; ++c) {
     float* row = data + c * plane;
     const float* res = ep.residual ? ep.residual + c * plane : nullptr;
+#if defined(__AVX512F__)
+    const __m512 b16 = _mm512_set1_ps(ep.bias ? ep.bias[c] : 0.0f);
+    for (int64_t i = 0; i < plane; i += 16) {
+      const __mmask16 m = vtail_mask512(plane - i);
+      __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, row + i), b16);
+      if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, res + i));
+      _mm512_mask_storeu_ps(row + i, m, activate512(v, ep));
+    }
+    continue;
+#endif
     __m256 b = _mm256_set1_ps(ep.bias ? ep.bias[c] : 0.0f);
     int64_t i = 0;
     for (; i < plane; i += 8) {

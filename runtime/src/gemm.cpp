@@ -9,6 +9,7 @@
 
 #include "tessel/rt/aligned_buffer.h"
 #include "tessel/rt/epilogue_avx2.h"
+#include "tessel/rt/vmath512.h"
 
 namespace tessel::rt {
 namespace {
@@ -232,11 +233,9 @@ inline void finish_row(float* c, __m256 v0, __m256 v1, int nr, const TileStore& 
 // AVX-512 micro-kernel over the same packed layouts: MP 6-row A panels (stride a_ps) by NP 16-column
 // B panels (stride b_ps), one zmm per row and B panel. MP = NP = 2 is a 12x32 tile with 24
 // accumulators (of 32 registers), 2 loads and 12 broadcasts per 24 FMAs.
-inline __m256 zmm_lo(__m512 v) { return _mm512_castps512_ps256(v); }
-inline __m256 zmm_hi(__m512 v) { return _mm512_castps512_ps256(_mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(3, 2, 3, 2))); }
 
-// finish_row for one zmm of 16 columns (nr <= 16 real ones): masked loads and stores, ReLU and Clip in
-// zmm, other activations through the AVX2 epilogue on both halves.
+// finish_row for one zmm of 16 columns (nr <= 16 real ones): masked loads and stores, every activation on
+// the 16 lanes (vmath512.h).
 // Mask of the first n (0..16) lanes.
 inline __mmask16 first_lanes(int n) {
   return n >= NR ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
@@ -260,11 +259,7 @@ inline void finish_row512(float* c, __m512 v, int nr, const TileStore& t, int64_
       case Activation::Clip:
         v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(ep.alpha)), _mm512_set1_ps(ep.beta));
         break;
-      default: {
-        const __m256 lo = activate(zmm_lo(v), ep), hi = activate(zmm_hi(v), ep);
-        const __m512d both = _mm512_insertf64x4(_mm512_setzero_pd(), _mm256_castps_pd(lo), 0);
-        v = _mm512_castpd_ps(_mm512_insertf64x4(both, _mm256_castps_pd(hi), 1));
-      }
+      default: v = activate512(v, ep);
     }
   }
   _mm512_mask_storeu_ps(c, m, v);
@@ -277,10 +272,7 @@ inline void finish_row512(float* c, __m512 v, int nr, const TileStore& t, int64_
 __attribute__((noinline)) void store_tile512(const __m512* acc, int R, int NP, float* c, int mr, int nr,
                                              const TileStore& t, int64_t row, int64_t col) {
   const Epilogue& ep = *t.ep;
-  const bool simple = t.alpha == 1.0f && (!t.first || t.beta == 0.0f) &&
-                      (!t.last || (!(ep.bias && ep.bias_per_column) &&
-                                   (ep.act == Activation::None || ep.act == Activation::Relu ||
-                                    ep.act == Activation::Clip)));
+  const bool simple = t.alpha == 1.0f && (!t.first || t.beta == 0.0f) && (!t.last || !(ep.bias && ep.bias_per_column));
   const int rows = std::min(R, mr);
   if (!simple) {
     for (int r = 0; r < rows; ++r)
@@ -311,6 +303,7 @@ __attribute__((noinline)) void store_tile512(const __m512* acc, int R, int NP, f
         if (rr) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask[p], rr + p * NR));
         if (act == Activation::Relu) v = _mm512_max_ps(v, _mm512_setzero_ps());
         else if (act == Activation::Clip) v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+        else if (act != Activation::None) v = activate512(v, ep);  // SiLU, HardSwish, ...: 16 lanes inline
       }
       _mm512_mask_storeu_ps(cr + p * NR, mask[p], v);
     }

@@ -1,0 +1,125 @@
+// Inline AVX-512 vector math: the 16-lane counterparts of vmath.h (same polynomials, same documented
+// errors, checked by tests/unit/rt_eltwise_test.cpp in the AVX-512 build), used by the kernels of the AVX-512
+// runtime for activations in their stores. The one difference: sigmoid and SiLU take 1 / (1 + e^-x) from the
+// 14-bit reciprocal estimate refined by one Newton step (about 1 ulp) instead of a division, which on 512-bit
+// registers costs more than the exponential.
+#pragma once
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+
+#include "tessel/rt/epilogue.h"
+
+namespace tessel::rt {
+
+/// e^x (vexp's Cephes range reduction and polynomial).
+inline __m512 vexp512(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3365447505531f)), _mm512_set1_ps(88.3762626647949f));
+  const __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
+  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
+  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507e-3f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073e-3f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894e-2f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
+  y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
+  const __m512i n = _mm512_add_epi32(_mm512_cvtps_epi32(fx), _mm512_set1_epi32(127));
+  return _mm512_mul_ps(y, _mm512_castsi512_ps(_mm512_slli_epi32(n, 23)));
+}
+
+/// 1 / d for d >= 1: the 14-bit estimate and one Newton step, r (2 - d r).
+inline __m512 vrecip512(__m512 d) {
+  const __m512 r = _mm512_rcp14_ps(d);
+  return _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(2.0f)));
+}
+
+/// 1 / (1 + e^-x).
+inline __m512 vsigmoid512(__m512 x) {
+  return vrecip512(_mm512_add_ps(_mm512_set1_ps(1.0f), vexp512(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+}
+
+/// x * sigmoid(x) (SiLU / Swish).
+inline __m512 vsilu512(__m512 x) { return _mm512_mul_ps(x, vsigmoid512(x)); }
+
+namespace detail {
+template <int NP, int NQ>
+inline __m512 odd_rational512(__m512 x, const float (&p)[NP], const float (&q)[NQ]) {
+  const __m512 x2 = _mm512_mul_ps(x, x);
+  __m512 num = _mm512_set1_ps(p[0]);
+  for (int i = 1; i < NP; ++i) num = _mm512_fmadd_ps(num, x2, _mm512_set1_ps(p[i]));
+  __m512 den = _mm512_set1_ps(q[0]);
+  for (int i = 1; i < NQ; ++i) den = _mm512_fmadd_ps(den, x2, _mm512_set1_ps(q[i]));
+  return _mm512_div_ps(_mm512_mul_ps(x, num), den);
+}
+}  // namespace detail
+
+/// tanh(x): vtanh's rational 13/6 approximation, saturating beyond 7.9; x itself below 4e-4.
+inline __m512 vtanh512(__m512 x) {
+  static constexpr float p[] = {-2.76076847742355e-16f, 2.00018790482477e-13f, -8.60467152213735e-11f,
+                                5.12229709037114e-08f,  1.48572235717979e-05f, 6.37261928875436e-04f,
+                                4.89352455891786e-03f};
+  static constexpr float q[] = {1.19825839466702e-06f, 1.18534705686654e-04f, 2.26843463243900e-03f,
+                                4.89352518554385e-03f};
+  const __m512 clamp = _mm512_set1_ps(7.90531110763549805f);
+  const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, _mm512_sub_ps(_mm512_setzero_ps(), clamp)), clamp);
+  const __m512 r = detail::odd_rational512(xc, p, q);
+  const __mmask16 tiny = _mm512_cmp_ps_mask(_mm512_abs_ps(x), _mm512_set1_ps(4e-4f), _CMP_LT_OQ);
+  return _mm512_mask_blend_ps(tiny, r, x);
+}
+
+/// erf(x): verf's rational 13/8 approximation on [-4, 4], +-1 beyond.
+inline __m512 verf512(__m512 x) {
+  static constexpr float p[] = {-2.72614225801306e-10f, 2.77068142495902e-08f, -2.10102402082508e-06f,
+                                -5.69250639462346e-05f, -7.34990630326855e-04f, -2.95459980854025e-03f,
+                                -1.60960333262415e-02f};
+  static constexpr float q[] = {-1.45660718464996e-05f, -2.13374055278905e-04f, -1.68282697438203e-03f,
+                                -7.37332916720468e-03f, -1.42647390514189e-02f};
+  const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-4.0f)), _mm512_set1_ps(4.0f));
+  return detail::odd_rational512(xc, p, q);
+}
+
+/// GELU with the exact erf form: 0.5 x (1 + erf(x / sqrt 2)).
+inline __m512 vgelu512(__m512 x) {
+  const __m512 e = verf512(_mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752f)));
+  return _mm512_mul_ps(_mm512_mul_ps(x, _mm512_set1_ps(0.5f)), _mm512_add_ps(e, _mm512_set1_ps(1.0f)));
+}
+
+/// max(0, min(1, alpha x + beta)).
+inline __m512 vhardsigmoid512(__m512 x, float alpha, float beta) {
+  const __m512 y = _mm512_fmadd_ps(x, _mm512_set1_ps(alpha), _mm512_set1_ps(beta));
+  return _mm512_min_ps(_mm512_max_ps(y, _mm512_setzero_ps()), _mm512_set1_ps(1.0f));
+}
+
+/// x * hardsigmoid(x; 1/6, 1/2) (ONNX HardSwish).
+inline __m512 vhardswish512(__m512 x) { return _mm512_mul_ps(x, vhardsigmoid512(x, 1.0f / 6.0f, 0.5f)); }
+
+/// act(v) for the activation and parameters of `ep` (epilogue_avx2.h's activate() on 16 lanes).
+inline __m512 activate512(__m512 v, const Epilogue& ep) {
+  switch (ep.act) {
+    case Activation::None: return v;
+    case Activation::Relu: return _mm512_max_ps(v, _mm512_setzero_ps());
+    case Activation::Clip: return _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(ep.alpha)), _mm512_set1_ps(ep.beta));
+    case Activation::LeakyRelu: {
+      const __mmask16 neg = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ);
+      return _mm512_mask_mul_ps(v, neg, v, _mm512_set1_ps(ep.alpha));
+    }
+    case Activation::Sigmoid: return vsigmoid512(v);
+    case Activation::HardSigmoid: return vhardsigmoid512(v, ep.alpha, ep.beta);
+    case Activation::HardSwish: return vhardswish512(v);
+    case Activation::Silu: return vsilu512(v);
+    case Activation::Gelu: return vgelu512(v);
+    case Activation::Tanh: return vtanh512(v);
+  }
+  return v;
+}
+
+/// Mask of the first n (0..16) lanes.
+inline __mmask16 vtail_mask512(int64_t n) {
+  return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
+}
+
+}  // namespace tessel::rt
+#endif
