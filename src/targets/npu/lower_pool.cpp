@@ -39,6 +39,22 @@ bool windowsLeavePaddedImage(const Node& n, const PoolProblem& q) {
   return (q.OH - 1) * q.sH - q.pT + q.KH > q.H + p[2] || (q.OW - 1) * q.sW - q.pL + q.KW > q.W + p[3];
 }
 
+/// The window taps of a pool tile folded into `acc` (tile layout [row][col][c]): the first two taps in one binary
+/// op (max or sum of the two windows), then one per further tap; a 1x1 window is a copy. `tap(kh, kw)` addresses
+/// a tap's window in region `in`.
+template <class Tap>
+void reduceWindowTaps(LowerContext& ctx, const PoolProblem& q, int32_t acc, int32_t in, uint32_t r, uint32_t cl, uint32_t c,
+                      Tap tap) {
+  const SramOperand tile = ctx.at(acc, 0, uint64_t{cl} * c, c);
+  const VecOp op = q.isMax ? VecOp::Max : VecOp::Add;
+  if (q.KH * q.KW == 1) {
+    ctx.emit(makeVecUnary(VecOp::Copy, tile, tap(0, 0), r, cl, c), acc, in);
+    return;
+  }
+  ctx.emit(makeVecBinary(op, tile, tap(0, 0), tap(1 / q.KW, 1 % q.KW), r, cl, c), acc, in, in);
+  for (int64_t k = 2; k < q.KH * q.KW; ++k) ctx.emit(makeVecBinary(op, tile, tile, tap(k / q.KW, k % q.KW), r, cl, c), acc, acc, in);
+}
+
 hw::SupportResult checkPool(const Node& n) {
   if (n.input(0)->type.dims->size() != 4) return refuse("only 2-D pooling (rank-4 input) is lowered");
   if (n.numOutputs() > 1 && n.output(1)) return refuse("the Indices output is not lowered");
@@ -92,14 +108,8 @@ void lowerPool(const Node& n, LowerContext& ctx) {
           const int32_t acc = ctx.region(resultBuffer, static_cast<uint64_t>(rows * cols * ck));
           SramOperand tile = ctx.at(acc, 0, cols * ck, ck);
           auto r = static_cast<uint32_t>(rows), cl = static_cast<uint32_t>(cols);
-          for (int64_t kh = 0; kh < q.KH; ++kh)
-            for (int64_t kw = 0; kw < q.KW; ++kw) {
-              SramOperand window = ctx.at(in, (kh * wt + kw) * ck, q.sH * wt * ck, q.sW * ck);
-              if (kh == 0 && kw == 0)
-                ctx.emit(makeVecUnary(VecOp::Copy, tile, window, r, cl, c), acc, in);
-              else
-                ctx.emit(makeVecBinary(q.isMax ? VecOp::Max : VecOp::Add, tile, tile, window, r, cl, c), acc, acc, in);
-            }
+          reduceWindowTaps(ctx, q, acc, in, r, cl, c,
+                           [&](int64_t kh, int64_t kw) { return ctx.at(in, (kh * wt + kw) * ck, q.sH * wt * ck, q.sW * ck); });
           if (!q.isMax) ctx.emit(makeVecUnary(VecOp::Scale, tile, tile, r, cl, c, q.scale, 0.0f), acc, acc);
           ctx.emit(makeStore(tile, y.addr + ((n0 * q.OH + oy0) * q.OW + ox0) * sy + c0, q.OW * sy, sy, r, cl, c), -1, acc);
         }
@@ -153,14 +163,9 @@ int32_t poolTileOnChip(LowerContext& ctx, const Node& node, int64_t oy0, int64_t
   const int32_t acc = ctx.region(Buffer::Accumulator, static_cast<uint64_t>(rows * cols * ck));
   SramOperand tile = ctx.at(acc, 0, cols * ck, ck);
   auto r = static_cast<uint32_t>(rows), cl = static_cast<uint32_t>(cols), c = static_cast<uint32_t>(ck);
-  for (int64_t kh = 0; kh < q.KH; ++kh)
-    for (int64_t kw = 0; kw < q.KW; ++kw) {
-      SramOperand src = ctx.at(window.region, static_cast<uint64_t>(base + (kh * wc + kw) * C), q.sH * wc * C, q.sW * C);
-      if (kh == 0 && kw == 0)
-        ctx.emit(makeVecUnary(VecOp::Copy, tile, src, r, cl, c), acc, window.region);
-      else
-        ctx.emit(makeVecBinary(q.isMax ? VecOp::Max : VecOp::Add, tile, tile, src, r, cl, c), acc, acc, window.region);
-    }
+  reduceWindowTaps(ctx, q, acc, window.region, r, cl, c, [&](int64_t kh, int64_t kw) {
+    return ctx.at(window.region, static_cast<uint64_t>(base + (kh * wc + kw) * C), q.sH * wc * C, q.sW * C);
+  });
   if (!q.isMax) ctx.emit(makeVecUnary(VecOp::Scale, tile, tile, r, cl, c, q.scale, 0.0f), acc, acc);
   return acc;
 }

@@ -65,7 +65,8 @@ SubgraphWork subgraphWork(const Graph& body, const hw::NpuConfig& cfg) {
       }
       case lower::OpFamily::Pool: {
         const PoolGeometry q = poolGeometry(*n);
-        w.vectorCycles += out * static_cast<uint64_t>(q.KH * q.KW + (q.isMax ? 0 : 1)) * cfg.vectorCyclesPerVector;
+        // One op per tap after the first two (which take one together), and the average's scale.
+        w.vectorCycles += out * static_cast<uint64_t>(std::max<int64_t>(1, q.KH * q.KW - 1) + (q.isMax ? 0 : 1)) * cfg.vectorCyclesPerVector;
         break;
       }
       case lower::OpFamily::GlobalPool: w.vectorCycles += (elements(n->input(0)) + out) * cfg.vectorCyclesPerVector; break;

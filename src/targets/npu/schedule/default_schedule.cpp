@@ -99,7 +99,7 @@ uint64_t poolCycles(const PoolGeometry& q, const NodeTiling& t, const hw::NpuCon
         Instruction v;
         v.opcode = Opcode::VecBinary, v.vecOp = VecOp::Max;
         v.outer = io.outer, v.inner = io.inner, v.vecLen = io.vecLen;
-        vec += static_cast<uint64_t>(q.KH * q.KW) * instructionCost(v, cfg).occupancy;
+        vec += static_cast<uint64_t>(std::max<int64_t>(1, q.KH * q.KW - 1)) * instructionCost(v, cfg).occupancy;  // the first two taps in one op
       }
   return std::max({ld, vec, st});
 }

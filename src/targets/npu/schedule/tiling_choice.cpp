@@ -156,7 +156,7 @@ MatrixCost matrixCost(const ConvGeometry& p, const NodeTiling& t, const hw::NpuC
                2 * c.outWords <= cap(Buffer::Output);
   c.streamStall = static_cast<uint64_t>(passes * tiles * blocks) * streamStall;
   // Resident weights of the next pass load while the current pass runs only if both fit.
-  if (t.weightsResident && 2 * passWeights > wgtCap)
+  if (t.weightsResident && 2 * passWeights >= wgtCap)
     c.streamStall += static_cast<uint64_t>(passes) * contiguousLoadCycles(cfg, passWeights);
   const uint64_t steady = std::max(*std::max_element(c.units.begin(), c.units.end()), c.units[1] + c.streamStall);
   const uint64_t perTileSum = (c.units[0] + c.units[1] + c.units[2] + c.units[3]) / static_cast<uint64_t>(passes * tiles);
