@@ -1,7 +1,7 @@
 // Pass fuse-transformer-patterns: the decomposed forms exporters emit for transformer blocks become one
 // node each: LayerNorm (ReduceMean, Sub, Pow, ReduceMean, Add eps, Sqrt, Div [, Mul gamma] [, Add beta])
-// -> LayerNormalization; Erf GELU (x * 0.5 * (1 + Erf(x / sqrt 2))) -> Gelu; Softmax(Q Kt * c) V ->
-// tessel.Attention. Every intermediate must be read only inside its pattern.
+// -> LayerNormalization; Softmax(Q Kt * c) V -> tessel.Attention (GELU: pass fuse-gelu, run before this one).
+// Every intermediate must be read only inside its pattern.
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -136,37 +136,6 @@ bool fuseLayerNorm(Graph& graph, Node* mean) {
   return true;
 }
 
-// ---- GELU
-
-/// Matches x * 0.5 * (1 + Erf(x / sqrt 2)) around `erf` (any association of the two Muls) -> Gelu(x).
-bool fuseGelu(Graph& graph, Node* erf) {
-  Node* scaleDown = erf->input(0)->producer();
-  if (!scaleDown || passes::soleUser(erf->input(0)) != erf || !passes::isStaticF32(erf->output(0))) return false;
-  Value* x = scaleDown->input(0);
-  const bool scaled = (isStd(scaleDown, "Div") && near(scalarConstant(scaleDown->input(1)), std::sqrt(2.0))) ||
-                      (isStd(scaleDown, "Mul") && near(scalarConstant(scaleDown->input(1)), std::sqrt(0.5)));
-  if (!scaled || x->type != erf->output(0)->type) return false;
-  Node* plusOne = passes::soleUser(erf->output(0));
-  if (!isStd(plusOne, "Add") || !near(scalarConstant(otherOperand(plusOne, erf->output(0))), 1.0)) return false;
-  Node* mul = passes::soleUser(plusOne->output(0));
-  if (!isStd(mul, "Mul")) return false;
-  Value* factor = otherOperand(mul, plusOne->output(0));
-  std::vector<Node*> chain;
-  if (factor == x) {  // (x * (1 + erf)) * 0.5
-    Node* half = passes::soleUser(mul->output(0));
-    if (!isStd(half, "Mul") || !near(scalarConstant(otherOperand(half, mul->output(0))), 0.5)) return false;
-    chain = {scaleDown, erf, plusOne, mul, half};
-  } else {  // (x * 0.5) * (1 + erf)
-    Node* half = factor ? producerReadOnlyBy(factor, "Mul", mul) : nullptr;
-    if (!half || otherOperand(half, x) == nullptr || !near(scalarConstant(otherOperand(half, x)), 0.5)) return false;
-    chain = {half, scaleDown, erf, plusOne, mul};
-  }
-  if (chain.back()->output(0)->type != x->type) return false;
-  Node* gelu = passes::replaceChain(graph, chain, "Gelu", "", {x}, graph.uniqueName(erf->name() + ".gelu"));
-  gelu->setAttr("approximate", std::string("none"));
-  return true;
-}
-
 // ---- attention
 
 /// Matches MatMul(Softmax(MatMul(Q, Kt) [* c | / c], last axis), V) ending at `softmax`.
@@ -205,7 +174,7 @@ class FuseTransformerPatternsPass : public Pass {
     Graph& graph = *model.graph;
     bool changed = false;
     // Each rewrite removes nodes, so candidates are collected per pattern and re-checked when reached.
-    for (auto [op, fuse] : {std::pair{"ReduceMean", &fuseLayerNorm}, {"Erf", &fuseGelu}, {"Softmax", &fuseAttention}}) {
+    for (auto [op, fuse] : {std::pair{"ReduceMean", &fuseLayerNorm}, {"Softmax", &fuseAttention}}) {
       std::vector<std::string> names;
       for (const auto& n : graph.nodes())
         if (isStd(n.get(), op)) names.push_back(n->output(0)->name());
@@ -222,7 +191,7 @@ class FuseTransformerPatternsPass : public Pass {
 }  // namespace
 
 TESSEL_REGISTER_PASS(fuse_transformer_patterns, "fuse-transformer-patterns",
-                     "decomposed LayerNorm -> LayerNormalization, Erf GELU -> Gelu, Softmax(Q Kt c) V -> tessel.Attention",
+                     "decomposed LayerNorm -> LayerNormalization, Softmax(Q Kt c) V -> tessel.Attention",
                      [] { return std::make_unique<FuseTransformerPatternsPass>(); });
 
 }  // namespace tessel

@@ -28,7 +28,8 @@ const std::map<std::string, PipelineList>& pipelines() {
          "reduce-to-global-pool",
          "cse",
          "fold-batchnorm",
-         "fuse-transformer-patterns",  // before the epilogues (Gelu) and fuse-elementwise (it would take the chains)
+         "fuse-gelu",                  // before the epilogues (Gelu) and fuse-elementwise (it would take the chains)
+         "fuse-transformer-patterns",
          "fuse-conv-epilogue",
          "fuse-gemm-epilogue",
          "fuse-elementwise",
@@ -41,7 +42,7 @@ const std::map<std::string, PipelineList>& pipelines() {
        {"npu",
         {"infer-shapes", "specialize-shapes", "fold-constants", "eliminate-identity", "reduce-to-global-pool", "cse",
          "fold-batchnorm",
-         "fuse-activation-patterns", "channel-shuffle-to-gather", "dce", "infer-shapes"}}},
+         "fuse-activation-patterns", "fuse-gelu", "channel-shuffle-to-gather", "dce", "infer-shapes"}}},
   };
   return table;
 }

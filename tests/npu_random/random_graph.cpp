@@ -183,7 +183,7 @@ class RandomGraphBuilder {
   }
 
   void unary(Value* x) {
-    switch (weighted({25, 15, 10, 10, 10, 8, 8, 6})) {
+    switch (weighted({25, 15, 10, 10, 10, 8, 8, 6, 8})) {
       case 0: node("Relu", {x}); return;
       case 1: {
         const float lo = uniform(-1.0f, 0.0f), hi = uniform(0.1f, 2.0f);
@@ -195,8 +195,33 @@ class RandomGraphBuilder {
       case 4: node("Tanh", {x}); return;
       case 5: node("HardSigmoid", {x}, {{"alpha", uniform(0.1f, 0.4f)}, {"beta", uniform(0.3f, 0.7f)}}); return;
       case 6: node("HardSwish", {x}); return;
-      default: node("Exp", {node("Clip", {x, scalar(-4.0f), scalar(2.0f)})}); return;  // bounded first
+      case 7: node("Exp", {node("Clip", {x, scalar(-4.0f), scalar(2.0f)})}); return;  // bounded first
+      default: gelu(x); return;
     }
+  }
+
+  /// GELU as exporters spell it (the npu pipeline recombines it into one Gelu node): the erf form
+  /// x * 0.5 * (1 + Erf(x / sqrt 2)) or the tanh form x * 0.5 * (1 + Tanh(sqrt(2/pi) * (x + 0.044715 x^3))), with x^3 as
+  /// Pow or two Muls, the constants on either side and either association of the outer product; the intermediates
+  /// may be picked up by later nodes (then the pattern stays decomposed: Erf on the NPU, Pow on the host). Inputs
+  /// are scaled by 3 first so that the curve's tails are reached.
+  void gelu(Value* x) {
+    x = node("Mul", {x, scalar(3.0f)});
+    Value* phi = nullptr;
+    if (chance(0.5)) {
+      Value* scaled = chance(0.5) ? node("Div", {x, scalar(1.41421356f)}) : node("Mul", {x, scalar(0.70710678f)});
+      phi = node("Erf", {scaled});
+    } else {
+      Value* cube = chance(0.5) ? node("Pow", {x, scalar(3.0f)}) : node("Mul", {x, node("Mul", {x, x})});
+      Value* term = chance(0.5) ? node("Mul", {scalar(0.044715f), cube}) : node("Mul", {cube, scalar(0.044715f)});
+      Value* sum = chance(0.5) ? node("Add", {x, term}) : node("Add", {term, x});
+      phi = node("Tanh", {chance(0.5) ? node("Mul", {scalar(0.7978845608f), sum}) : node("Mul", {sum, scalar(0.7978845608f)})});
+    }
+    Value* onePlus = chance(0.5) ? node("Add", {phi, scalar(1.0f)}) : node("Add", {scalar(1.0f), phi});
+    if (chance(0.5))
+      node("Mul", {node("Mul", {x, onePlus}), scalar(0.5f)});
+    else
+      node("Mul", {node("Mul", {x, scalar(0.5f)}), onePlus});
   }
 
   /// An earlier tensor of x's shape (x itself sometimes, when there is none or rarely), else nullptr.
@@ -319,14 +344,24 @@ class RandomGraphBuilder {
     node("Slice", {x, ints({startArg}), ints({endArg}), ints({chance(0.5) || rows ? axis : axis - 4})});
   }
 
-  /// Resize nearest by integer factors (1-3 per axis) with a coordinate/rounding pair that the NPU lowers, or now and
-  /// then linear mode or asymmetric rounding to nearest with factor 3 (both stay on the host).
+  /// Resize by integer factors: nearest (1-3 per axis) with a coordinate/rounding pair that the NPU lowers, or now and
+  /// then asymmetric rounding to nearest with factor 3 (stays on the host); linear (bilinear, 1-4 per axis on images of
+  /// at most 24x24) with half_pixel, pytorch_half_pixel or asymmetric coordinates, or now and then align_corners or
+  /// cubic mode (both stay on the host).
   void upsample(Value* x) {
-    const int64_t sH = pick(1, 3), sW = sH == 1 ? pick(2, 3) : pick(1, 3);
+    const Shape s = shapeOf(x);
+    const bool linear = chance(0.4);
+    const int64_t most = linear && s[2] <= 24 && s[3] <= 24 ? 4 : 3;
+    const int64_t sH = pick(1, most), sW = sH == 1 ? pick(2, most) : pick(1, most);
     std::string mode = "nearest", coordinates = oneOf<std::string>({"half_pixel", "asymmetric", "pytorch_half_pixel"});
     std::string rounding = coordinates == "asymmetric" ? "floor" : oneOf<std::string>({"round_prefer_floor", "round_prefer_ceil"});
-    if (chance(0.1)) mode = "linear";
-    else if (chance(0.1)) coordinates = "asymmetric", rounding = "round_prefer_floor";
+    if (linear) {
+      mode = "linear";
+      if (chance(0.1)) coordinates = "align_corners";
+      else if (chance(0.05)) mode = "cubic";
+    } else if (chance(0.1)) {
+      coordinates = "asymmetric", rounding = "round_prefer_floor";
+    }
     Value* roi = constant("roi", Tensor::fromVector<float>({0}, {}));
     Value* scales = constant("scales", Tensor::fromVector<float>({4}, {1, 1, static_cast<float>(sH), static_cast<float>(sW)}));
     node("Resize", {x, roi, scales},

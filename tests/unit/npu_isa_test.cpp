@@ -49,7 +49,7 @@ class RandomInstructions {
         operand(in.dst), operand(in.srcA), operand(in.srcB);
         break;
       case Opcode::VecUnary:
-        in.vecOp = static_cast<VecOp>(16 + bits(4) % 11);
+        in.vecOp = static_cast<VecOp>(16 + bits(4) % 14);  // copy .. gelu_tanh
         shape(in);
         operand(in.dst), operand(in.srcA);
         in.imm0 = std::bit_cast<float>(static_cast<uint32_t>(bits(32)));
@@ -137,6 +137,15 @@ TEST(NpuIsa, FieldsThatDoNotFitAreRefusedByName) {
 TEST(NpuIsa, DecodeRejectsUnknownOpcodes) {
   EncodedInstruction bits{31, 0, 0, 0};  // opcode field = 31
   EXPECT_THROW(decode(bits), tessel::UserError);
+  // The unary sub-ops end at gelu_tanh (29): 30 is unknown.
+  Instruction v;
+  v.opcode = Opcode::VecUnary;
+  v.vecOp = VecOp::GeluTanh;
+  EncodedInstruction ok = encode(v);
+  EXPECT_EQ(decode(ok).vecOp, VecOp::GeluTanh);
+  EXPECT_EQ(disassemble(v).find("gelu_tanh") != std::string::npos, true) << disassemble(v);
+  v.vecOp = static_cast<VecOp>(30);
+  EXPECT_THROW(encode(v), tessel::UserError);
 }
 
 TEST(NpuIsa, DisassemblyIsOneReadableLinePerInstruction) {

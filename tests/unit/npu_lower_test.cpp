@@ -546,7 +546,8 @@ Node* resize(Graph& g, Value* x, const std::vector<float>& scales, const std::st
 
 // Nearest upsampling by integer factors (2x2 half_pixel, 3x2 asymmetric floor, 1x4 pytorch_half_pixel) as DMA:
 // loads per column phase, stores per row phase; 300 channels make the default tiles split the columns and tiny
-// the channels. Linear mode, fractional factors and asymmetric rounding that is not floor(x / s) are refused.
+// the channels. Cubic mode, linear align_corners, fractional factors and asymmetric rounding that is not
+// floor(x / s) are refused.
 TEST(NpuLower, NearestResizeByStridedLoadsAndStores) {
   for (int64_t C : {5, 300})
     checkBoth([C](Graph& g) {
@@ -558,18 +559,73 @@ TEST(NpuLower, NearestResizeByStridedLoadsAndStores) {
     });
   Graph g;
   Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 8, 6, 6}));
-  Node* linear = resize(g, x, {1, 1, 2, 2}, "half_pixel", "round_prefer_floor");
-  linear->setAttr("mode", std::string("linear"));
+  Node* cubic = resize(g, x, {1, 1, 2, 2}, "half_pixel", "round_prefer_floor");
+  cubic->setAttr("mode", std::string("cubic"));
+  Node* corners = resize(g, x, {1, 1, 2, 2}, "align_corners", "round_prefer_floor");
+  corners->setAttr("mode", std::string("linear"));
   Node* fractional = resize(g, x, {1, 1, 1.5f, 1.5f}, "half_pixel", "round_prefer_floor");
   Node* rounding = resize(g, x, {1, 1, 3, 3}, "asymmetric", "round_prefer_floor");
-  for (Node* n : {linear, fractional, rounding}) g.addOutput(n->output(0));
+  for (Node* n : {cubic, corners, fractional, rounding}) g.addOutput(n->output(0));
   inferShapes(g);
-  for (const auto& [n, why] : std::vector<std::pair<Node*, std::string>>{
-           {linear, "only nearest"}, {fractional, "not an integer upscaling"}, {rounding, "does not map output x"}}) {
+  for (const auto& [n, why] : std::vector<std::pair<Node*, std::string>>{{cubic, "only nearest and linear"},
+                                                                         {corners, "'align_corners'"},
+                                                                         {fractional, "not an integer upscaling"},
+                                                                         {rounding, "does not map output x"}}) {
     hw::SupportResult r = npu::loweringSupport(*n, *config("default.json").firstNpu());
     EXPECT_FALSE(r.supported);
     EXPECT_NE(r.reason.find(why), std::string::npos) << r.reason;
   }
+}
+
+// Bilinear upsampling by integer factors on the vector unit (edge-clamped halo, per-phase weights along W then H):
+// 2x2 half_pixel, 4x4 asymmetric, 2x4 pytorch_half_pixel and 1x3 half_pixel, on odd images; 300 channels and a
+// 24x20 image make tiles split channels, rows and columns (inner tiles read real halo rows and columns), batch 2
+// the image axis. The scales may also come as output sizes.
+TEST(NpuLower, BilinearResizeByVectorInterpolation) {
+  for (int64_t C : {3, 300})
+    checkBoth([C](Graph& g) {
+      Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, C, 7, 9}));
+      Value* r = g.addNode("Relu", {x}, {"r"})->output(0);
+      for (auto [scales, coordinates] : std::vector<std::pair<std::vector<float>, std::string>>{
+               {{1, 1, 2, 2}, "half_pixel"}, {{1, 1, 4, 4}, "asymmetric"}, {{1, 1, 2, 4}, "pytorch_half_pixel"},
+               {{1, 1, 1, 3}, "half_pixel"}}) {
+        Node* n = resize(g, r, scales, coordinates, "round_prefer_floor");
+        n->setAttr("mode", std::string("linear"));
+        g.addOutput(n->output(0));
+      }
+    });
+  checkBoth([](Graph& g) {
+    Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {2, 40, 24, 20}));
+    Value* roi = g.addConstant("roi", Tensor::fromVector<float>({0}, {}));
+    Value* scales = g.addConstant("scales", Tensor::fromVector<float>({0}, {}));
+    Value* sizes = g.addConstant("sizes", Tensor::fromVector<int64_t>({4}, {2, 40, 48, 40}));
+    Node* n = g.addNode("Resize", {x, roi, scales, sizes}, {"up"});
+    n->setAttr("mode", std::string("linear"));
+    g.addOutput(n->output(0));
+  });
+}
+
+// Gelu (erf form, fused into the Conv's epilogue, and approximate="tanh" on its own) and Erf on the vector unit, on
+// inputs scaled by 4 so that the tails are reached; a Gelu with an unknown approximation is refused with the reason.
+TEST(NpuLower, GeluAndErfOnTheVectorUnit) {
+  checkBoth([](Graph& g) {
+    Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 19, 6, 7}));
+    Value* wide = g.addNode("Mul", {x, g.addConstant("four", Tensor::scalar(4.0f))}, {"wide"})->output(0);
+    g.addOutput(g.addNode("Gelu", {conv(g, wide, 19, 21, 3, 1, 1, 1, true, 5)}, {"gelu"})->output(0));
+    Node* approx = g.addNode("Gelu", {wide}, {"gelu_tanh"});
+    approx->setAttr("approximate", std::string("tanh"));
+    g.addOutput(approx->output(0));
+    g.addOutput(g.addNode("Erf", {wide}, {"erf"})->output(0));
+  });
+  Graph g;
+  Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 4, 3, 3}));
+  Node* bad = g.addNode("Gelu", {x}, {"bad"});
+  bad->setAttr("approximate", std::string("cubic"));
+  g.addOutput(bad->output(0));
+  inferShapes(g);
+  hw::SupportResult r = npu::loweringSupport(*bad, *config("default.json").firstNpu());
+  EXPECT_FALSE(r.supported);
+  EXPECT_NE(r.reason.find("no vector sub-op"), std::string::npos) << r.reason;
 }
 
 // A Gather of channels with constant indices moves runs of consecutive input channels by strided loads: a

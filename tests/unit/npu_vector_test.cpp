@@ -2,7 +2,9 @@
 // WAR / WAW hazard checks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <iostream>
 #include <random>
 
 #include "tessel/targets/npu/simulator.h"
@@ -105,6 +107,42 @@ TEST(NpuVector, UnaryOpsWithImmediatesMatchNaiveLoops) {
     in.imm0 = c.imm0, in.imm1 = c.imm1;
     std::vector<float> out = runVector(in, x, {0.0f}, n);
     for (uint32_t i = 0; i < n; ++i) ASSERT_NEAR(out[i], c.ref(x[i], c.imm0, c.imm1), 1e-6) << vecOpName(c.op) << " " << i;
+  }
+}
+
+// The vector unit's erf, gelu (erf form) and gelu_tanh against double-precision references over a sweep of
+// [-12, 12] in steps of 1/1024 and some far values: erf within 5e-7, gelu within 3e-7 * max(1, |x|) of
+// x * Phi(x) (std::erf), gelu_tanh within 2e-7 * max(1, |x|) of its formula (the bounds docs/npu.md documents).
+TEST(NpuVector, ErfAndGeluWithinTheirBounds) {
+  std::vector<float> xs;
+  for (int i = -12 * 1024; i <= 12 * 1024; ++i) xs.push_back(static_cast<float>(i) / 1024.0f);
+  for (float far : {1e-30f, 1e-6f, 30.0f, 1e3f, 1e6f, 3e12f}) xs.push_back(far), xs.push_back(-far);
+  auto erfRef = [](double x) { return std::erf(x); };
+  auto geluRef = [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); };
+  auto tanhRef = [](double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); };
+  struct Case {
+    VecOp op;
+    double (*ref)(double);
+    double absolute, perUnit;  // bound: absolute + perUnit * max(1, |x|)
+  };
+  const Case cases[] = {{VecOp::Erf, +erfRef, 5e-7, 0}, {VecOp::Gelu, +geluRef, 0, 3e-7}, {VecOp::GeluTanh, +tanhRef, 0, 2e-7}};
+  for (const Case& c : cases) {
+    EXPECT_TRUE(isComplexVecOp(c.op)) << vecOpName(c.op);
+    double worst = 0;
+    for (size_t first = 0; first < xs.size(); first += 1024) {
+      const std::vector<float> x(xs.begin() + static_cast<std::ptrdiff_t>(first),
+                                 xs.begin() + static_cast<std::ptrdiff_t>(std::min(xs.size(), first + 1024)));
+      const auto n = static_cast<uint32_t>(x.size());
+      Instruction in = vec(Opcode::VecUnary, c.op, {Buffer::Output, 0, 0, 0}, {Buffer::Input, 0, 0, 0}, {}, 1, 1, n);
+      std::vector<float> out = runVector(in, x, {0.0f}, n);
+      for (uint32_t i = 0; i < n; ++i) {
+        const double want = c.ref(x[i]), err = std::abs(static_cast<double>(out[i]) - want);
+        const double bound = c.absolute + c.perUnit * std::max(1.0, std::abs(static_cast<double>(x[i])));
+        ASSERT_LE(err, bound) << vecOpName(c.op) << "(" << x[i] << ") = " << out[i] << ", want " << want;
+        worst = std::max(worst, err / bound);
+      }
+    }
+    std::cout << vecOpName(c.op) << ": worst error " << worst << " of the bound\n";
   }
 }
 

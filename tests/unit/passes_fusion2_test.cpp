@@ -21,7 +21,7 @@ TEST(PassesFusion2, BatchedMatMulEpilogueBecomesReshapedFusedGemm) {
 TEST(PassesTransformer, DecomposedLayerNormBecomesLayerNormalization) {
   expectPassCase("layer_norm", "fuse-transformer-patterns");
 }
-TEST(PassesTransformer, ErfGeluBecomesGelu) { expectPassCase("gelu", "fuse-transformer-patterns"); }
+TEST(PassesTransformer, ErfGeluBecomesGelu) { expectPassCase("gelu", "fuse-gelu"); }
 TEST(PassesTransformer, ScaledSoftmaxAttentionBecomesAttention) { expectPassCase("attention", "fuse-transformer-patterns"); }
 
 /// Counts the main graph's nodes of one op type.
@@ -59,9 +59,62 @@ graph @main(%x: f32[2,4], %u: f32[2,3], %q: f32[2,2], %k: f32[2,2]) -> (%y: f32[
 })");
   auto original = m->clone();
   const size_t before = m->graph->numNodes();
-  PassPipeline({"fuse-transformer-patterns"}).run(*m, {}, testing::verifyEachPass());
+  PassPipeline({"fuse-gelu", "fuse-transformer-patterns"}).run(*m, {}, testing::verifyEachPass());
   EXPECT_EQ(m->graph->numNodes(), before);
   EXPECT_EQ(countOps(*m, "LayerNormalization") + countOps(*m, "Gelu") + countOps(*m, "Attention"), 0u);
+  EXPECT_LE(semanticDifference(*original, *m), 1e-5);
+}
+
+// The tanh GELU (x^3 as Pow and as x * (x * x), constants on either side, both associations of the outer product)
+// becomes Gelu{approximate="tanh"} when fuse-gelu.tanh is on (the npu pipeline's default), and stays decomposed for
+// the cpu target; a wrong kappa (0.05) is left alone.
+TEST(PassesTransformer, TanhGeluBecomesGeluForTheNpu) {
+  const std::string text = R"(tessel.model opset{"": 13}
+graph @main(%x: f32[2,3], %u: f32[2,3], %v: f32[2,3]) -> (%y: f32[2,3], %z: f32[2,3], %w: f32[2,3]) {
+  const %three: f32[] = 3.0
+  const %kappa: f32[] = 0.044715
+  const %beta: f32[] = 0.7978846
+  const %one: f32[] = 1.0
+  const %half: f32[] = 0.5
+  const %wrong: f32[] = 0.05
+  %c = Pow(%x, %three) : f32[2,3]
+  %k = Mul(%kappa, %c) : f32[2,3]
+  %s = Add(%x, %k) : f32[2,3]
+  %b = Mul(%beta, %s) : f32[2,3]
+  %t = Tanh(%b) : f32[2,3]
+  %p = Add(%one, %t) : f32[2,3]
+  %h = Mul(%x, %half) : f32[2,3]
+  %y = Mul(%h, %p) : f32[2,3]
+  %sq = Mul(%u, %u) : f32[2,3]
+  %c2 = Mul(%u, %sq) : f32[2,3]
+  %k2 = Mul(%c2, %kappa) : f32[2,3]
+  %s2 = Add(%k2, %u) : f32[2,3]
+  %b2 = Mul(%s2, %beta) : f32[2,3]
+  %t2 = Tanh(%b2) : f32[2,3]
+  %p2 = Add(%t2, %one) : f32[2,3]
+  %m2 = Mul(%u, %p2) : f32[2,3]
+  %z = Mul(%m2, %half) : f32[2,3]
+  %c3 = Pow(%v, %three) : f32[2,3]
+  %k3 = Mul(%wrong, %c3) : f32[2,3]
+  %s3 = Add(%v, %k3) : f32[2,3]
+  %b3 = Mul(%beta, %s3) : f32[2,3]
+  %t3 = Tanh(%b3) : f32[2,3]
+  %p3 = Add(%one, %t3) : f32[2,3]
+  %h3 = Mul(%v, %half) : f32[2,3]
+  %w = Mul(%h3, %p3) : f32[2,3]
+})";
+  auto m = parse(text);
+  auto original = m->clone();
+  const size_t before = m->graph->numNodes();
+  PassPipeline({"fuse-gelu"}).run(*m, {}, testing::verifyEachPass());  // cpu target: the tanh form stays
+  EXPECT_EQ(m->graph->numNodes(), before);
+  PassOptions npu;
+  npu.values["fuse-gelu.tanh"] = "1";
+  PassPipeline({"fuse-gelu"}).run(*m, npu, testing::verifyEachPass());
+  ASSERT_EQ(countOps(*m, "Gelu"), 2u);
+  for (const auto& n : m->graph->nodes())
+    if (n->opType() == "Gelu") EXPECT_EQ(n->attrString("approximate"), "tanh");
+  EXPECT_EQ(m->graph->numNodes(), before - 15);
   EXPECT_LE(semanticDifference(*original, *m), 1e-5);
 }
 

@@ -12,4 +12,10 @@ Node* hardSwishDecomposition(const Node& mul);
 /// The op the decomposition recombines into.
 inline constexpr const char* kHardSwishOp = "HardSwish";
 
+/// GELU as exporters spell it (pass fuse-gelu): x * 0.5 * (1 + Erf(x / sqrt 2)) -> Gelu, and its tanh
+/// approximation x * 0.5 * (1 + Tanh(sqrt(2/pi) * (x + 0.044715 x^3))) -> Gelu{approximate="tanh"}.
+inline constexpr const char* kGeluOp = "Gelu";
+/// The nonlinearity at the core of Gelu's tanh approximation.
+inline constexpr const char* kGeluTanhCoreOp = "Tanh";
+
 }  // namespace tessel

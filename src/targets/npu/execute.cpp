@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -12,6 +13,21 @@ namespace {
 
 uint64_t word(const SramOperand& op, uint32_t o, uint32_t i, uint32_t c) {
   return op.addr + uint64_t{o} * op.strideOuter + uint64_t{i} * op.strideInner + c;
+}
+
+/// The vector unit's erf: x P(x^2) / Q(x^2), a rational 13/8 approximation on [-4, 4] (Eigen's, as the CPU
+/// runtime's verf), +-1 beyond. Error bounds: docs/npu.md, "Approximations"; test NpuVector.ErfAndGeluWithinTheirBounds.
+float erfApprox(float x) {
+  static constexpr float p[] = {-2.72614225801306e-10f, 2.77068142495902e-08f, -2.10102402082508e-06f,
+                                -5.69250639462346e-05f, -7.34990630326855e-04f, -2.95459980854025e-03f,
+                                -1.60960333262415e-02f};
+  static constexpr float q[] = {-1.45660718464996e-05f, -2.13374055278905e-04f, -1.68282697438203e-03f,
+                                -7.37332916720468e-03f, -1.42647390514189e-02f};
+  const float xc = std::min(std::max(x, -4.0f), 4.0f), x2 = xc * xc;
+  float num = p[0], den = q[0];
+  for (size_t i = 1; i < std::size(p); ++i) num = num * x2 + p[i];
+  for (size_t i = 1; i < std::size(q); ++i) den = den * x2 + q[i];
+  return xc * num / den;
 }
 
 float unary(VecOp op, float a, float imm0, float imm1) {
@@ -27,6 +43,9 @@ float unary(VecOp op, float a, float imm0, float imm1) {
     case VecOp::Exp: return std::exp(a);
     case VecOp::HardSigmoid: return std::max(0.0f, std::min(1.0f, a * imm0 + imm1));
     case VecOp::HardSwish: return a * std::max(0.0f, std::min(1.0f, a * imm0 + imm1));
+    case VecOp::Erf: return erfApprox(a);
+    case VecOp::Gelu: return 0.5f * a * (1.0f + erfApprox(a * 0.70710678118654752f));
+    case VecOp::GeluTanh: return 0.5f * a * (1.0f + std::tanh(0.7978845608028654f * (a + 0.044715f * a * a * a)));
     default: return 0;
   }
 }

@@ -64,6 +64,9 @@ std::string_view vecOpName(VecOp op) {
     case VecOp::Exp: return "exp";
     case VecOp::HardSigmoid: return "hard_sigmoid";
     case VecOp::HardSwish: return "hard_swish";
+    case VecOp::Erf: return "erf";
+    case VecOp::Gelu: return "gelu";
+    case VecOp::GeluTanh: return "gelu_tanh";
     case VecOp::ReduceSum: return "reduce_sum";
     case VecOp::ReduceMax: return "reduce_max";
     case VecOp::Affine: return "affine";
@@ -72,7 +75,8 @@ std::string_view vecOpName(VecOp op) {
 }
 
 bool isComplexVecOp(VecOp op) {
-  return op == VecOp::Div || op == VecOp::Sigmoid || op == VecOp::Tanh || op == VecOp::Exp;
+  return op == VecOp::Div || op == VecOp::Sigmoid || op == VecOp::Tanh || op == VecOp::Exp || op == VecOp::Erf ||
+         op == VecOp::Gelu || op == VecOp::GeluTanh;
 }
 
 std::optional<VecOp> vecOpByName(std::string_view name) {

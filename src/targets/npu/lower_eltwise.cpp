@@ -142,7 +142,8 @@ void lowerBinary(const Node& n, LowerContext& ctx) {
 }
 
 hw::SupportResult checkActivation(const Node& n) {
-  if (!activationOf(n)) return refuse("Clip bounds are not constants");
+  if (!activationOf(n))
+    return refuse(fmt::format("{}: its parameters are not constants or its attributes have no vector sub-op", n.opType()));
   return ok();
 }
 

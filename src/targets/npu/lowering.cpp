@@ -78,6 +78,8 @@ std::optional<Activation> activationOf(const Node& node) {
   if (!op || !isUnaryVecOp(*op)) return std::nullopt;
   // HardSwish is x * HardSigmoid(x) with HardSigmoid's ONNX constants.
   if (*op == VecOp::HardSwish) return Activation{*op, 1.0f / 6.0f, 0.5f};
+  // Gelu's tanh approximation is its own sub-op (the registry's epilogue form is the erf one only).
+  if (*op == VecOp::Gelu && node.attrString("approximate") == "tanh") return Activation{VecOp::GeluTanh};
   std::vector<float> p;  // the immediates: the registry's epilogue parameters (Clip bounds, LeakyRelu alpha, ...)
   if (const OpDef* def = node.def(); def && def->epilogue && def->epilogue->params) {
     auto params = def->epilogue->params(node, [](const Value* v) -> const Tensor* {

@@ -44,6 +44,9 @@ enum class VecOp : uint8_t {
   Sigmoid = 22, Tanh = 23, Exp = 24,
   HardSigmoid = 25,  ///< max(0, min(1, a * imm0 + imm1))
   HardSwish = 26,    ///< a * max(0, min(1, a * imm0 + imm1))
+  Erf = 27,          ///< erf(a), rational approximation (docs/npu.md, "Approximations")
+  Gelu = 28,         ///< a * Phi(a) = 0.5 a (1 + erf(a / sqrt 2)), with the erf above
+  GeluTanh = 29,     ///< 0.5 a (1 + tanh(sqrt(2 / pi) (a + 0.044715 a^3))) (Gelu's approximate="tanh")
   // VecReduce
   ReduceSum = 32, ReduceMax = 33,
   // VecAffine
