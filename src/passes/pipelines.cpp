@@ -41,7 +41,7 @@ const std::map<std::string, PipelineList>& pipelines() {
       {"npu",
        {"npu",
         {"infer-shapes", "specialize-shapes", "fold-constants", "eliminate-identity", "reduce-to-global-pool", "cse",
-         "fold-batchnorm",
+         "fold-batchnorm", "pool-before-activation",
          "fuse-activation-patterns", "fuse-gelu", "channel-shuffle-to-gather", "dce", "infer-shapes"}}},
   };
   return table;

@@ -182,6 +182,45 @@ TEST(NpuLower, PoolWindowsInEitherBuffer) {
       }
 }
 
+// An activation behind a max pool (pool-before-activation moves it there) is the pool's epilogue: applied to each
+// result tile before the store, in both pool variants; and in a fused group on edge, where the pool's tiles feed
+// the next convolution's window on chip.
+TEST(NpuLower, ActivationBehindAPoolIsItsEpilogue) {
+  auto build = [](Graph& g, const char* act) {
+    Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 5, 23, 19}));
+    Value* y = conv(g, x, 5, 18, 3, 1, 1, 1, true, 51);
+    Node* p = g.addNode("MaxPool", {y}, {"p"}, "pool");
+    p->setAttr("kernel_shape", std::vector<int64_t>{3, 3});
+    p->setAttr("strides", std::vector<int64_t>{2, 2});
+    p->setAttr("pads", std::vector<int64_t>{1, 1, 1, 1});
+    std::vector<Value*> ins{p->output(0)};
+    if (std::string(act) == "Clip") {
+      ins.push_back(g.addConstant("lo", Tensor::scalar(-0.25f)));
+      ins.push_back(g.addConstant("hi", Tensor::scalar(0.5f)));
+    }
+    Value* a = g.addNode(act, ins, {"a"}, "act")->output(0);
+    g.addOutput(conv(g, a, 18, 7, 1, 1, 0, 1, true, 53));
+    inferShapes(g);
+  };
+  for (const char* act : {"Relu", "Clip"})
+    for (const char* variant : {"pool", "pool-wide"})
+      for (const char* cfgName : {"default.json", "tiny.json"}) {
+        SCOPED_TRACE(fmt::format("{} {} {}", act, variant, cfgName));
+        Graph g;
+        build(g, act);
+        checkAgainstInterpreter(g, cfgName, [&](npu::NpuSchedule& s) {
+          ASSERT_NE(s.tilingOf("pool"), nullptr);
+          npu::NodeTiling& t = *s.tilingOf("pool");
+          EXPECT_EQ(t.epilogue, std::vector<std::string>{"act"});
+          t.variant = variant, t.rows = 3, t.cols = 4, t.channels = 16;
+        });
+      }
+  Graph g;
+  build(g, "Relu");
+  const npu::SimReport r = checkAgainstInterpreter(g, "edge.json");
+  (void)r;
+}
+
 TEST(NpuLower, GroupedAndDepthwiseConv) {
   checkBoth([](Graph& g) {
     Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 24, 14, 14}));

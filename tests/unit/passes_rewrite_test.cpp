@@ -18,6 +18,9 @@ TEST(PassesSingleNode, EliminateIdentityRemovesNoOps) { expectPassCase("eliminat
 // ReduceMean/ReduceMax over H and W (either sign of axes, keepdims 0 or 1) become global pools; other axes and
 // other reductions stay.
 TEST(PassesSingleNode, SpatialReduceBecomesGlobalPool) { expectPassCase("reduce_to_global_pool", "reduce-to-global-pool"); }
+// A max pool after an activation that never decreases (Relu, Clip with constant bounds) takes its place: the
+// activation runs on the pooled map; HardSwish (not monotone), an average pool and a shared activation stay.
+TEST(PassesSingleNode, MaxPoolMovesBeforeMonotoneActivation) { expectPassCase("pool_before_activation", "pool-before-activation"); }
 // ShuffleNet's Reshape-Transpose-Reshape becomes a Gather of channels (g = 2, C = 6: 0 3 1 4 2 5); a split and
 // transpose that is not merged back stays.
 TEST(PassesFusion, ChannelShuffleBecomesGather) { expectPassCase("channel_shuffle", "channel-shuffle-to-gather"); }

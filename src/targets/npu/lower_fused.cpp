@@ -207,8 +207,8 @@ class FusedGroup {
               int64_t ck, int32_t bias, TileAt at) {
     if (st.toDram && st.kind != StageKind::Pool) {
       finishTile(ctx_, st.conv, acc, rows, cols, ck, bias, at);
-    } else if (st.toDram) {
-      const TensorLoc& y = ctx_.loc(st.node->output(0));
+    } else if (st.toDram) {  // a pool: its epilogue is applied already (poolTileOnChip)
+      const TensorLoc& y = ctx_.loc(ctx_.resultValue(*st.node));
       ctx_.emit(makeStore(ctx_.at(acc, 0, cols * ck, ck), at.in(y.addr, y.pixelStride()), st.OW * y.pixelStride(),
                           y.pixelStride(), static_cast<uint32_t>(rows), static_cast<uint32_t>(cols), static_cast<uint32_t>(ck)),
                 -1, acc);

@@ -55,6 +55,15 @@ void reduceWindowTaps(LowerContext& ctx, const PoolProblem& q, int32_t acc, int3
   for (int64_t k = 2; k < q.KH * q.KW; ++k) ctx.emit(makeVecBinary(op, tile, tile, tap(k / q.KW, k % q.KW), r, cl, c), acc, acc, in);
 }
 
+/// A pool's fused epilogue (unary steps only: an activation moved behind it), in place on a result tile.
+void applyUnarySteps(LowerContext& ctx, const std::vector<EpilogueStep>& steps, int32_t acc, SramOperand tile, uint32_t r,
+                     uint32_t cl, uint32_t c) {
+  for (const EpilogueStep& e : steps) {
+    TESSEL_ASSERT(e.unary && e.saved < 0, "npu lowering: a pool's epilogue has unary steps only");
+    ctx.emit(makeVecUnary(e.op.op, tile, tile, r, cl, c, e.op.imm0, e.op.imm1), acc, acc);
+  }
+}
+
 hw::SupportResult checkPool(const Node& n) {
   if (n.input(0)->type.dims->size() != 4) return refuse("only 2-D pooling (rank-4 input) is lowered");
   if (n.numOutputs() > 1 && n.output(1)) return refuse("the Indices output is not lowered");
@@ -74,7 +83,8 @@ hw::SupportResult checkPool(const Node& n) {
 void lowerPool(const Node& n, LowerContext& ctx) {
   const PoolProblem q = poolProblem(n);
   const TensorLoc& x = ctx.loc(n.input(0));
-  const TensorLoc& y = ctx.loc(n.output(0));
+  const TensorLoc& y = ctx.loc(ctx.resultValue(n));
+  const std::vector<EpilogueStep> epilogue = ctx.epilogue(n);
   const NodeTiling& tiling = ctx.tiling(n);
   const int64_t cb = tiling.channels, th = tiling.rows, tw = tiling.cols;
   const int64_t sx = x.pixelStride(), sy = y.pixelStride();
@@ -111,6 +121,7 @@ void lowerPool(const Node& n, LowerContext& ctx) {
           reduceWindowTaps(ctx, q, acc, in, r, cl, c,
                            [&](int64_t kh, int64_t kw) { return ctx.at(in, (kh * wt + kw) * ck, q.sH * wt * ck, q.sW * ck); });
           if (!q.isMax) ctx.emit(makeVecUnary(VecOp::Scale, tile, tile, r, cl, c, q.scale, 0.0f), acc, acc);
+          applyUnarySteps(ctx, epilogue, acc, tile, r, cl, c);
           ctx.emit(makeStore(tile, y.addr + ((n0 * q.OH + oy0) * q.OW + ox0) * sy + c0, q.OW * sy, sy, r, cl, c), -1, acc);
         }
 }
@@ -167,6 +178,7 @@ int32_t poolTileOnChip(LowerContext& ctx, const Node& node, int64_t oy0, int64_t
     return ctx.at(window.region, static_cast<uint64_t>(base + (kh * wc + kw) * C), q.sH * wc * C, q.sW * C);
   });
   if (!q.isMax) ctx.emit(makeVecUnary(VecOp::Scale, tile, tile, r, cl, c, q.scale, 0.0f), acc, acc);
+  applyUnarySteps(ctx, ctx.epilogue(node), acc, tile, r, cl, c);
   return acc;
 }
 

@@ -247,6 +247,18 @@ bool isMatrixOp(const Node& n) { return lower::opFamily(n) == lower::OpFamily::M
 /// same-shape tensor), stopping at a subgraph output.
 std::vector<const Node*> epilogueChain(const Graph& body, const Node& n) {
   std::vector<const Node*> chain;
+  if (lower::opFamily(n) == lower::OpFamily::Pool) {
+    // A max or average pool applies unary steps (an activation moved behind it: pool-before-activation).
+    for (const Value* y = n.output(0); y->uses().size() == 1;) {
+      if (std::find(body.outputs().begin(), body.outputs().end(), y) != body.outputs().end()) break;
+      const Node* user = y->uses()[0].node;
+      const auto step = lower::opFamily(*user) == lower::OpFamily::Elementwise ? lower::epilogueStep(*user, y) : std::nullopt;
+      if (!step || !step->unary) break;
+      chain.push_back(user);
+      y = user->output(0);
+    }
+    return chain;
+  }
   if (!isMatrixOp(n)) return chain;
   const auto& outs = body.outputs();
   const Value* y = n.output(0);

@@ -1,0 +1,63 @@
+// Pass pool-before-activation: MaxPool(act(x)) -> act(MaxPool(x)) for an element-wise activation that never
+// decreases (Relu, Clip, LeakyRelu with a non-negative slope, Sigmoid, Tanh, HardSigmoid with a non-negative
+// slope). For such an f, max_i f(x_i) = f(max_i x_i) exactly (f of the same element), and a max pool's padding
+// is never the maximum of a window that holds an image element. The activation then runs on the pooled map, a
+// quarter of the elements behind a stride-2 pool (a CNN's stem: conv -> ReLU -> 3x3/2 max pool). In the npu
+// pipeline, where the activation is one vector pass of its own over the convolution's result; the CPU fuses it
+// into the convolution's store for free and keeps the original order.
+#include "rewrite.h"
+#include "tessel/passes/pass.h"
+
+namespace tessel {
+namespace {
+
+/// Whether `n` is an element-wise activation that never decreases (with the parameters it has).
+bool monotoneActivation(const Node& n) {
+  if (!n.domain().empty() || n.numOutputs() != 1) return false;
+  if (isOp(n, "Relu") || isOp(n, "Sigmoid") || isOp(n, "Tanh")) return n.numInputs() == 1;
+  if (isOp(n, "LeakyRelu")) return n.attrFloat("alpha") >= 0.0f;
+  if (isOp(n, "HardSigmoid")) return n.attrFloat("alpha") >= 0.0f;
+  if (isOp(n, "Clip")) {  // min and max (inputs 1 and 2 since opset 11) must be constants: the node moves
+    for (size_t i = 1; i < n.numInputs(); ++i)
+      if (n.input(i) && !passes::constantData(n.input(i))) return false;
+    return true;
+  }
+  return false;
+}
+
+class PoolBeforeActivationPass : public Pass {
+ public:
+  bool run(Model& model, const PassOptions&) override {
+    Graph& graph = *model.graph;
+    bool changed = false;
+    for (Node* pool : passes::nodeSnapshot(graph)) {
+      if (!isOp(*pool, "MaxPool") || !pool->domain().empty()) continue;
+      if (pool->numOutputs() > 1 && pool->output(1)) continue;  // the Indices output would change meaning
+      Node* act = pool->input(0) ? pool->input(0)->producer() : nullptr;
+      if (!act || !monotoneActivation(*act) || passes::soleUser(act->output(0)) != pool) continue;
+      if (!passes::isStaticF32(act->input(0)) || !passes::isStaticF32(pool->output(0))) continue;
+      // The pool now reads the activation's input; the activation, renamed into the pool's place, its result.
+      const std::string pooledName = graph.uniqueName(pool->output(0)->name() + "_pooled");
+      Node* pooled = graph.insertNodeBefore(pool, "MaxPool", {act->input(0)}, {pooledName}, graph.uniqueName(pool->name()));
+      for (const auto& [k, v] : pool->attrs()) pooled->setAttr(k, v);
+      pooled->output(0)->type = pool->output(0)->type;
+      std::vector<Value*> inputs{pooled->output(0)};
+      for (size_t i = 1; i < act->numInputs(); ++i) inputs.push_back(act->input(i));
+      const std::map<std::string, AttrValue> attrs = act->attrs();
+      const std::string opType = act->opType(), name = act->name();
+      Node* moved = passes::replaceChain(graph, {act, pool}, opType, "", inputs, name);
+      for (const auto& [k, v] : attrs) moved->setAttr(k, v);
+      changed = true;
+    }
+    return changed;
+  }
+};
+
+}  // namespace
+
+TESSEL_REGISTER_PASS(pool_before_activation, "pool-before-activation",
+                     "MaxPool(act(x)) -> act(MaxPool(x)) for activations that never decrease (Relu, Clip, Sigmoid, "
+                     "...): the activation runs on the pooled map; in the npu pipeline",
+                     [] { return std::make_unique<PoolBeforeActivationPass>(); });
+
+}  // namespace tessel
