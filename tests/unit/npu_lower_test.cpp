@@ -547,6 +547,44 @@ TEST(NpuLower, ChannelSlicesAreViews) {
   EXPECT_NE(r.reason.find("contiguous range of channels"), std::string::npos) << r.reason;
 }
 
+// A dense block (DenseNet): layer k reads Concat(x0, y1, ..., yk-1) and every y is read by all later concats and
+// x0 also by the first layer's conv. All of them share the last concat's tensor: x0 and each y are written into their
+// slices of it, every concat is a view of a channel prefix (no instruction of any Concat), and the layers read those
+// prefixes with the block's pixel stride. A concat whose inputs are not consecutive slices (here the reversed one)
+// is still copied.
+TEST(NpuLower, DenseBlockConcatsAreViewsOfOneTensor) {
+  for (const char* cfgName : {"default.json", "tiny.json"}) {
+    SCOPED_TRACE(cfgName);
+    Graph g;
+    Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 6, 11, 9}));
+    Value* x0 = conv(g, x, 6, 10, 3, 1, 1, 1, true, 61);
+    std::vector<Value*> features{x0};
+    Value* in = x0;
+    int64_t channels = 10;
+    for (int k = 1; k <= 3; ++k) {
+      Value* r = g.addNode("Relu", {in}, {g.uniqueName("r")})->output(0);
+      features.push_back(conv(g, r, channels, 7, 3, 1, 1, 1, true, 62 + static_cast<uint32_t>(k)));
+      channels += 7;
+      Node* cat = g.addNode("Concat", features, {"cat" + std::to_string(k)}, "concat" + std::to_string(k));
+      cat->setAttr("axis", int64_t{1});
+      in = cat->output(0);
+    }
+    g.addOutput(conv(g, in, channels, 5, 1, 1, 0, 1, true, 70));
+    Node* reversed = g.addNode("Concat", {features[2], features[1]}, {"rev"}, "reversed");
+    reversed->setAttr("axis", int64_t{1});
+    g.addOutput(conv(g, reversed->output(0), 14, 3, 1, 1, 0, 1, true, 71));
+    inferShapes(g);
+    checkAgainstInterpreter(g, cfgName);
+    const hw::HardwareConfig cfg = config(cfgName);
+    const npu::LoweredSubgraph lowered = npu::lowerSubgraph(g, *cfg.firstNpu(), "test");
+    std::map<std::string, int> perOp;
+    for (const npu::LoweredOp& op : lowered.ops) perOp[op.node] += static_cast<int>(op.instructions);
+    for (const auto& [name, count] : perOp)
+      if (name.rfind("concat", 0) == 0 && count > 0) ADD_FAILURE() << name << " emits " << count << " instructions";
+    EXPECT_GT(perOp["reversed"], 0);
+  }
+}
+
 // Split along the channels (opset 13: sizes as an input): each output a view at its channel offset, read by a
 // conv and an element-wise op; an output that is a subgraph output is copied out densely. A split of rows is
 // refused with the reason.

@@ -270,20 +270,59 @@ const RegisterOpLowering kSlice({"Slice"}, {OpFamily::Alias, checkSlice, lowerSl
 
 }  // namespace
 
+namespace {
+
+int64_t channelsOf(const Value* v) {
+  return v->type.staticShape()[static_cast<size_t>(channelAxis(v->type.staticShape().size()))];
+}
+
+/// When every input of Concat `n` already lives at consecutive channels of one tensor, in order (a later
+/// concat's inputs: DenseNet's Concat(x0, y1, ..., yk) before Concat(x0, y1, ..., yk+1)), that tensor's location
+/// from the first input's channel on, which the concat's result can be a view of.
+std::optional<TensorLoc> consecutiveSlices(const Node& n, LowerContext& ctx) {
+  if (n.output(0)->type.staticShape().size() != 4) return std::nullopt;
+  const Value* first = n.input(0);
+  if (!first || !ctx.hasLoc(first)) return std::nullopt;
+  TensorLoc base = ctx.loc(first);
+  int64_t offset = 0;
+  for (const Value* v : n.inputs()) {
+    if (!v || !ctx.hasLoc(v) || v->type.staticShape().size() != 4) return std::nullopt;
+    const TensorLoc& l = ctx.loc(v);
+    if (l.addr != base.addr + static_cast<uint64_t>(offset) || l.pixelStride() != base.pixelStride()) return std::nullopt;
+    offset += channelsOf(v);
+  }
+  base.stride = base.pixelStride();
+  return base;
+}
+
+}  // namespace
+
 void placeConcatInputs(const Graph& body, LowerContext& ctx) {
   const auto& outs = body.outputs();
   auto isOutput = [&](const Value* v) { return std::find(outs.begin(), outs.end(), v) != outs.end(); };
-  for (auto it = body.nodes().rbegin(); it != body.nodes().rend(); ++it) {
-    const Node& n = **it;
-    if (!isOp(n, "Concat") || !checkConcat(n).supported) continue;
+  // The widest concats first (then in reverse order): a value read by several concats gets its slice in the widest,
+  // which in a dense block is the last one, whose slices the others' inputs then already are.
+  std::vector<const Node*> concats;
+  for (auto it = body.nodes().rbegin(); it != body.nodes().rend(); ++it)
+    if (isOp(**it, "Concat") && checkConcat(**it).supported) concats.push_back(it->get());
+  std::stable_sort(concats.begin(), concats.end(),
+                   [](const Node* a, const Node* b) { return channelsOf(a->output(0)) > channelsOf(b->output(0)); });
+  for (const Node* np : concats) {
+    const Node& n = *np;
+    // Placed in reverse order, so a later concat has given its inputs their slices already: when they are this
+    // concat's inputs too, in the same order, its result is a view of them and nothing is copied (a dense block's
+    // concats all share its last one's tensor).
+    if (!ctx.hasLoc(n.output(0)) && !isOutput(n.output(0)))
+      if (const std::optional<TensorLoc> base = consecutiveSlices(n, ctx)) ctx.view(n.output(0), *base, 0);
     ctx.allocate(n.output(0));
     const TensorLoc y = ctx.loc(n.output(0));
     int64_t offset = 0;
     for (const Value* v : n.inputs()) {
       const Node* producer = v->producer();
-      const bool ownValue = producer && !v->isConstant() && v->uses().size() == 1 && !isOutput(v) && !ctx.hasLoc(v) &&
+      // Written straight into this concat's slice (its other readers read it there, with the concat's pixel stride).
+      const bool ownValue = producer && !v->isConstant() && !isOutput(v) && !ctx.hasLoc(v) &&
                             opFamily(*producer) && opFamily(*producer) != OpFamily::Alias;
-      const int64_t channels = v->type.staticShape()[static_cast<size_t>(channelAxis(v->type.staticShape().size()))];
+      const int64_t channels = channelsOf(v);
       if (ownValue) ctx.view(v, y, offset);
       offset += channels;
     }
