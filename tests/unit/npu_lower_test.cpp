@@ -585,6 +585,31 @@ TEST(NpuLower, DenseBlockConcatsAreViewsOfOneTensor) {
   }
 }
 
+// A BatchNormalization no convolution absorbs (DenseNet's, on a concat) followed by a ReLU: the ReLU is the
+// element-wise node's epilogue, applied to each tile before its store, so the normalised map is never stored.
+TEST(NpuLower, ReluAfterBatchNormIsItsEpilogue) {
+  for (const char* cfgName : {"default.json", "tiny.json"}) {
+    SCOPED_TRACE(cfgName);
+    Graph g;
+    Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 21, 9, 13}));
+    std::vector<Value*> ins{x};
+    for (uint32_t i = 0; i < 4; ++i) {
+      Tensor t = randomTensor({21}, 80 + i);
+      if (i == 3)  // variance > 0
+        for (int64_t c = 0; c < 21; ++c) t.data<float>()[c] = 0.5f + std::fabs(t.data<float>()[c]);
+      ins.push_back(g.addConstant(g.uniqueName("bn"), t));
+    }
+    Value* n = g.addNode("BatchNormalization", ins, {"n"}, "bn")->output(0);
+    Value* r = g.addNode("Relu", {n}, {"r"}, "relu")->output(0);
+    g.addOutput(conv(g, r, 21, 8, 3, 1, 1, 1, true, 85));
+    inferShapes(g);
+    checkAgainstInterpreter(g, cfgName, [](npu::NpuSchedule& s) {
+      ASSERT_NE(s.tilingOf("bn"), nullptr);
+      EXPECT_EQ(s.tilingOf("bn")->epilogue, std::vector<std::string>{"relu"});
+    });
+  }
+}
+
 // Split along the channels (opset 13: sizes as an input): each output a view at its channel offset, read by a
 // conv and an element-wise op; an output that is a subgraph output is copied out densely. A split of rows is
 // refused with the reason.

@@ -41,8 +41,10 @@ using TileOp = std::function<Instruction(SramOperand tile, std::optional<SramOpe
 
 /// Streams the output in tiles of pixels x channels: load a (and b), one vector instruction, store.
 void lowerTiled(LowerContext& ctx, const Node& node, const Value* a, const Value* bFull,
-                const std::vector<ChannelVector>& vectors, const Value* out, const TileOp& op) {
-  const TensorLoc& y = ctx.loc(out);
+                const std::vector<ChannelVector>& vectors, const TileOp& op) {
+  // The result after the fused epilogue (unary steps: BatchNormalization then ReLU in one pass, DenseNet).
+  const TensorLoc& y = ctx.loc(ctx.resultValue(node));
+  const std::vector<EpilogueStep> epilogue = ctx.epilogue(node);
   const TensorLoc& la = ctx.loc(a);
   const TensorLoc* lb = bFull ? &ctx.loc(bFull) : nullptr;
   const int64_t P = y.pixels(), Cc = y.channels();
@@ -75,6 +77,11 @@ void lowerTiled(LowerContext& ctx, const Node& node, const Value* a, const Value
       // Operand regions: dst and srcA the tile; srcB the full operand or the first vector; srcC the second.
       ctx.emit(op(ctx.at(tile, 0, pk * ck, ck), bOperand, vectorOperands, pk, static_cast<uint32_t>(ck)), tile, tile,
                b >= 0 ? b : (staged.empty() ? -1 : staged[0]), staged.size() > 1 ? staged[1] : -1);
+      for (const EpilogueStep& e : epilogue) {
+        TESSEL_ASSERT(e.unary && e.saved < 0, "npu lowering: an element-wise node's epilogue has unary steps only");
+        const SramOperand t = ctx.at(tile, 0, pk * ck, ck);
+        ctx.emit(makeVecUnary(e.op.op, t, t, 1, pk, static_cast<uint32_t>(ck), e.op.imm0, e.op.imm1), tile, tile);
+      }
       ctx.emit(makeStore(ctx.at(tile, 0, pk * ck, ck), at(y), 0, y.pixelStride(), 1, pk, static_cast<uint32_t>(ck)), -1, tile);
     }
   }
@@ -126,7 +133,7 @@ void lowerBinary(const Node& n, LowerContext& ctx) {
   }
   if (kb == Operand::ScalarConstant) {
     float c = static_cast<float>(b->constant().elementAsDouble(0));
-    lowerTiled(ctx, n, a, nullptr, {}, n.output(0), [&](SramOperand t, auto, const auto&, uint32_t p, uint32_t ch) {
+    lowerTiled(ctx, n, a, nullptr, {}, [&](SramOperand t, auto, const auto&, uint32_t p, uint32_t ch) {
       return scalarOp(op, c, scalarFirst, t, p, ch);
     });
     return;
@@ -135,7 +142,7 @@ void lowerBinary(const Node& n, LowerContext& ctx) {
   if (kb == Operand::PerChannel) vectors.push_back({ctx.loc(b).addr, Buffer::Output});
   const Value* bFull = kb == Operand::Full ? b : nullptr;
   VecOp vop = binaryOp(op);
-  lowerTiled(ctx, n, a, bFull, vectors, n.output(0),
+  lowerTiled(ctx, n, a, bFull, vectors,
              [&](SramOperand t, std::optional<SramOperand> full, const std::vector<SramOperand>& v, uint32_t p, uint32_t ch) {
                return makeVecBinary(vop, t, t, full ? *full : v.at(0), 1, p, ch);
              });
@@ -149,7 +156,7 @@ hw::SupportResult checkActivation(const Node& n) {
 
 void lowerActivation(const Node& n, LowerContext& ctx) {
   Activation act = *activationOf(n);
-  lowerTiled(ctx, n, n.input(0), nullptr, {}, n.output(0), [&](SramOperand t, auto, const auto&, uint32_t p, uint32_t ch) {
+  lowerTiled(ctx, n, n.input(0), nullptr, {}, [&](SramOperand t, auto, const auto&, uint32_t p, uint32_t ch) {
     return makeVecUnary(act.op, t, t, 1, p, ch, act.imm0, act.imm1);
   });
 }
@@ -176,7 +183,7 @@ void lowerBatchNorm(const Node& n, LowerContext& ctx) {
   if (x.size() != 4 && x.size() != 2)
     throw UserError(fmt::format("{}: BatchNormalization of rank {} is not lowered", n.describe(), x.size()));
   std::vector<ChannelVector> vectors{{ctx.addConstant(scale), Buffer::Weight}, {ctx.addConstant(bias), Buffer::Output}};
-  lowerTiled(ctx, n, n.input(0), nullptr, vectors, n.output(0),
+  lowerTiled(ctx, n, n.input(0), nullptr, vectors,
              [&](SramOperand t, auto, const std::vector<SramOperand>& v, uint32_t p, uint32_t ch) {
                Instruction i;
                i.opcode = Opcode::VecAffine;

@@ -247,8 +247,9 @@ bool isMatrixOp(const Node& n) { return lower::opFamily(n) == lower::OpFamily::M
 /// same-shape tensor), stopping at a subgraph output.
 std::vector<const Node*> epilogueChain(const Graph& body, const Node& n) {
   std::vector<const Node*> chain;
-  if (lower::opFamily(n) == lower::OpFamily::Pool) {
-    // A max or average pool applies unary steps (an activation moved behind it: pool-before-activation).
+  if (lower::opFamily(n) == lower::OpFamily::Pool || lower::opFamily(n) == lower::OpFamily::Elementwise) {
+    // A pool or an element-wise node applies unary steps: an activation moved behind a max pool
+    // (pool-before-activation), the ReLU after a BatchNormalization that no convolution absorbs (DenseNet).
     for (const Value* y = n.output(0); y->uses().size() == 1;) {
       if (std::find(body.outputs().begin(), body.outputs().end(), y) != body.outputs().end()) break;
       const Node* user = y->uses()[0].node;
