@@ -12,31 +12,11 @@
 namespace tessel {
 namespace {
 
-bool isStd(const Node* n, const char* op) { return n && isOp(*n, op); }
-
-/// The producer of `v` when it is the standard op `op` and `v` is read only by `reader`.
-Node* producerReadOnlyBy(const Value* v, const char* op, const Node* reader) {
-  Node* p = v ? v->producer() : nullptr;
-  return isStd(p, op) && passes::soleUser(v) == reader ? p : nullptr;
-}
-
-/// The value of a one-element float constant.
-std::optional<float> scalarConstant(const Value* v) {
-  const Tensor* t = passes::constantData(v);
-  if (!t || t->numel() != 1 || t->dtype() != DType::Float32) return std::nullopt;
-  return t->data<float>()[0];
-}
-
-bool near(std::optional<float> v, double expected) {
-  return v && std::abs(*v - expected) <= 1e-4 * std::abs(expected);
-}
-
-/// For a binary node with `x` as one operand: the other operand.
-Value* otherOperand(const Node* n, const Value* x) {
-  if (n->numInputs() != 2) return nullptr;
-  if (n->input(0) == x) return n->input(1);
-  return n->input(1) == x ? n->input(0) : nullptr;
-}
+using passes::isStd;
+using passes::near;
+using passes::otherOperand;
+using passes::producerReadOnlyBy;
+using passes::scalarConstant;
 
 // ---- LayerNorm
 
@@ -174,16 +154,7 @@ class FuseTransformerPatternsPass : public Pass {
     Graph& graph = *model.graph;
     bool changed = false;
     // Each rewrite removes nodes, so candidates are collected per pattern and re-checked when reached.
-    for (auto [op, fuse] : {std::pair{"ReduceMean", &fuseLayerNorm}, {"Softmax", &fuseAttention}}) {
-      std::vector<std::string> names;
-      for (const auto& n : graph.nodes())
-        if (isStd(n.get(), op)) names.push_back(n->output(0)->name());
-      for (const std::string& valueName : names) {
-        Value* v = graph.findValue(valueName);
-        Node* n = v ? v->producer() : nullptr;
-        if (isStd(n, op)) changed |= fuse(graph, n);
-      }
-    }
+    for (auto [op, fuse] : {std::pair{"ReduceMean", &fuseLayerNorm}, {"Softmax", &fuseAttention}}) changed |= passes::rewriteEach(graph, op, fuse);
     return changed;
   }
 };

@@ -180,4 +180,34 @@ Node* emitFused(Graph& graph, const EpilogueMatch& m, const std::string& opType)
   return fused;
 }
 
+Node* producerReadOnlyBy(const Value* v, const char* op, const Node* reader) {
+  Node* p = v ? v->producer() : nullptr;
+  return isStd(p, op) && soleUser(v) == reader ? p : nullptr;
+}
+
+std::optional<float> scalarConstant(const Value* v) {
+  const Tensor* t = constantData(v);
+  if (!t || t->numel() != 1 || t->dtype() != DType::Float32) return std::nullopt;
+  return t->data<float>()[0];
+}
+
+Value* otherOperand(const Node* n, const Value* x) {
+  if (n->numInputs() != 2) return nullptr;
+  if (n->input(0) == x) return n->input(1);
+  return n->input(1) == x ? n->input(0) : nullptr;
+}
+
+bool rewriteEach(Graph& graph, const char* op, bool (*fuse)(Graph&, Node*)) {
+  std::vector<std::string> names;
+  for (const auto& n : graph.nodes())
+    if (isStd(n.get(), op)) names.push_back(n->output(0)->name());
+  bool changed = false;
+  for (const std::string& valueName : names) {
+    Value* v = graph.findValue(valueName);
+    Node* n = v ? v->producer() : nullptr;
+    if (isStd(n, op)) changed |= fuse(graph, n);
+  }
+  return changed;
+}
+
 }  // namespace tessel::passes

@@ -2,6 +2,7 @@
 // and matching of activation functions for epilogue fusion.
 #pragma once
 
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,6 +31,20 @@ const Tensor* constantData(const Value* v);
 /// outputs keep their names), sits where the last chain node was, and the removed nodes' names are free.
 Node* replaceChain(Graph& graph, const std::vector<Node*>& chain, const std::string& opType,
                    const std::string& domain, const std::vector<Value*>& inputs, std::string nodeName);
+
+/// True when `n` is the standard-domain op `op` (null: false).
+inline bool isStd(const Node* n, const char* op) { return n && isOp(*n, op); }
+/// The producer of `v` when it is the standard op `op` and `v` is read only by `reader`.
+Node* producerReadOnlyBy(const Value* v, const char* op, const Node* reader);
+/// The value of a one-element float constant.
+std::optional<float> scalarConstant(const Value* v);
+/// Whether `v` is within 1e-4 (relative) of `expected`.
+inline bool near(std::optional<float> v, double expected) { return v && std::abs(*v - expected) <= 1e-4 * std::abs(expected); }
+/// For a binary node with `x` as one operand: the other operand.
+Value* otherOperand(const Node* n, const Value* x);
+/// Calls `fuse(graph, node)` on every standard `op` node, found again by its result's name when reached (each
+/// rewrite removes nodes); true when any call changed the graph. The pattern passes' driver.
+bool rewriteEach(Graph& graph, const char* op, bool (*fuse)(Graph&, Node*));
 
 /// Replaces every use of `oldValue` by `replacement` and removes `oldValue`'s producer when it becomes
 /// dead; when `oldValue` is a graph output the replacement cannot take its name, so nothing is done and
