@@ -51,7 +51,7 @@ std::optional<std::vector<float>> clipParams(const Node& n, const ConstantReader
 
 TESSEL_REGISTER_OP(Relu) {
   return OpDef("Relu").inputs(1).outputs(1).since(6).describe("y = max(x, 0)")
-      .traits({OpTrait::Elementwise})
+      .traits({OpTrait::Elementwise, OpTrait::NonDecreasing})
       .fusibleEpilogue({0, {}, [](float x, const std::vector<float>&) { return x > 0.0f ? x : 0.0f; }})
       .infer(inferUnary(TypeSet::Signed))
       .kernel(unaryKernel<TypeSet::Signed>([](auto x) { return x > decltype(x)(0) ? x : decltype(x)(0); }))
@@ -135,7 +135,7 @@ TESSEL_REGISTER_OP(Selu) {
 
 TESSEL_REGISTER_OP(Sigmoid) {
   return OpDef("Sigmoid").inputs(1).outputs(1).since(6).describe("y = 1 / (1 + e^-x)")
-      .traits({OpTrait::Elementwise})
+      .traits({OpTrait::Elementwise, OpTrait::NonDecreasing})
       .fusibleEpilogue({0, {}, [](float x, const std::vector<float>&) { return 1.0f / (1.0f + std::exp(-x)); }})
       .infer(inferUnary(TypeSet::Float))
       .kernel(unaryKernel<TypeSet::Float>([](auto x) {
@@ -183,7 +183,7 @@ TESSEL_REGISTER_OP(HardSwish) {
 
 TESSEL_REGISTER_OP(Tanh) {
   return OpDef("Tanh").inputs(1).outputs(1).since(6).describe("y = tanh(x)")
-      .traits({OpTrait::Elementwise})
+      .traits({OpTrait::Elementwise, OpTrait::NonDecreasing})
       .fusibleEpilogue({0, {}, [](float x, const std::vector<float>&) { return std::tanh(x); }})
       .infer(inferUnary(TypeSet::Float))
       .kernel(unaryKernel<TypeSet::Float>([](auto x) { return std::tanh(x); }))
@@ -192,7 +192,7 @@ TESSEL_REGISTER_OP(Tanh) {
 
 TESSEL_REGISTER_OP(Softplus) {
   return OpDef("Softplus").inputs(1).outputs(1).since(1).describe("y = ln(1 + e^x)")
-      .traits({OpTrait::Elementwise, OpTrait::Activation})
+      .traits({OpTrait::Elementwise, OpTrait::Activation, OpTrait::NonDecreasing})
       .infer(inferUnary(TypeSet::Float))
       .kernel(unaryKernel<TypeSet::Float>([](auto x) { return softplus(x); }))
       .cost(costPerElement(10));
@@ -200,7 +200,7 @@ TESSEL_REGISTER_OP(Softplus) {
 
 TESSEL_REGISTER_OP(Softsign) {
   return OpDef("Softsign").inputs(1).outputs(1).since(1).describe("y = x / (1 + |x|)")
-      .traits({OpTrait::Elementwise, OpTrait::Activation})
+      .traits({OpTrait::Elementwise, OpTrait::Activation, OpTrait::NonDecreasing})
       .infer(inferUnary(TypeSet::Float))
       .kernel(unaryKernel<TypeSet::Float>([](auto x) { return x / (decltype(x)(1) + std::abs(x)); }))
       .cost(costPerElement(3));
@@ -349,7 +349,7 @@ TESSEL_REGISTER_OP(Clip) {
       .optionalAttr("min", AttrKind::Float)  // Clip-6 only; moved to an input by the upgrade
       .optionalAttr("max", AttrKind::Float)
       .describe("y = min(max(x, min), max); absent bounds do not clip")
-      .traits({OpTrait::Elementwise})
+      .traits({OpTrait::Elementwise, OpTrait::NonDecreasing})
       .fusibleEpilogue({2, clipParams, [](float x, const std::vector<float>& p) { return std::min(std::max(x, p[0]), p[1]); }})
       .infer(inferClip)
       .kernel(clipKernel)

@@ -1,7 +1,7 @@
-// Pass pool-before-activation: MaxPool(act(x)) -> act(MaxPool(x)) for an element-wise activation that never
-// decreases (Relu, Clip, LeakyRelu with a non-negative slope, Sigmoid, Tanh, HardSigmoid with a non-negative
-// slope). For such an f, max_i f(x_i) = f(max_i x_i) exactly (f of the same element), and a max pool's padding
-// is never the maximum of a window that holds an image element. The activation then runs on the pooled map, a
+// Pass pool-before-activation: MaxPool(act(x)) -> act(MaxPool(x)) for a unary element-wise op that never
+// decreases (OpTrait::NonDecreasing: Relu, Clip, Sigmoid, Tanh, Softplus, Softsign). For such an f,
+// max_i f(x_i) = f(max_i x_i) exactly (f of the same element), and a max pool's padding is never the maximum of a
+// window that holds an image element. The activation then runs on the pooled map, a
 // quarter of the elements behind a stride-2 pool (a CNN's stem: conv -> ReLU -> 3x3/2 max pool). In the npu
 // pipeline, where the activation is one vector pass of its own over the convolution's result; the CPU fuses it
 // into the convolution's store for free and keeps the original order.
@@ -11,18 +11,13 @@
 namespace tessel {
 namespace {
 
-/// Whether `n` is an element-wise activation that never decreases (with the parameters it has).
+/// Whether `n` is a unary element-wise function that never decreases (the registry's NonDecreasing), its other
+/// inputs (Clip's bounds) constants: the node moves behind the pool.
 bool monotoneActivation(const Node& n) {
-  if (!n.domain().empty() || n.numOutputs() != 1) return false;
-  if (isOp(n, "Relu") || isOp(n, "Sigmoid") || isOp(n, "Tanh")) return n.numInputs() == 1;
-  if (isOp(n, "LeakyRelu")) return n.attrFloat("alpha") >= 0.0f;
-  if (isOp(n, "HardSigmoid")) return n.attrFloat("alpha") >= 0.0f;
-  if (isOp(n, "Clip")) {  // min and max (inputs 1 and 2 since opset 11) must be constants: the node moves
-    for (size_t i = 1; i < n.numInputs(); ++i)
-      if (n.input(i) && !passes::constantData(n.input(i))) return false;
-    return true;
-  }
-  return false;
+  if (!n.domain().empty() || n.numOutputs() != 1 || !hasTrait(n, OpTrait::NonDecreasing)) return false;
+  for (size_t i = 1; i < n.numInputs(); ++i)
+    if (n.input(i) && !passes::constantData(n.input(i))) return false;
+  return true;
 }
 
 class PoolBeforeActivationPass : public Pass {
@@ -56,8 +51,8 @@ class PoolBeforeActivationPass : public Pass {
 }  // namespace
 
 TESSEL_REGISTER_PASS(pool_before_activation, "pool-before-activation",
-                     "MaxPool(act(x)) -> act(MaxPool(x)) for activations that never decrease (Relu, Clip, Sigmoid, "
-                     "...): the activation runs on the pooled map; in the npu pipeline",
+                     "MaxPool(act(x)) -> act(MaxPool(x)) for element-wise ops that never decrease "
+                     "(OpTrait::NonDecreasing): the activation runs on the pooled map; in the npu pipeline",
                      [] { return std::make_unique<PoolBeforeActivationPass>(); });
 
 }  // namespace tessel

@@ -156,6 +156,10 @@ enum class OpTrait : uint32_t {
   Activation = 1u << 6,
   /// An Activation a fused kernel's epilogue can apply (set by OpDef::fusibleEpilogue, which says how).
   FusibleEpilogue = 1u << 7,
+  /// A unary element-wise function that never decreases, whatever its attributes and constant inputs (Relu,
+  /// Sigmoid, Tanh, Clip, ...): f(max(a, b)) == max(f(a), f(b)), so it commutes with a max pool
+  /// (pool-before-activation). Not LeakyRelu or HardSigmoid, whose alpha may be negative.
+  NonDecreasing = 1u << 8,
 };
 
 /// Reads a constant input's data, or nullptr when the value is computed at run time (each caller decides
