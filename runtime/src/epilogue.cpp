@@ -29,14 +29,14 @@ void apply_activation(float* data, int64_t n, const Epilogue& ep) {
     const __mmask16 m = vtail_mask512(n - i);
     _mm512_mask_storeu_ps(data + i, m, activate512(_mm512_maskz_loadu_ps(m, data + i), ep));
   }
-  return;
-#endif
+#else
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(data + i, activate(_mm256_loadu_ps(data + i), ep));
   if (i < n) {
     __m256i m = vtail_mask(static_cast<int>(n - i));
     _mm256_maskstore_ps(data + i, m, activate(_mm256_maskload_ps(data + i, m), ep));
   }
+#endif
 }
 
 namespace {
@@ -102,8 +102,7 @@ void apply_epilogue_planar(float* data, int64_t channels, int64_t plane, const E
       if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, res + i));
       _mm512_mask_storeu_ps(row + i, m, activate512(v, ep));
     }
-    continue;
-#endif
+#else
     __m256 b = _mm256_set1_ps(ep.bias ? ep.bias[c] : 0.0f);
     int64_t i = 0;
     for (; i < plane; i += 8) {
@@ -113,6 +112,7 @@ void apply_epilogue_planar(float* data, int64_t channels, int64_t plane, const E
       if (res) v = _mm256_add_ps(v, _mm256_maskload_ps(res + i, m));
       _mm256_maskstore_ps(row + i, m, activate(v, ep));
     }
+#endif
   }
 }
 

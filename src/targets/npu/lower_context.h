@@ -46,6 +46,12 @@ std::optional<EpilogueStep> epilogueStep(const Node& user, const Value* value);
 /// a binary step reading one of them gets `saved`); nothing when some node cannot be a step.
 std::optional<std::vector<EpilogueStep>> epilogueSteps(const Value* base, const std::vector<const Node*>& chain);
 
+class LowerContext;
+/// Emits `steps` (unary only: a pool's or an element-wise node's epilogue) in place on `tile`, an outer x inner x
+/// vecLen box of region `region`.
+void applyUnarySteps(LowerContext& ctx, const std::vector<EpilogueStep>& steps, int32_t region, SramOperand tile,
+                     uint32_t outer, uint32_t inner, uint32_t vecLen);
+
 /// A Mul by a per-channel vector applied to a convolution's input blocks as they are loaded (NodeTiling::inputScale).
 struct InputScale {
   const Value* full = nullptr;    ///< the tensor scaled (the convolution reads it from DRAM)

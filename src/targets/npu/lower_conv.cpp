@@ -13,6 +13,14 @@
 
 namespace tessel::npu::lower {
 
+void applyUnarySteps(LowerContext& ctx, const std::vector<EpilogueStep>& steps, int32_t region, SramOperand tile,
+                     uint32_t outer, uint32_t inner, uint32_t vecLen) {
+  for (const EpilogueStep& e : steps) {
+    TESSEL_ASSERT(e.unary && e.saved < 0, "npu lowering: this epilogue takes unary steps only");
+    ctx.emit(makeVecUnary(e.op.op, tile, tile, outer, inner, vecLen, e.op.imm0, e.op.imm1), region, region);
+  }
+}
+
 void applyEpilogue(LowerContext& ctx, const ConvProblem& p, int32_t acc, int64_t rows, int64_t cols, int64_t channels,
                    TileAt at) {
   auto r = static_cast<uint32_t>(rows), c = static_cast<uint32_t>(cols), v = static_cast<uint32_t>(channels);

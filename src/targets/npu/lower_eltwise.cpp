@@ -77,11 +77,7 @@ void lowerTiled(LowerContext& ctx, const Node& node, const Value* a, const Value
       // Operand regions: dst and srcA the tile; srcB the full operand or the first vector; srcC the second.
       ctx.emit(op(ctx.at(tile, 0, pk * ck, ck), bOperand, vectorOperands, pk, static_cast<uint32_t>(ck)), tile, tile,
                b >= 0 ? b : (staged.empty() ? -1 : staged[0]), staged.size() > 1 ? staged[1] : -1);
-      for (const EpilogueStep& e : epilogue) {
-        TESSEL_ASSERT(e.unary && e.saved < 0, "npu lowering: an element-wise node's epilogue has unary steps only");
-        const SramOperand t = ctx.at(tile, 0, pk * ck, ck);
-        ctx.emit(makeVecUnary(e.op.op, t, t, 1, pk, static_cast<uint32_t>(ck), e.op.imm0, e.op.imm1), tile, tile);
-      }
+      applyUnarySteps(ctx, epilogue, tile, ctx.at(tile, 0, pk * ck, ck), 1, pk, static_cast<uint32_t>(ck));
       ctx.emit(makeStore(ctx.at(tile, 0, pk * ck, ck), at(y), 0, y.pixelStride(), 1, pk, static_cast<uint32_t>(ck)), -1, tile);
     }
   }

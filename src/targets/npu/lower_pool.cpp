@@ -55,15 +55,6 @@ void reduceWindowTaps(LowerContext& ctx, const PoolProblem& q, int32_t acc, int3
   for (int64_t k = 2; k < q.KH * q.KW; ++k) ctx.emit(makeVecBinary(op, tile, tile, tap(k / q.KW, k % q.KW), r, cl, c), acc, acc, in);
 }
 
-/// A pool's fused epilogue (unary steps only: an activation moved behind it), in place on a result tile.
-void applyUnarySteps(LowerContext& ctx, const std::vector<EpilogueStep>& steps, int32_t acc, SramOperand tile, uint32_t r,
-                     uint32_t cl, uint32_t c) {
-  for (const EpilogueStep& e : steps) {
-    TESSEL_ASSERT(e.unary && e.saved < 0, "npu lowering: a pool's epilogue has unary steps only");
-    ctx.emit(makeVecUnary(e.op.op, tile, tile, r, cl, c, e.op.imm0, e.op.imm1), acc, acc);
-  }
-}
-
 hw::SupportResult checkPool(const Node& n) {
   if (n.input(0)->type.dims->size() != 4) return refuse("only 2-D pooling (rank-4 input) is lowered");
   if (n.numOutputs() > 1 && n.output(1)) return refuse("the Indices output is not lowered");

@@ -309,9 +309,9 @@ void placeConcatInputs(const Graph& body, LowerContext& ctx) {
                    [](const Node* a, const Node* b) { return channelsOf(a->output(0)) > channelsOf(b->output(0)); });
   for (const Node* np : concats) {
     const Node& n = *np;
-    // Placed in reverse order, so a later concat has given its inputs their slices already: when they are this
-    // concat's inputs too, in the same order, its result is a view of them and nothing is copied (a dense block's
-    // concats all share its last one's tensor).
+    // A wider concat has given its inputs their slices already: when they are this concat's inputs too, in the
+    // same order, its result is a view of them and nothing is copied (a dense block's concats all share its last
+    // one's tensor).
     if (!ctx.hasLoc(n.output(0)) && !isOutput(n.output(0)))
       if (const std::optional<TensorLoc> base = consecutiveSlices(n, ctx)) ctx.view(n.output(0), *base, 0);
     ctx.allocate(n.output(0));

@@ -242,30 +242,21 @@ NodeTiling elementwiseTiling(const Node& n, const hw::NpuConfig& cfg) {
 
 bool isMatrixOp(const Node& n) { return lower::opFamily(n) == lower::OpFamily::Matrix; }
 
-/// The nodes a Conv/Gemm/MatMul applies in place to its result before storing it: the chain of its only
-/// consumers that can run as epilogue steps (activations, element-wise ops with a scalar constant or a
-/// same-shape tensor), stopping at a subgraph output.
+/// The nodes a node applies in place to its result before storing it: the chain of its only consumers that can
+/// run as epilogue steps, stopping at a subgraph output. A Conv/Gemm/MatMul takes any step (activations,
+/// element-wise ops with a scalar constant or a same-shape tensor, SiLU's x * Sigmoid(x)); a pool or an element-wise
+/// node unary steps only (an activation moved behind a max pool by pool-before-activation, the ReLU after a
+/// BatchNormalization that no convolution absorbs, DenseNet's).
 std::vector<const Node*> epilogueChain(const Graph& body, const Node& n) {
   std::vector<const Node*> chain;
-  if (lower::opFamily(n) == lower::OpFamily::Pool || lower::opFamily(n) == lower::OpFamily::Elementwise) {
-    // A pool or an element-wise node applies unary steps: an activation moved behind a max pool
-    // (pool-before-activation), the ReLU after a BatchNormalization that no convolution absorbs (DenseNet).
-    for (const Value* y = n.output(0); y->uses().size() == 1;) {
-      if (std::find(body.outputs().begin(), body.outputs().end(), y) != body.outputs().end()) break;
-      const Node* user = y->uses()[0].node;
-      const auto step = lower::opFamily(*user) == lower::OpFamily::Elementwise ? lower::epilogueStep(*user, y) : std::nullopt;
-      if (!step || !step->unary) break;
-      chain.push_back(user);
-      y = user->output(0);
-    }
-    return chain;
-  }
-  if (!isMatrixOp(n)) return chain;
+  const auto family = lower::opFamily(n);
+  const bool matrix = family == lower::OpFamily::Matrix;
+  if (!matrix && family != lower::OpFamily::Pool && family != lower::OpFamily::Elementwise) return chain;
   const auto& outs = body.outputs();
   const Value* y = n.output(0);
   for (;;) {
     if (std::find(outs.begin(), outs.end(), y) != outs.end()) break;
-    if (y->uses().size() == 2) {
+    if (matrix && y->uses().size() == 2) {
       // x * Sigmoid(x) (SiLU): both nodes, the Mul reading a copy of x kept on chip.
       const Node* a = y->uses()[0].node;
       const Node* b = y->uses()[1].node;
@@ -282,7 +273,9 @@ std::vector<const Node*> epilogueChain(const Graph& body, const Node& n) {
     }
     if (y->uses().size() != 1) break;
     const Node* user = y->uses()[0].node;
-    if (lower::opFamily(*user) != lower::OpFamily::Elementwise || !lower::epilogueStep(*user, y)) break;
+    if (lower::opFamily(*user) != lower::OpFamily::Elementwise) break;
+    const std::optional<lower::EpilogueStep> step = lower::epilogueStep(*user, y);
+    if (!step || (!matrix && !step->unary)) break;
     chain.push_back(user);
     y = user->output(0);
   }
