@@ -122,7 +122,8 @@ class RandomGraphBuilder {
     }
   }
 
-  void conv(Value* x) {
+  /// `unpadded`: no padding (a convolution that may normalise its input blocks as it loads them).
+  void conv(Value* x, bool unpadded = false) {
     const Shape s = shapeOf(x);
     const int64_t C = s[1], H = s[2], W = s[3];
     int64_t k = 1, dil = 1, pads[4] = {0, 0, 0, 0};
@@ -130,7 +131,7 @@ class RandomGraphBuilder {
       k = oneOf<int64_t>({1, 1, 2, 3, 3, 3, 3, 4, 5, 5, 6, 7, 7});
       dil = k > 1 && chance(0.12) ? 2 : 1;
       const int64_t extent = (k - 1) * dil + 1;
-      for (int64_t& p : pads) p = chance(0.3) ? 0 : pick(0, std::min<int64_t>(extent / 2 + 1, 15));
+      for (int64_t& p : pads) p = unpadded || chance(0.3) ? 0 : pick(0, std::min<int64_t>(extent / 2 + 1, 15));
       if (chance(0.4)) pads[2] = pads[0], pads[3] = pads[1];  // symmetric
       if ((H + pads[0] + pads[2] >= extent && W + pads[1] + pads[3] >= extent) || attempt > 20) break;
     }
@@ -293,8 +294,17 @@ class RandomGraphBuilder {
 
   void batchNorm(Value* x) {
     const int64_t C = shapeOf(x)[1];
-    node("BatchNormalization", {x, constant("gamma", uniformTensor({C}, 0.5f, 1.5f)), constant("beta", uniformTensor({C}, -0.5f, 0.5f)),
-                                constant("mean", uniformTensor({C}, -0.5f, 0.5f)), constant("var", uniformTensor({C}, 0.2f, 1.5f))});
+    Value* y = node("BatchNormalization", {x, constant("gamma", uniformTensor({C}, 0.5f, 1.5f)),
+                                           constant("beta", uniformTensor({C}, -0.5f, 0.5f)),
+                                           constant("mean", uniformTensor({C}, -0.5f, 0.5f)),
+                                           constant("var", uniformTensor({C}, 0.2f, 1.5f))});
+    if (chance(0.5)) return;
+    // A pre-activation block (DenseNet): normalisation, an activation, an unpadded convolution.
+    if (chance(0.8)) {
+      if (chance(0.7)) node("Relu", {y});
+      else unary(y);
+    }
+    conv(values_.back(), true);
   }
 
   /// Global pool (unless already one pixel), then Flatten or Reshape to [N, C].
@@ -468,7 +478,10 @@ NpuCheck checkOnNpu(const Model& model, const std::string& configPath, uint64_t 
   out.subgraphs = compiled.subgraphs.size();
   for (const npu::LoweredSubgraph& s : compiled.subgraphs) {
     out.nodes += s.ops.size();
-    for (const npu::GroupSchedule& g : s.schedule.groups) out.fusedGroups += g.tiling.size() > 1;
+    for (const npu::GroupSchedule& g : s.schedule.groups) {
+      out.fusedGroups += g.tiling.size() > 1;
+      for (const npu::NodeTiling& t : g.tiling) out.inputNorms += !t.inputNorm.empty();
+    }
   }
   for (const auto& n : compiled.cpuPart->graph->nodes())
     if (n->domain().empty()) out.hostOps.push_back(n->opType());  // tessel.NpuCall nodes are the NPU's
@@ -532,6 +545,7 @@ std::vector<std::string> checkRandomGraph(uint64_t seed, const std::vector<std::
   auto check = [&](const std::string& config, const std::map<std::string, std::string>& settings) {
     NpuCheck c = checkOnNpu(*model, config, seed, workDir, settings);
     stats.compiles++, stats.nodes += c.nodes, stats.hostNodes += c.hostOps.size(), stats.cycles += c.cycles, stats.fusedGroups += c.fusedGroups;
+    stats.inputNorms += c.inputNorms;
     for (const std::string& op : c.hostOps) stats.hostOps[op]++;
     if (!c.problems.empty()) failures.push_back(describeFailure(seed, fs::path(config).filename().string(), *model, c));
     return c;

@@ -30,6 +30,7 @@ struct NpuCheck {
   size_t subgraphs = 0;               ///< NPU calls
   uint64_t cycles = 0;                ///< simulated NPU cycles over all calls
   size_t fusedGroups = 0;             ///< groups of the schedules that fuse several nodes (row tiles, halos)
+  size_t inputNorms = 0;              ///< convolutions that normalise their loaded input blocks (NodeTiling::inputNorm)
 };
 
 /// Compiles `model` for the configuration file `configPath` through the target registry's "npu" target (its
@@ -49,6 +50,7 @@ struct RandomRunStats {
   size_t graphs = 0, compiles = 0, nodes = 0, hostNodes = 0, failures = 0;
   size_t graphsAllOnNpu = 0;
   size_t fusedGroups = 0;  ///< graphs whose nodes the shipped configurations all place on the NPU
+  size_t inputNorms = 0;   ///< NpuCheck::inputNorms summed
   uint64_t cycles = 0;
   std::map<std::string, size_t> hostOps;  ///< nodes left on the host, by operator
 };

@@ -610,6 +610,128 @@ TEST(NpuLower, ReluAfterBatchNormIsItsEpilogue) {
   }
 }
 
+/// DenseNet's pre-activation layer: x -> conv "grow" (C -> G, 3x3); concat(x, grow) -> BatchNormalization "bn" ->
+/// Relu "relu" -> Conv "proj" (k x k, no padding, stride, group) -> output; the concat is an output too (read raw).
+void preActivation(Graph& g, int64_t C, int64_t G, int64_t H, int64_t W, int64_t M, int64_t k, int64_t stride, int64_t group) {
+  Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, C, H, W}));
+  Node* cat = g.addNode("Concat", {x, conv(g, x, C, G, 3, 1, 1, 1, true, 91)}, {"cat"}, "cat");
+  cat->setAttr("axis", int64_t{1});
+  std::vector<Value*> ins{cat->output(0)};
+  for (uint32_t i = 0; i < 4; ++i) {
+    Tensor t = randomTensor({C + G}, 92 + i);
+    if (i == 3)  // variance > 0
+      for (int64_t c = 0; c < C + G; ++c) t.data<float>()[c] = 0.5f + std::fabs(t.data<float>()[c]);
+    ins.push_back(g.addConstant(g.uniqueName("bn"), t));
+  }
+  Value* n = g.addNode("BatchNormalization", ins, {"n"}, "bn")->output(0);
+  Value* r = g.addNode("Relu", {n}, {"r"}, "relu")->output(0);
+  g.addOutput(conv(g, r, C + G, M, k, stride, 0, group, true, 97));
+  g.addOutput(cat->output(0));
+  inferShapes(g);
+}
+
+/// Moves "bn" and "relu" into the input loads of the convolution reading them (NodeTiling::inputNorm), unless the
+/// schedule already has.
+void normaliseOnLoad(npu::NpuSchedule& s) {
+  for (const npu::GroupSchedule& grp : s.groups)
+    if (grp.tiling.size() == 1 && !grp.tiling[0].inputNorm.empty()) return;
+  for (size_t gi = 0; gi < s.groups.size(); ++gi)
+    if (s.groups[gi].nodes == std::vector<std::string>{"bn", "relu"}) {
+      s.groups.erase(s.groups.begin() + static_cast<long>(gi));  // the next group is the convolution reading relu
+      s.groups[gi].nodes.insert(s.groups[gi].nodes.begin(), {"bn", "relu"});
+      s.groups[gi].tiling[0].inputNorm = {"bn", "relu"};
+      return;
+    }
+  ADD_FAILURE() << "no group [bn, relu]:\n" << s.toText();
+}
+
+// DenseNet's BatchNormalization -> ReLU -> 1x1 Conv: the convolution normalises each input block it loads
+// (NodeTiling::inputNorm), so the normalised map is never stored. The compiler chooses it (cheaper than the
+// normalisation's own pass), the result matches the interpreter, and the normalisation's own pass moved more DRAM
+// bytes; then forced on strided, phased, packed, stacked, grouped and unpadded k x k consumers; schedules naming a
+// padded consumer or a chain not starting with the normalisation are refused.
+TEST(NpuLower, PreActivationNormalisationOnTheConvLoads) {
+  const int64_t C = 24, G = 8, H = 11, W = 9, M = 20;
+  for (const char* cfgName : {"default.json", "tiny.json", "edge.json"}) {
+    SCOPED_TRACE(cfgName);
+    Graph g;
+    preActivation(g, C, G, H, W, M, 1, 1, 1);
+    const hw::HardwareConfig cfg = config(cfgName);
+    const npu::NpuSchedule s = npu::compilerSchedule(g, cfg.firstNpu()->npu, "test");
+    EXPECT_EQ(s.tilingOf("bn"), nullptr) << s.toText();  // no element-wise pass of its own
+    EXPECT_NE(s.toText().find("input blocks through bn + relu as loaded"), std::string::npos) << s.toText();
+    EXPECT_EQ(npu::NpuSchedule::fromJson(s.toJson(), "test"), s);
+    const npu::SimReport onLoad = checkAgainstInterpreter(g, cfgName);
+    // The same schedule with the normalisation in a group of its own (its tiling as the default schedule has it).
+    const npu::NpuSchedule plain = npu::defaultSchedule(g, cfg.firstNpu()->npu, "test");
+    const npu::SimReport apart = checkAgainstInterpreter(g, cfgName, [&](npu::NpuSchedule& sched) {
+      for (size_t gi = 0; gi < sched.groups.size(); ++gi)
+        if (!sched.groups[gi].tiling[0].inputNorm.empty()) {
+          sched.groups[gi].tiling[0].inputNorm.clear();
+          sched.groups[gi].nodes.erase(sched.groups[gi].nodes.begin(), sched.groups[gi].nodes.begin() + 2);
+          for (const npu::GroupSchedule& p : plain.groups)
+            if (p.nodes == std::vector<std::string>{"bn", "relu"}) sched.groups.insert(sched.groups.begin() + static_cast<long>(gi), p);
+          return;
+        }
+      ADD_FAILURE() << "no input normalisation:\n" << sched.toText();
+    });
+    // Its own pass loads the concat and stores the normalised map, which the convolution loads again.
+    EXPECT_GE(apart.dramBytesRead, onLoad.dramBytesRead + 4u * (C + G) * H * W);
+    EXPECT_GE(apart.dramBytesWritten, onLoad.dramBytesWritten + 4u * (C + G) * H * W);
+  }
+  struct Case { int64_t k, stride, group; const char* variant; bool phased; };
+  for (const Case& k : {Case{1, 2, 1, "matrix", false}, Case{1, 2, 1, "matrix", true}, Case{3, 2, 2, "packed", true},
+                        Case{3, 1, 1, "stacked", false}, Case{3, 2, 1, "stacked", true}, Case{3, 1, 2, "matrix", false},
+                        Case{2, 1, 4, "matrix", false}})
+    for (const char* cfgName : {"default.json", "tiny.json"}) {
+      SCOPED_TRACE(fmt::format("{}x{} consumer, stride {}, group {}, {}{}, {}", k.k, k.k, k.stride, k.group, k.variant,
+                               k.phased ? " phased" : "", cfgName));
+      Graph g;  // 16 channels: every forced tiling's blocks fit tiny's buffers
+      preActivation(g, 12, 4, H, W, M, k.k, k.stride, k.group);
+      checkAgainstInterpreter(g, cfgName, [&](npu::NpuSchedule& s) {
+        normaliseOnLoad(s);
+        for (npu::GroupSchedule& grp : s.groups)
+          if (!grp.tiling.empty() && !grp.tiling[0].inputNorm.empty()) {
+            npu::NodeTiling& u = grp.tiling[0];
+            u.variant = k.variant, u.phased = k.phased;
+            u.rows = 3, u.cols = 4, u.channels = 16, u.inChannels = 16 / k.group, u.coutPerPass = 0;
+            u.weightsResident = std::string(cfgName) == "default.json";
+          }
+      });
+    }
+  const hw::HardwareConfig defaultCfg = config("default.json");
+  const hw::NpuConfig& npuCfg = defaultCfg.firstNpu()->npu;
+  {
+    Graph g;
+    preActivation(g, C, G, H, W, M, 3, 1, 1);
+    npu::NpuSchedule s = npu::compilerSchedule(g, npuCfg, "test", false);
+    normaliseOnLoad(s);
+    s.groups.back().tiling[0].variant = "packed";  // 32 channels: a packed block's gemm would exceed the array
+    EXPECT_THROW(npu::verifySchedule(s, g, npuCfg), UserError);
+  }
+  {
+    Graph g;
+    preActivation(g, C, G, H, W, M, 1, 1, 1);
+    npu::NpuSchedule s = npu::compilerSchedule(g, npuCfg, "test", false);
+    npu::verifySchedule(s, g, npuCfg);
+    for (npu::GroupSchedule& grp : s.groups)
+      if (!grp.tiling[0].inputNorm.empty()) grp.tiling[0].inputNorm = {"relu"};
+    EXPECT_THROW(npu::verifySchedule(s, g, npuCfg), UserError);
+  }
+  Graph padded;  // a 3x3 consumer with padding: relu(bn(0)) is not 0
+  preActivation(padded, C, G, H, W, M, 1, 1, 1);
+  for (const auto& n : padded.nodes())
+    if (n->opType() == "Conv" && n->input(0)->name() == "r") {
+      n->setAttr("kernel_shape", std::vector<int64_t>{1, 1});
+      n->setAttr("pads", std::vector<int64_t>{1, 1, 1, 1});
+    }
+  inferShapes(padded);
+  npu::NpuSchedule s = npu::compilerSchedule(padded, npuCfg, "test", false);
+  EXPECT_NE(s.tilingOf("bn"), nullptr) << s.toText();
+  normaliseOnLoad(s);
+  EXPECT_THROW(npu::verifySchedule(s, padded, npuCfg), UserError);
+}
+
 // Split along the channels (opset 13: sizes as an input): each output a view at its channel offset, read by a
 // conv and an element-wise op; an output that is a subgraph output is copied out densely. A split of rows is
 // refused with the reason.

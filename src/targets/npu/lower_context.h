@@ -62,6 +62,21 @@ struct InputScale {
 /// first input), and which is no output of `body`.
 std::optional<InputScale> inputScaleOf(const Graph& body, const Node& mul, const Node& consumer);
 
+/// A BatchNormalization and the unary steps after it applied to a convolution's input blocks as they are loaded
+/// (NodeTiling::inputNorm).
+struct InputNorm {
+  const Value* full = nullptr;      ///< the tensor normalised (the convolution reads it from DRAM)
+  std::vector<float> scale, bias;   ///< the normalisation as a per-channel affine map
+  std::vector<EpilogueStep> steps;  ///< unary steps after it, in order
+};
+/// Inference BatchNormalization `bn` as a per-channel affine map x * scale + bias.
+std::pair<std::vector<float>, std::vector<float>> batchNormAffine(const Node& bn);
+/// What `chain` (a BatchNormalization, then unary nodes, each reading the previous one's result) computes when it
+/// can be applied to the loaded input blocks of `consumer`: a Conv that is not depthwise and has no padding (the
+/// normalisation of a zero would not be zero), reading the chain's last result as its first input, which is the
+/// only reader of every result of the chain; none of them is an output of `body`.
+std::optional<InputNorm> inputNormOf(const Graph& body, const std::vector<const Node*>& chain, const Node& consumer);
+
 /// Whether `pool` (GlobalAveragePool / GlobalMaxPool of a rank-4 map) can be computed from the output tiles of the
 /// Conv `producer` whose result (after its epilogue) is `result` (NodeTiling::globalPool).
 bool globalPoolFromTiles(const Node& pool, const Node& producer, const Value* result);
@@ -132,6 +147,8 @@ class LowerContext {
   std::vector<EpilogueStep> epilogue(const Node& node) const;
   /// The Mul the schedule applies to `node`'s loaded input blocks (NodeTiling::inputScale), if any.
   std::optional<InputScale> inputScale(const Node& node) const;
+  /// The normalisation the schedule applies to `node`'s loaded input blocks (NodeTiling::inputNorm), if any.
+  std::optional<InputNorm> inputNorm(const Node& node) const;
   /// The global pool the schedule computes from `node`'s output tiles (NodeTiling::globalPool), or nullptr.
   const Node* globalPool(const Node& node) const;
 

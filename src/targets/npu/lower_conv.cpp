@@ -264,7 +264,7 @@ std::vector<int64_t> MatrixConv::phaseCols(int64_t th, int64_t tw) const {
 
 void MatrixConv::beginPass(int64_t g, int64_t m0, int64_t mk) {
   g_ = g, m0_ = m0, mk_ = mk;
-  resident_ = bias_ = scale_ = -1;
+  resident_ = bias_ = scale_ = normScale_ = normBias_ = -1;
   residentOffset_.clear();
   streamed_.clear();
   const Phasing ph{ph_, pw_};
@@ -288,17 +288,35 @@ void MatrixConv::beginPass(int64_t g, int64_t m0, int64_t mk) {
     scale_ = ctx_.region(Buffer::Output, static_cast<uint64_t>(Cg_));
     loadContiguous(ctx_, scale_, 0, *p_.inputScale + static_cast<uint64_t>(g * Cg_), static_cast<uint64_t>(Cg_));
   }
+  if (p_.inputAffine) {
+    const uint64_t first = static_cast<uint64_t>(g * Cg_), words = static_cast<uint64_t>(Cg_);
+    normScale_ = ctx_.region(Buffer::Output, words);
+    loadContiguous(ctx_, normScale_, 0, p_.inputAffine->first + first, words);
+    normBias_ = ctx_.region(Buffer::Output, words);
+    loadContiguous(ctx_, normBias_, 0, p_.inputAffine->second + first, words);
+  }
 }
 
-void MatrixConv::scaleInput(int32_t region, int64_t outer, int64_t inner, int64_t c0, int64_t cb) {
+void MatrixConv::prepareInput(int32_t region, int64_t outer, int64_t inner, int64_t c0, int64_t cb) {
   const SramOperand tile = ctx_.at(region, 0, inner * cb, cb);
-  ctx_.emit(makeVecBinary(VecOp::Mul, tile, tile, ctx_.at(scale_, static_cast<uint64_t>(c0)), static_cast<uint32_t>(outer),
-                          static_cast<uint32_t>(inner), static_cast<uint32_t>(cb)),
-            region, region, scale_);
+  const auto o = static_cast<uint32_t>(outer), i = static_cast<uint32_t>(inner), v = static_cast<uint32_t>(cb);
+  if (scale_ >= 0)
+    ctx_.emit(makeVecBinary(VecOp::Mul, tile, tile, ctx_.at(scale_, static_cast<uint64_t>(c0)), o, i, v), region, region, scale_);
+  if (normScale_ >= 0) {
+    Instruction a;
+    a.opcode = Opcode::VecAffine;
+    a.vecOp = VecOp::Affine;
+    a.dst = tile, a.srcA = tile;
+    a.srcB = ctx_.at(normScale_, static_cast<uint64_t>(c0)), a.srcC = ctx_.at(normBias_, static_cast<uint64_t>(c0));
+    a.outer = o, a.inner = i, a.vecLen = v;
+    ctx_.emit(a, region, region, normScale_, normBias_);
+    applyUnarySteps(ctx_, p_.inputSteps, region, tile, o, i, v);
+  }
 }
 
 int32_t MatrixConv::computeTile(int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, const OnChipInput* window) {
-  TESSEL_ASSERT(!window || (ph_ == 1 && pw_ == 1 && p_.group == 1 && red_ != Reduction::Stacked && scale_ < 0),
+  TESSEL_ASSERT(!window || (ph_ == 1 && pw_ == 1 && p_.group == 1 && red_ != Reduction::Stacked && scale_ < 0 &&
+                              normScale_ < 0),
                 "npu lowering: an on-chip input needs an unphased, ungrouped, unstacked, unscaled conv");
   const int32_t acc = ctx_.region(Buffer::Accumulator, static_cast<uint64_t>(rows * cols * mk_));
   started_.assign(static_cast<size_t>(ceilDiv(mk_, gemmN_)), false);
@@ -352,8 +370,8 @@ void MatrixConv::computeBlock(int64_t n, int64_t oy0, int64_t rows, int64_t ox0,
         regions[phase] = stacked ? loadStacked(ctx_, p_, ph, n, oy0, ox0, g_ * Cg_ + c0, cbk, py, px, rows, pcol)
                                  : loadPhase(ctx_, p_, ph, n, oy0, ox0, g_ * Cg_ + c0, cbk, py, px, prow, pcol);
         // A stacked region holds, per output row, each column's kernel rows side by side: pcol x taps pixels.
-        if (scale_ >= 0)
-          scaleInput(regions[phase], stacked ? rows : prow, stacked ? pcol * p_.rowTaps(ph_, py) : pcol, c0, cbk);
+        if (scale_ >= 0 || normScale_ >= 0)
+          prepareInput(regions[phase], stacked ? rows : prow, stacked ? pcol * p_.rowTaps(ph_, py) : pcol, c0, cbk);
       }
       // Words from one output row (column) to the next in the phase's region.
       const int64_t pixel = (red_ == Reduction::Stacked ? p_.rowTaps(ph_, sl.phase / pw_) : 1) * cbk;
@@ -583,6 +601,11 @@ ConvProblem convProblem(LowerContext& ctx, const Node& n) {
   if (const std::optional<InputScale> scale = ctx.inputScale(n)) {
     input = scale->full;
     p.inputScale = ctx.loc(scale->vector).addr;
+  }
+  if (std::optional<InputNorm> norm = ctx.inputNorm(n)) {
+    input = norm->full;
+    p.inputAffine = {ctx.addConstant(norm->scale), ctx.addConstant(norm->bias)};
+    p.inputSteps = norm->steps;
   }
   if (const Node* pool = ctx.globalPool(n)) {
     ctx.allocate(pool->output(0));

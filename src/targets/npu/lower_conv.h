@@ -22,6 +22,10 @@ struct ConvProblem : ConvGeometry {
   std::vector<TensorLoc> epilogueLoc;  ///< per step: DRAM location of its tensor operand (binary steps)
   /// NodeTiling::inputScale: DRAM address of the C factors each loaded input block is multiplied by.
   std::optional<uint64_t> inputScale;
+  /// NodeTiling::inputNorm: DRAM addresses of the C scales and C biases each loaded input block is mapped by, and
+  /// the unary steps applied after them.
+  std::optional<std::pair<uint64_t, uint64_t>> inputAffine;
+  std::vector<EpilogueStep> inputSteps;
   /// NodeTiling::globalPool: DRAM location of the pooled result ([N][M]), and whether it is a max pool.
   std::optional<TensorLoc> globalPool;
   bool globalMax = false;
@@ -77,9 +81,10 @@ class MatrixConv {
   std::vector<int64_t> phaseCols(int64_t th, int64_t tw) const;
   void computeBlock(int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, int64_t c0, int64_t block,
                     int32_t acc, const OnChipInput* window);
-  /// Multiplies a loaded input region of outer x inner pixels of `cb` channels (from channel c0 of the group) in
-  /// place by the pass's input scale (NodeTiling::inputScale).
-  void scaleInput(int32_t region, int64_t outer, int64_t inner, int64_t c0, int64_t cb);
+  /// Applies the load-side work to a loaded input region of outer x inner pixels of `cb` channels (from channel c0
+  /// of the group) in place: the pass's input scale (NodeTiling::inputScale) or normalisation and its unary steps
+  /// (NodeTiling::inputNorm).
+  void prepareInput(int32_t region, int64_t outer, int64_t inner, int64_t c0, int64_t cb);
 
   LowerContext& ctx_;
   const Node& node_;
@@ -92,6 +97,7 @@ class MatrixConv {
   uint32_t tileIndex_ = 0;
   int64_t g_ = 0, m0_ = 0, mk_ = 0;  ///< current pass
   int32_t resident_ = -1, bias_ = -1, scale_ = -1;
+  int32_t normScale_ = -1, normBias_ = -1;  ///< NodeTiling::inputNorm's vectors, staged per pass
   std::vector<uint64_t> residentOffset_;  ///< per input block: its weights' offset in the resident region
   std::map<std::pair<int64_t, size_t>, std::pair<uint64_t, uint64_t>> streamed_;  ///< (block, first slice) -> DRAM, words
   std::vector<bool> started_;  ///< per gemm block of the tile: accumulating already

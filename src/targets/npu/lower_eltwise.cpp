@@ -2,6 +2,7 @@
 // broadcast), activations (vun) and inference BatchNormalization (vaffine), tiled over pixels x channels.
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <fmt/format.h>
 
 #include "geometry.h"
@@ -166,14 +167,7 @@ hw::SupportResult checkBatchNorm(const Node& n) {
 }
 
 void lowerBatchNorm(const Node& n, LowerContext& ctx) {
-  std::vector<float> g = constantFloats(n.input(1)->constant()), b = constantFloats(n.input(2)->constant());
-  std::vector<float> mean = constantFloats(n.input(3)->constant()), var = constantFloats(n.input(4)->constant());
-  const float eps = n.attrFloat("epsilon");
-  std::vector<float> scale(g.size()), bias(g.size());
-  for (size_t c = 0; c < g.size(); ++c) {
-    scale[c] = g[c] / std::sqrt(var[c] + eps);
-    bias[c] = b[c] - mean[c] * scale[c];
-  }
+  const auto [scale, bias] = batchNormAffine(n);
   // BatchNorm's channel axis is 1; the DRAM view's channels are axis 1 only for rank 4 (channels-last).
   const Shape x = n.input(0)->type.staticShape();
   if (x.size() != 4 && x.size() != 2)
@@ -195,6 +189,45 @@ const RegisterOpLowering kActivations({kVectorUnaryLowering}, {OpFamily::Element
 const RegisterOpLowering kBatchNorm({"BatchNormalization"}, {OpFamily::Elementwise, checkBatchNorm, lowerBatchNorm});
 
 }  // namespace
+
+std::pair<std::vector<float>, std::vector<float>> batchNormAffine(const Node& bn) {
+  std::vector<float> g = constantFloats(bn.input(1)->constant()), b = constantFloats(bn.input(2)->constant());
+  std::vector<float> mean = constantFloats(bn.input(3)->constant()), var = constantFloats(bn.input(4)->constant());
+  const float eps = bn.attrFloat("epsilon");
+  std::vector<float> scale(g.size()), bias(g.size());
+  for (size_t c = 0; c < g.size(); ++c) {
+    scale[c] = g[c] / std::sqrt(var[c] + eps);
+    bias[c] = b[c] - mean[c] * scale[c];
+  }
+  return {scale, bias};
+}
+
+std::optional<InputNorm> inputNormOf(const Graph& body, const std::vector<const Node*>& chain, const Node& consumer) {
+  if (chain.empty() || !isOp(*chain[0], "BatchNormalization") || !checkBatchNorm(*chain[0]).supported ||
+      !isOp(consumer, "Conv"))
+    return std::nullopt;
+  const Value* full = chain[0]->input(0);
+  if (!full->type.isStatic() || full->type.dtype != DType::Float32 || full->type.staticShape().size() != 4 ||
+      consumer.input(0) != chain.back()->output(0))
+    return std::nullopt;
+  const ConvGeometry geo = convGeometry(consumer);
+  if (geo.depthwise() || geo.pT || geo.pB || geo.pL || geo.pR) return std::nullopt;
+  const auto& outs = body.outputs();
+  for (const Node* n : chain) {
+    const Value* y = n->output(0);
+    if (y->uses().size() != 1 || std::find(outs.begin(), outs.end(), y) != outs.end()) return std::nullopt;
+  }
+  InputNorm norm;
+  norm.full = full;
+  std::tie(norm.scale, norm.bias) = batchNormAffine(*chain[0]);
+  if (static_cast<int64_t>(norm.scale.size()) != geo.C) return std::nullopt;
+  for (size_t i = 1; i < chain.size(); ++i) {
+    std::optional<EpilogueStep> step = epilogueStep(*chain[i], chain[i - 1]->output(0));
+    if (!step || !step->unary) return std::nullopt;
+    norm.steps.push_back(*step);
+  }
+  return norm;
+}
 
 std::optional<InputScale> inputScaleOf(const Graph& body, const Node& mul, const Node& consumer) {
   if (!isOp(mul, "Mul") || mul.numInputs() != 2 || !isOp(consumer, "Conv") || consumer.input(0) != mul.output(0))

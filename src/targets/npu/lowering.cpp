@@ -271,6 +271,22 @@ std::optional<InputScale> LowerContext::inputScale(const Node& node) const {
   return std::nullopt;
 }
 
+std::optional<InputNorm> LowerContext::inputNorm(const Node& node) const {
+  const std::vector<std::string>& names = tiling(node).inputNorm;
+  if (names.empty()) return std::nullopt;
+  std::vector<const Node*> chain;
+  for (const std::string& name : names) {
+    const Node* found = nullptr;
+    for (const auto& n : body_.nodes())
+      if (n->name() == name) found = n.get();
+    TESSEL_ASSERT(found, fmt::format("npu lowering: the input normalisation '{}' of {} is not a node", name, node.describe()));
+    chain.push_back(found);
+  }
+  std::optional<InputNorm> norm = inputNormOf(body_, chain, node);
+  TESSEL_ASSERT(norm.has_value(), fmt::format("npu lowering: {} cannot normalise the input of {}", chain[0]->describe(), node.describe()));
+  return norm;
+}
+
 const Node* LowerContext::globalPool(const Node& node) const {
   const std::string& name = tiling(node).globalPool;
   if (name.empty()) return nullptr;

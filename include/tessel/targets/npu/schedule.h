@@ -51,6 +51,13 @@ struct NodeTiling {
   /// output buffer per pass), so the product never goes through DRAM. The Mul is listed in the node's group before
   /// it and is not lowered on its own. Empty: none.
   std::string inputScale;
+  /// matrix/packed/stacked, a convolution without padding, in a group of row_tiles 1: a BatchNormalization of this
+  /// node's input followed by unary nodes (DenseNet's norm -> relu -> conv), applied on the load side instead:
+  /// every input block the node loads gets the normalisation's per-channel affine map (one `vaffine`, scale and
+  /// bias staged in the output buffer per pass) and then each unary step in place, so the normalised map never
+  /// goes through DRAM. The nodes, in compute order, are listed in the node's group before it and are not lowered
+  /// on their own. Empty: none.
+  std::vector<std::string> inputNorm;
   /// matrix/packed/stacked/vector, in a group of row_tiles 1: a GlobalAveragePool or GlobalMaxPool of this node's
   /// result (after the epilogue) computed from the output tiles as they are made: per tile a reduce into a
   /// per-channel vector kept on chip (output buffer) for the image and channel block, scaled and stored after its
@@ -162,6 +169,15 @@ std::vector<NodeTiling> tilingOptions(const Node& n, const NodeTiling& current, 
 /// matrix unit (a group of its own) that could apply them to its loaded input blocks (NodeTiling::inputScale).
 /// Returns (Mul group, convolution group) index pairs.
 std::vector<std::pair<size_t, size_t>> inputScaleCandidates(const NpuSchedule& schedule, const Graph& body);
+
+/// The BatchNormalization groups (with a unary epilogue such as ReLU) whose result only a convolution without
+/// padding on the matrix unit (a group of its own) reads, which could apply them to its loaded input blocks
+/// (NodeTiling::inputNorm). Returns (normalisation group, convolution group) index pairs.
+std::vector<std::pair<size_t, size_t>> inputNormCandidates(const NpuSchedule& schedule, const Graph& body);
+
+/// Moves each candidate normalisation into its convolution's input loads where that takes fewer modelled cycles
+/// than its own pass through DRAM.
+void chooseInputNorms(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg);
 
 /// The global pools (of a whole map, the squeeze of squeeze-and-excitation) whose input is the result of a
 /// convolution in a layer-by-layer group of its own, which could compute them from its output tiles

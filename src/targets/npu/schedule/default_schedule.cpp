@@ -414,6 +414,7 @@ NpuSchedule tiledSchedule(const Graph& body, const hw::NpuConfig& cfg, const std
         }
       }
   chooseInputScaling(s, body, cfg);  // squeeze-and-excitation Muls on their convolutions' loads, when cheaper
+  chooseInputNorms(s, body, cfg);    // pre-activation BatchNormalization (+ ReLU) on their convolutions' loads, when cheaper
   s.window = 0;  // chosen when the program is scheduled (S0.6)
   return s;
 }

@@ -56,8 +56,11 @@ std::vector<std::vector<size_t>> fusionCandidates(const NpuSchedule& s, const Gr
   for (const auto& n : body.nodes()) byName[n->name()] = n.get();
   const auto& outs = body.outputs();
   std::map<const Node*, size_t> groupOfAnchor;
-  for (size_t g = 0; g < s.groups.size(); ++g)  // (a group that pools its result on the way is not fused: its last node is the pool)
-    if (s.groups[g].tiling.size() == 1 && s.groups[g].rowTiles == 1 && s.groups[g].tiling[0].globalPool.empty())
+  // (A group that pools its result on the way is not fused: its last node is the pool; nor one that normalises its
+  // input on the load side: its first nodes are the normalisation.)
+  for (size_t g = 0; g < s.groups.size(); ++g)
+    if (s.groups[g].tiling.size() == 1 && s.groups[g].rowTiles == 1 && s.groups[g].tiling[0].globalPool.empty() &&
+        s.groups[g].tiling[0].inputNorm.empty())
       groupOfAnchor[byName.at(s.groups[g].tiling[0].node)] = g;
   // Union of groups joined by a value every use of which is the first input of a fusable anchor.
   std::vector<size_t> parent(s.groups.size());

@@ -2,6 +2,7 @@
 // sets against the buffers).
 #include <algorithm>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <map>
 #include <set>
 
@@ -40,6 +41,7 @@ std::string describeTiling(const NodeTiling& t) {
   if (t.matrixEvery == 1) s += ", on the matrix unit";
   if (t.matrixEvery > 1) s += fmt::format(", one tile in {} on the matrix unit", t.matrixEvery);
   if (!t.inputScale.empty()) s += fmt::format(", input blocks x {} as loaded", t.inputScale);
+  if (!t.inputNorm.empty()) s += fmt::format(", input blocks through {} as loaded", fmt::join(t.inputNorm, " + "));
   s += fmt::format(", {} slots", t.slots);
   for (const std::string& e : t.epilogue) s += fmt::format(", + {}", e);
   if (!t.globalPool.empty()) s += fmt::format(", then {} reduced from the output tiles", t.globalPool);
@@ -53,7 +55,8 @@ json tilingJson(const NodeTiling& t) {
               {"in_channels", t.inChannels}, {"cout_per_pass", t.coutPerPass},
               {"weights_resident", t.weightsResident}, {"phased", t.phased}, {"slots", t.slots},
               {"matrix_every", t.matrixEvery},
-              {"epilogue", t.epilogue}, {"input_scale", t.inputScale}, {"global_pool", t.globalPool}};
+              {"epilogue", t.epilogue}, {"input_scale", t.inputScale}, {"input_norm", t.inputNorm},
+              {"global_pool", t.globalPool}};
 }
 
 /// Typed field access with errors naming the origin and the JSON path.
@@ -113,6 +116,11 @@ NodeTiling tilingFromJson(const JsonReader& r, const json& j, const std::string&
   // Absent in files written before the fields existed.
   if (j.contains("input_scale")) t.inputScale = r.string(j, path, "input_scale");
   if (j.contains("global_pool")) t.globalPool = r.string(j, path, "global_pool");
+  if (j.contains("input_norm"))
+    for (const json& e : r.array(j, path, "input_norm")) {
+      if (!e.is_string()) r.fail(path + ".input_norm", "expected node names");
+      t.inputNorm.push_back(e.get<std::string>());
+    }
   for (const json& e : r.array(j, path, "epilogue")) {
     if (!e.is_string()) r.fail(path + ".epilogue", "expected node names");
     t.epilogue.push_back(e.get<std::string>());
@@ -147,6 +155,36 @@ void checkInputScale(const NodeTiling& t, const GroupSchedule& g, const Graph& b
                                    t.node, geo.C / geo.group, quarter));
 }
 
+/// A tiling's input normalisation: nodes of the same layer-by-layer group, listed before the node in compute order,
+/// that it can apply to its loaded input blocks (lower::inputNormOf), on a matrix-unit variant.
+void checkInputNorm(const NodeTiling& t, const GroupSchedule& g, const Graph& body, const std::map<std::string, size_t>& position,
+                    std::vector<std::string>& problems) {
+  auto node = position.find(t.node);
+  std::vector<const Node*> chain;
+  for (const std::string& name : t.inputNorm) {
+    auto it = position.find(name);
+    if (it == position.end() || node == position.end()) {
+      problems.push_back(fmt::format("node '{}': input normalisation '{}' is not a node of the subgraph", t.node, name));
+      return;
+    }
+    chain.push_back(body.nodes()[it->second].get());
+  }
+  const auto at = [&](const std::string& n) { return std::find(g.nodes.begin(), g.nodes.end(), n) - g.nodes.begin(); };
+  for (size_t i = 0; i < t.inputNorm.size(); ++i)
+    if (at(t.inputNorm[i]) >= at(t.node) || (i > 0 && at(t.inputNorm[i]) <= at(t.inputNorm[i - 1])))
+      problems.push_back(fmt::format("node '{}': input normalisation '{}' must be listed in its group before it, in order", t.node,
+                                     t.inputNorm[i]));
+  if (t.variant != "matrix" && t.variant != "packed" && t.variant != "stacked")
+    problems.push_back(fmt::format("node '{}': an input normalisation applies to matrix-unit tilings only, not '{}'", t.node, t.variant));
+  if (g.rowTiles != 1 || g.tiling.size() != 1)
+    problems.push_back(fmt::format("node '{}': an input normalisation needs a layer-by-layer group", t.node));
+  if (!t.inputScale.empty())
+    problems.push_back(fmt::format("node '{}': an input scale and an input normalisation exclude each other", t.node));
+  if (!lower::inputNormOf(body, chain, *body.nodes()[node->second]))
+    problems.push_back(fmt::format("node '{}': '{}' is no BatchNormalization with unary steps that only this convolution "
+                                   "without padding reads", t.node, fmt::join(t.inputNorm, " + ")));
+}
+
 /// A tiling's global pool: a node of the same layer-by-layer group, listed after the node, that pools the node's
 /// result (after its epilogue) and can be computed from its tiles (lower::globalPoolFromTiles).
 void checkGlobalPool(const NodeTiling& t, const GroupSchedule& g, const Graph& body, const std::map<std::string, size_t>& position,
@@ -171,7 +209,7 @@ void checkGlobalPool(const NodeTiling& t, const GroupSchedule& g, const Graph& b
     problems.push_back(fmt::format("node '{}': '{}' is no global pool of its result", t.node, t.globalPool));
 }
 
-/// A convolution with an input scale or a global pool, layer by layer (fused groups tile it differently), keeps a per-channel vector in the output buffer across its
+/// A convolution with an input scale or normalisation or a global pool, layer by layer (fused groups tile it differently), keeps a per-channel vector in the output buffer across its
 /// tiles, beside its bias and, when its epilogue has a tensor step (a tile loaded from DRAM or a saved copy), at
 /// least one tile-sized region: those must fit together (more is the list scheduler's to find room for).
 void checkOutputBuffer(const NodeTiling& t, const Graph& body, const hw::NpuConfig& cfg,
@@ -181,7 +219,8 @@ void checkOutputBuffer(const NodeTiling& t, const Graph& body, const hw::NpuConf
   const int64_t Mg = geo.M / geo.group;
   const int64_t block = t.variant == "vector" ? std::min(t.channels, geo.C)
                                               : std::min(t.coutPerPass > 0 ? t.coutPerPass : t.channels, Mg);
-  int64_t words = (n.hasInput(2) ? block : 0) + (t.inputScale.empty() ? 0 : geo.C / geo.group) + (t.globalPool.empty() ? 0 : block);
+  int64_t words = (n.hasInput(2) ? block : 0) + (t.inputScale.empty() ? 0 : geo.C / geo.group) +
+                  (t.inputNorm.empty() ? 0 : 2 * (geo.C / geo.group)) + (t.globalPool.empty() ? 0 : block);
   std::vector<const Node*> chain;
   for (const std::string& e : t.epilogue)
     if (auto it = position.find(e); it != position.end()) chain.push_back(body.nodes()[it->second].get());
@@ -295,6 +334,15 @@ void verifySchedule(const NpuSchedule& schedule, const Graph& body, const hw::Np
       if ((t.variant == "matrix" || t.variant == "packed" || t.variant == "stacked") && t.channels > cfg.dim)
         problems.push_back(fmt::format("node '{}': gemm blocks of {} output channels exceed the {}x{} array", t.node,
                                        t.channels, cfg.dim, cfg.dim));
+      if (t.variant == "packed") {  // one block of all the group's channels, cut into gemms of whole kernel columns
+        auto it = position.find(t.node);
+        if (it != position.end() && lower::opFamily(*body.nodes()[it->second]) == lower::OpFamily::Matrix) {
+          const ConvGeometry geo = convGeometry(*body.nodes()[it->second]);
+          if (geo.C / geo.group > cfg.dim)
+            problems.push_back(fmt::format("node '{}': a packed reduction needs at most {} input channels per group, not {}",
+                                           t.node, cfg.dim, geo.C / geo.group));
+        }
+      }
       if (t.variant == "vector") {
         auto it = position.find(t.node);
         if (it != position.end() && lower::opFamily(*body.nodes()[it->second]) == lower::OpFamily::Matrix) {
@@ -310,8 +358,9 @@ void verifySchedule(const NpuSchedule& schedule, const Graph& body, const hw::Np
         problems.push_back(fmt::format("node '{}': matrix_every applies to depthwise (vector) tilings only, not '{}'", t.node,
                                        t.variant));
       if (!t.inputScale.empty()) checkInputScale(t, g, body, cfg, position, problems);
+      if (!t.inputNorm.empty()) checkInputNorm(t, g, body, position, problems);
       if (!t.globalPool.empty()) checkGlobalPool(t, g, body, position, problems);
-      if ((!t.inputScale.empty() || !t.globalPool.empty()) && g.rowTiles == 1 && problems.empty())
+      if ((!t.inputScale.empty() || !t.inputNorm.empty() || !t.globalPool.empty()) && g.rowTiles == 1 && problems.empty())
         checkOutputBuffer(t, body, cfg, position, problems);
       if (t.rows >= (int64_t{1} << kCountBits) || t.cols >= (int64_t{1} << kCountBits))
         problems.push_back(fmt::format("node '{}': tile {}x{} exceeds the instruction's 16-bit counts", t.node, t.rows, t.cols));

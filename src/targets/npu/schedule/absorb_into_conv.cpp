@@ -1,3 +1,5 @@
+// Work a convolution does on its loads and stores instead of a pass of its own through DRAM.
+//
 // Squeeze-and-excitation without round trips of the feature map through DRAM. The squeeze (a global pool of the
 // map) becomes part of the convolution producing the map (NodeTiling::globalPool): each output tile is reduced
 // into a per-channel vector on chip as it is made, so the pool does not load the map again. The excitation's
@@ -5,8 +7,16 @@
 // the whole map first: pool, 1x1 convs, sigmoid), but the convolution reading the product can multiply each
 // input block it loads by the block's channels of the vector (NodeTiling::inputScale), one vector instruction on
 // data already in SRAM: the Mul's own pass (load the map, multiply, store the product, which the convolution
-// loads again) disappears. Each is chosen where the instruction scheduler models it cheaper than the separate
-// pass (a convolution that loads its input once per output-channel pass multiplies it once per pass).
+// loads again) disappears.
+//
+// Pre-activation blocks (DenseNet: BatchNormalization -> ReLU -> 1x1 Conv on a concatenation that other layers
+// read unnormalised) cannot fold the normalisation into the weights (the ReLU is between) nor into the producers
+// (the map is read raw too). The convolution applies it to each input block it loads instead
+// (NodeTiling::inputNorm): one `vaffine` and one `vun` per block, on the vector unit that a matrix convolution
+// otherwise leaves idle, and the normalised map is never stored.
+//
+// Each is chosen where the instruction scheduler models it cheaper than the separate pass (a convolution that
+// loads its input once per output-channel pass transforms it once per pass).
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -14,6 +24,7 @@
 
 #include "../geometry.h"
 #include "../lower_context.h"
+#include "tessel/ops/registry.h"
 #include "tessel/support/error.h"
 #include "tessel/targets/npu/schedule.h"
 
@@ -56,6 +67,18 @@ NpuSchedule absorb(const NpuSchedule& s, size_t from, size_t into, std::string N
 
 /// `s` with the Mul of group gm applied by the convolution of group gc as it loads its input.
 NpuSchedule withInputScale(const NpuSchedule& s, size_t gm, size_t gc) { return absorb(s, gm, gc, &NodeTiling::inputScale, true); }
+
+/// `s` with the normalisation of group gn (and its unary epilogue) applied by the convolution of group gc as it
+/// loads its input.
+NpuSchedule withInputNorm(const NpuSchedule& s, size_t gn, size_t gc) {
+  NpuSchedule out = s;
+  GroupSchedule& conv = out.groups[gc];
+  const std::vector<std::string>& chain = s.groups[gn].nodes;
+  conv.tiling[0].inputNorm = chain;
+  conv.nodes.insert(conv.nodes.begin(), chain.begin(), chain.end());
+  out.groups.erase(out.groups.begin() + static_cast<long>(gn));
+  return out;
+}
 
 }  // namespace
 
@@ -135,6 +158,52 @@ void chooseGlobalPoolEpilogues(NpuSchedule& schedule, const Graph& body, const h
   }
   for (const auto& [pool, conv] : chosen)
     schedule = withGlobalPool(schedule, groupOfTiling(schedule, pool), groupOfTiling(schedule, conv));
+}
+
+std::vector<std::pair<size_t, size_t>> inputNormCandidates(const NpuSchedule& s, const Graph& body) {
+  std::map<std::string, const Node*> byName;
+  for (const auto& n : body.nodes()) byName[n->name()] = n.get();
+  std::map<std::string, size_t> convGroup;  // layer-by-layer groups of one matrix-unit convolution with nothing absorbed
+  for (size_t g = 0; g < s.groups.size(); ++g) {
+    const GroupSchedule& grp = s.groups[g];
+    if (grp.tiling.size() != 1 || grp.rowTiles != 1 || grp.nodes[0] != grp.tiling[0].node) continue;
+    const NodeTiling& t = grp.tiling[0];
+    if ((t.variant == "matrix" || t.variant == "packed" || t.variant == "stacked") && t.inputScale.empty() && t.inputNorm.empty())
+      convGroup[t.node] = g;
+  }
+  std::vector<std::pair<size_t, size_t>> out;
+  for (size_t gn = 0; gn < s.groups.size(); ++gn) {
+    const GroupSchedule& grp = s.groups[gn];
+    if (grp.tiling.size() != 1 || grp.rowTiles != 1 || grp.tiling[0].variant != "elementwise" || grp.nodes[0] != grp.tiling[0].node)
+      continue;
+    std::vector<const Node*> chain;
+    for (const std::string& name : grp.nodes) chain.push_back(byName.at(name));
+    if (!isOp(*chain[0], "BatchNormalization") || chain.back()->output(0)->uses().size() != 1) continue;
+    const Node& conv = *chain.back()->output(0)->uses()[0].node;
+    auto gc = convGroup.find(conv.name());
+    if (gc != convGroup.end() && lower::inputNormOf(body, chain, conv)) out.push_back({gn, gc->second});
+  }
+  return out;
+}
+
+void chooseInputNorms(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg) {
+  const uint64_t half = cfg.bufferWords(static_cast<size_t>(Buffer::Output)) / 2;
+  std::map<std::string, const Node*> byName;
+  for (const auto& n : body.nodes()) byName[n->name()] = n.get();
+  std::vector<std::pair<std::string, std::string>> chosen;  // (normalisation, convolution)
+  for (const auto& [gn, gc] : inputNormCandidates(schedule, body)) {
+    TESSEL_ASSERT(gn < gc, "npu schedule: a normalisation's group after its reader's");
+    const ConvGeometry geo = convGeometry(*byName.at(schedule.groups[gc].nodes[0]));
+    if (static_cast<uint64_t>(2 * (geo.C / geo.group)) > half) continue;  // scales and biases are staged per pass
+    const lower::ModelledCost apart = lower::modelledCost(body, cfg, schedule, {gn, gc});
+    const std::optional<lower::ModelledCost> normed = costIfItFits(body, cfg, withInputNorm(schedule, gn, gc), {gc - 1});
+    if (normed && normed->cycles <= apart.cycles) chosen.push_back({schedule.groups[gn].nodes[0], schedule.groups[gc].nodes[0]});
+  }
+  for (const auto& [norm, conv] : chosen) {
+    size_t gn = 0;
+    while (schedule.groups[gn].nodes[0] != norm) ++gn;
+    schedule = withInputNorm(schedule, gn, groupOfTiling(schedule, conv));
+  }
 }
 
 void chooseInputScaling(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg) {
