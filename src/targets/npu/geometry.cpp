@@ -41,6 +41,19 @@ ConvGeometry convGeometry(const Node& n) {
   return g;
 }
 
+ConvGeometry packGroups(ConvGeometry g, int64_t pack) {
+  g.group /= pack;
+  return g;
+}
+
+int64_t groupPackFor(const ConvGeometry& g, int64_t dim) {
+  if (g.group <= 1 || g.depthwise()) return 1;
+  const int64_t Cg = g.C / g.group, Mg = g.M / g.group;
+  for (int64_t pack = std::min(g.group, dim); pack > 1; --pack)
+    if (g.group % pack == 0 && pack * Cg <= dim && pack * Mg <= dim) return pack;
+  return 1;
+}
+
 std::pair<int64_t, int64_t> ConvGeometry::phaseExtent(int64_t ph, int64_t pw, int64_t py, int64_t px, int64_t th,
                                                       int64_t tw) const {
   int64_t maxRow = -1, maxCol = -1;

@@ -42,6 +42,14 @@ Reduction reductionOf(const std::string& variant);
 /// Geometry of a Conv, Gemm or MatMul node (shapes must be static).
 ConvGeometry convGeometry(const Node& node);
 
+/// `g` with every `pack` consecutive groups computed as one group (NodeTiling::groupPack): group / pack groups of
+/// pack times the channels, whose weights are block-diagonal (zeros between the original groups).
+ConvGeometry packGroups(ConvGeometry g, int64_t pack);
+/// The most groups of a grouped (not depthwise) convolution that one gemm block of a dim x dim array takes whole:
+/// the largest divisor P of `group` with P x (input channels per group) <= dim and P x (output channels per
+/// group) <= dim; 1 when none (or not grouped).
+int64_t groupPackFor(const ConvGeometry& g, int64_t dim);
+
 /// A MaxPool / AveragePool over an NHWC tensor.
 struct PoolGeometry {
   int64_t N, C, H, W, KH, KW, sH, sW, pT, pL, OH, OW;

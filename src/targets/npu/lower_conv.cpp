@@ -582,6 +582,19 @@ ConvProblem convProblem(LowerContext& ctx, const Node& n) {
   if (n.opType() == "Conv") {
     p.weights = constantFloats(n.input(1)->constant());
     if (n.hasInput(2)) p.bias = constantFloats(n.input(2)->constant());
+    if (const int64_t pack = ctx.tiling(n).groupPack; pack > 1) {
+      // Groups packed into one (NodeTiling::groupPack): output channel m of packed group m / (pack * Mg) reads the
+      // pack * Cg channels of its packed group, zero except the Cg of its own original group.
+      const int64_t Cg = p.C / p.group, Mg = p.M / p.group, taps = p.KH * p.KW;
+      std::vector<float> wide(static_cast<size_t>(p.M * pack * Cg * taps), 0.0f);
+      for (int64_t m = 0; m < p.M; ++m) {
+        const int64_t sub = m / Mg % pack;  // the original group's place within its packed group
+        for (int64_t c = 0; c < Cg * taps; ++c)
+          wide[static_cast<size_t>((m * pack * Cg + sub * Cg) * taps + c)] = p.weights[static_cast<size_t>(m * Cg * taps + c)];
+      }
+      p.weights = std::move(wide);
+      static_cast<ConvGeometry&>(p) = packGroups(p, pack);
+    }
   } else {
     // Gemm / MatMul: rows of A times B as a 1x1 convolution; weights [N][K], alpha and beta folded in.
     const Tensor& B = n.input(1)->constant();

@@ -42,6 +42,11 @@ struct NodeTiling {
   /// instead (one block-diagonal gemm per tap and DIM channels, the bias as a one-row gemm), so both units share
   /// the work (1: every tile on the matrix unit).
   int64_t matrixEvery = 0;
+  /// matrix/packed/stacked on a grouped convolution: this many consecutive groups are computed as one group whose
+  /// weights are block-diagonal (zeros between the original groups), so a gemm block holds several narrow groups
+  /// instead of one (RegNet's groups of 8 channels fill a quarter of a 16 x 16 array each). The other fields
+  /// (channel blocks, passes) count the packed groups' channels. 1: none.
+  int64_t groupPack = 1;
   /// Nodes applied in place to each tile before the store, in order (fused epilogue): activations and
   /// element-wise ops whose other operand is a scalar constant or a same-shape tensor read from DRAM.
   std::vector<std::string> epilogue;

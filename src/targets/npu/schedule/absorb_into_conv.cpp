@@ -193,7 +193,7 @@ void chooseInputNorms(NpuSchedule& schedule, const Graph& body, const hw::NpuCon
   std::vector<std::pair<std::string, std::string>> chosen;  // (normalisation, convolution)
   for (const auto& [gn, gc] : inputNormCandidates(schedule, body)) {
     TESSEL_ASSERT(gn < gc, "npu schedule: a normalisation's group after its reader's");
-    const ConvGeometry geo = convGeometry(*byName.at(schedule.groups[gc].nodes[0]));
+    const ConvGeometry geo = packGroups(convGeometry(*byName.at(schedule.groups[gc].nodes[0])), schedule.groups[gc].tiling[0].groupPack);
     if (static_cast<uint64_t>(2 * (geo.C / geo.group)) > half) continue;  // scales and biases are staged per pass
     const lower::ModelledCost apart = lower::modelledCost(body, cfg, schedule, {gn, gc});
     const std::optional<lower::ModelledCost> normed = costIfItFits(body, cfg, withInputNorm(schedule, gn, gc), {gc - 1});
@@ -214,7 +214,7 @@ void chooseInputScaling(NpuSchedule& schedule, const Graph& body, const hw::NpuC
     const Node* conv = nullptr;
     for (const auto& n : body.nodes())
       if (n->name() == schedule.groups[gc].nodes[0]) conv = n.get();
-    const ConvGeometry geo = convGeometry(*conv);
+    const ConvGeometry geo = packGroups(convGeometry(*conv), schedule.groups[gc].tiling[0].groupPack);
     if (static_cast<uint64_t>(geo.C / geo.group) > quarter) continue;  // the vector is staged per pass
     const lower::ModelledCost apart = lower::modelledCost(body, cfg, schedule, {gm, gc});
     // The Mul's group precedes the convolution's (groups are ordered by their nodes), so the merged group is gc - 1.

@@ -60,7 +60,7 @@ uint64_t half(const hw::NpuConfig& cfg, Buffer b) { return cfg.bufferWords(stati
 NodeTiling matrixTiling(const Node& n, const hw::NpuConfig& cfg) {
   const ConvGeometry p = convGeometry(n);
   NodeTiling t = tilingFor(n, "matrix");
-  const int64_t DIM = cfg.dim, Cg = p.C / p.group, Mg = p.M / p.group;
+  const int64_t DIM = cfg.dim;
   if (p.depthwise()) {
     t.variant = "vector";
     const int64_t taps = p.KH * p.KW;
@@ -73,12 +73,16 @@ NodeTiling matrixTiling(const Node& n, const hw::NpuConfig& cfg) {
     t.rows = th, t.cols = tw, t.channels = cb, t.inChannels = cb;
     return t;
   }
-  const int64_t cb = std::max<int64_t>(1, std::min({DIM, Cg, static_cast<int64_t>(half(cfg, Buffer::Input)) / p.windowWords()}));
-  const int64_t nb = std::min(DIM, Mg);
-  auto [th, tw] = chooseTile(p, nb, cb, half(cfg, Buffer::Accumulator), half(cfg, Buffer::Input));
+  // Narrow groups share gemm blocks (block-diagonal weights): one gemm instead of one per group.
+  t.groupPack = groupPackFor(p, DIM);
+  const ConvGeometry q = packGroups(p, t.groupPack);
+  const int64_t Cq = q.C / q.group, Mq = q.M / q.group;
+  const int64_t cb = std::max<int64_t>(1, std::min({DIM, Cq, static_cast<int64_t>(half(cfg, Buffer::Input)) / q.windowWords()}));
+  const int64_t nb = std::min(DIM, Mq);
+  auto [th, tw] = chooseTile(q, nb, cb, half(cfg, Buffer::Accumulator), half(cfg, Buffer::Input));
   t.rows = th, t.cols = tw, t.channels = nb, t.inChannels = cb;
   // An output block's weights stay resident when they fit half the weight buffer, else they are streamed.
-  t.weightsResident = static_cast<uint64_t>(Cg * p.KH * p.KW * nb) <= half(cfg, Buffer::Weight);
+  t.weightsResident = static_cast<uint64_t>(Cq * q.KH * q.KW * nb) <= half(cfg, Buffer::Weight);
   return t;
 }
 
@@ -240,8 +244,6 @@ NodeTiling elementwiseTiling(const Node& n, const hw::NpuConfig& cfg) {
   return t;
 }
 
-bool isMatrixOp(const Node& n) { return lower::opFamily(n) == lower::OpFamily::Matrix; }
-
 /// The nodes a node applies in place to its result before storing it: the chain of its only consumers that can
 /// run as epilogue steps, stopping at a subgraph output. A Conv/Gemm/MatMul takes any step (activations,
 /// element-wise ops with a scalar constant or a same-shape tensor, SiLU's x * Sigmoid(x)); a pool or an element-wise
@@ -347,8 +349,9 @@ NpuSchedule tiledSchedule(const Graph& body, const hw::NpuConfig& cfg, const std
         continue;
       }
       const EpilogueShape e = epilogueShape(n, t, byName);
-      Choice c{&t, matrixTilingOptions(n, convGeometry(n), cfg, e)};
-      const NodeTiling chosen = chooseMatrixTiling(n, convGeometry(n), cfg, e);
+      const ConvGeometry geo = packGroups(convGeometry(n), t.groupPack);
+      Choice c{&t, matrixTilingOptions(n, geo, cfg, e)};
+      const NodeTiling chosen = chooseMatrixTiling(n, geo, cfg, e);
       for (size_t k = 0; k < c.options.size(); ++k)
         if (c.options[k].first == chosen) c.pick = k;
       choices.push_back(std::move(c));
@@ -439,7 +442,13 @@ std::vector<NodeTiling> tilingOptions(const Node& n, const NodeTiling& current, 
   if (current.variant == "matrix" || current.variant == "packed" || current.variant == "stacked") {
     std::map<std::string, const Node*> byName;
     for (const auto& m : body.nodes()) byName[m->name()] = m.get();
-    for (auto& [t, cost] : matrixTilingOptions(n, convGeometry(n), cfg, epilogueShape(n, current, byName), 6)) add(t);
+    // With the current group packing, then with the other (packed or one group per block).
+    const ConvGeometry geo = convGeometry(n);
+    std::vector<int64_t> packs{current.groupPack};
+    if (const int64_t other = current.groupPack > 1 ? 1 : groupPackFor(geo, cfg.dim); other != current.groupPack)
+      packs.push_back(other);
+    for (int64_t pack : packs)
+      for (auto& [t, cost] : matrixTilingOptions(n, packGroups(geo, pack), cfg, epilogueShape(n, current, byName), 6)) add(t);
   } else if (current.variant == "vector") {
     for (NodeTiling& t : depthwiseTilingOptions(n, cfg, static_cast<int>(current.epilogue.size()), current)) add(t);
   } else if (current.variant == "pool" || current.variant == "pool-wide") {

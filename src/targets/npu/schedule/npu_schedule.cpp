@@ -7,6 +7,7 @@
 #include <set>
 
 #include "../geometry.h"
+#include "tessel/ops/registry.h"
 #include "tessel/support/error.h"
 #include "tessel/targets/npu/isa.h"
 #include "tessel/targets/npu/schedule.h"
@@ -38,6 +39,7 @@ std::string describeTiling(const NodeTiling& t) {
   if (t.coutPerPass) s += fmt::format(", {} out-ch per input load", t.coutPerPass);
   if (t.variant == "matrix" || t.variant == "packed" || t.variant == "stacked") s += t.weightsResident ? ", weights resident" : ", weights streamed";
   if (t.phased) s += ", input split into stride phases";
+  if (t.groupPack > 1) s += fmt::format(", {} groups per block", t.groupPack);
   if (t.matrixEvery == 1) s += ", on the matrix unit";
   if (t.matrixEvery > 1) s += fmt::format(", one tile in {} on the matrix unit", t.matrixEvery);
   if (!t.inputScale.empty()) s += fmt::format(", input blocks x {} as loaded", t.inputScale);
@@ -54,7 +56,7 @@ json tilingJson(const NodeTiling& t) {
               {"cols", t.cols},         {"channels", t.channels},
               {"in_channels", t.inChannels}, {"cout_per_pass", t.coutPerPass},
               {"weights_resident", t.weightsResident}, {"phased", t.phased}, {"slots", t.slots},
-              {"matrix_every", t.matrixEvery},
+              {"matrix_every", t.matrixEvery}, {"group_pack", t.groupPack},
               {"epilogue", t.epilogue}, {"input_scale", t.inputScale}, {"input_norm", t.inputNorm},
               {"global_pool", t.globalPool}};
 }
@@ -113,6 +115,7 @@ NodeTiling tilingFromJson(const JsonReader& r, const json& j, const std::string&
   t.phased = r.boolean(j, path, "phased");
   t.slots = r.integer(j, path, "slots", 1, 64);
   if (j.contains("matrix_every")) t.matrixEvery = r.integer(j, path, "matrix_every", 0, 64);  // absent in files written before the field existed
+  if (j.contains("group_pack")) t.groupPack = r.integer(j, path, "group_pack", 1, kMaxCount);
   // Absent in files written before the fields existed.
   if (j.contains("input_scale")) t.inputScale = r.string(j, path, "input_scale");
   if (j.contains("global_pool")) t.globalPool = r.string(j, path, "global_pool");
@@ -148,7 +151,7 @@ void checkInputScale(const NodeTiling& t, const GroupSchedule& g, const Graph& b
                                    t.node, t.inputScale));
     return;
   }
-  const ConvGeometry geo = convGeometry(n);
+  const ConvGeometry geo = packGroups(convGeometry(n), t.groupPack);
   const uint64_t quarter = cfg.bufferWords(static_cast<size_t>(Buffer::Output)) / 4;
   if (static_cast<uint64_t>(geo.C / geo.group) > quarter)
     problems.push_back(fmt::format("node '{}': the input scale's {} channels exceed a quarter of the output buffer ({} words)",
@@ -215,7 +218,7 @@ void checkGlobalPool(const NodeTiling& t, const GroupSchedule& g, const Graph& b
 void checkOutputBuffer(const NodeTiling& t, const Graph& body, const hw::NpuConfig& cfg,
                        const std::map<std::string, size_t>& position, std::vector<std::string>& problems) {
   const Node& n = *body.nodes()[position.at(t.node)];
-  const ConvGeometry geo = convGeometry(n);
+  const ConvGeometry geo = packGroups(convGeometry(n), t.groupPack);
   const int64_t Mg = geo.M / geo.group;
   const int64_t block = t.variant == "vector" ? std::min(t.channels, geo.C)
                                               : std::min(t.coutPerPass > 0 ? t.coutPerPass : t.channels, Mg);
@@ -334,10 +337,21 @@ void verifySchedule(const NpuSchedule& schedule, const Graph& body, const hw::Np
       if ((t.variant == "matrix" || t.variant == "packed" || t.variant == "stacked") && t.channels > cfg.dim)
         problems.push_back(fmt::format("node '{}': gemm blocks of {} output channels exceed the {}x{} array", t.node,
                                        t.channels, cfg.dim, cfg.dim));
+      if (t.groupPack != 1) {
+        auto it = position.find(t.node);
+        const Node* n = it == position.end() ? nullptr : body.nodes()[it->second].get();
+        const bool conv = n && isOp(*n, "Conv") && (t.variant == "matrix" || t.variant == "packed" || t.variant == "stacked");
+        const ConvGeometry geo = conv ? convGeometry(*n) : ConvGeometry{};
+        if (!conv || geo.depthwise() || t.groupPack < 1 || geo.group % t.groupPack != 0) {
+          problems.push_back(fmt::format("node '{}': {} groups per block needs a grouped, not depthwise convolution on the "
+                                         "matrix unit whose group count ({}) it divides", t.node, t.groupPack, geo.group));
+          continue;  // the checks below need a valid packing
+        }
+      }
       if (t.variant == "packed") {  // one block of all the group's channels, cut into gemms of whole kernel columns
         auto it = position.find(t.node);
         if (it != position.end() && lower::opFamily(*body.nodes()[it->second]) == lower::OpFamily::Matrix) {
-          const ConvGeometry geo = convGeometry(*body.nodes()[it->second]);
+          const ConvGeometry geo = packGroups(convGeometry(*body.nodes()[it->second]), t.groupPack);
           if (geo.C / geo.group > cfg.dim)
             problems.push_back(fmt::format("node '{}': a packed reduction needs at most {} input channels per group, not {}",
                                            t.node, cfg.dim, geo.C / geo.group));
