@@ -186,43 +186,63 @@ std::vector<std::pair<size_t, size_t>> inputNormCandidates(const NpuSchedule& s,
   return out;
 }
 
-void chooseInputNorms(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg) {
-  const uint64_t half = cfg.bufferWords(static_cast<size_t>(Buffer::Output)) / 2;
+namespace {
+
+/// Moves the group of each candidate (absorbed group, convolution group; the absorbed one first) onto the
+/// convolution's loads with `absorb`, where the instruction scheduler models the merged group no slower than the
+/// two apart. The convolution's tiling was chosen without the vector work on its loads, so its first few tiling
+/// options are priced merged too and the cheapest is taken (one that loads its input fewer times, with more output
+/// channels per pass, often suits it better). `vectors` per-channel vectors of the input's channels are staged
+/// per pass in the output buffer, within `limit` words.
+void absorbOntoLoads(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg,
+                     const std::vector<std::pair<size_t, size_t>>& candidates,
+                     NpuSchedule (*absorb)(const NpuSchedule&, size_t, size_t), int64_t vectors, uint64_t limit) {
   std::map<std::string, const Node*> byName;
   for (const auto& n : body.nodes()) byName[n->name()] = n.get();
-  std::vector<std::pair<std::string, std::string>> chosen;  // (normalisation, convolution)
-  for (const auto& [gn, gc] : inputNormCandidates(schedule, body)) {
-    TESSEL_ASSERT(gn < gc, "npu schedule: a normalisation's group after its reader's");
-    const ConvGeometry geo = packGroups(convGeometry(*byName.at(schedule.groups[gc].nodes[0])), schedule.groups[gc].tiling[0].groupPack);
-    if (static_cast<uint64_t>(2 * (geo.C / geo.group)) > half) continue;  // scales and biases are staged per pass
-    const lower::ModelledCost apart = lower::modelledCost(body, cfg, schedule, {gn, gc});
-    const std::optional<lower::ModelledCost> normed = costIfItFits(body, cfg, withInputNorm(schedule, gn, gc), {gc - 1});
-    if (normed && normed->cycles <= apart.cycles) chosen.push_back({schedule.groups[gn].nodes[0], schedule.groups[gc].nodes[0]});
+  struct Choice {
+    std::string first;  ///< the absorbed group's first node
+    NodeTiling conv;    ///< the convolution's tiling to take
+  };
+  std::vector<Choice> chosen;
+  for (const auto& [ga, gc] : candidates) {
+    TESSEL_ASSERT(ga < gc, "npu schedule: an absorbed group after its reader's");
+    const NodeTiling& current = schedule.groups[gc].tiling[0];
+    const Node& conv = *byName.at(current.node);
+    const ConvGeometry geo = packGroups(convGeometry(conv), current.groupPack);
+    if (static_cast<uint64_t>(vectors * (geo.C / geo.group)) > limit) continue;
+    uint64_t bestCycles = lower::modelledCost(body, cfg, schedule, {ga, gc}).cycles;
+    std::optional<Choice> best;
+    std::vector<NodeTiling> options = tilingOptions(conv, current, body, cfg);
+    options.resize(std::min<size_t>(options.size(), 6));
+    for (NodeTiling option : options) {
+      option.inputScale = current.inputScale, option.globalPool = current.globalPool;
+      NpuSchedule trial = schedule;
+      trial.groups[gc].tiling[0] = option;
+      // The absorbed group precedes the convolution's (groups are ordered by their nodes): the merged one is gc - 1.
+      const std::optional<lower::ModelledCost> merged = costIfItFits(body, cfg, absorb(trial, ga, gc), {gc - 1});
+      if (merged && merged->cycles <= bestCycles) best = Choice{schedule.groups[ga].nodes[0], option}, bestCycles = merged->cycles;
+    }
+    if (best) chosen.push_back(*best);
   }
-  for (const auto& [norm, conv] : chosen) {
-    size_t gn = 0;
-    while (schedule.groups[gn].nodes[0] != norm) ++gn;
-    schedule = withInputNorm(schedule, gn, groupOfTiling(schedule, conv));
+  for (const Choice& c : chosen) {
+    size_t ga = 0;
+    while (schedule.groups[ga].nodes[0] != c.first) ++ga;
+    const size_t gc = groupOfTiling(schedule, c.conv.node);
+    schedule.groups[gc].tiling[0] = c.conv;
+    schedule = absorb(schedule, ga, gc);
   }
 }
 
+}  // namespace
+
+void chooseInputNorms(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg) {
+  absorbOntoLoads(schedule, body, cfg, inputNormCandidates(schedule, body), withInputNorm, 2,
+                  cfg.bufferWords(static_cast<size_t>(Buffer::Output)) / 2);
+}
+
 void chooseInputScaling(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg) {
-  const uint64_t quarter = cfg.bufferWords(static_cast<size_t>(Buffer::Output)) / 4;
-  std::vector<std::pair<std::string, std::string>> chosen;  // (Mul, convolution)
-  for (const auto& [gm, gc] : inputScaleCandidates(schedule, body)) {
-    TESSEL_ASSERT(gm < gc, "npu schedule: a Mul's group after its reader's");
-    const Node* conv = nullptr;
-    for (const auto& n : body.nodes())
-      if (n->name() == schedule.groups[gc].nodes[0]) conv = n.get();
-    const ConvGeometry geo = packGroups(convGeometry(*conv), schedule.groups[gc].tiling[0].groupPack);
-    if (static_cast<uint64_t>(geo.C / geo.group) > quarter) continue;  // the vector is staged per pass
-    const lower::ModelledCost apart = lower::modelledCost(body, cfg, schedule, {gm, gc});
-    // The Mul's group precedes the convolution's (groups are ordered by their nodes), so the merged group is gc - 1.
-    const std::optional<lower::ModelledCost> scaled = costIfItFits(body, cfg, withInputScale(schedule, gm, gc), {gc - 1});
-    if (scaled && scaled->cycles <= apart.cycles) chosen.push_back({schedule.groups[gm].nodes[0], schedule.groups[gc].nodes[0]});
-  }
-  for (const auto& [mul, conv] : chosen)
-    schedule = withInputScale(schedule, groupOfTiling(schedule, mul), groupOfTiling(schedule, conv));
+  absorbOntoLoads(schedule, body, cfg, inputScaleCandidates(schedule, body), withInputScale, 1,
+                  cfg.bufferWords(static_cast<size_t>(Buffer::Output)) / 4);
 }
 
 }  // namespace tessel::npu
