@@ -662,6 +662,23 @@ TEST(NpuLower, PreActivationNormalisationOnTheConvLoads) {
     EXPECT_NE(s.toText().find("input blocks through bn + relu as loaded"), std::string::npos) << s.toText();
     EXPECT_EQ(npu::NpuSchedule::fromJson(s.toJson(), "test"), s);
     const npu::SimReport onLoad = checkAgainstInterpreter(g, cfgName);
+    // Every tiling option the tuner may give the convolution keeps the normalisation on its loads.
+    std::string proj;
+    for (const npu::GroupSchedule& grp : s.groups)
+      if (!grp.tiling[0].inputNorm.empty()) proj = grp.tiling[0].node;
+    const Node* projNode = nullptr;
+    for (const auto& n : g.nodes())
+      if (n->name() == proj) projNode = n.get();
+    ASSERT_NE(projNode, nullptr);
+    const std::vector<npu::NodeTiling> options = npu::tilingOptions(*projNode, *s.tilingOf(proj), g, cfg.firstNpu()->npu);
+    EXPECT_GT(options.size(), 1u);
+    for (size_t k = 1; k < options.size() && k < 4; ++k) {
+      EXPECT_EQ(options[k].inputNorm, (std::vector<std::string>{"bn", "relu"}));
+      checkAgainstInterpreter(g, cfgName, [&](npu::NpuSchedule& sched) {
+        normaliseOnLoad(sched);
+        *sched.tilingOf(proj) = options[k];
+      });
+    }
     // The same schedule with the normalisation in a group of its own (its tiling as the default schedule has it).
     const npu::NpuSchedule plain = npu::defaultSchedule(g, cfg.firstNpu()->npu, "test");
     const npu::SimReport apart = checkAgainstInterpreter(g, cfgName, [&](npu::NpuSchedule& sched) {

@@ -167,7 +167,8 @@ GroupSchedule fuseGroup(const NpuSchedule& schedule, const std::vector<size_t>& 
 
 /// The tilings the search may give node `n` instead of `current` (which comes first): a convolution's Pareto
 /// front of matrix tilings (cycles vs DRAM bytes), a depthwise convolution's best tiling per channel block and
-/// matrix-unit share, a pool's windows in `inp` or in the accumulator. Other nodes: only `current`.
+/// matrix-unit share, a pool's windows in `inp` or in the accumulator. Other nodes: only `current`. Every option
+/// keeps `current`'s epilogue and its work on loads and stores (inputScale, inputNorm, globalPool).
 std::vector<NodeTiling> tilingOptions(const Node& n, const NodeTiling& current, const Graph& body, const hw::NpuConfig& cfg);
 
 /// The broadcast Muls by a per-channel vector (squeeze-and-excitation) whose only reader is a convolution on the

@@ -214,8 +214,7 @@ void absorbOntoLoads(NpuSchedule& schedule, const Graph& body, const hw::NpuConf
     std::optional<Choice> best;
     std::vector<NodeTiling> options = tilingOptions(conv, current, body, cfg);
     options.resize(std::min<size_t>(options.size(), 6));
-    for (NodeTiling option : options) {
-      option.inputScale = current.inputScale, option.globalPool = current.globalPool;
+    for (const NodeTiling& option : options) {
       NpuSchedule trial = schedule;
       trial.groups[gc].tiling[0] = option;
       // The absorbed group precedes the convolution's (groups are ordered by their nodes): the merged one is gc - 1.

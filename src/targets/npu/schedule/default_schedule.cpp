@@ -435,8 +435,9 @@ NpuSchedule compilerSchedule(const Graph& body, const hw::NpuConfig& cfg, const 
 
 std::vector<NodeTiling> tilingOptions(const Node& n, const NodeTiling& current, const Graph& body, const hw::NpuConfig& cfg) {
   std::vector<NodeTiling> out{current};
-  auto add = [&](NodeTiling t) {
+  auto add = [&](NodeTiling t) {  // what the node does besides its tiles stays (its epilogue, work on loads and stores)
     t.epilogue = current.epilogue;
+    t.inputScale = current.inputScale, t.inputNorm = current.inputNorm, t.globalPool = current.globalPool;
     if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(std::move(t));
   };
   if (current.variant == "matrix" || current.variant == "packed" || current.variant == "stacked") {
