@@ -42,16 +42,19 @@ ConvGeometry convGeometry(const Node& n) {
 }
 
 ConvGeometry packGroups(ConvGeometry g, int64_t pack) {
-  g.group /= pack;
+  if (pack <= 1) return g;
+  const int64_t Cg = g.C / g.group, Mg = g.M / g.group;
+  g.group = ceilDiv(g.group, pack);
+  g.C = g.group * pack * Cg, g.M = g.group * pack * Mg;
   return g;
 }
 
 int64_t groupPackFor(const ConvGeometry& g, int64_t dim) {
   if (g.group <= 1 || g.depthwise()) return 1;
-  const int64_t Cg = g.C / g.group, Mg = g.M / g.group;
-  for (int64_t pack = std::min(g.group, dim); pack > 1; --pack)
-    if (g.group % pack == 0 && pack * Cg <= dim && pack * Mg <= dim) return pack;
-  return 1;
+  const int64_t most = std::min(g.group, dim / std::max(g.C / g.group, g.M / g.group));
+  if (most < 2) return 1;
+  // The fewest packed groups, and for that count the fewest groups in each (the least recomputed by the last).
+  return ceilDiv(g.group, ceilDiv(g.group, most));
 }
 
 std::pair<int64_t, int64_t> ConvGeometry::phaseExtent(int64_t ph, int64_t pw, int64_t py, int64_t px, int64_t th,

@@ -42,12 +42,14 @@ Reduction reductionOf(const std::string& variant);
 /// Geometry of a Conv, Gemm or MatMul node (shapes must be static).
 ConvGeometry convGeometry(const Node& node);
 
-/// `g` with every `pack` consecutive groups computed as one group (NodeTiling::groupPack): group / pack groups of
-/// pack times the channels, whose weights are block-diagonal (zeros between the original groups).
+/// `g` with every `pack` consecutive groups computed as one group (NodeTiling::groupPack): ceil(group / pack)
+/// groups of pack times the channels, whose weights are block-diagonal (zeros between the original groups). When
+/// pack does not divide the groups, the last packed group takes the last `pack` original groups, overlapping the
+/// one before it (whose outputs it computes again, to the same values); C and M count the packed groups' channels.
 ConvGeometry packGroups(ConvGeometry g, int64_t pack);
-/// The most groups of a grouped (not depthwise) convolution that one gemm block of a dim x dim array takes whole:
-/// the largest divisor P of `group` with P x (input channels per group) <= dim and P x (output channels per
-/// group) <= dim; 1 when none (or not grouped).
+/// The groups of a grouped (not depthwise) convolution that one gemm block of a dim x dim array takes whole: the
+/// fewest packed groups with pack x (input channels per group) <= dim and pack x (output channels per group) <=
+/// dim, and for that count the smallest pack; 1 when not even two fit (or not grouped).
 int64_t groupPackFor(const ConvGeometry& g, int64_t dim);
 
 /// A MaxPool / AveragePool over an NHWC tensor.

@@ -286,10 +286,10 @@ void MatrixConv::beginPass(int64_t g, int64_t m0, int64_t mk) {
   }
   if (p_.inputScale) {
     scale_ = ctx_.region(Buffer::Output, static_cast<uint64_t>(Cg_));
-    loadContiguous(ctx_, scale_, 0, *p_.inputScale + static_cast<uint64_t>(g * Cg_), static_cast<uint64_t>(Cg_));
+    loadContiguous(ctx_, scale_, 0, *p_.inputScale + static_cast<uint64_t>(inChannel(g)), static_cast<uint64_t>(Cg_));
   }
   if (p_.inputAffine) {
-    const uint64_t first = static_cast<uint64_t>(g * Cg_), words = static_cast<uint64_t>(Cg_);
+    const uint64_t first = static_cast<uint64_t>(inChannel(g)), words = static_cast<uint64_t>(Cg_);
     normScale_ = ctx_.region(Buffer::Output, words);
     loadContiguous(ctx_, normScale_, 0, p_.inputAffine->first + first, words);
     normBias_ = ctx_.region(Buffer::Output, words);
@@ -367,8 +367,8 @@ void MatrixConv::computeBlock(int64_t n, int64_t oy0, int64_t rows, int64_t ox0,
         const int64_t py = sl.phase / pw_, px = sl.phase % pw_;
         const auto [prow, pcol] = p_.phaseExtent(ph_, pw_, py, px, rows, cols);
         const bool stacked = red_ == Reduction::Stacked;
-        regions[phase] = stacked ? loadStacked(ctx_, p_, ph, n, oy0, ox0, g_ * Cg_ + c0, cbk, py, px, rows, pcol)
-                                 : loadPhase(ctx_, p_, ph, n, oy0, ox0, g_ * Cg_ + c0, cbk, py, px, prow, pcol);
+        regions[phase] = stacked ? loadStacked(ctx_, p_, ph, n, oy0, ox0, inChannel(g_) + c0, cbk, py, px, rows, pcol)
+                                 : loadPhase(ctx_, p_, ph, n, oy0, ox0, inChannel(g_) + c0, cbk, py, px, prow, pcol);
         // A stacked region holds, per output row, each column's kernel rows side by side: pcol x taps pixels.
         if (scale_ >= 0 || normScale_ >= 0)
           prepareInput(regions[phase], stacked ? rows : prow, stacked ? pcol * p_.rowTaps(ph_, py) : pcol, c0, cbk);
@@ -583,17 +583,26 @@ ConvProblem convProblem(LowerContext& ctx, const Node& n) {
     p.weights = constantFloats(n.input(1)->constant());
     if (n.hasInput(2)) p.bias = constantFloats(n.input(2)->constant());
     if (const int64_t pack = ctx.tiling(n).groupPack; pack > 1) {
-      // Groups packed into one (NodeTiling::groupPack): output channel m of packed group m / (pack * Mg) reads the
-      // pack * Cg channels of its packed group, zero except the Cg of its own original group.
-      const int64_t Cg = p.C / p.group, Mg = p.M / p.group, taps = p.KH * p.KW;
-      std::vector<float> wide(static_cast<size_t>(p.M * pack * Cg * taps), 0.0f);
-      for (int64_t m = 0; m < p.M; ++m) {
-        const int64_t sub = m / Mg % pack;  // the original group's place within its packed group
-        for (int64_t c = 0; c < Cg * taps; ++c)
-          wide[static_cast<size_t>((m * pack * Cg + sub * Cg) * taps + c)] = p.weights[static_cast<size_t>(m * Cg * taps + c)];
+      // Groups packed (NodeTiling::groupPack): output channel j of packed group k reads the pack * Cg channels of
+      // its packed group, zero except the Cg of its own original group; the last packed group takes the last pack
+      // original groups.
+      const int64_t G = p.group, Cg = p.C / G, Mg = p.M / G, taps = p.KH * p.KW;
+      const ConvGeometry q = packGroups(p, pack);
+      std::vector<float> wide(static_cast<size_t>(q.M * pack * Cg * taps), 0.0f), bias;
+      for (int64_t k = 0; k < q.group; ++k) {
+        const int64_t firstGroup = std::min(k * pack, G - pack);
+        for (int64_t j = 0; j < pack * Mg; ++j) {
+          const int64_t m = firstGroup * Mg + j, sub = j / Mg;  // the original output channel, its group's place
+          for (int64_t c = 0; c < Cg * taps; ++c)
+            wide[static_cast<size_t>(((k * pack * Mg + j) * pack * Cg + sub * Cg) * taps + c)] =
+                p.weights[static_cast<size_t>(m * Cg * taps + c)];
+          if (!p.bias.empty()) bias.push_back(p.bias[static_cast<size_t>(m)]);
+        }
       }
       p.weights = std::move(wide);
-      static_cast<ConvGeometry&>(p) = packGroups(p, pack);
+      if (!p.bias.empty()) p.bias = std::move(bias);
+      p.tailShiftIn = (q.group * pack - G) * Cg, p.tailShiftOut = (q.group * pack - G) * Mg;
+      static_cast<ConvGeometry&>(p) = q;
     }
   } else {
     // Gemm / MatMul: rows of A times B as a 1x1 convolution; weights [N][K], alpha and beta folded in.

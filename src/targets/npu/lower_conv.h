@@ -26,6 +26,9 @@ struct ConvProblem : ConvGeometry {
   /// the unary steps applied after them.
   std::optional<std::pair<uint64_t, uint64_t>> inputAffine;
   std::vector<EpilogueStep> inputSteps;
+  /// NodeTiling::groupPack not dividing the groups: the last packed group's input (output) channels start this many
+  /// channels before its place in the packed geometry (it overlaps the packed group before it).
+  int64_t tailShiftIn = 0, tailShiftOut = 0;
   /// NodeTiling::globalPool: DRAM location of the pooled result ([N][M]), and whether it is a max pool.
   std::optional<TensorLoc> globalPool;
   bool globalMax = false;
@@ -74,7 +77,9 @@ class MatrixConv {
   int32_t computeTile(int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, const OnChipInput* window);
   int32_t bias() const { return bias_; }
   /// Output channel of the pass's first channel, and its width.
-  int64_t passChannel() const { return g_ * Mg_ + m0_; }
+  int64_t passChannel() const { return g_ * Mg_ - (g_ == p_.group - 1 ? p_.tailShiftOut : 0) + m0_; }
+  /// The tensor's channel where group g's input channels start.
+  int64_t inChannel(int64_t g) const { return g * Cg_ - (g == p_.group - 1 ? p_.tailShiftIn : 0); }
   int64_t passWidth() const { return mk_; }
 
  private:

@@ -114,8 +114,10 @@ LowerContext::LowerContext(const Graph& body, const hw::NpuConfig& config, const
     if (isOp(*n, "Gemm") && n->hasInput(2) && n->input(2)->isConstant() && n->input(2)->constant().numel() == 1)
       constantBound += static_cast<uint64_t>(n->output(0)->type.staticShape().back());
     const NodeTiling* t = sched.tilingOf(n->name());
-    if (t && t->groupPack > 1)  // block-diagonal weights: pack times the words
-      constantBound += static_cast<uint64_t>((t->groupPack - 1) * n->input(1)->constant().numel());
+    if (t && t->groupPack > 1) {  // block-diagonal weights (and a bias) of the packed geometry
+      const ConvGeometry q = packGroups(convGeometry(*n), t->groupPack);
+      constantBound += static_cast<uint64_t>(q.M * (q.C / q.group + 1) * q.KH * q.KW);
+    }
     if (t && t->matrixEvery > 0) {
       const ConvGeometry geo = convGeometry(*n);
       const int64_t taps = geo.KH * geo.KW;

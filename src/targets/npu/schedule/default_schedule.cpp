@@ -349,7 +349,13 @@ NpuSchedule tiledSchedule(const Graph& body, const hw::NpuConfig& cfg, const std
         continue;
       }
       const EpilogueShape e = epilogueShape(n, t, byName);
-      const ConvGeometry geo = packGroups(convGeometry(n), t.groupPack);
+      ConvGeometry geo = packGroups(convGeometry(n), t.groupPack);
+      if (t.groupPack > 1) {  // packed groups: more weight words (zeros) and, when the pack does not divide, recomputation
+        const ConvGeometry one = convGeometry(n);
+        if (matrixCost(one, chooseMatrixTiling(n, one, cfg, e), cfg, e).cycles <
+            matrixCost(geo, chooseMatrixTiling(n, geo, cfg, e), cfg, e).cycles)
+          t.groupPack = 1, geo = one;
+      }
       Choice c{&t, matrixTilingOptions(n, geo, cfg, e)};
       const NodeTiling chosen = chooseMatrixTiling(n, geo, cfg, e);
       for (size_t k = 0; k < c.options.size(); ++k)

@@ -342,9 +342,9 @@ void verifySchedule(const NpuSchedule& schedule, const Graph& body, const hw::Np
         const Node* n = it == position.end() ? nullptr : body.nodes()[it->second].get();
         const bool conv = n && isOp(*n, "Conv") && (t.variant == "matrix" || t.variant == "packed" || t.variant == "stacked");
         const ConvGeometry geo = conv ? convGeometry(*n) : ConvGeometry{};
-        if (!conv || geo.depthwise() || t.groupPack < 1 || geo.group % t.groupPack != 0) {
+        if (!conv || geo.depthwise() || t.groupPack < 1 || t.groupPack > geo.group) {
           problems.push_back(fmt::format("node '{}': {} groups per block needs a grouped, not depthwise convolution on the "
-                                         "matrix unit whose group count ({}) it divides", t.node, t.groupPack, geo.group));
+                                         "matrix unit with at least that many groups ({})", t.node, t.groupPack, geo.group));
           continue;  // the checks below need a valid packing
         }
       }

@@ -180,7 +180,8 @@ std::vector<std::pair<NodeTiling, MatrixCost>> matrixTilingOptions(const Node& n
   const int64_t DIM = cfg.dim, Cg = p.C / p.group, Mg = p.M / p.group;
   NodeTiling base;
   base.node = n.name(), base.op = n.opType();
-  base.groupPack = convGeometry(n).group / p.group;  // p: the node's geometry with its groups packed
+  const ConvGeometry real = convGeometry(n);  // p: the node's geometry with its groups packed (NodeTiling::groupPack)
+  base.groupPack = Cg / (real.C / real.group);
   std::vector<int64_t> cbs{std::min(DIM, Cg)};
   for (int64_t k = 2; k * DIM <= Cg && k <= 8; k *= 2) cbs.push_back(k * DIM);
   if (Cg <= 8 * DIM) cbs.push_back(Cg);
