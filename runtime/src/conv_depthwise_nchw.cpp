@@ -16,8 +16,8 @@
 // Small maps (at most 28 output columns) with kernel width 3 or 5 at stride 1 or 2, undilated (MnasNet's
 // and EfficientNet's 5x5 layers, every layer on 7x7): 16 channels (8 with AVX2) in the lanes instead of
 // 14 or 28 pixels, by 16x16 transposes into a padded [row][column][16] scratch and back in the store
-// (dw_lanes_stream). With AVX-512 the 3x3 path above keeps the 3x3 maps 9 to 28 wide, where it measures
-// faster; other small maps (dilated, stride 3, ...) take dw_lanes_run.
+// (dw_lanes_stream). The 3x3 path above keeps the 3x3 maps 9 to 28 wide with AVX-512 and 15 to 28 wide
+// with AVX2, where it measures faster; other small maps (dilated, stride 3, ...) take dw_lanes_run.
 #include <immintrin.h>
 
 #include <algorithm>
