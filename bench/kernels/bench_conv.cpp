@@ -97,6 +97,18 @@ CONV_BENCH(BM_dw3x3s2_576_14_nchw, "conv2d_nchw_depthwise_avx2", conv_shape(576,
 CONV_BENCH(BM_dw3x3s2_192_28_nchw, "conv2d_nchw_depthwise_avx2", conv_shape(192, 28, 192, 3, 2, 192))
 CONV_BENCH(BM_dw3x3_960_7_nchwc8, "conv2d_nchwc8_depthwise_avx2", conv_shape(960, 7, 960, 3, 1, 960))
 CONV_BENCH(BM_dw3x3_960_7_nchw, "conv2d_nchw_depthwise_avx2", conv_shape(960, 7, 960, 3, 1, 960))
+// MnasNet 1.0 / EfficientNet-B0 depthwise on small output maps (at most 28 wide): 5x5 stride 2 (72ch and
+// 144ch 56->28, 240ch 28->14, 672ch 14->7), 5x5 stride 1 (120ch 28x28, 480ch 14x14, 1152ch 7x7), 3x3 (240ch
+// 28->14, 480ch 14x14).
+CONV_BENCH(BM_dw5x5s2_72_56_nchw, "conv2d_nchw_depthwise_avx2", conv_shape(72, 56, 72, 5, 2, 72))
+CONV_BENCH(BM_dw5x5s2_144_56_nchw, "conv2d_nchw_depthwise_avx2", conv_shape(144, 56, 144, 5, 2, 144))
+CONV_BENCH(BM_dw5x5s2_240_28_nchw, "conv2d_nchw_depthwise_avx2", conv_shape(240, 28, 240, 5, 2, 240))
+CONV_BENCH(BM_dw5x5_120_28_nchw, "conv2d_nchw_depthwise_avx2", conv_shape(120, 28, 120, 5, 1, 120))
+CONV_BENCH(BM_dw5x5_480_14_nchw, "conv2d_nchw_depthwise_avx2", conv_shape(480, 14, 480, 5, 1, 480))
+CONV_BENCH(BM_dw5x5s2_672_14_nchw, "conv2d_nchw_depthwise_avx2", conv_shape(672, 14, 672, 5, 2, 672))
+CONV_BENCH(BM_dw5x5_1152_7_nchw, "conv2d_nchw_depthwise_avx2", conv_shape(1152, 7, 1152, 5, 1, 1152))
+CONV_BENCH(BM_dw3x3s2_240_28_nchw, "conv2d_nchw_depthwise_avx2", conv_shape(240, 28, 240, 3, 2, 240))
+CONV_BENCH(BM_dw3x3_480_14_nchw, "conv2d_nchw_depthwise_avx2", conv_shape(480, 14, 480, 3, 1, 480))
 // MobileNetV2 1x1 expand/project on small maps.
 CONV_BENCH(BM_conv1x1_160_960_7_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(160, 7, 960, 1, 1, 1))
 CONV_BENCH(BM_conv1x1_160_960_7_nchwc8_direct, "conv2d_nchwc8_direct_avx2", conv_shape(160, 7, 960, 1, 1, 1))

@@ -372,6 +372,57 @@ TEST(RtConv, DepthwiseEpiloguesBothWidths) {
       }
 }
 
+// The NCHW depthwise kernel on small maps (up to 28 output columns: channels in lanes, the input
+// transposed in just before the rows that read it), kernel widths 3 and 5 at strides 1 and 2: channel
+// counts around the 8/16-lane blocks (a partial last block), odd and even widths, output widths from 1
+// to past 28 (rows cut into unequal runs of pixels), output maps whose last lane group is partial,
+// zero, symmetric, asymmetric and larger-than-kernel pads, kernels taller or wider than square and
+// unequal strides, batch 1 and 2, 1 and 2 threads, bias or none, with and without a residual.
+TEST(RtConv, DepthwiseSmallMapsKernel3And5) {
+  const Conv2dKernel* k = find_conv2d_kernel("conv2d_nchw_depthwise_avx2");
+  ASSERT_NE(k, nullptr);
+  const int64_t geo[][3] = {{5, 1, 1},   {13, 7, 9},   {16, 14, 14}, {19, 15, 29}, {33, 28, 28},
+                            {7, 56, 56}, {40, 27, 31}, {17, 11, 57}, {3, 30, 58},  {24, 9, 60}};
+  const int64_t pads[][4] = {{1, 1, 1, 1}, {2, 2, 2, 2}, {0, 0, 0, 0}, {0, 2, 1, 0}, {3, 1, 0, 6}};
+  const int64_t kernels[][4] = {{3, 3, 1, 1}, {3, 3, 2, 2}, {5, 5, 1, 1}, {5, 5, 2, 2}, {3, 5, 1, 2}, {5, 3, 2, 1}};
+  const std::vector<Epilogue> acts = test::all_activations();
+  float dummy = 0;
+  int runs = 0;
+  for (const auto& kk : kernels)
+    for (const auto& g : geo)
+      for (const auto& p : pads) {
+        auto s = shape(1 + runs % 2, g[0], g[1], g[2], g[0], kk[0], kk[2], p[0], p[1], p[2], p[3], 1, g[0]);
+        s.kernel_w = kk[1];
+        s.stride_w = kk[3];
+        if (s.out_h() < 1 || s.out_w() < 1) continue;
+        Epilogue ep = acts[runs % acts.size()];
+        if (runs % 4 != 3) ep.bias = &dummy;
+        if (runs % 3 != 0) ep.residual = &dummy;
+        EXPECT_TRUE(check_kernel(*k, s, ep, 1 + runs % 2, 1e-5));
+        ++runs;
+      }
+  EXPECT_GT(runs, 250);
+}
+
+// Every epilogue on the small-map paths (5x5 stride 2 to 8x15, 3x3 stride 1 at 28x28, 5x5 stride 1 at
+// 14x14 with 8-lane runs of 7): the activations fused in the transposing store (none, Relu, Clip) and
+// the others applied to the finished planes, with and without bias and residual.
+TEST(RtConv, DepthwiseSmallMapsEveryEpilogue) {
+  const Conv2dKernel* k = find_conv2d_kernel("conv2d_nchw_depthwise_avx2");
+  ASSERT_NE(k, nullptr);
+  float dummy = 0;
+  int runs = 0;
+  for (const auto& s : {shape(2, 19, 15, 29, 19, 5, 2, 2, 2, 2, 2, 1, 19), shape(1, 33, 28, 28, 33, 3, 1, 1, 1, 1, 1, 1, 33),
+                        shape(1, 21, 14, 14, 21, 5, 1, 2, 2, 2, 2, 1, 21)})
+    for (Epilogue ep : test::all_activations())
+      for (int extras = 0; extras < 4; ++extras) {
+        ep.bias = extras & 1 ? &dummy : nullptr;
+        ep.residual = extras & 2 ? &dummy : nullptr;
+        runs += check_kernel(*k, s, ep, 2, 1e-5);
+      }
+  EXPECT_EQ(runs, 3 * 10 * 4);
+}
+
 // Naive max pooling of a double NCHW tensor (windows clipped to the input; -inf when none is inside).
 std::vector<double> ref_maxpool(const Pool2dShape& p, const std::vector<double>& x) {
   const int64_t PH = p.out_h(), PW = p.out_w();
