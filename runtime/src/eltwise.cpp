@@ -69,8 +69,15 @@ inline void vector_loop(int64_t begin, int64_t end, float* y, F f) {
 
 #if defined(__AVX512F__)
 namespace {
-// The transcendental ops on 16 lanes (vmath512.h); nullopt for the others, which stay on 8.
-inline std::optional<__m512> unary_v512(UnaryOp op, __m512 x) {
+// The transcendental ops run on 16 lanes (vmath512.h); the others stay on 8.
+bool has_v512(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Exp: case UnaryOp::Tanh: case UnaryOp::Erf: case UnaryOp::Sigmoid: case UnaryOp::Gelu:
+    case UnaryOp::Silu: case UnaryOp::HardSwish: return true;
+    default: return false;
+  }
+}
+inline __m512 unary_v512(UnaryOp op, __m512 x) {
   switch (op) {
     case UnaryOp::Exp: return vexp512(x);
     case UnaryOp::Tanh: return vtanh512(x);
@@ -78,8 +85,7 @@ inline std::optional<__m512> unary_v512(UnaryOp op, __m512 x) {
     case UnaryOp::Sigmoid: return vsigmoid512(x);
     case UnaryOp::Gelu: return vgelu512(x);
     case UnaryOp::Silu: return vsilu512(x);
-    case UnaryOp::HardSwish: return vhardswish512(x);
-    default: return std::nullopt;
+    default: return vhardswish512(x);  // has_v512: HardSwish
   }
 }
 }  // namespace
@@ -87,11 +93,11 @@ inline std::optional<__m512> unary_v512(UnaryOp op, __m512 x) {
 
 void unary(UnaryOp op, const float* x, float* y, int64_t n, ThreadPool* pool) {
 #if defined(__AVX512F__)
-  if (unary_v512(op, _mm512_setzero_ps())) {
+  if (has_v512(op)) {
     chunked(n, pool, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; i += 16) {
         const __mmask16 m = vtail_mask512(e - i);
-        _mm512_mask_storeu_ps(y + i, m, *unary_v512(op, _mm512_maskz_loadu_ps(m, x + i)));
+        _mm512_mask_storeu_ps(y + i, m, unary_v512(op, _mm512_maskz_loadu_ps(m, x + i)));
       }
     });
     return;

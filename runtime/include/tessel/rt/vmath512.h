@@ -10,6 +10,10 @@
 
 #include "tessel/rt/epilogue.h"
 
+// GCC 12's own intrinsic headers (_mm512_undefined_* pass-through operands) trip -Wmaybe-uninitialized wherever these
+// functions are inlined; nothing here is uninitialised.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 namespace tessel::rt {
 
 /// e^x (vexp's Cephes range reduction and polynomial).
@@ -122,4 +126,5 @@ inline __mmask16 vtail_mask512(int64_t n) {
 }
 
 }  // namespace tessel::rt
+#pragma GCC diagnostic pop
 #endif
