@@ -6,6 +6,7 @@
 #include <cmath>
 #include <algorithm>
 #include <functional>
+#include <numeric>
 #include <random>
 
 #include <fmt/format.h>
@@ -955,6 +956,35 @@ TEST(NpuLower, ChannelGatherByStridedLoads) {
       g.addOutput(b->output(0));
     });
   }
+}
+
+// ShuffleNet's unit: the input's first half (a channel view) and a conv of its second half are concatenated and
+// shuffled. The concat is never materialised: the shuffle's strided loads read each run from the concat input that
+// holds it, so the only stores are the conv's and the shuffle's results (the view would otherwise be copied). Also a
+// gather whose runs cross from one concat input into the next (uneven inputs, odd indices).
+TEST(NpuLower, ShuffleGathersFromTheConcatsInputs) {
+  for (bool odd : {false, true})
+    for (const char* cfgName : {"default.json", "tiny.json"}) {
+      SCOPED_TRACE(fmt::format("{}, {}", odd ? "odd gather of three inputs" : "shuffle", cfgName));
+      const int64_t H = 6, W = 5;
+      Graph g;
+      Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 24, H, W}));
+      Value* b2 = conv(g, channelSlice(g, x, 12, 24, 1), 12, 12, 1, 1, 0, 1, true, 41);
+      std::vector<Value*> pieces{channelSlice(g, x, 0, 12, 1), b2};
+      if (odd) pieces.push_back(channelSlice(g, x, 3, 8, 1));
+      Node* cat = g.addNode("Concat", pieces, {"cat"});
+      cat->setAttr("axis", int64_t{1});
+      const int64_t C = odd ? 29 : 24;
+      std::vector<int64_t> idx;
+      for (int64_t c = 0; c < C; ++c) idx.push_back(odd ? (c * 7 + 3) % C : (c % 2) * 12 + c / 2);
+      if (odd) std::iota(idx.begin() + 10, idx.begin() + 22, 6);  // channels 6-17: one run across two inputs
+      Node* shuffle = g.addNode("Gather", {cat->output(0), g.addConstant("idx", Tensor::fromVector<int64_t>({C}, idx))}, {"y"});
+      shuffle->setAttr("axis", int64_t{1});
+      g.addOutput(shuffle->output(0));
+      inferShapes(g);
+      const npu::SimReport r = checkAgainstInterpreter(g, cfgName);
+      EXPECT_EQ(r.dramBytesWritten, 4u * H * W * (12 + C));  // the conv's result and the gather's, nothing else
+    }
 }
 
 TEST(NpuLower, PoolsMaxAverageGlobalAndCeilMode) {

@@ -178,11 +178,33 @@ std::vector<GatherRun> gatherRuns(const std::vector<int64_t>& idx, int64_t k0, i
   return runs;
 }
 
+/// Whether a Concat's result is never materialised: a channel Concat whose only reader is a channel Gather
+/// (ShuffleNet's concat before each shuffle) is read by the gather from its inputs, each run from the input that
+/// holds it, so the concat copies nothing (its inputs that are views of other tensors would otherwise be copied).
+bool gatheredFromInputs(const Node& concat, const LowerContext& ctx) {
+  const Value* y = concat.output(0);
+  if (!isOp(concat, "Concat") || ctx.isBodyOutput(y) || y->uses().size() != 1) return false;
+  const Node& user = *y->uses()[0].node;
+  return isOp(user, "Gather") && user.input(0) == y && gatheredChannels(user) && ctx.schedule.tilingOf(user.name());
+}
+
 void lowerGather(const Node& n, LowerContext& ctx) {
   const std::vector<int64_t> idx = *gatheredChannels(n);
   const NodeTiling& t = ctx.tiling(n);
   ctx.allocate(n.output(0));
-  const TensorLoc x = ctx.loc(n.input(0)), y = ctx.loc(n.output(0));
+  // The tensors holding the gathered channels, by first channel: the input, or a concat's inputs.
+  std::vector<std::pair<int64_t, TensorLoc>> pieces;
+  const Node* concat = n.input(0)->producer();
+  if (concat && gatheredFromInputs(*concat, ctx)) {
+    int64_t first = 0;
+    for (const Value* v : concat->inputs()) {
+      pieces.push_back({first, ctx.loc(v)});
+      first += ctx.loc(v).channels();
+    }
+  } else {
+    pieces.push_back({0, ctx.loc(n.input(0))});
+  }
+  const TensorLoc y = ctx.loc(n.output(0));
   const int64_t P = y.pixels(), K = y.channels();
   const int64_t kb = std::min(t.channels, K), np = std::max<int64_t>(1, std::min(t.cols, P));
   uint32_t tile = 0;
@@ -193,11 +215,18 @@ void lowerGather(const Node& n, LowerContext& ctx) {
       ctx.beginTile(n, tile);
       const auto pk = static_cast<uint32_t>(std::min(np, P - p0));
       const int32_t r = ctx.region(Buffer::Input, uint64_t{pk} * static_cast<uint64_t>(kk));
-      for (const GatherRun& run : runs)
-        ctx.emit(makeLoad(ctx.at(r, static_cast<uint64_t>(run.out), kk, run.step),
-                          x.addr + static_cast<uint64_t>(p0 * x.pixelStride() + run.in), x.pixelStride(), 1, pk,
-                          static_cast<uint32_t>(run.count), 1),
-                 r);
+      for (GatherRun run : runs)
+        while (run.count > 0) {  // one load per piece the run's input channels fall in
+          size_t i = pieces.size() - 1;
+          while (pieces[i].first > run.in) --i;
+          const TensorLoc& x = pieces[i].second;
+          const int64_t in = run.in - pieces[i].first, take = std::min(run.count, x.channels() - in);
+          ctx.emit(makeLoad(ctx.at(r, static_cast<uint64_t>(run.out), kk, run.step),
+                            x.addr + static_cast<uint64_t>(p0 * x.pixelStride() + in), x.pixelStride(), 1, pk,
+                            static_cast<uint32_t>(take), 1),
+                   r);
+          run.in += take, run.out += take * run.step, run.count -= take;
+        }
       ctx.emit(makeStore(ctx.at(r, 0, pk * kk, kk), y.addr + static_cast<uint64_t>(p0 * y.pixelStride() + k0), 0,
                          y.pixelStride(), 1, pk, static_cast<uint32_t>(kk)),
                -1, r);
@@ -227,6 +256,7 @@ void copyInto(LowerContext& ctx, const Node& node, const TensorLoc& from, const 
 
 void lowerConcat(const Node& n, LowerContext& ctx) {
   ctx.allocate(n.output(0));
+  if (gatheredFromInputs(n, ctx)) return;  // the gather reading it loads from its inputs
   const TensorLoc y = ctx.loc(n.output(0));
   int64_t offset = 0;
   for (const Value* v : n.inputs()) {
