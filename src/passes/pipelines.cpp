@@ -28,6 +28,7 @@ const std::map<std::string, PipelineList>& pipelines() {
          "reduce-to-global-pool",
          "cse",
          "fold-batchnorm",
+         "pool-before-pointwise-conv",
          "fuse-gelu",                  // before the epilogues (Gelu) and fuse-elementwise (it would take the chains)
          "fuse-transformer-patterns",
          "fuse-conv-epilogue",
@@ -41,7 +42,7 @@ const std::map<std::string, PipelineList>& pipelines() {
       {"npu",
        {"npu",
         {"infer-shapes", "specialize-shapes", "fold-constants", "eliminate-identity", "reduce-to-global-pool", "cse",
-         "fold-batchnorm", "pool-before-activation",
+         "fold-batchnorm", "pool-before-activation", "pool-before-pointwise-conv",
          "fuse-activation-patterns", "fuse-gelu", "channel-shuffle-to-gather", "dce", "infer-shapes"}}},
   };
   return table;

@@ -21,6 +21,12 @@ TEST(PassesSingleNode, SpatialReduceBecomesGlobalPool) { expectPassCase("reduce_
 // A max pool after an activation that never decreases (Relu, Clip with constant bounds) takes its place: the
 // activation runs on the pooled map; HardSwish (not monotone), an average pool and a shared activation stay.
 TEST(PassesSingleNode, MaxPoolMovesBeforeMonotoneActivation) { expectPassCase("pool_before_activation", "pool-before-activation"); }
+// DenseNet's transition (1x1 conv, then a 2x2/2 average pool): the pool moves before the convolution, which then
+// runs on a quarter of the pixels. Left alone: a padded pool, a 3x3 conv, ceil_mode, a max pool, a conv whose result
+// is also an output.
+TEST(PassesSingleNode, AveragePoolMovesBeforePointwiseConv) {
+  expectPassCase("pool_before_pointwise_conv", "pool-before-pointwise-conv");
+}
 // ShuffleNet's Reshape-Transpose-Reshape becomes a Gather of channels (g = 2, C = 6: 0 3 1 4 2 5); a split and
 // transpose that is not merged back stays.
 TEST(PassesFusion, ChannelShuffleBecomesGather) { expectPassCase("channel_shuffle", "channel-shuffle-to-gather"); }
