@@ -71,10 +71,13 @@ struct InputNorm {
 };
 /// Inference BatchNormalization `bn` as a per-channel affine map x * scale + bias.
 std::pair<std::vector<float>, std::vector<float>> batchNormAffine(const Node& bn);
+/// Whether `n` reads its first input only inside the image, so a map transformed on its loads is all it needs: a
+/// Conv that is not depthwise and has no padding (the normalisation of a padded zero would not be zero), or a
+/// MaxPool/AveragePool without padding or ceil_mode.
+bool unpaddedReader(const Node& n);
 /// What `chain` (a BatchNormalization, then unary nodes, each reading the previous one's result) computes when it
-/// can be applied to the loaded input blocks of `consumer`: a Conv that is not depthwise and has no padding (the
-/// normalisation of a zero would not be zero), reading the chain's last result as its first input, which is the
-/// only reader of every result of the chain; none of them is an output of `body`.
+/// can be applied to the loaded input blocks of `consumer` (unpaddedReader), reading the chain's last result as its
+/// first input, which is the only reader of every result of the chain; none of them is an output of `body`.
 std::optional<InputNorm> inputNormOf(const Graph& body, const std::vector<const Node*>& chain, const Node& consumer);
 
 /// Whether `pool` (GlobalAveragePool / GlobalMaxPool of a rank-4 map) can be computed from the output tiles of the

@@ -202,16 +202,24 @@ std::pair<std::vector<float>, std::vector<float>> batchNormAffine(const Node& bn
   return {scale, bias};
 }
 
+bool unpaddedReader(const Node& n) {
+  const std::vector<int64_t> pads = n.hasAttr("pads") ? n.attrInts("pads") : std::vector<int64_t>{};
+  const bool unpadded = std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; }) &&
+                        (!n.hasAttr("auto_pad") || n.attrString("auto_pad") == "NOTSET" || n.attrString("auto_pad") == "VALID");
+  if (isOp(n, "Conv")) return unpadded && !convGeometry(n).depthwise();
+  // A pool whose windows all lie inside the image (nothing filled in): no padding, no ceil_mode.
+  return (isOp(n, "AveragePool") || isOp(n, "MaxPool")) && unpadded && (!n.hasAttr("ceil_mode") || n.attrInt("ceil_mode") == 0) &&
+         (n.numOutputs() < 2 || !n.output(1));
+}
+
 std::optional<InputNorm> inputNormOf(const Graph& body, const std::vector<const Node*>& chain, const Node& consumer) {
-  if (chain.empty() || !isOp(*chain[0], "BatchNormalization") || !checkBatchNorm(*chain[0]).supported ||
-      !isOp(consumer, "Conv"))
+  if (chain.empty() || !isOp(*chain[0], "BatchNormalization") || !checkBatchNorm(*chain[0]).supported)
     return std::nullopt;
   const Value* full = chain[0]->input(0);
   if (!full->type.isStatic() || full->type.dtype != DType::Float32 || full->type.staticShape().size() != 4 ||
       consumer.input(0) != chain.back()->output(0))
     return std::nullopt;
-  const ConvGeometry geo = convGeometry(consumer);
-  if (geo.depthwise() || geo.pT || geo.pB || geo.pL || geo.pR) return std::nullopt;
+  if (!unpaddedReader(consumer)) return std::nullopt;
   const auto& outs = body.outputs();
   for (const Node* n : chain) {
     const Value* y = n->output(0);
@@ -220,7 +228,7 @@ std::optional<InputNorm> inputNormOf(const Graph& body, const std::vector<const 
   InputNorm norm;
   norm.full = full;
   std::tie(norm.scale, norm.bias) = batchNormAffine(*chain[0]);
-  if (static_cast<int64_t>(norm.scale.size()) != geo.C) return std::nullopt;
+  if (static_cast<int64_t>(norm.scale.size()) != full->type.staticShape()[1]) return std::nullopt;
   for (size_t i = 1; i < chain.size(); ++i) {
     std::optional<EpilogueStep> step = epilogueStep(*chain[i], chain[i - 1]->output(0));
     if (!step || !step->unary) return std::nullopt;

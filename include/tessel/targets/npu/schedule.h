@@ -56,7 +56,8 @@ struct NodeTiling {
   /// output buffer per pass), so the product never goes through DRAM. The Mul is listed in the node's group before
   /// it and is not lowered on its own. Empty: none.
   std::string inputScale;
-  /// matrix/packed/stacked, a convolution without padding, in a group of row_tiles 1: a BatchNormalization of this
+  /// matrix/packed/stacked (a convolution without padding) or pool/pool-wide (a pool without padding or ceil_mode;
+  /// the vectors for all channels staged once in the weight buffer), in a group of row_tiles 1: a BatchNormalization of this
   /// node's input followed by unary nodes (DenseNet's norm -> relu -> conv), applied on the load side instead:
   /// every input block the node loads gets the normalisation's per-channel affine map (one `vaffine`, scale and
   /// bias staged in the output buffer per pass) and then each unary step in place, so the normalised map never

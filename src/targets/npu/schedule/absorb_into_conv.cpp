@@ -168,8 +168,9 @@ std::vector<std::pair<size_t, size_t>> inputNormCandidates(const NpuSchedule& s,
     const GroupSchedule& grp = s.groups[g];
     if (grp.tiling.size() != 1 || grp.rowTiles != 1 || grp.nodes[0] != grp.tiling[0].node) continue;
     const NodeTiling& t = grp.tiling[0];
-    if ((t.variant == "matrix" || t.variant == "packed" || t.variant == "stacked") && t.inputScale.empty() && t.inputNorm.empty())
-      convGroup[t.node] = g;
+    const bool reader = t.variant == "matrix" || t.variant == "packed" || t.variant == "stacked" || t.variant == "pool" ||
+                        t.variant == "pool-wide";
+    if (reader && t.inputScale.empty() && t.inputNorm.empty() && t.epilogue.size() + 1 == grp.nodes.size()) convGroup[t.node] = g;
   }
   std::vector<std::pair<size_t, size_t>> out;
   for (size_t gn = 0; gn < s.groups.size(); ++gn) {
@@ -208,8 +209,13 @@ void absorbOntoLoads(NpuSchedule& schedule, const Graph& body, const hw::NpuConf
     TESSEL_ASSERT(ga < gc, "npu schedule: an absorbed group after its reader's");
     const NodeTiling& current = schedule.groups[gc].tiling[0];
     const Node& conv = *byName.at(current.node);
-    const ConvGeometry geo = packGroups(convGeometry(conv), current.groupPack);
-    if (static_cast<uint64_t>(vectors * (geo.C / geo.group)) > limit) continue;
+    if (isOp(conv, "Conv")) {
+      const ConvGeometry geo = packGroups(convGeometry(conv), current.groupPack);
+      if (static_cast<uint64_t>(vectors * (geo.C / geo.group)) > limit) continue;
+    } else if (static_cast<uint64_t>(vectors * conv.input(0)->type.staticShape()[1]) >
+               cfg.bufferWords(static_cast<size_t>(Buffer::Weight)) / 2) {
+      continue;  // a pool stages its vectors for all channels in the weight buffer
+    }
     uint64_t bestCycles = lower::modelledCost(body, cfg, schedule, {ga, gc}).cycles;
     std::optional<Choice> best;
     std::vector<NodeTiling> options = tilingOptions(conv, current, body, cfg);

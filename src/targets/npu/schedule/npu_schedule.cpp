@@ -160,8 +160,8 @@ void checkInputScale(const NodeTiling& t, const GroupSchedule& g, const Graph& b
 
 /// A tiling's input normalisation: nodes of the same layer-by-layer group, listed before the node in compute order,
 /// that it can apply to its loaded input blocks (lower::inputNormOf), on a matrix-unit variant.
-void checkInputNorm(const NodeTiling& t, const GroupSchedule& g, const Graph& body, const std::map<std::string, size_t>& position,
-                    std::vector<std::string>& problems) {
+void checkInputNorm(const NodeTiling& t, const GroupSchedule& g, const Graph& body, const hw::NpuConfig& cfg,
+                    const std::map<std::string, size_t>& position, std::vector<std::string>& problems) {
   auto node = position.find(t.node);
   std::vector<const Node*> chain;
   for (const std::string& name : t.inputNorm) {
@@ -177,15 +177,22 @@ void checkInputNorm(const NodeTiling& t, const GroupSchedule& g, const Graph& bo
     if (at(t.inputNorm[i]) >= at(t.node) || (i > 0 && at(t.inputNorm[i]) <= at(t.inputNorm[i - 1])))
       problems.push_back(fmt::format("node '{}': input normalisation '{}' must be listed in its group before it, in order", t.node,
                                      t.inputNorm[i]));
-  if (t.variant != "matrix" && t.variant != "packed" && t.variant != "stacked")
-    problems.push_back(fmt::format("node '{}': an input normalisation applies to matrix-unit tilings only, not '{}'", t.node, t.variant));
+  const bool pool = t.variant == "pool" || t.variant == "pool-wide";
+  if (t.variant != "matrix" && t.variant != "packed" && t.variant != "stacked" && !pool)
+    problems.push_back(fmt::format("node '{}': an input normalisation applies to matrix-unit and pool tilings only, not '{}'",
+                                   t.node, t.variant));
+  if (pool && node != position.end()) {
+    const int64_t C = body.nodes()[node->second]->input(0)->type.staticShape()[1];
+    if (static_cast<uint64_t>(2 * C) > cfg.bufferWords(static_cast<size_t>(Buffer::Weight)))
+      problems.push_back(fmt::format("node '{}': the input normalisation's {} scales and biases exceed the weight buffer", t.node, 2 * C));
+  }
   if (g.rowTiles != 1 || g.tiling.size() != 1)
     problems.push_back(fmt::format("node '{}': an input normalisation needs a layer-by-layer group", t.node));
   if (!t.inputScale.empty())
     problems.push_back(fmt::format("node '{}': an input scale and an input normalisation exclude each other", t.node));
   if (!lower::inputNormOf(body, chain, *body.nodes()[node->second]))
     problems.push_back(fmt::format("node '{}': '{}' is no BatchNormalization with unary steps that only this convolution "
-                                   "without padding reads", t.node, fmt::join(t.inputNorm, " + ")));
+                                   "or pool without padding reads", t.node, fmt::join(t.inputNorm, " + ")));
 }
 
 /// A tiling's global pool: a node of the same layer-by-layer group, listed after the node, that pools the node's
@@ -372,9 +379,11 @@ void verifySchedule(const NpuSchedule& schedule, const Graph& body, const hw::Np
         problems.push_back(fmt::format("node '{}': matrix_every applies to depthwise (vector) tilings only, not '{}'", t.node,
                                        t.variant));
       if (!t.inputScale.empty()) checkInputScale(t, g, body, cfg, position, problems);
-      if (!t.inputNorm.empty()) checkInputNorm(t, g, body, position, problems);
+      if (!t.inputNorm.empty()) checkInputNorm(t, g, body, cfg, position, problems);
       if (!t.globalPool.empty()) checkGlobalPool(t, g, body, position, problems);
-      if ((!t.inputScale.empty() || !t.inputNorm.empty() || !t.globalPool.empty()) && g.rowTiles == 1 && problems.empty())
+      const bool matrixVariant = t.variant == "matrix" || t.variant == "packed" || t.variant == "stacked" || t.variant == "vector";
+      if ((!t.inputScale.empty() || !t.inputNorm.empty() || !t.globalPool.empty()) && g.rowTiles == 1 && matrixVariant &&
+          problems.empty())
         checkOutputBuffer(t, body, cfg, position, problems);
       if (t.rows >= (int64_t{1} << kCountBits) || t.cols >= (int64_t{1} << kCountBits))
         problems.push_back(fmt::format("node '{}': tile {}x{} exceeds the instruction's 16-bit counts", t.node, t.rows, t.cols));
