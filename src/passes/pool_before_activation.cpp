@@ -32,16 +32,7 @@ class PoolBeforeActivationPass : public Pass {
       if (!act || !monotoneActivation(*act) || passes::soleUser(act->output(0)) != pool) continue;
       if (!passes::isStaticF32(act->input(0)) || !passes::isStaticF32(pool->output(0))) continue;
       // The pool now reads the activation's input; the activation, renamed into the pool's place, its result.
-      const std::string pooledName = graph.uniqueName(pool->output(0)->name() + "_pooled");
-      Node* pooled = graph.insertNodeBefore(pool, "MaxPool", {act->input(0)}, {pooledName}, graph.uniqueName(pool->name()));
-      for (const auto& [k, v] : pool->attrs()) pooled->setAttr(k, v);
-      pooled->output(0)->type = pool->output(0)->type;
-      std::vector<Value*> inputs{pooled->output(0)};
-      for (size_t i = 1; i < act->numInputs(); ++i) inputs.push_back(act->input(i));
-      const std::map<std::string, AttrValue> attrs = act->attrs();
-      const std::string opType = act->opType(), name = act->name();
-      Node* moved = passes::replaceChain(graph, {act, pool}, opType, "", inputs, name);
-      for (const auto& [k, v] : attrs) moved->setAttr(k, v);
+      passes::movePoolBefore(graph, act, pool, pool->output(0)->type);
       changed = true;
     }
     return changed;

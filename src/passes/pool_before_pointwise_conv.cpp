@@ -49,18 +49,9 @@ class PoolBeforePointwiseConvPass : public Pass {
       Node* conv = pool->input(0) ? pool->input(0)->producer() : nullptr;
       if (!conv || !pointwise(*conv) || passes::soleUser(conv->output(0)) != pool) continue;
       if (!passes::isStaticF32(conv->input(0)) || !passes::isStaticF32(pool->output(0))) continue;
-      // The pool now reads the convolution's input; the convolution, renamed into the pool's place, its result.
+      // The pool now reads the convolution's input (its channels); the convolution moves into the pool's place.
       const Shape x = conv->input(0)->type.staticShape(), y = pool->output(0)->type.staticShape();
-      const std::string pooledName = graph.uniqueName(pool->output(0)->name() + "_pooled");
-      Node* pooled = graph.insertNodeBefore(pool, "AveragePool", {conv->input(0)}, {pooledName}, graph.uniqueName(pool->name()));
-      for (const auto& [k, v] : pool->attrs()) pooled->setAttr(k, v);
-      pooled->output(0)->type = TensorType::fromShape(DType::Float32, {y[0], x[1], y[2], y[3]});
-      std::vector<Value*> inputs{pooled->output(0)};
-      for (size_t i = 1; i < conv->numInputs(); ++i) inputs.push_back(conv->input(i));
-      const std::map<std::string, AttrValue> attrs = conv->attrs();
-      const std::string name = conv->name();
-      Node* moved = passes::replaceChain(graph, {conv, pool}, "Conv", "", inputs, name);
-      for (const auto& [k, v] : attrs) moved->setAttr(k, v);
+      passes::movePoolBefore(graph, conv, pool, TensorType::fromShape(DType::Float32, {y[0], x[1], y[2], y[3]}));
       changed = true;
     }
     return changed;

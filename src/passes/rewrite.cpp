@@ -58,6 +58,20 @@ std::vector<std::string> singleResultNames(const Graph& graph) {
   return names;
 }
 
+Node* movePoolBefore(Graph& graph, Node* op, Node* pool, const TensorType& pooledType) {
+  const std::string pooledName = graph.uniqueName(pool->output(0)->name() + "_pooled");
+  Node* pooled = graph.insertNodeBefore(pool, pool->opType(), {op->input(0)}, {pooledName}, graph.uniqueName(pool->name()));
+  for (const auto& [k, v] : pool->attrs()) pooled->setAttr(k, v);
+  pooled->output(0)->type = pooledType;
+  std::vector<Value*> inputs{pooled->output(0)};
+  for (size_t i = 1; i < op->numInputs(); ++i) inputs.push_back(op->input(i));
+  const std::map<std::string, AttrValue> attrs = op->attrs();
+  const std::string opType = op->opType(), name = op->name();
+  Node* moved = replaceChain(graph, {op, pool}, opType, "", inputs, name);
+  for (const auto& [k, v] : attrs) moved->setAttr(k, v);
+  return moved;
+}
+
 bool replaceValue(Graph& graph, Value* oldValue, Value* replacement) {
   if (isGraphOutput(oldValue)) return false;
   graph.replaceAllUsesWith(oldValue, replacement);

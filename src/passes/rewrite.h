@@ -32,6 +32,11 @@ const Tensor* constantData(const Value* v);
 Node* replaceChain(Graph& graph, const std::vector<Node*>& chain, const std::string& opType,
                    const std::string& domain, const std::vector<Value*>& inputs, std::string nodeName);
 
+/// Rewrites pool(op(x, rest...)) as op(pool(x), rest...), where `op` is a single-result node whose result only
+/// `pool` reads: a new pool (same attributes, result type `pooledType`) reads x, and `op` (same type, attributes,
+/// name and other inputs) moves into the pool's place, taking its result's name. Returns the moved node.
+Node* movePoolBefore(Graph& graph, Node* op, Node* pool, const TensorType& pooledType);
+
 /// True when `n` is the standard-domain op `op` (null: false).
 inline bool isStd(const Node* n, const char* op) { return n && isOp(*n, op); }
 /// The producer of `v` when it is the standard op `op` and `v` is read only by `reader`.
