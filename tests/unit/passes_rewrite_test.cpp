@@ -1,5 +1,7 @@
 // Text-IR tests of the single-node and fusion passes: input .tir -> pass -> hand-written expected .tir,
 // plus the interpreter's outputs before and after on random inputs.
+#include <fmt/format.h>
+
 #include "passes_test_util.h"
 
 #include "tessel/ir/graph.h"
@@ -156,15 +158,19 @@ graph @main(%x: f32[1,16,12,12]) -> (%y: f32[1,24]) {
 
 TEST(PassesSchedule, LayoutBlocksConvRegionsOnly) {
   auto m = parseModelText(kLayoutNet, "layout_net.tir", std::string(2400 + 20736, '\0'));
-  for (const char* mode : {"nchwc8", "auto"}) {
-    PassOptions options;
-    options.values["select-layout.mode"] = mode;
-    PassPipeline({"select-layout"}).run(*m, options);
-    for (const char* blocked : {"a", "r", "b"})
-      EXPECT_EQ(metaString(m->graph->findNode(blocked), "layout"), "nchwc8") << blocked << " " << mode;
-    for (const char* nchw : {"c", "p", "g", "y"})
-      EXPECT_EQ(metaString(m->graph->findNode(nchw), "layout"), "") << nchw << " " << mode;
-  }
+  PassOptions blocked8;
+  blocked8.values["select-layout.mode"] = "nchwc8";
+  PassPipeline({"select-layout"}).run(*m, blocked8);
+  for (const char* blocked : {"a", "r", "b"})
+    EXPECT_EQ(metaString(m->graph->findNode(blocked), "layout"), "nchwc8") << blocked;
+  for (const char* nchw : {"c", "p", "g", "y"})
+    EXPECT_EQ(metaString(m->graph->findNode(nchw), "layout"), "") << nchw;
+  // Mode auto: %b (3x3 on a 12-wide map) is one the NCHW depthwise kernel runs on its small-map path, so
+  // the region stays NCHW (LayoutAutoBlocksOnlyWideDepthwiseRegions has the rule's other cases).
+  PassOptions autoMode;
+  autoMode.values["select-layout.mode"] = "auto";
+  PassPipeline({"select-layout"}).run(*m, autoMode);
+  for (const char* nchw : {"a", "r", "b", "c"}) EXPECT_EQ(metaString(m->graph->findNode(nchw), "layout"), "") << nchw;
   // In mode auto a region needs a depthwise conv: without %b's group, nothing is blocked.
   auto dense = parseModelText(std::string(kLayoutNet), "layout_net.tir", std::string(2400 + 20736, '\0'));
   PassOptions options;
@@ -178,6 +184,69 @@ TEST(PassesSchedule, LayoutBlocksConvRegionsOnly) {
   nchw.values["select-layout.mode"] = "nchw";
   PassPipeline({"select-layout"}).run(*m, nchw);
   EXPECT_EQ(metaString(m->graph->findNode("a"), "layout"), "");
+}
+
+// A chain x -> (1x1 conv, depthwise conv) per entry of `dws` on 8 channels (one region), for the auto rule.
+struct DwSpec {
+  int k, stride;
+};
+std::unique_ptr<Model> depthwiseChain(int64_t size, const std::vector<DwSpec>& dws) {
+  std::string text = fmt::format("tessel.model opset{{\"\": 13}}\ngraph @main(%x: f32[1,8,{0},{0}]) -> (%d{1}: f32[1,8,", size,
+                                 dws.size() - 1);
+  int64_t out = size;
+  for (const DwSpec& d : dws) out = (out + 2 * (d.k / 2) - d.k) / d.stride + 1;
+  text += fmt::format("{0},{0}]) {{\n  const %w1: f32[8,8,1,1] = @side(offset=0, bytes=256)\n", out);
+  text += "  const %k3: f32[8,1,3,3] = @side(offset=256, bytes=288)\n  const %k5: f32[8,1,5,5] = @side(offset=544, bytes=800)\n";
+  std::string in = "x";
+  int64_t h = size;
+  for (size_t i = 0; i < dws.size(); ++i) {
+    const DwSpec& d = dws[i];
+    const int64_t o = (h + 2 * (d.k / 2) - d.k) / d.stride + 1;
+    text += fmt::format("  %c{0} = Conv(%{1}, %w1) {{kernel_shape=[1, 1]}} : f32[1,8,{2},{2}]\n", i, in, h);
+    text += fmt::format("  %d{0} = Conv(%c{0}, %k{1}) {{group=8, kernel_shape=[{1}, {1}], pads=[{2}, {2}, {2}, {2}], "
+                        "strides=[{3}, {3}]}} : f32[1,8,{4},{4}]\n",
+                        i, d.k, d.k / 2, d.stride, o);
+    in = fmt::format("d{}", i);
+    h = o;
+  }
+  text += "}";
+  return parseModelText(text, "dw_chain.tir", std::string(1344, '\0'));
+}
+
+// Mode auto (AVX2 targets) blocks a region only for a depthwise conv that the NCHW kernel does not run on
+// its small-map path (kernel width 3 or 5, stride 1 or 2, at most 28 output columns, 3x3 at most 14);
+// mode nchwc8 blocks every one of these chains.
+TEST(PassesSchedule, LayoutAutoBlocksOnlyWideDepthwiseRegions) {
+  struct Case {
+    int64_t size;
+    std::vector<DwSpec> dws;
+    bool blockedInAuto;
+  };
+  const std::vector<Case> cases = {
+      {32, {{3, 1}}, true},           // 3x3 on 32 columns: wider than 28
+      {64, {{3, 2}}, true},           // 3x3 stride 2, 64 -> 32
+      {28, {{3, 1}}, true},           // 3x3 on 28 columns: the NCHW 3x3 row path, not the small-map one
+      {28, {{5, 1}}, false},          // 5x5 on 28 columns (MnasNet's, EfficientNet's)
+      {56, {{5, 2}}, false},          // 5x5 stride 2, 56 -> 28
+      {14, {{3, 1}}, false},          // 3x3 on 14 columns
+      {28, {{3, 2}}, false},          // 3x3 stride 2, 28 -> 14
+      {7, {{5, 1}}, false},           // 5x5 on 7 columns
+      {14, {{3, 1}, {5, 1}}, false},  // a region with only small-map depthwise convs
+      {56, {{3, 2}, {5, 1}}, true},   // one wide depthwise conv (56 -> 28, 3x3) blocks the whole region
+  };
+  for (size_t c = 0; c < cases.size(); ++c) {
+    for (const char* mode : {"auto", "nchwc8"}) {
+      auto m = depthwiseChain(cases[c].size, cases[c].dws);
+      PassOptions options;
+      options.values["select-layout.mode"] = mode;
+      PassPipeline({"select-layout"}).run(*m, options);
+      const bool blocked = std::string(mode) == "nchwc8" || cases[c].blockedInAuto;
+      for (size_t i = 0; i < cases[c].dws.size(); ++i)
+        for (const std::string& name : {fmt::format("c{}", i), fmt::format("d{}", i)})
+          EXPECT_EQ(metaString(m->graph->findNode(name), "layout"), blocked ? "nchwc8" : "")
+              << "case " << c << " node " << name << " mode " << mode;
+    }
+  }
 }
 
 // Element-wise nodes join a region when the runtime computes them element by element (the registry's

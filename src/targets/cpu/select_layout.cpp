@@ -4,8 +4,9 @@
 // multiple of 8 channels (no padding lanes). Convolutions the runtime runs faster in NCHW (Winograd,
 // AVX-512 pixel tiles) stay NCHW. The IR stays NCHW semantically; the choice is node->meta["layout"] =
 // "nchwc8", and the cpu code generator puts reorders on the region edges. Options: select-layout.mode =
-// "nchw" keeps everything in NCHW, "auto" blocks only regions with a depthwise convolution;
-// select-layout.avx512 = 1 for an AVX-512 target.
+// "nchw" keeps everything in NCHW, "auto" blocks only regions with a depthwise convolution that the NCHW
+// depthwise kernel does not run on its small-map path (see nchwSmallMapDepthwise); select-layout.avx512 = 1
+// for an AVX-512 target.
 #include <fmt/format.h>
 #include <numeric>
 
@@ -42,6 +43,19 @@ bool blockableConv(const Node& n, bool avx512) {
 
 bool isDepthwise(const Node& n) {
   return isConvNode(n) && n.attrInt("group") > 1 && n.attrInt("group") == n.input(0)->type.staticShape()[1];
+}
+
+/// A depthwise conv that the AVX2 NCHW kernel (runtime/src/conv_depthwise_nchw.cpp) runs on its small-map
+/// path with channels in the vector lanes (dw_lanes_stream): kernel width 3 or 5, stride 1 or 2, undilated,
+/// at most 28 output columns, and for 3x3 at most 14 (kStream3x3MaxOutW with 8 lanes; wider 3x3 maps take
+/// the 3x3 row path). On these shapes the NCHW kernel beats the NCHWc8 one, so they do not make mode auto
+/// block their region (the NCHW layout is what mode auto serves on AVX2 targets only, see pipeline.cpp).
+bool nchwSmallMapDepthwise(const Node& n) {
+  auto s = conv2dShape(n);
+  if (!s || !(s->kernel_w == 3 || s->kernel_w == 5) || !(s->stride_w == 1 || s->stride_w == 2) ||
+      s->dilation_h != 1 || s->dilation_w != 1 || s->out_w() > 28)
+    return false;
+  return s->kernel_w == 5 || s->out_w() <= 14;
 }
 
 /// Max pooling, a channel Concat of such values, and element-wise ops (the registry's) that the runtime
@@ -105,9 +119,17 @@ class SelectLayoutPass : public Pass {
     // has a depthwise one: measured on AVX2 (Zen 4, --march haswell), MobileNetV2's regions made the model
     // 0.92x as slow, while ResNet-18/50's (1x1 convs between NCHW Winograd convs: a reorder on every edge)
     // made them 1.06x / 1.02x.
+    // Since the NCHW small-map depthwise kernel (2026-11-27), mode auto counts only the depthwise convs it
+    // does not take (nchwSmallMapDepthwise): per layer (--profile, --isa avx2) NCHWc8 still wins on the
+    // 3x3 maps 28-112 wide, NCHW on the 5x5 maps and on 3x3 maps up to 14 wide (MnasNet's 5x5 7x7 1152ch:
+    // 0.167 -> 0.071 ms). bench/ab.py, 1 thread, --isa avx2, Intel Xeon family 6 model 207 shared with
+    // another build, this rule / the old auto (two runs, 10x20 and 14x30): MobileNetV3-large 0.939 / 0.899,
+    // -small 0.892 / 0.843, MobileNetV2 1.000 / 0.995 (plain nchw 1.032 / 1.006), MnasNet 1.003 / 0.987,
+    // ShuffleNetV2 0.997 / 0.991, EfficientNet-B0 0.891 / 1.045 (noise; minima 21.9 ms both, nchw 20.4).
     std::vector<bool> regionHasConv(nodes.size());
     for (size_t i = 0; i < nodes.size(); ++i)
-      if (capable[i] && hasConv[i] && (mode == "nchwc8" || isDepthwise(*nodes[i])))
+      if (capable[i] && hasConv[i] &&
+          (mode == "nchwc8" || (isDepthwise(*nodes[i]) && !nchwSmallMapDepthwise(*nodes[i]))))
         regionHasConv[findRoot(parent, i)] = true;
     for (size_t i = 0; i < nodes.size(); ++i)
       if (capable[i] && regionHasConv[findRoot(parent, i)]) {

@@ -25,7 +25,8 @@ struct CompileOptions {
   int defaultThreads = 0;        ///< threads a created instance uses when not told (0: all cores)
   /// Activation layout: "nchw"; "nchwc8" (select-layout's blocked regions around direct convolutions,
   /// reorders on their edges); "auto" (for a target without AVX-512 the regions that have a depthwise
-  /// convolution, where the NCHWc8 kernels win; with AVX-512 nchw).
+  /// convolution the NCHW small-map depthwise kernel does not take, where the NCHWc8 kernels win; with
+  /// AVX-512 nchw).
   std::string layout = "auto";
   /// Nodes without a compiled code path run through the host's reference interpreter (each listed in the
   /// report with its reason); false makes any such node a UserError (`tessel compile --no-host-fallback`).
