@@ -52,6 +52,17 @@ class LowerContext;
 void applyUnarySteps(LowerContext& ctx, const std::vector<EpilogueStep>& steps, int32_t region, SramOperand tile,
                      uint32_t outer, uint32_t inner, uint32_t vecLen);
 
+/// The scales and biases of an input normalisation (NodeTiling::inputNorm) staged in SRAM: two regions of `words`
+/// words of buffer `b`, loaded from DRAM addresses `scales` and `biases`.
+struct StagedNorm {
+  int32_t scale = -1, bias = -1;
+};
+StagedNorm stageNorm(LowerContext& ctx, Buffer b, uint64_t scales, uint64_t biases, uint64_t words);
+/// Normalises a loaded input block in place: `tile` (outer x inner x vecLen of `region`) mapped by the staged
+/// vectors from their word `channel` on, then each unary step of `steps`.
+void applyNorm(LowerContext& ctx, const StagedNorm& norm, const std::vector<EpilogueStep>& steps, int32_t region,
+               SramOperand tile, uint32_t outer, uint32_t inner, uint32_t vecLen, uint64_t channel);
+
 /// A Mul by a per-channel vector applied to a convolution's input blocks as they are loaded (NodeTiling::inputScale).
 struct InputScale {
   const Value* full = nullptr;    ///< the tensor scaled (the convolution reads it from DRAM)
@@ -217,6 +228,9 @@ Instruction makeStore(SramOperand src, uint64_t dramAddr, uint64_t dramStrideOut
 Instruction makeVecUnary(VecOp op, SramOperand dst, SramOperand a, uint32_t outer, uint32_t inner, uint32_t vecLen,
                          float imm0 = 0, float imm1 = 0);
 Instruction makeVecBinary(VecOp op, SramOperand dst, SramOperand a, SramOperand b, uint32_t outer, uint32_t inner,
+                          uint32_t vecLen);
+/// dst = a * scale[c] + bias[c] (per-channel vectors: operands with stride 0).
+Instruction makeVecAffine(SramOperand dst, SramOperand a, SramOperand scale, SramOperand bias, uint32_t outer, uint32_t inner,
                           uint32_t vecLen);
 SramOperand operand(Buffer b, uint64_t addr, uint64_t strideOuter = 0, uint64_t strideInner = 0);
 /// Loads `words` contiguous DRAM words (any count) into `region` at `offset`, in boxes the encoding accepts.

@@ -21,6 +21,22 @@ void applyUnarySteps(LowerContext& ctx, const std::vector<EpilogueStep>& steps, 
   }
 }
 
+StagedNorm stageNorm(LowerContext& ctx, Buffer b, uint64_t scales, uint64_t biases, uint64_t words) {
+  StagedNorm s;
+  s.scale = ctx.region(b, words);
+  loadContiguous(ctx, s.scale, 0, scales, words);
+  s.bias = ctx.region(b, words);
+  loadContiguous(ctx, s.bias, 0, biases, words);
+  return s;
+}
+
+void applyNorm(LowerContext& ctx, const StagedNorm& norm, const std::vector<EpilogueStep>& steps, int32_t region,
+               SramOperand tile, uint32_t outer, uint32_t inner, uint32_t vecLen, uint64_t channel) {
+  ctx.emit(makeVecAffine(tile, tile, ctx.at(norm.scale, channel), ctx.at(norm.bias, channel), outer, inner, vecLen), region,
+           region, norm.scale, norm.bias);
+  applyUnarySteps(ctx, steps, region, tile, outer, inner, vecLen);
+}
+
 void applyEpilogue(LowerContext& ctx, const ConvProblem& p, int32_t acc, int64_t rows, int64_t cols, int64_t channels,
                    TileAt at) {
   auto r = static_cast<uint32_t>(rows), c = static_cast<uint32_t>(cols), v = static_cast<uint32_t>(channels);
@@ -264,7 +280,8 @@ std::vector<int64_t> MatrixConv::phaseCols(int64_t th, int64_t tw) const {
 
 void MatrixConv::beginPass(int64_t g, int64_t m0, int64_t mk) {
   g_ = g, m0_ = m0, mk_ = mk;
-  resident_ = bias_ = scale_ = normScale_ = normBias_ = -1;
+  resident_ = bias_ = scale_ = -1;
+  norm_ = {};
   residentOffset_.clear();
   streamed_.clear();
   const Phasing ph{ph_, pw_};
@@ -289,11 +306,8 @@ void MatrixConv::beginPass(int64_t g, int64_t m0, int64_t mk) {
     loadContiguous(ctx_, scale_, 0, *p_.inputScale + static_cast<uint64_t>(inChannel(g)), static_cast<uint64_t>(Cg_));
   }
   if (p_.inputAffine) {
-    const uint64_t first = static_cast<uint64_t>(inChannel(g)), words = static_cast<uint64_t>(Cg_);
-    normScale_ = ctx_.region(Buffer::Output, words);
-    loadContiguous(ctx_, normScale_, 0, p_.inputAffine->first + first, words);
-    normBias_ = ctx_.region(Buffer::Output, words);
-    loadContiguous(ctx_, normBias_, 0, p_.inputAffine->second + first, words);
+    const auto first = static_cast<uint64_t>(inChannel(g));
+    norm_ = stageNorm(ctx_, Buffer::Output, p_.inputAffine->first + first, p_.inputAffine->second + first, static_cast<uint64_t>(Cg_));
   }
 }
 
@@ -302,21 +316,12 @@ void MatrixConv::prepareInput(int32_t region, int64_t outer, int64_t inner, int6
   const auto o = static_cast<uint32_t>(outer), i = static_cast<uint32_t>(inner), v = static_cast<uint32_t>(cb);
   if (scale_ >= 0)
     ctx_.emit(makeVecBinary(VecOp::Mul, tile, tile, ctx_.at(scale_, static_cast<uint64_t>(c0)), o, i, v), region, region, scale_);
-  if (normScale_ >= 0) {
-    Instruction a;
-    a.opcode = Opcode::VecAffine;
-    a.vecOp = VecOp::Affine;
-    a.dst = tile, a.srcA = tile;
-    a.srcB = ctx_.at(normScale_, static_cast<uint64_t>(c0)), a.srcC = ctx_.at(normBias_, static_cast<uint64_t>(c0));
-    a.outer = o, a.inner = i, a.vecLen = v;
-    ctx_.emit(a, region, region, normScale_, normBias_);
-    applyUnarySteps(ctx_, p_.inputSteps, region, tile, o, i, v);
-  }
+  if (norm_.scale >= 0) applyNorm(ctx_, norm_, p_.inputSteps, region, tile, o, i, v, static_cast<uint64_t>(c0));
 }
 
 int32_t MatrixConv::computeTile(int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, const OnChipInput* window) {
   TESSEL_ASSERT(!window || (ph_ == 1 && pw_ == 1 && p_.group == 1 && red_ != Reduction::Stacked && scale_ < 0 &&
-                              normScale_ < 0),
+                              norm_.scale < 0),
                 "npu lowering: an on-chip input needs an unphased, ungrouped, unstacked, unscaled conv");
   const int32_t acc = ctx_.region(Buffer::Accumulator, static_cast<uint64_t>(rows * cols * mk_));
   started_.assign(static_cast<size_t>(ceilDiv(mk_, gemmN_)), false);
@@ -370,7 +375,7 @@ void MatrixConv::computeBlock(int64_t n, int64_t oy0, int64_t rows, int64_t ox0,
         regions[phase] = stacked ? loadStacked(ctx_, p_, ph, n, oy0, ox0, inChannel(g_) + c0, cbk, py, px, rows, pcol)
                                  : loadPhase(ctx_, p_, ph, n, oy0, ox0, inChannel(g_) + c0, cbk, py, px, prow, pcol);
         // A stacked region holds, per output row, each column's kernel rows side by side: pcol x taps pixels.
-        if (scale_ >= 0 || normScale_ >= 0)
+        if (scale_ >= 0 || norm_.scale >= 0)
           prepareInput(regions[phase], stacked ? rows : prow, stacked ? pcol * p_.rowTaps(ph_, py) : pcol, c0, cbk);
       }
       // Words from one output row (column) to the next in the phase's region.
@@ -513,11 +518,7 @@ int32_t DepthwiseConv::computeTile(int64_t n, int64_t oy0, int64_t rows, int64_t
     SramOperand w = ctx_.at(cur_.wgt, static_cast<uint64_t>(tap * cbk_));
     if (tap == 0 && cur_.bias >= 0) {
       // The first tap and the bias in one per-channel affine: tile = window * w0[c] + bias[c].
-      Instruction first;
-      first.opcode = Opcode::VecAffine, first.vecOp = VecOp::Affine;
-      first.dst = tile, first.srcA = src, first.srcB = w, first.srcC = ctx_.at(cur_.bias);
-      first.outer = r, first.inner = cl, first.vecLen = v;
-      ctx_.emit(first, acc, in, cur_.wgt, cur_.bias);
+      ctx_.emit(makeVecAffine(tile, src, w, ctx_.at(cur_.bias), r, cl, v), acc, in, cur_.wgt, cur_.bias);
       continue;
     }
     ctx_.emit(makeVecBinary(tap == 0 ? VecOp::Mul : VecOp::MulAcc, tile, src, w, r, cl, v), acc, in, cur_.wgt);

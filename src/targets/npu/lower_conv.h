@@ -102,7 +102,7 @@ class MatrixConv {
   uint32_t tileIndex_ = 0;
   int64_t g_ = 0, m0_ = 0, mk_ = 0;  ///< current pass
   int32_t resident_ = -1, bias_ = -1, scale_ = -1;
-  int32_t normScale_ = -1, normBias_ = -1;  ///< NodeTiling::inputNorm's vectors, staged per pass
+  StagedNorm norm_;  ///< NodeTiling::inputNorm's vectors, staged per pass
   std::vector<uint64_t> residentOffset_;  ///< per input block: its weights' offset in the resident region
   std::map<std::pair<int64_t, size_t>, std::pair<uint64_t, uint64_t>> streamed_;  ///< (block, first slice) -> DRAM, words
   std::vector<bool> started_;  ///< per gemm block of the tile: accumulating already

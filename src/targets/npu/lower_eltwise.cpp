@@ -175,12 +175,7 @@ void lowerBatchNorm(const Node& n, LowerContext& ctx) {
   std::vector<ChannelVector> vectors{{ctx.addConstant(scale), Buffer::Weight}, {ctx.addConstant(bias), Buffer::Output}};
   lowerTiled(ctx, n, n.input(0), nullptr, vectors,
              [&](SramOperand t, auto, const std::vector<SramOperand>& v, uint32_t p, uint32_t ch) {
-               Instruction i;
-               i.opcode = Opcode::VecAffine;
-               i.vecOp = VecOp::Affine;
-               i.dst = t, i.srcA = t, i.srcB = v.at(0), i.srcC = v.at(1);
-               i.outer = 1, i.inner = p, i.vecLen = ch;
-               return i;
+               return makeVecAffine(t, t, v.at(0), v.at(1), 1, p, ch);
              });
 }
 

@@ -58,6 +58,16 @@ Instruction makeVecBinary(VecOp op, SramOperand dst, SramOperand a, SramOperand 
   return i;
 }
 
+Instruction makeVecAffine(SramOperand dst, SramOperand a, SramOperand scale, SramOperand bias, uint32_t outer, uint32_t inner,
+                          uint32_t vecLen) {
+  Instruction i;
+  i.opcode = Opcode::VecAffine;
+  i.vecOp = VecOp::Affine;
+  i.dst = dst, i.srcA = a, i.srcB = scale, i.srcC = bias;
+  i.outer = outer, i.inner = inner, i.vecLen = vecLen;
+  return i;
+}
+
 void loadContiguous(LowerContext& ctx, int32_t region, uint64_t offset, uint64_t dramAddr, uint64_t words) {
   constexpr uint64_t kMaxVec = (uint64_t{1} << kCountBits) - 1;
   while (words > 0) {

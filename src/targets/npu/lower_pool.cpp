@@ -76,7 +76,7 @@ void lowerPool(const Node& n, LowerContext& ctx) {
   // NodeTiling::inputNorm: the normalisation's scales and biases for all channels, staged once in the weight buffer
   // (which pools do not use otherwise); every loaded window is mapped in place before its taps.
   const std::optional<InputNorm> norm = ctx.inputNorm(n);
-  int32_t normScale = -1, normBias = -1;  // staged by the first tile
+  StagedNorm staged;  // by the first tile
   const TensorLoc& x = ctx.loc(norm ? norm->full : n.input(0));
   const TensorLoc& y = ctx.loc(ctx.resultValue(n));
   const std::vector<EpilogueStep> epilogue = ctx.epilogue(n);
@@ -95,12 +95,8 @@ void lowerPool(const Node& n, LowerContext& ctx) {
       for (int64_t oy0 = 0; oy0 < q.OH; oy0 += th)
         for (int64_t ox0 = 0; ox0 < q.OW; ox0 += tw) {
           ctx.beginTile(n, count++);
-          if (norm && normScale < 0) {
-            normScale = ctx.region(Buffer::Weight, static_cast<uint64_t>(q.C));
-            loadContiguous(ctx, normScale, 0, ctx.addConstant(norm->scale), static_cast<uint64_t>(q.C));
-            normBias = ctx.region(Buffer::Weight, static_cast<uint64_t>(q.C));
-            loadContiguous(ctx, normBias, 0, ctx.addConstant(norm->bias), static_cast<uint64_t>(q.C));
-          }
+          if (norm && staged.scale < 0)
+            staged = stageNorm(ctx, Buffer::Weight, ctx.addConstant(norm->scale), ctx.addConstant(norm->bias), static_cast<uint64_t>(q.C));
           const int64_t ck = std::min(cb, q.C - c0), rows = std::min(th, q.OH - oy0), cols = std::min(tw, q.OW - ox0);
           const int64_t ht = inRows(rows), wt = inCols(cols);
           const int64_t y0 = oy0 * q.sH - q.pT, x0 = ox0 * q.sW - q.pL;
@@ -116,17 +112,9 @@ void lowerPool(const Node& n, LowerContext& ctx) {
           ctx.emit(makeLoad(ctx.at(in, interior, wt * ck, ck), x.addr + ((n0 * q.H + iy0) * q.W + ix0) * sx + c0, q.W * sx,
                             sx, static_cast<uint32_t>(iy1 - iy0 + 1), static_cast<uint32_t>(ix1 - ix0 + 1), c),
                    in);
-          if (norm) {  // whole windows (no padding): every word of the region was loaded
-            const SramOperand window = ctx.at(in, 0, wt * ck, ck);
-            const auto h = static_cast<uint32_t>(ht), w = static_cast<uint32_t>(wt);
-            Instruction a;
-            a.opcode = Opcode::VecAffine, a.vecOp = VecOp::Affine;
-            a.dst = window, a.srcA = window;
-            a.srcB = ctx.at(normScale, static_cast<uint64_t>(c0)), a.srcC = ctx.at(normBias, static_cast<uint64_t>(c0));
-            a.outer = h, a.inner = w, a.vecLen = c;
-            ctx.emit(a, in, in, normScale, normBias);
-            applyUnarySteps(ctx, norm->steps, in, window, h, w, c);
-          }
+          if (norm)  // whole windows (no padding): every word of the region was loaded
+            applyNorm(ctx, staged, norm->steps, in, ctx.at(in, 0, wt * ck, ck), static_cast<uint32_t>(ht), static_cast<uint32_t>(wt), c,
+                      static_cast<uint64_t>(c0));
           const int32_t acc = ctx.region(resultBuffer, static_cast<uint64_t>(rows * cols * ck));
           SramOperand tile = ctx.at(acc, 0, cols * ck, ck);
           auto r = static_cast<uint32_t>(rows), cl = static_cast<uint32_t>(cols);

@@ -177,13 +177,13 @@ std::vector<NodeTiling> tilingOptions(const Node& n, const NodeTiling& current, 
 /// Returns (Mul group, convolution group) index pairs.
 std::vector<std::pair<size_t, size_t>> inputScaleCandidates(const NpuSchedule& schedule, const Graph& body);
 
-/// The BatchNormalization groups (with a unary epilogue such as ReLU) whose result only a convolution without
-/// padding on the matrix unit (a group of its own) reads, which could apply them to its loaded input blocks
-/// (NodeTiling::inputNorm). Returns (normalisation group, convolution group) index pairs.
+/// The BatchNormalization groups (with a unary epilogue such as ReLU) whose result only a convolution on the matrix
+/// unit or a pool reads, without padding and in a group of its own, which could apply them to its loaded input
+/// blocks (NodeTiling::inputNorm). Returns (normalisation group, reader group) index pairs.
 std::vector<std::pair<size_t, size_t>> inputNormCandidates(const NpuSchedule& schedule, const Graph& body);
 
-/// Moves each candidate normalisation into its convolution's input loads where that takes fewer modelled cycles
-/// than its own pass through DRAM.
+/// Moves each candidate normalisation into its reader's input loads where that takes no more modelled cycles than
+/// its own pass through DRAM.
 void chooseInputNorms(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg);
 
 /// The global pools (of a whole map, the squeeze of squeeze-and-excitation) whose input is the result of a

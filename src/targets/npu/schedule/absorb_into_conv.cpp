@@ -163,14 +163,14 @@ void chooseGlobalPoolEpilogues(NpuSchedule& schedule, const Graph& body, const h
 std::vector<std::pair<size_t, size_t>> inputNormCandidates(const NpuSchedule& s, const Graph& body) {
   std::map<std::string, const Node*> byName;
   for (const auto& n : body.nodes()) byName[n->name()] = n.get();
-  std::map<std::string, size_t> convGroup;  // layer-by-layer groups of one matrix-unit convolution with nothing absorbed
+  std::map<std::string, size_t> readerGroup;  // layer-by-layer groups of one matrix-unit convolution or pool, nothing absorbed
   for (size_t g = 0; g < s.groups.size(); ++g) {
     const GroupSchedule& grp = s.groups[g];
     if (grp.tiling.size() != 1 || grp.rowTiles != 1 || grp.nodes[0] != grp.tiling[0].node) continue;
     const NodeTiling& t = grp.tiling[0];
     const bool reader = t.variant == "matrix" || t.variant == "packed" || t.variant == "stacked" || t.variant == "pool" ||
                         t.variant == "pool-wide";
-    if (reader && t.inputScale.empty() && t.inputNorm.empty() && t.epilogue.size() + 1 == grp.nodes.size()) convGroup[t.node] = g;
+    if (reader && t.inputScale.empty() && t.inputNorm.empty() && t.epilogue.size() + 1 == grp.nodes.size()) readerGroup[t.node] = g;
   }
   std::vector<std::pair<size_t, size_t>> out;
   for (size_t gn = 0; gn < s.groups.size(); ++gn) {
@@ -180,9 +180,9 @@ std::vector<std::pair<size_t, size_t>> inputNormCandidates(const NpuSchedule& s,
     std::vector<const Node*> chain;
     for (const std::string& name : grp.nodes) chain.push_back(byName.at(name));
     if (!isOp(*chain[0], "BatchNormalization") || chain.back()->output(0)->uses().size() != 1) continue;
-    const Node& conv = *chain.back()->output(0)->uses()[0].node;
-    auto gc = convGroup.find(conv.name());
-    if (gc != convGroup.end() && lower::inputNormOf(body, chain, conv)) out.push_back({gn, gc->second});
+    const Node& reader = *chain.back()->output(0)->uses()[0].node;
+    auto gr = readerGroup.find(reader.name());
+    if (gr != readerGroup.end() && lower::inputNormOf(body, chain, reader)) out.push_back({gn, gr->second});
   }
   return out;
 }

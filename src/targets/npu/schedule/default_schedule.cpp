@@ -349,17 +349,13 @@ NpuSchedule tiledSchedule(const Graph& body, const hw::NpuConfig& cfg, const std
         continue;
       }
       const EpilogueShape e = epilogueShape(n, t, byName);
-      ConvGeometry geo = packGroups(convGeometry(n), t.groupPack);
+      Choice c{&t, matrixTilingOptions(n, packGroups(convGeometry(n), t.groupPack), cfg, e)};
+      c.pick = pickMatrixTiling(c.options);
       if (t.groupPack > 1) {  // packed groups: more weight words (zeros) and, when the pack does not divide, recomputation
-        const ConvGeometry one = convGeometry(n);
-        if (matrixCost(one, chooseMatrixTiling(n, one, cfg, e), cfg, e).cycles <
-            matrixCost(geo, chooseMatrixTiling(n, geo, cfg, e), cfg, e).cycles)
-          t.groupPack = 1, geo = one;
+        std::vector<std::pair<NodeTiling, MatrixCost>> one = matrixTilingOptions(n, convGeometry(n), cfg, e);
+        const size_t pick = pickMatrixTiling(one);
+        if (one[pick].second.cycles < c.options[c.pick].second.cycles) t.groupPack = 1, c.options = std::move(one), c.pick = pick;
       }
-      Choice c{&t, matrixTilingOptions(n, geo, cfg, e)};
-      const NodeTiling chosen = chooseMatrixTiling(n, geo, cfg, e);
-      for (size_t k = 0; k < c.options.size(); ++k)
-        if (c.options[k].first == chosen) c.pick = k;
       choices.push_back(std::move(c));
     }
   // Within the DRAM budget: trade the fewest cycles per byte saved, one node at a time.

@@ -231,19 +231,17 @@ std::vector<std::pair<NodeTiling, MatrixCost>> matrixTilingOptions(const Node& n
   return front;
 }
 
-NodeTiling chooseMatrixTiling(const Node& n, const ConvGeometry& p, const hw::NpuConfig& cfg, const EpilogueShape& e) {
-  const std::vector<std::pair<NodeTiling, MatrixCost>> options = matrixTilingOptions(n, p, cfg, e);
-  NodeTiling best;
-  MatrixCost bestCost;
-  bool found = false;
+size_t pickMatrixTiling(const std::vector<std::pair<NodeTiling, MatrixCost>>& options) {
+  size_t best = 0;
   // The cheapest in cycles; among the options within 5 % of it, the one that moves the fewest DRAM bytes
   // (traffic the estimate does not see as cycles still costs energy and bandwidth other layers could use).
-  for (const auto& [t, c] : options)
-    if (!found || c.cycles < bestCost.cycles) best = t, bestCost = c, found = true;
-  const uint64_t limit = bestCost.cycles + bestCost.cycles / 20;
-  for (const auto& [t, c] : options)
-    if (c.cycles <= limit && (c.dramBytes < bestCost.dramBytes || (c.dramBytes == bestCost.dramBytes && c.cycles < bestCost.cycles)))
-      best = t, bestCost = c;
+  for (size_t k = 1; k < options.size(); ++k)
+    if (options[k].second.cycles < options[best].second.cycles) best = k;
+  const uint64_t limit = options[best].second.cycles + options[best].second.cycles / 20;
+  for (size_t k = 0; k < options.size(); ++k) {
+    const MatrixCost &c = options[k].second, &b = options[best].second;
+    if (c.cycles <= limit && (c.dramBytes < b.dramBytes || (c.dramBytes == b.dramBytes && c.cycles < b.cycles))) best = k;
+  }
   return best;
 }
 
