@@ -184,7 +184,7 @@ class RandomGraphBuilder {
   }
 
   void unary(Value* x) {
-    switch (weighted({25, 15, 10, 10, 10, 8, 8, 6, 8})) {
+    switch (weighted({25, 15, 10, 10, 10, 8, 8, 6, 8, 8})) {
       case 0: node("Relu", {x}); return;
       case 1: {
         const float lo = uniform(-1.0f, 0.0f), hi = uniform(0.1f, 2.0f);
@@ -197,6 +197,11 @@ class RandomGraphBuilder {
       case 5: node("HardSigmoid", {x}, {{"alpha", uniform(0.1f, 0.4f)}, {"beta", uniform(0.3f, 0.7f)}}); return;
       case 6: node("HardSwish", {x}); return;
       case 7: node("Exp", {node("Clip", {x, scalar(-4.0f), scalar(2.0f)})}); return;  // bounded first
+      case 8: {  // SiLU as exporters spell it, either operand order (one `silu` sub-op in a conv's epilogue)
+        Value* s = node("Sigmoid", {x});
+        node("Mul", chance(0.5) ? std::vector<Value*>{x, s} : std::vector<Value*>{s, x});
+        return;
+      }
       default: gelu(x); return;
     }
   }

@@ -110,9 +110,9 @@ TEST(NpuVector, UnaryOpsWithImmediatesMatchNaiveLoops) {
   }
 }
 
-// The vector unit's erf, gelu (erf form) and gelu_tanh against double-precision references over a sweep of
+// The vector unit's erf, gelu (erf form), gelu_tanh and silu against double-precision references over a sweep of
 // [-12, 12] in steps of 1/1024 and some far values: erf within 5e-7, gelu within 3e-7 * max(1, |x|) of
-// x * Phi(x) (std::erf), gelu_tanh within 2e-7 * max(1, |x|) of its formula (the bounds docs/npu.md documents).
+// x * Phi(x) (std::erf), gelu_tanh within 2e-7 and silu within 3e-7 * max(1, |x|) of their formulas (bounds: docs/npu.md).
 TEST(NpuVector, ErfAndGeluWithinTheirBounds) {
   std::vector<float> xs;
   for (int i = -12 * 1024; i <= 12 * 1024; ++i) xs.push_back(static_cast<float>(i) / 1024.0f);
@@ -120,12 +120,14 @@ TEST(NpuVector, ErfAndGeluWithinTheirBounds) {
   auto erfRef = [](double x) { return std::erf(x); };
   auto geluRef = [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); };
   auto tanhRef = [](double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); };
+  auto siluRef = [](double x) { return x / (1 + std::exp(-x)); };
   struct Case {
     VecOp op;
     double (*ref)(double);
     double absolute, perUnit;  // bound: absolute + perUnit * max(1, |x|)
   };
-  const Case cases[] = {{VecOp::Erf, +erfRef, 5e-7, 0}, {VecOp::Gelu, +geluRef, 0, 3e-7}, {VecOp::GeluTanh, +tanhRef, 0, 2e-7}};
+  const Case cases[] = {{VecOp::Erf, +erfRef, 5e-7, 0}, {VecOp::Gelu, +geluRef, 0, 3e-7}, {VecOp::GeluTanh, +tanhRef, 0, 2e-7},
+                        {VecOp::Silu, +siluRef, 0, 3e-7}};
   for (const Case& c : cases) {
     EXPECT_TRUE(isComplexVecOp(c.op)) << vecOpName(c.op);
     double worst = 0;

@@ -67,6 +67,7 @@ std::string_view vecOpName(VecOp op) {
     case VecOp::Erf: return "erf";
     case VecOp::Gelu: return "gelu";
     case VecOp::GeluTanh: return "gelu_tanh";
+    case VecOp::Silu: return "silu";
     case VecOp::ReduceSum: return "reduce_sum";
     case VecOp::ReduceMax: return "reduce_max";
     case VecOp::Affine: return "affine";
@@ -76,7 +77,7 @@ std::string_view vecOpName(VecOp op) {
 
 bool isComplexVecOp(VecOp op) {
   return op == VecOp::Div || op == VecOp::Sigmoid || op == VecOp::Tanh || op == VecOp::Exp || op == VecOp::Erf ||
-         op == VecOp::Gelu || op == VecOp::GeluTanh;
+         op == VecOp::Gelu || op == VecOp::GeluTanh || op == VecOp::Silu;
 }
 
 std::optional<VecOp> vecOpByName(std::string_view name) {

@@ -249,6 +249,19 @@ std::optional<std::vector<EpilogueStep>> epilogueSteps(const Value* base, const 
     steps.push_back(*step);
     v = user->output(0);
   }
+  // x * Sigmoid(x) (SiLU) is one `silu` sub-op: no copy of x kept for the Mul, one vector pass instead of three
+  // (copy, sigmoid, mul). Only when no later step reads the sigmoid itself.
+  for (size_t k = 0; k + 1 < steps.size(); ++k) {
+    const EpilogueStep& s = steps[k];
+    const EpilogueStep& m = steps[k + 1];
+    if (!s.unary || s.op.op != VecOp::Sigmoid || m.unary || m.op.op != VecOp::Mul || m.saved != static_cast<int>(k)) continue;
+    if (std::any_of(steps.begin() + static_cast<long>(k) + 2, steps.end(), [&](const EpilogueStep& e) { return e.saved == static_cast<int>(k) + 1; }))
+      continue;
+    steps[k] = EpilogueStep{true, {VecOp::Silu}, nullptr};
+    steps.erase(steps.begin() + static_cast<long>(k) + 1);
+    for (EpilogueStep& e : steps)
+      if (e.saved > static_cast<int>(k)) --e.saved;  // the values after the pair are one step earlier
+  }
   return steps;
 }
 

@@ -47,6 +47,7 @@ enum class VecOp : uint8_t {
   Erf = 27,          ///< erf(a), rational approximation (docs/npu.md, "Approximations")
   Gelu = 28,         ///< a * Phi(a) = 0.5 a (1 + erf(a / sqrt 2)), with the erf above
   GeluTanh = 29,     ///< 0.5 a (1 + tanh(sqrt(2 / pi) (a + 0.044715 a^3))) (Gelu's approximate="tanh")
+  Silu = 30,         ///< a * sigmoid(a) (SiLU / swish: an epilogue's x * Sigmoid(x) in one op)
   // VecReduce
   ReduceSum = 32, ReduceMax = 33,
   // VecAffine

@@ -165,8 +165,9 @@ std::vector<NodeTiling> depthwiseTilingOptions(const Node& n, const hw::NpuConfi
   std::vector<int64_t> cbs;
   for (int64_t cb = std::min(p.C, lanes); cb <= std::min<int64_t>(p.C, 4 * cfg.dim); cb += lanes) cbs.push_back(cb);
   std::vector<std::pair<std::pair<uint64_t, uint64_t>, NodeTiling>> options;
+  auto tryBlocks = [&](const std::vector<int64_t>& blocks) {
   for (int64_t every : {0, 1, 2, 3, 4})
-    for (int64_t cb : cbs) {
+    for (int64_t cb : blocks) {
       // Tiles on both units: a window computing on each and the next ones loading (a quarter buffer each).
       const uint64_t slots = every > 1 ? 4 : 2;
       const uint64_t inpSlot = cfg.bufferWords(static_cast<size_t>(Buffer::Input)) / slots;
@@ -188,6 +189,11 @@ std::vector<NodeTiling> depthwiseTilingOptions(const Node& n, const hw::NpuConfi
       });
       if (found) options.push_back({best, bestTiling});
     }
+  };
+  tryBlocks(cbs);
+  // A large kernel on a small input buffer (7x7 taps of 16 channels are 784 words): narrower blocks than a vector,
+  // halving until one output pixel's window fits.
+  for (int64_t cb = std::min(p.C, lanes) / 2; options.empty() && cb >= 1; cb /= 2) tryBlocks({cb});
   std::stable_sort(options.begin(), options.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<NodeTiling> out;
   for (auto& o : options) out.push_back(std::move(o.second));

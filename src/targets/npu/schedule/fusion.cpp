@@ -11,6 +11,7 @@
 
 #include "../geometry.h"
 #include "../lower_context.h"
+#include "tiling_cost.h"
 #include "tessel/support/error.h"
 #include "tessel/targets/npu/schedule.h"
 
@@ -147,7 +148,12 @@ GroupSchedule fuse(const NpuSchedule& s, const std::vector<size_t>& members, con
     const Spatial sp = *spatialOf(n);
     const bool onChip = intermediatesOnChip && produced.count(n.input(0)) != 0;
     if (onChip) f.onChip.push_back(n.input(0)->name());
-    const int64_t channels = sp.pool || sp.depthwise ? std::min<int64_t>(sp.C, 4 * cfg.dim) : sp.M;
+    int64_t channels = sp.pool || sp.depthwise ? std::min<int64_t>(sp.C, 4 * cfg.dim) : sp.M;
+    // A depthwise block's per-tap weights fit half the weight buffer (a large kernel on a small one: narrower blocks).
+    while (sp.depthwise && channels > 1 &&
+           static_cast<uint64_t>(depthwiseWeightWords(sp.KH * sp.KW, channels, t.matrixEvery > 0, cfg.dim)) >
+               cfg.bufferWords(static_cast<size_t>(Buffer::Weight)) / 2)
+      channels = (channels + 1) / 2;
     t.cols = std::min<int64_t>(sp.OW, std::max<int64_t>(1, static_cast<int64_t>(accHalf) / channels));
     t.rows = std::max<int64_t>(1, std::min<int64_t>(sp.OH, static_cast<int64_t>(accHalf) / (t.cols * channels)));
     if (!onChip) {
