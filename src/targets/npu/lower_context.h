@@ -36,12 +36,16 @@ struct EpilogueStep {
   bool unary = true;
   Activation op;               ///< unary: the op and its immediates; binary: op.op is the binary VecOp
   const Value* other = nullptr;
-  /// Binary: the other operand is the tile itself as it was before step `saved` of the same epilogue (SiLU's
-  /// x * Sigmoid(x)), kept on chip by a copy, not read from DRAM; -1 when it comes from DRAM.
+  /// Binary: the other operand is the tile itself as it was before step `saved` of the same epilogue, kept on chip
+  /// by a copy, not read from DRAM; -1 when it comes from DRAM. (SiLU's x * Sigmoid(x), which used it, is one
+  /// `silu` step now; no chain epilogueChain admits produces it any more.)
   int saved = -1;
 };
 /// The step `user` computes when it is applied in place to `value` (one of its inputs), if it can be.
 std::optional<EpilogueStep> epilogueStep(const Node& user, const Value* value);
+/// When `mul` is the Mul of SiLU, x * Sigmoid(x) in either operand order with the Sigmoid read by it alone: that
+/// Sigmoid (the pair is one `silu` sub-op); else null.
+const Node* siluSigmoid(const Node& mul);
 /// The epilogue steps of `chain` applied in order to `base` (the values before each step are the chain's own:
 /// a binary step reading one of them gets `saved`); nothing when some node cannot be a step.
 std::optional<std::vector<EpilogueStep>> epilogueSteps(const Value* base, const std::vector<const Node*>& chain);

@@ -234,6 +234,16 @@ const Value* LowerContext::resultValue(const Node& node) const {
   return last->output(0);
 }
 
+const Node* siluSigmoid(const Node& mul) {
+  if (!isOp(mul, "Mul") || mul.numInputs() != 2) return nullptr;
+  for (int i = 0; i < 2; ++i) {
+    const Value* s = mul.input(i);
+    const Node* sig = s ? s->producer() : nullptr;
+    if (sig && isOp(*sig, "Sigmoid") && sig->input(0) == mul.input(1 - i) && s->uses().size() == 1) return sig;
+  }
+  return nullptr;
+}
+
 std::optional<std::vector<EpilogueStep>> epilogueSteps(const Value* base, const std::vector<const Node*>& chain) {
   std::vector<EpilogueStep> steps;
   std::vector<const Value*> before;  // the value each step is applied to

@@ -4,7 +4,6 @@
 
 #include "geometry.h"
 #include "lower_context.h"
-#include "tessel/ops/registry.h"
 #include "tessel/targets/npu/lowering.h"
 
 namespace tessel::npu {
@@ -18,18 +17,6 @@ uint64_t elements(const Value* v) { return v && v->type.isStatic() ? static_cast
 uint64_t cyclesPerVector(const Node& n, const hw::NpuConfig& cfg) {
   std::optional<VecOp> op = lower::vectorOpOf(n);
   return op && isComplexVecOp(*op) ? cfg.vectorCyclesPerVectorComplex : cfg.vectorCyclesPerVector;
-}
-
-/// The Mul of x * Sigmoid(x) (SiLU): the vector unit computes the pair as one `silu` pass, priced as the Sigmoid.
-bool siluMul(const Node& n) {
-  if (!isOp(n, "Mul") || n.numInputs() != 2) return false;
-  for (int i = 0; i < 2; ++i) {
-    const Value* s = n.input(i);
-    const Node* sig = s ? s->producer() : nullptr;
-    if (sig && isOp(*sig, "Sigmoid") && sig->input(0) == n.input(1 - i) && s->uses().size() == 1)
-      return true;
-  }
-  return false;
 }
 
 }  // namespace
@@ -84,7 +71,8 @@ SubgraphWork subgraphWork(const Graph& body, const hw::NpuConfig& cfg) {
       }
       case lower::OpFamily::GlobalPool: w.vectorCycles += (elements(n->input(0)) + out) * cfg.vectorCyclesPerVector; break;
       case lower::OpFamily::Elementwise:
-        if (!siluMul(*n)) w.vectorCycles += out * cyclesPerVector(*n, cfg);
+        // The Mul of SiLU adds nothing: the vector unit computes the pair as one `silu` pass, priced as the Sigmoid.
+        if (!lower::siluSigmoid(*n)) w.vectorCycles += out * cyclesPerVector(*n, cfg);
         break;
       case lower::OpFamily::Alias: break;
     }

@@ -166,29 +166,29 @@ std::vector<NodeTiling> depthwiseTilingOptions(const Node& n, const hw::NpuConfi
   for (int64_t cb = std::min(p.C, lanes); cb <= std::min<int64_t>(p.C, 4 * cfg.dim); cb += lanes) cbs.push_back(cb);
   std::vector<std::pair<std::pair<uint64_t, uint64_t>, NodeTiling>> options;
   auto tryBlocks = [&](const std::vector<int64_t>& blocks) {
-  for (int64_t every : {0, 1, 2, 3, 4})
-    for (int64_t cb : blocks) {
-      // Tiles on both units: a window computing on each and the next ones loading (a quarter buffer each).
-      const uint64_t slots = every > 1 ? 4 : 2;
-      const uint64_t inpSlot = cfg.bufferWords(static_cast<size_t>(Buffer::Input)) / slots;
-      const uint64_t accSlot = cfg.bufferWords(static_cast<size_t>(Buffer::Accumulator)) / slots;
-      if (static_cast<uint64_t>(depthwiseWeightWords(taps, cb, every > 0, cfg.dim)) > half(cfg, Buffer::Weight) ||
-          static_cast<uint64_t>(cb) > half(cfg, Buffer::Output))
-        continue;
-      NodeTiling c = t;
-      c.channels = cb, c.inChannels = cb, c.matrixEvery = every;
-      bool found = false;
-      std::pair<uint64_t, uint64_t> best{0, 0};
-      NodeTiling bestTiling;
-      forEachFittingTile(p, cb, cb, inpSlot, accSlot, [&](int64_t th, int64_t tw) {
-        c.rows = ceilDiv(p.OH, ceilDiv(p.OH, th)), c.cols = tw;  // even row tiles
-        const auto u = depthwiseUnits(p, c, epilogueOps, bias, cfg);
-        const std::pair<uint64_t, uint64_t> cost{*std::max_element(u.begin(), u.end()), u[0] + u[1] + u[2] + u[3]};
-        if (!found || cost < best) best = cost, bestTiling = c, found = true;
-        return false;
-      });
-      if (found) options.push_back({best, bestTiling});
-    }
+    for (int64_t every : {0, 1, 2, 3, 4})
+      for (int64_t cb : blocks) {
+        // Tiles on both units: a window computing on each and the next ones loading (a quarter buffer each).
+        const uint64_t slots = every > 1 ? 4 : 2;
+        const uint64_t inpSlot = cfg.bufferWords(static_cast<size_t>(Buffer::Input)) / slots;
+        const uint64_t accSlot = cfg.bufferWords(static_cast<size_t>(Buffer::Accumulator)) / slots;
+        if (static_cast<uint64_t>(depthwiseWeightWords(taps, cb, every > 0, cfg.dim)) > half(cfg, Buffer::Weight) ||
+            static_cast<uint64_t>(cb) > half(cfg, Buffer::Output))
+          continue;
+        NodeTiling c = t;
+        c.channels = cb, c.inChannels = cb, c.matrixEvery = every;
+        bool found = false;
+        std::pair<uint64_t, uint64_t> best{0, 0};
+        NodeTiling bestTiling;
+        forEachFittingTile(p, cb, cb, inpSlot, accSlot, [&](int64_t th, int64_t tw) {
+          c.rows = ceilDiv(p.OH, ceilDiv(p.OH, th)), c.cols = tw;  // even row tiles
+          const auto u = depthwiseUnits(p, c, epilogueOps, bias, cfg);
+          const std::pair<uint64_t, uint64_t> cost{*std::max_element(u.begin(), u.end()), u[0] + u[1] + u[2] + u[3]};
+          if (!found || cost < best) best = cost, bestTiling = c, found = true;
+          return false;
+        });
+        if (found) options.push_back({best, bestTiling});
+      }
   };
   tryBlocks(cbs);
   // A large kernel on a small input buffer (7x7 taps of 16 channels are 784 words): narrower blocks than a vector,
@@ -265,13 +265,11 @@ std::vector<const Node*> epilogueChain(const Graph& body, const Node& n) {
   for (;;) {
     if (std::find(outs.begin(), outs.end(), y) != outs.end()) break;
     if (matrix && y->uses().size() == 2) {
-      // x * Sigmoid(x) (SiLU): both nodes, the Mul reading a copy of x kept on chip.
-      const Node* a = y->uses()[0].node;
-      const Node* b = y->uses()[1].node;
-      if (a->opType() != "Sigmoid") std::swap(a, b);
-      if (a->opType() != "Sigmoid" || b->opType() != "Mul" || a->output(0)->uses().size() != 1 ||
-          a->output(0)->uses()[0].node != b || std::find(outs.begin(), outs.end(), a->output(0)) != outs.end())
-        break;
+      // x * Sigmoid(x) (SiLU): both nodes, one `silu` step (epilogueSteps).
+      const Node* b = y->uses()[0].node;
+      if (!lower::siluSigmoid(*b)) b = y->uses()[1].node;
+      const Node* a = lower::siluSigmoid(*b);
+      if (!a || std::find(outs.begin(), outs.end(), a->output(0)) != outs.end()) break;
       if (lower::opFamily(*a) != lower::OpFamily::Elementwise || lower::opFamily(*b) != lower::OpFamily::Elementwise ||
           !lower::epilogueSteps(y, {a, b}))
         break;
