@@ -152,16 +152,24 @@ class RandomGraphBuilder {
         cout = group * pick(1, 5);
       }
     }
+    // Sometimes a residual block: a "same" convolution (odd kernel, stride 1, as many channels) whose result is added
+    // to its input, either operand order (NodeTiling::residualInAcc: the input is loaded into the accumulator).
+    const bool residual = !unpadded && C <= 96 && chance(0.1);
+    if (residual) {
+      k = oneOf<int64_t>({1, 3, 3, 5}), dil = 1, group = 1, cout = C;
+      for (int64_t& p : pads) p = k / 2;
+    }
     // Weights scaled by 1/sqrt(fan-in) keep values near 1 through chains of convolutions.
     const float bound = std::sqrt(3.0f / static_cast<float>(C / group * k * k));
     std::vector<Value*> ins{x, constant("w", uniformTensor({cout, C / group, k, k}, -bound, bound))};
     if (chance(0.7)) ins.push_back(constant("b", uniformTensor({cout}, -0.5f, 0.5f)));
     std::map<std::string, AttrValue> attrs{{"kernel_shape", std::vector<int64_t>{k, k}},
-                                           {"strides", std::vector<int64_t>{sh, sw}},
+                                           {"strides", residual ? std::vector<int64_t>{1, 1} : std::vector<int64_t>{sh, sw}},
                                            {"pads", std::vector<int64_t>{pads[0], pads[1], pads[2], pads[3]}},
                                            {"group", group}};
     if (dil != 1 || chance(0.2)) attrs["dilations"] = std::vector<int64_t>{dil, dil};
-    node("Conv", ins, attrs);
+    Value* y = node("Conv", ins, attrs);
+    if (residual) chance(0.5) ? node("Add", {y, x}) : node("Add", {x, y});
   }
 
   void pool(Value* x) {
@@ -485,7 +493,7 @@ NpuCheck checkOnNpu(const Model& model, const std::string& configPath, uint64_t 
     out.nodes += s.ops.size();
     for (const npu::GroupSchedule& g : s.schedule.groups) {
       out.fusedGroups += g.tiling.size() > 1;
-      for (const npu::NodeTiling& t : g.tiling) out.inputNorms += !t.inputNorm.empty();
+      for (const npu::NodeTiling& t : g.tiling) out.inputNorms += !t.inputNorm.empty(), out.residualsInAcc += t.residualInAcc;
     }
   }
   for (const auto& n : compiled.cpuPart->graph->nodes())
@@ -551,6 +559,7 @@ std::vector<std::string> checkRandomGraph(uint64_t seed, const std::vector<std::
     NpuCheck c = checkOnNpu(*model, config, seed, workDir, settings);
     stats.compiles++, stats.nodes += c.nodes, stats.hostNodes += c.hostOps.size(), stats.cycles += c.cycles, stats.fusedGroups += c.fusedGroups;
     stats.inputNorms += c.inputNorms;
+    stats.residualsInAcc += c.residualsInAcc;
     for (const std::string& op : c.hostOps) stats.hostOps[op]++;
     if (!c.problems.empty()) failures.push_back(describeFailure(seed, fs::path(config).filename().string(), *model, c));
     return c;

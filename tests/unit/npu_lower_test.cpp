@@ -313,6 +313,55 @@ TEST(NpuLower, SiluEpilogueIsOneVectorPass) {
   }
 }
 
+// A residual Add first in a conv's epilogue (NodeTiling::residualInAcc): the other operand's tile is loaded into the
+// accumulator and every gemm accumulates onto it, so no vector pass adds it. Both operand orders, batch 2, odd
+// channel counts, the compiler's tiles and forced odd ones (several passes of output channels); the vector work
+// of the bound counts the Add as free; a schedule that asks for it where the epilogue does not start with such an
+// Add is refused.
+TEST(NpuLower, ResidualAddLoadsIntoTheAccumulator) {
+  for (const char* cfgName : {"default.json", "tiny.json", "edge.json"})
+    for (bool convFirst : {true, false})
+      for (int forced : {0, 1, 2}) {
+        Graph g;
+        Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {2, 20, 9, 7}));
+        Value* y = conv(g, x, 20, 40, 3, 1, 1, 1, true, 31);
+        Value* r = conv(g, x, 20, 40, 1, 1, 0, 1, false, 33);  // the residual branch, through DRAM
+        Node* add = g.addNode("Add", convFirst ? std::vector<Value*>{y, r} : std::vector<Value*>{r, y}, {"sum"}, "add");
+        g.addOutput(g.addNode("Relu", {add->output(0)}, {"out"}, "relu")->output(0));
+        inferShapes(g);
+        const std::string conv3 = y->producer()->name();
+        SCOPED_TRACE(fmt::format("{} conv first {} forced {}", cfgName, convFirst, forced));
+        std::function<void(npu::NpuSchedule&)> edit;
+        if (forced)
+          edit = [&](npu::NpuSchedule& s) {
+            npu::NodeTiling& t = *s.tilingOf(conv3);
+            ASSERT_TRUE(t.residualInAcc) << s.toText();
+            t.variant = "matrix", t.phased = false, t.rows = 2, t.cols = 5, t.channels = 16, t.inChannels = 16;
+            t.coutPerPass = forced == 1 ? 16 : 0, t.weightsResident = forced == 1 && std::string(cfgName) != "tiny.json";
+          };
+        checkAgainstInterpreter(g, cfgName, edit);
+        const hw::HardwareConfig cfg = config(cfgName);
+        const hw::NpuConfig& npuCfg = cfg.firstNpu()->npu;
+        npu::NpuSchedule s = npu::compilerSchedule(g, npuCfg, "test", false);
+        ASSERT_NE(s.tilingOf(conv3), nullptr);
+        EXPECT_TRUE(s.tilingOf(conv3)->residualInAcc) << s.toText();
+        if (edit) edit(s);
+        const npu::LoweredSubgraph lowered = npu::lowerSubgraph(g, *cfg.firstNpu(), s);
+        int tensorAdds = 0, accLoads = 0;
+        for (const npu::Instruction& in : lowered.program.instructions) {
+          if (in.opcode == npu::Opcode::VecBinary && in.vecOp == npu::VecOp::Add && (in.srcB.strideOuter || in.srcB.strideInner))
+            ++tensorAdds;  // a bias add reads its vector with strides 0
+          if (in.opcode == npu::Opcode::Load && in.dst.buffer == npu::Buffer::Accumulator) ++accLoads;
+        }
+        EXPECT_EQ(tensorAdds, 0);
+        EXPECT_GT(accLoads, 0);
+        // Vector work of the bound: the Relu only.
+        EXPECT_EQ(npu::subgraphWork(g, npuCfg).vectorCycles, 2u * 40 * 9 * 7 * npuCfg.vectorCyclesPerVector);
+        s.tilingOf(r->producer()->name())->residualInAcc = true;  // its epilogue is empty
+        EXPECT_THROW(npu::verifySchedule(s, g, npuCfg), UserError);
+      }
+}
+
 /// Squeeze-and-excitation on a C-channel map (a depthwise conv of the input): GlobalAveragePool -> 1x1 conv -> Relu
 /// -> 1x1 conv -> Sigmoid -> Mul with the map (broadcast over H and W, node "se_mul") -> the consumer conv "proj"
 /// (k x k, stride, groups) -> output.

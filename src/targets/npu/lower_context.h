@@ -49,6 +49,12 @@ const Node* siluSigmoid(const Node& mul);
 /// The epilogue steps of `chain` applied in order to `base` (the values before each step are the chain's own:
 /// a binary step reading one of them gets `saved`); nothing when some node cannot be a step.
 std::optional<std::vector<EpilogueStep>> epilogueSteps(const Value* base, const std::vector<const Node*>& chain);
+/// Whether the first of `steps` adds a tensor read from DRAM (a residual connection), which a matrix-unit
+/// convolution can load into its accumulator before the gemms instead (NodeTiling::residualInAcc).
+bool residualFirst(const std::vector<EpilogueStep>& steps);
+/// Whether `add` is an Add of a non-depthwise matrix-unit node's result, read by it alone, and a same-shape tensor:
+/// the Add can be that node's residualInAcc (no vector work).
+bool residualAddOfMatrix(const Node& add);
 
 class LowerContext;
 /// Emits `steps` (unary only: a pool's or an element-wise node's epilogue) in place on `tile`, an outer x inner x

@@ -44,7 +44,7 @@ void applyEpilogue(LowerContext& ctx, const ConvProblem& p, int32_t acc, int64_t
   std::map<int, int32_t> saved;  // step -> copy of the tile as it was before that step
   for (const EpilogueStep& e : p.epilogue)
     if (e.saved >= 0) saved[e.saved] = -1;
-  for (size_t k = 0; k < p.epilogue.size(); ++k) {
+  for (size_t k = p.residualInAcc ? 1 : 0; k < p.epilogue.size(); ++k) {
     const EpilogueStep& e = p.epilogue[k];
     if (auto it = saved.find(static_cast<int>(k)); it != saved.end()) {
       it->second = ctx.region(Buffer::Output, static_cast<uint64_t>(rows * cols * channels));
@@ -324,7 +324,14 @@ int32_t MatrixConv::computeTile(int64_t n, int64_t oy0, int64_t rows, int64_t ox
                               norm_.scale < 0),
                 "npu lowering: an on-chip input needs an unphased, ungrouped, unstacked, unscaled conv");
   const int32_t acc = ctx_.region(Buffer::Accumulator, static_cast<uint64_t>(rows * cols * mk_));
-  started_.assign(static_cast<size_t>(ceilDiv(mk_, gemmN_)), false);
+  started_.assign(static_cast<size_t>(ceilDiv(mk_, gemmN_)), p_.residualInAcc);
+  if (p_.residualInAcc) {  // the residual's tile first; every gemm accumulates onto it
+    const TensorLoc& o = p_.epilogueLoc.front();
+    const TileAt at{(n * p_.OH + oy0) * p_.OW + ox0, passChannel()};
+    ctx_.emit(makeLoad(ctx_.at(acc, 0, cols * mk_, mk_), at.in(o.addr, o.pixelStride()), p_.OW * o.pixelStride(), o.pixelStride(),
+                       static_cast<uint32_t>(rows), static_cast<uint32_t>(cols), static_cast<uint32_t>(mk_)),
+              acc);
+  }
   const int64_t cb = window ? Cg_ : cb_;
   for (int64_t c0 = 0, block = 0; c0 < Cg_; c0 += cb, ++block) computeBlock(n, oy0, rows, ox0, cols, c0, block, acc, window);
   return acc;
@@ -642,6 +649,9 @@ ConvProblem convProblem(LowerContext& ctx, const Node& n) {
   p.outAddr = out.addr, p.outStride = out.pixelStride();
   p.epilogue = ctx.epilogue(n);
   for (const EpilogueStep& e : p.epilogue) p.epilogueLoc.push_back(e.other && e.saved < 0 ? ctx.loc(e.other) : TensorLoc{});
+  p.residualInAcc = ctx.tiling(n).residualInAcc;
+  TESSEL_ASSERT(!p.residualInAcc || (residualFirst(p.epilogue) && ctx.tiling(n).groupPack == 1),
+                fmt::format("npu lowering: {}: residual_in_acc without a residual Add first in the epilogue", n.name()));
   return p;
 }
 

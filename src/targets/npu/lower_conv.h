@@ -20,6 +20,9 @@ struct ConvProblem : ConvGeometry {
   int64_t inStride = 1, outStride = 1;  ///< DRAM words from one pixel to the next (channels, or a Concat's)
   std::vector<EpilogueStep> epilogue;
   std::vector<TensorLoc> epilogueLoc;  ///< per step: DRAM location of its tensor operand (binary steps)
+  /// NodeTiling::residualInAcc: the first epilogue step's tensor is loaded into each tile's accumulator before its
+  /// gemms (MatrixConv), and applyEpilogue starts at the second step.
+  bool residualInAcc = false;
   /// NodeTiling::inputScale: DRAM address of the C factors each loaded input block is multiplied by.
   std::optional<uint64_t> inputScale;
   /// NodeTiling::inputNorm: DRAM addresses of the C scales and C biases each loaded input block is mapped by, and

@@ -244,6 +244,24 @@ const Node* siluSigmoid(const Node& mul) {
   return nullptr;
 }
 
+bool residualFirst(const std::vector<EpilogueStep>& steps) {
+  return !steps.empty() && !steps.front().unary && steps.front().op.op == VecOp::Add && steps.front().saved < 0 &&
+         steps.front().other && !steps.front().other->isConstant();
+}
+
+bool residualAddOfMatrix(const Node& add) {
+  if (!isOp(add, "Add") || add.numInputs() != 2) return false;
+  for (int i = 0; i < 2; ++i) {
+    const Value* v = add.input(i);
+    const Node* p = v ? v->producer() : nullptr;
+    if (!p || v->uses().size() != 1 || opFamily(*p) != OpFamily::Matrix) continue;
+    if (isOp(*p, "Conv") && convGeometry(*p).depthwise()) continue;
+    const std::optional<EpilogueStep> step = epilogueStep(add, v);
+    if (step && residualFirst({*step})) return true;
+  }
+  return false;
+}
+
 std::optional<std::vector<EpilogueStep>> epilogueSteps(const Value* base, const std::vector<const Node*>& chain) {
   std::vector<EpilogueStep> steps;
   std::vector<const Value*> before;  // the value each step is applied to

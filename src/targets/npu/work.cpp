@@ -72,7 +72,8 @@ SubgraphWork subgraphWork(const Graph& body, const hw::NpuConfig& cfg) {
       case lower::OpFamily::GlobalPool: w.vectorCycles += (elements(n->input(0)) + out) * cfg.vectorCyclesPerVector; break;
       case lower::OpFamily::Elementwise:
         // The Mul of SiLU adds nothing: the vector unit computes the pair as one `silu` pass, priced as the Sigmoid.
-        if (!lower::siluSigmoid(*n)) w.vectorCycles += out * cyclesPerVector(*n, cfg);
+        // Nor does a residual Add of a convolution's result: its other operand can be loaded into the accumulator.
+        if (!lower::siluSigmoid(*n) && !lower::residualAddOfMatrix(*n)) w.vectorCycles += out * cyclesPerVector(*n, cfg);
         break;
       case lower::OpFamily::Alias: break;
     }

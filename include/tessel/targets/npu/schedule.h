@@ -47,6 +47,10 @@ struct NodeTiling {
   /// instead of one (RegNet's groups of 8 channels fill a quarter of a 16 x 16 array each). The other fields
   /// (channel blocks, passes) count the packed groups' channels. 1: none.
   int64_t groupPack = 1;
+  /// matrix/packed/stacked whose epilogue starts with an Add of a same-shape tensor read from DRAM (a residual
+  /// connection): that tensor's tile is loaded into the accumulator before the tile's gemms, which all accumulate
+  /// onto it, so the Add takes no vector pass and no output-buffer tile (the bias and later steps follow as usual).
+  bool residualInAcc = false;
   /// Nodes applied in place to each tile before the store, in order (fused epilogue): activations and
   /// element-wise ops whose other operand is a scalar constant or a same-shape tensor read from DRAM.
   std::vector<std::string> epilogue;

@@ -312,8 +312,9 @@ EpilogueShape epilogueShape(const Node& n, const NodeTiling& t, const std::map<s
     e.tensorSteps = static_cast<int>(chain.size());
     return e;
   }
-  for (const lower::EpilogueStep& step : *steps)
-    if (step.unary)
+  e.accTensor = t.residualInAcc && lower::residualFirst(*steps);
+  for (size_t k = e.accTensor ? 1 : 0; k < steps->size(); ++k)
+    if (const lower::EpilogueStep& step = (*steps)[k]; step.unary)
       ++e.unarySteps;
     else if (step.saved >= 0)
       ++e.unarySteps, ++e.savedSteps;
@@ -351,6 +352,14 @@ NpuSchedule tiledSchedule(const Graph& body, const hw::NpuConfig& cfg, const std
         for (const Value* v : n.inputs()) otherBytes += bytesOf(v);
         otherBytes += bytesOf(n.output(0));
         continue;
+      }
+      // A residual Add first in the epilogue: its tensor goes into the accumulator (never worse: no vector pass, no
+      // output-buffer tile, the same load).
+      {
+        std::vector<const Node*> chain;
+        for (const std::string& name : t.epilogue) chain.push_back(byName.at(name));
+        const auto steps = lower::epilogueSteps(n.output(0), chain);
+        t.residualInAcc = steps && lower::residualFirst(*steps);
       }
       const EpilogueShape e = epilogueShape(n, t, byName);
       Choice c{&t, matrixTilingOptions(n, packGroups(convGeometry(n), t.groupPack), cfg, e)};

@@ -40,6 +40,7 @@ std::string describeTiling(const NodeTiling& t) {
   if (t.variant == "matrix" || t.variant == "packed" || t.variant == "stacked") s += t.weightsResident ? ", weights resident" : ", weights streamed";
   if (t.phased) s += ", input split into stride phases";
   if (t.groupPack > 1) s += fmt::format(", {} groups per block", t.groupPack);
+  if (t.residualInAcc && !t.epilogue.empty()) s += fmt::format(", {}'s other operand loaded into the accumulator", t.epilogue.front());
   if (t.matrixEvery == 1) s += ", on the matrix unit";
   if (t.matrixEvery > 1) s += fmt::format(", one tile in {} on the matrix unit", t.matrixEvery);
   if (!t.inputScale.empty()) s += fmt::format(", input blocks x {} as loaded", t.inputScale);
@@ -57,6 +58,7 @@ json tilingJson(const NodeTiling& t) {
               {"in_channels", t.inChannels}, {"cout_per_pass", t.coutPerPass},
               {"weights_resident", t.weightsResident}, {"phased", t.phased}, {"slots", t.slots},
               {"matrix_every", t.matrixEvery}, {"group_pack", t.groupPack},
+              {"residual_in_acc", t.residualInAcc},
               {"epilogue", t.epilogue}, {"input_scale", t.inputScale}, {"input_norm", t.inputNorm},
               {"global_pool", t.globalPool}};
 }
@@ -116,6 +118,7 @@ NodeTiling tilingFromJson(const JsonReader& r, const json& j, const std::string&
   t.slots = r.integer(j, path, "slots", 1, 64);
   if (j.contains("matrix_every")) t.matrixEvery = r.integer(j, path, "matrix_every", 0, 64);  // absent in files written before the field existed
   if (j.contains("group_pack")) t.groupPack = r.integer(j, path, "group_pack", 1, kMaxCount);
+  if (j.contains("residual_in_acc")) t.residualInAcc = r.boolean(j, path, "residual_in_acc");
   // Absent in files written before the fields existed.
   if (j.contains("input_scale")) t.inputScale = r.string(j, path, "input_scale");
   if (j.contains("global_pool")) t.globalPool = r.string(j, path, "global_pool");
@@ -374,6 +377,20 @@ void verifySchedule(const NpuSchedule& schedule, const Graph& body, const hw::Np
                                            "buffer holds {}", t.node, t.channels, t.matrixEvery > 0 ? " with matrix-unit tiles" : "",
                                            words, cfg.bufferWords(static_cast<size_t>(Buffer::Weight))));
         }
+      }
+      if (t.residualInAcc) {
+        auto it = position.find(t.node);
+        const Node* n = it == position.end() ? nullptr : body.nodes()[it->second].get();
+        std::vector<const Node*> chain;
+        for (const std::string& e : t.epilogue) {
+          auto ei = position.find(e);
+          if (ei != position.end()) chain.push_back(body.nodes()[ei->second].get());
+        }
+        const bool matrix = t.variant == "matrix" || t.variant == "packed" || t.variant == "stacked";
+        const auto steps = n && chain.size() == t.epilogue.size() ? lower::epilogueSteps(n->output(0), chain) : std::nullopt;
+        if (!matrix || t.groupPack != 1 || !steps || !lower::residualFirst(*steps))
+          problems.push_back(fmt::format("node '{}': residual_in_acc needs a convolution on the matrix unit (groups not packed) "
+                                         "whose epilogue starts with an Add of a tensor read from DRAM", t.node));
       }
       if (t.matrixEvery != 0 && t.variant != "vector")
         problems.push_back(fmt::format("node '{}': matrix_every applies to depthwise (vector) tilings only, not '{}'", t.node,

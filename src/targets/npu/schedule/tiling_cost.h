@@ -31,6 +31,9 @@ struct EpilogueShape {
   int unarySteps = 0;
   int tensorSteps = 0;
   int savedSteps = 0;  ///< binary steps with a copy of the tile kept on chip (one more vector op and tile of `out`)
+  /// NodeTiling::residualInAcc: the first step's tensor is loaded into the accumulator (a load per tile, no vector
+  /// op, no tile of `out`); not counted in tensorSteps.
+  bool accTensor = false;
 };
 
 /// Words of the weight buffer a depthwise channel block of `cb` channels needs: the per-tap weight vectors, and
@@ -48,7 +51,7 @@ MatrixCost matrixCost(const ConvGeometry& p, const NodeTiling& t, const hw::NpuC
 std::vector<std::pair<NodeTiling, MatrixCost>> matrixTilingOptions(const Node& n, const ConvGeometry& p, const hw::NpuConfig& cfg,
                                                                   const EpilogueShape& e, size_t alsoFastest = 0);
 
-/// The option of `options` (matrixTilingOptions, not empty) the compiler takes: the cheapest in cycles, or within 5 %
+/// The option of `options` (matrixTilingOptions, not empty) the compiler takes: the cheapest in cycles, or within 2 %
 /// of it the one that moves the fewest DRAM bytes.
 size_t pickMatrixTiling(const std::vector<std::pair<NodeTiling, MatrixCost>>& options);
 
