@@ -512,6 +512,12 @@ NpuCheck checkOnNpu(const Model& model, const std::string& configPath, uint64_t 
   }
   for (const npu::SubgraphRun& s : run.subgraphs) {
     out.cycles += s.report.totalCycles;
+    // The schedule-independent bound (lower_bound_cycles) holds for every schedule, this one included.
+    for (const npu::LoweredSubgraph& l : compiled.subgraphs) {
+      const uint64_t bound = l.name == s.name ? l.work.lowerBound(compiled.config.device(l.device).npu) : 0;
+      if (s.report.totalCycles < bound)
+        out.problems.push_back(fmt::format("'{}': {} cycles, below its lower bound {}", s.name, s.report.totalCycles, bound));
+    }
     for (const auto& h : s.report.hazards) out.problems.push_back(fmt::format("hazard in '{}': {}", s.name, h.describe()));
     for (size_t b = 0; b < npu::kNumBuffers; ++b)
       if (s.report.peakSramBytes[b] > s.report.capacityBytes[b])

@@ -362,6 +362,29 @@ TEST(NpuLower, ResidualAddLoadsIntoTheAccumulator) {
       }
 }
 
+// The lower bound's compulsory loads count the input pixels some window reads: a 1x1 stride-2 convolution reads
+// rows and columns 0, 2, ..., 8 of a 9x9 input (25 of 81 pixels); a second reader of the whole input (a 3x3 pool)
+// makes every pixel compulsory. Random graph seed 209 had a subgraph simulated below its bound before.
+TEST(NpuLower, CompulsoryLoadsCountTheInputPixelsWindowsRead) {
+  const hw::HardwareConfig cfg = config("default.json");
+  const hw::NpuConfig& npuCfg = cfg.firstNpu()->npu;
+  for (bool pooled : {false, true}) {
+    Graph g;
+    Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 8, 9, 9}));
+    g.addOutput(conv(g, x, 8, 4, 1, 2, 0, 1, false, 41));
+    if (pooled) {
+      Node* p = g.addNode("MaxPool", {x}, {"p"}, "pool");
+      p->setAttr("kernel_shape", std::vector<int64_t>{3, 3});
+      p->setAttr("pads", std::vector<int64_t>{1, 1, 1, 1});
+      g.addOutput(p->output(0));
+    }
+    inferShapes(g);
+    const uint64_t weights = 4 * 8 * 4, input = 4 * 8 * (pooled ? 81 : 25);
+    EXPECT_EQ(npu::subgraphWork(g, npuCfg).compulsoryLoadBytes, weights + input) << pooled;
+    checkAgainstInterpreter(g, "default.json");
+  }
+}
+
 /// Squeeze-and-excitation on a C-channel map (a depthwise conv of the input): GlobalAveragePool -> 1x1 conv -> Relu
 /// -> 1x1 conv -> Sigmoid -> Mul with the map (broadcast over H and W, node "se_mul") -> the consumer conv "proj"
 /// (k x k, stride, groups) -> output.

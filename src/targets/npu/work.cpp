@@ -4,6 +4,7 @@
 
 #include "geometry.h"
 #include "lower_context.h"
+#include "tessel/ops/registry.h"
 #include "tessel/targets/npu/lowering.h"
 
 namespace tessel::npu {
@@ -17,6 +18,34 @@ uint64_t elements(const Value* v) { return v && v->type.isStatic() ? static_cast
 uint64_t cyclesPerVector(const Node& n, const hw::NpuConfig& cfg) {
   std::optional<VecOp> op = lower::vectorOpOf(n);
   return op && isComplexVecOp(*op) ? cfg.vectorCyclesPerVectorComplex : cfg.vectorCyclesPerVector;
+}
+
+/// The elements of body input `in` some node reads: a convolution or pool whose kernel skips rows or columns (a
+/// strided 1x1 convolution reads a quarter of its input) loads only the rows and columns its windows touch; any
+/// other reader reads everything.
+uint64_t readElements(const Value* in) {
+  if (!in->type.isStatic() || in->type.staticShape().size() != 4) return elements(in);
+  const Shape s = in->type.staticShape();
+  std::vector<bool> rows(static_cast<size_t>(s[2]), false), cols(static_cast<size_t>(s[3]), false);
+  auto mark = [](std::vector<bool>& m, int64_t out, int64_t k, int64_t stride, int64_t dil, int64_t pad) {
+    for (int64_t o = 0; o < out; ++o)
+      for (int64_t t = 0; t < k; ++t)
+        if (const int64_t i = o * stride - pad + t * dil; i >= 0 && i < static_cast<int64_t>(m.size())) m[static_cast<size_t>(i)] = true;
+  };
+  for (const Use& u : in->uses()) {
+    if (u.index != 0) return elements(in);
+    if (isOp(*u.node, "Conv")) {
+      const ConvGeometry g = convGeometry(*u.node);
+      mark(rows, g.OH, g.KH, g.sH, g.dH, g.pT), mark(cols, g.OW, g.KW, g.sW, g.dW, g.pL);
+    } else if (isOp(*u.node, "MaxPool") || isOp(*u.node, "AveragePool")) {
+      const PoolGeometry g = poolGeometry(*u.node);
+      mark(rows, g.OH, g.KH, g.sH, 1, g.pT), mark(cols, g.OW, g.KW, g.sW, 1, g.pL);
+    } else {
+      return elements(in);
+    }
+  }
+  const auto count = [](const std::vector<bool>& m) { return static_cast<uint64_t>(std::count(m.begin(), m.end(), true)); };
+  return static_cast<uint64_t>(s[0] * s[1]) * count(rows) * count(cols);
 }
 
 }  // namespace
@@ -48,7 +77,7 @@ nlohmann::json SubgraphWork::toJson(const hw::NpuConfig& cfg) const {
 
 SubgraphWork subgraphWork(const Graph& body, const hw::NpuConfig& cfg) {
   SubgraphWork w;
-  for (const Value* in : body.inputs()) w.compulsoryLoadBytes += 4 * elements(in);
+  for (const Value* in : body.inputs()) w.compulsoryLoadBytes += 4 * readElements(in);
   for (const Value* out : body.outputs()) w.compulsoryStoreBytes += 4 * elements(out);
   for (const auto& n : body.nodes()) {
     for (const Value* v : n->inputs())
