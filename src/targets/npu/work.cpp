@@ -14,26 +14,44 @@ uint64_t ceilDivU(uint64_t a, uint64_t b) { return b == 0 ? 0 : (a + b - 1) / b;
 
 uint64_t elements(const Value* v) { return v && v->type.isStatic() ? static_cast<uint64_t>(shapeSize(v->type.staticShape())) : 0; }
 
-/// Cycles per lanes-wide vector of an element-wise op (complex ops take the slow path).
+/// Cycles per lanes-wide vector of an element-wise op (complex ops take the slow path). A binary op with a scalar
+/// constant runs as the unary step it becomes (a Div by a constant is a `vun scale`).
 uint64_t cyclesPerVector(const Node& n, const hw::NpuConfig& cfg) {
   std::optional<VecOp> op = lower::vectorOpOf(n);
+  for (size_t i = 0; n.numInputs() == 2 && i < 2; ++i)
+    if (const Value* c = n.input(i); c && c->isConstant() && c->constant().numel() == 1)
+      if (const auto step = lower::epilogueStep(n, n.input(1 - i)); step && step->unary) op = step->op.op;
   return op && isComplexVecOp(*op) ? cfg.vectorCyclesPerVectorComplex : cfg.vectorCyclesPerVector;
 }
 
 /// The elements of body input `in` some node reads: a convolution or pool whose kernel skips rows or columns (a
 /// strided 1x1 convolution reads a quarter of its input) loads only the rows and columns its windows touch; any
-/// other reader reads everything.
+/// a Slice or Gather what it outputs; any other reader everything; views that are only results nothing.
 uint64_t readElements(const Value* in) {
-  if (!in->type.isStatic() || in->type.staticShape().size() != 4) return elements(in);
-  const Shape s = in->type.staticShape();
+  const bool spatial = in->type.isStatic() && in->type.staticShape().size() == 4;
+  const Shape s = spatial ? in->type.staticShape() : Shape{1, 1, 1, 1};
   std::vector<bool> rows(static_cast<size_t>(s[2]), false), cols(static_cast<size_t>(s[3]), false);
   auto mark = [](std::vector<bool>& m, int64_t out, int64_t k, int64_t stride, int64_t dil, int64_t pad) {
     for (int64_t o = 0; o < out; ++o)
       for (int64_t t = 0; t < k; ++t)
         if (const int64_t i = o * stride - pad + t * dil; i >= 0 && i < static_cast<int64_t>(m.size())) m[static_cast<size_t>(i)] = true;
   };
+  uint64_t copied = 0;  // by Slice and Gather readers
   for (const Use& u : in->uses()) {
-    if (u.index != 0) return elements(in);
+    // Addressing only (Flatten, Reshape, a channel slice...): what the view's readers read of it, they read of the
+    // input; a view that is only a result moves nothing.
+    if (lower::opFamily(*u.node) == lower::OpFamily::Alias && u.index == 0) {
+      copied += readElements(u.node->output(0));
+      continue;
+    }
+    // A Slice or Gather (strided DMA) loads what it outputs, at most the input.
+    if ((isOp(*u.node, "Slice") || isOp(*u.node, "Gather")) && u.index == 0) {
+      uint64_t out = 0;
+      for (const Value* o : u.node->outputs()) out += elements(o);
+      copied += std::min(out, elements(in));
+      continue;
+    }
+    if (!spatial || u.index != 0) return elements(in);
     if (isOp(*u.node, "Conv")) {
       const ConvGeometry g = convGeometry(*u.node);
       mark(rows, g.OH, g.KH, g.sH, g.dH, g.pT), mark(cols, g.OW, g.KW, g.sW, g.dW, g.pL);
@@ -45,7 +63,14 @@ uint64_t readElements(const Value* in) {
     }
   }
   const auto count = [](const std::vector<bool>& m) { return static_cast<uint64_t>(std::count(m.begin(), m.end(), true)); };
-  return static_cast<uint64_t>(s[0] * s[1]) * count(rows) * count(cols);
+  return std::min(elements(in), static_cast<uint64_t>(s[0] * s[1]) * count(rows) * count(cols) + copied);
+}
+
+/// Whether result `out` is a view (through addressing-only nodes) of a subgraph input or constant: not stored.
+bool viewOfInput(const Value* out) {
+  const Node* p = out->producer();
+  if (!p) return true;
+  return lower::opFamily(*p) == lower::OpFamily::Alias && p->input(0) && viewOfInput(p->input(0));
 }
 
 }  // namespace
@@ -78,10 +103,13 @@ nlohmann::json SubgraphWork::toJson(const hw::NpuConfig& cfg) const {
 SubgraphWork subgraphWork(const Graph& body, const hw::NpuConfig& cfg) {
   SubgraphWork w;
   for (const Value* in : body.inputs()) w.compulsoryLoadBytes += 4 * readElements(in);
-  for (const Value* out : body.outputs()) w.compulsoryStoreBytes += 4 * elements(out);
+  for (const Value* out : body.outputs())
+    if (!viewOfInput(out)) w.compulsoryStoreBytes += 4 * elements(out);
   for (const auto& n : body.nodes()) {
     for (const Value* v : n->inputs())
-      if (v && v->isConstant()) w.compulsoryLoadBytes += 4 * static_cast<uint64_t>(v->constant().numel());
+      // Float constants are loaded (weights, biases, operands); integer ones are shapes and indices.
+      if (v && v->isConstant() && v->constant().dtype() == DType::Float32)
+        w.compulsoryLoadBytes += 4 * static_cast<uint64_t>(v->constant().numel());
     const uint64_t out = elements(n->output(0));
     switch (lower::opFamily(*n).value_or(lower::OpFamily::Alias)) {
       case lower::OpFamily::Matrix: {
