@@ -514,7 +514,8 @@ NpuCheck checkOnNpu(const Model& model, const std::string& configPath, uint64_t 
     out.cycles += s.report.totalCycles;
     // The schedule-independent bound (lower_bound_cycles) holds for every schedule, this one included.
     for (const npu::LoweredSubgraph& l : compiled.subgraphs) {
-      const uint64_t bound = l.name == s.name ? l.work.lowerBound(compiled.config.device(l.device).npu) : 0;
+      if (l.name != s.name) continue;
+      const uint64_t bound = l.work.lowerBound(compiled.config.device(l.device).npu);
       if (s.report.totalCycles < bound)
         out.problems.push_back(fmt::format("'{}': {} cycles, below its lower bound {}", s.name, s.report.totalCycles, bound));
     }

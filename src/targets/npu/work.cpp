@@ -24,9 +24,9 @@ uint64_t cyclesPerVector(const Node& n, const hw::NpuConfig& cfg) {
   return op && isComplexVecOp(*op) ? cfg.vectorCyclesPerVectorComplex : cfg.vectorCyclesPerVector;
 }
 
-/// The elements of body input `in` some node reads: a convolution or pool whose kernel skips rows or columns (a
-/// strided 1x1 convolution reads a quarter of its input) loads only the rows and columns its windows touch; any
-/// a Slice or Gather what it outputs; any other reader everything; views that are only results nothing.
+/// The elements of body input `in` its readers must load: a convolution or pool only the rows and columns its
+/// windows touch (a strided 1x1 convolution reads a quarter of its input), a Slice or Gather what it outputs, a view
+/// (addressing only) what its own readers load of it, any other reader everything; at most the whole input.
 uint64_t readElements(const Value* in) {
   const bool spatial = in->type.isStatic() && in->type.staticShape().size() == 4;
   const Shape s = spatial ? in->type.staticShape() : Shape{1, 1, 1, 1};
@@ -44,11 +44,9 @@ uint64_t readElements(const Value* in) {
       copied += readElements(u.node->output(0));
       continue;
     }
-    // A Slice or Gather (strided DMA) loads what it outputs, at most the input.
+    // A Slice or Gather (strided DMA) loads what it outputs.
     if ((isOp(*u.node, "Slice") || isOp(*u.node, "Gather")) && u.index == 0) {
-      uint64_t out = 0;
-      for (const Value* o : u.node->outputs()) out += elements(o);
-      copied += std::min(out, elements(in));
+      for (const Value* o : u.node->outputs()) copied += elements(o);
       continue;
     }
     if (!spatial || u.index != 0) return elements(in);

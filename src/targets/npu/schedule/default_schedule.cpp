@@ -301,15 +301,21 @@ constexpr double kDramBudget = 2.75;
 constexpr double kDramTradeLimit = 0.25;
 constexpr double kDramTradeTotalLimit = 0.04;
 
+/// The steps of `t`'s epilogue applied to `n`'s result (nothing when some node cannot be a step).
+std::optional<std::vector<lower::EpilogueStep>> epilogueStepsOf(const Node& n, const NodeTiling& t,
+                                                                const std::map<std::string, const Node*>& byName) {
+  std::vector<const Node*> chain;
+  for (const std::string& name : t.epilogue) chain.push_back(byName.at(name));
+  return lower::epilogueSteps(n.output(0), chain);
+}
+
 /// What a node's epilogue costs per tile (vector ops, tensors loaded).
 EpilogueShape epilogueShape(const Node& n, const NodeTiling& t, const std::map<std::string, const Node*>& byName) {
   EpilogueShape e;
   e.bias = (n.opType() == "Conv" || n.opType() == "Gemm") && n.hasInput(2);
-  std::vector<const Node*> chain;
-  for (const std::string& name : t.epilogue) chain.push_back(byName.at(name));
-  const auto steps = lower::epilogueSteps(n.output(0), chain);
+  const auto steps = epilogueStepsOf(n, t, byName);
   if (!steps) {
-    e.tensorSteps = static_cast<int>(chain.size());
+    e.tensorSteps = static_cast<int>(t.epilogue.size());
     return e;
   }
   e.accTensor = t.residualInAcc && lower::residualFirst(*steps);
@@ -355,12 +361,8 @@ NpuSchedule tiledSchedule(const Graph& body, const hw::NpuConfig& cfg, const std
       }
       // A residual Add first in the epilogue: its tensor goes into the accumulator (never worse: no vector pass, no
       // output-buffer tile, the same load).
-      {
-        std::vector<const Node*> chain;
-        for (const std::string& name : t.epilogue) chain.push_back(byName.at(name));
-        const auto steps = lower::epilogueSteps(n.output(0), chain);
-        t.residualInAcc = steps && lower::residualFirst(*steps);
-      }
+      const auto steps = epilogueStepsOf(n, t, byName);
+      t.residualInAcc = steps && lower::residualFirst(*steps);
       const EpilogueShape e = epilogueShape(n, t, byName);
       Choice c{&t, matrixTilingOptions(n, packGroups(convGeometry(n), t.groupPack), cfg, e)};
       c.pick = pickMatrixTiling(c.options);
