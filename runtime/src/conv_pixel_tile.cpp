@@ -153,6 +153,7 @@ struct Job {
   const float* residual;
   const Epilogue& ep;
   int64_t K, plane, n_tiles;
+  bool prefetch;  // several threads: pack_tiles prefetches its input rows (another core may have written them)
 };
 
 TileOut tile_out(const Job& j, int64_t cb, int64_t tile, int64_t k0, int64_t kc) {
@@ -241,8 +242,27 @@ void pack_tiles(const Job& j, int64_t t0, int64_t t1, float* dst) {
     const bool one_row = g.p0 % OW + g.pixels <= OW && (sw == 1 || sw == 2);
     g.lanes = one_row ? static_cast<__mmask16>(((1u << (g.pixels * sw)) - 1) & (sw == 1 ? 0xFFFFu : 0x5555u)) : 0;
   }
+  // The input rows (and columns, within one output row) the tiles read, prefetched kAhead channels ahead:
+  // with several threads part of the input was written by another core, and the masked loads below wait
+  // on each missing line in turn.
+  constexpr int64_t kAhead = 4;
+  const Geometry &first = geo.front(), &last = geo.back();
+  const int64_t r0 = std::max<int64_t>(0, first.ih0);
+  const int64_t r1 = std::min<int64_t>(H, last.ih0 + (s.kernel_h - 1) * s.dilation_h + 1);
+  const bool one_row = first.ih0 == last.ih0;
+  const int64_t c0 = one_row ? std::max<int64_t>(0, first.iw0) : 0;
+  const int64_t c1 = one_row ? std::min<int64_t>(W, last.iw0 + (last.pixels - 1) * sw + (s.kernel_w - 1) * s.dilation_w + 1) : W;
+  auto prefetch_channel = [&](int64_t c) {
+    const float* plane = j.in + c * H * W;
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t x = c0; x < c1; x += 16) _mm_prefetch(reinterpret_cast<const char*>(plane + r * W + x), _MM_HINT_T0);
+      if (c1 > c0) _mm_prefetch(reinterpret_cast<const char*>(plane + r * W + c1 - 1), _MM_HINT_T0);
+    }
+  };
+  for (int64_t c = 0; j.prefetch && c < std::min(kAhead, s.in_channels); ++c) prefetch_channel(c);
   int64_t k = 0;
   for (int64_t c = 0; c < s.in_channels; ++c) {
+    if (j.prefetch && c + kAhead < s.in_channels) prefetch_channel(c + kAhead);
     const float* plane = j.in + c * H * W;
     for (int64_t ky = 0; ky < s.kernel_h; ++ky)
       for (int64_t kx = 0; kx < s.kernel_w; ++kx, ++k)
@@ -306,14 +326,25 @@ void run_image(const Job& j, ThreadPool* pool) {
     return;
   }
   if (threads > 1 && j.n_tiles < 16 * threads) {
-    // Few pixels: pack all panels once, together, then split channel blocks x tiles.
-    static thread_local AlignedBuffer shared;
-    float* all = shared.ensure(panel_floats * j.n_tiles);
-    parallel_for(pool, j.n_tiles, [&](int64_t t0, int64_t t1) {
-      pack_tiles(j, t0, t1, all + t0 * panel_floats);
-    });
-    for_blocks(j, pool, [&](int64_t c0, int64_t c1, int64_t t0, int64_t t1) {
-      run_panels(j, c0, c1, t0, t1, [&](int64_t tile) { return all + tile * panel_floats; });
+    // Few pixels: the (tile chunk, channel block) tasks of for_blocks, an equal run of them per thread;
+    // each thread packs the panels of its own tiles (again where two threads share a tile chunk) and
+    // never reads panels another core wrote.
+    const int64_t chunks = std::clamp<int64_t>((int64_t{ThreadPool::kChunksPerThread} * threads + ncb - 1) / ncb, 1,
+                                               j.n_tiles);
+    const int64_t tasks = ncb * chunks;
+    parallel_per_thread(pool, threads, [&](int r) {
+      const int64_t a = r * tasks / threads, b = (r + 1) * tasks / threads;
+      if (a >= b) return;
+      const int64_t first = (a / ncb) * j.n_tiles / chunks, last = ((b - 1) / ncb + 1) * j.n_tiles / chunks;
+      static thread_local AlignedBuffer own;
+      float* panels = own.ensure(panel_floats * (last - first));
+      pack_tiles(j, first, last, panels);
+      for (int64_t i = a; i < b;) {
+        const int64_t chunk = i / ncb, cb0 = i % ncb, cb1 = std::min(ncb, cb0 + (b - i));
+        run_panels(j, cb0, cb1, chunk * j.n_tiles / chunks, (chunk + 1) * j.n_tiles / chunks,
+                   [&](int64_t tile) { return panels + (tile - first) * panel_floats; });
+        i += cb1 - cb0;
+      }
     });
     return;
   }
@@ -350,7 +381,7 @@ void conv2d_nchw_pixel_tile(const Conv2dShape& s, const float* in, const float* 
 #if defined(__AVX512F__)
   for (int64_t n = 0; n < s.batch; ++n) {
     Job j{s, in + n * in_image, packed, out + n * out_image, ep.residual ? ep.residual + n * out_image : nullptr,
-          ep, K, plane, (plane + kTileP - 1) / kTileP};
+          ep, K, plane, (plane + kTileP - 1) / kTileP, thread_count(pool) > 1};
     run_image(j, pool);
   }
 #else

@@ -14,7 +14,7 @@ thread_local bool tls_inside_parallel_region = false;
 
 ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
   workers_.reserve(num_threads_ - 1);
-  for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
+  for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -44,6 +44,7 @@ void ThreadPool::parallel_for(int64_t n, const RangeFn& fn) {
     fn(0, n);
     return;
   }
+  job_per_thread_ = nullptr;
   job_fn_ = &fn;
   job_n_ = n;
   job_min_chunk_ = std::max<int64_t>(1, n / (int64_t{kMaxChunksPerThread} * num_threads_));
@@ -63,7 +64,25 @@ void ThreadPool::parallel_for(int64_t n, const RangeFn& fn) {
   }
 }
 
-void ThreadPool::worker_loop() {
+void ThreadPool::run_per_thread(const std::function<void(int)>& fn) {
+  if (num_threads_ <= 1 || tls_inside_parallel_region) {
+    for (int t = 0; t < num_threads_; ++t) fn(t);
+    return;
+  }
+  job_per_thread_ = &fn;
+  pending_.store(num_threads_ - 1, std::memory_order_relaxed);
+  generation_.fetch_add(1, std::memory_order_release);
+  generation_.notify_all();
+  tls_inside_parallel_region = true;
+  fn(0);
+  tls_inside_parallel_region = false;
+  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+    if (spins > 2000) std::this_thread::yield();
+  }
+  job_per_thread_ = nullptr;
+}
+
+void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   tls_inside_parallel_region = true;
   while (true) {
@@ -79,7 +98,10 @@ void ThreadPool::worker_loop() {
     }
     seen = gen;
     if (stopping_.load(std::memory_order_acquire)) return;
-    run_chunks();
+    if (job_per_thread_ != nullptr)
+      (*job_per_thread_)(index);
+    else
+      run_chunks();
     pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }

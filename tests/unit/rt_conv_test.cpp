@@ -129,7 +129,8 @@ std::vector<Conv2dShape> dense_shapes() {
       shape(1, 12, 9, 9, 20, 1, 2, 0, 0, 0, 0),        // 1x1 stride 2
       shape(1, 3, 23, 21, 16, 7, 2, 3, 3, 3, 3),       // 7x7 stem-like
       shape(1, 8, 6, 6, 12, 5, 1, 2, 1, 0, 2),         // 5x5
-      shape(1, 32, 26, 30, 40, 3, 1, 1, 1, 1, 1),      // several Winograd tile groups, split by phase at 2 threads
+      shape(1, 32, 26, 30, 40, 3, 1, 1, 1, 1, 1),      // several Winograd tile groups, split by tiles at 2-3 threads
+      shape(1, 16, 8, 7, 50, 3, 1, 1, 1, 1, 1),        // one Winograd tile group, split by channel blocks
       shape(1, 64, 61, 59, 13, 3, 1, 1, 1, 1, 1),      // several Winograd blocks (V of one fills half of L2)
       shape(1, 12, 10, 10, 18, 3, 1, 1, 1, 1, 1, 1, 3),  // groups 3
       shape(1, 16, 9, 7, 8, 1, 1, 0, 0, 0, 0, 1, 4),     // grouped 1x1
@@ -158,8 +159,8 @@ TEST(RtConv, EveryKernelOnDenseShapesWithBiasResidualRelu) {
   int runs = 0;
   for (const auto& k : conv2d_kernels())
     for (const auto& s : dense_shapes())
-      for (int threads : {1, 2}) runs += check_kernel(k, s, ep, threads, tolerance_for(k));
-  EXPECT_GE(runs, 58);  // every applicable (kernel, shape, threads) combination
+      for (int threads : {1, 2, 3}) runs += check_kernel(k, s, ep, threads, tolerance_for(k));
+  EXPECT_GE(runs, 90);  // every applicable (kernel, shape, threads) combination
 }
 
 TEST(RtConv, EveryKernelOnDepthwiseShapes) {

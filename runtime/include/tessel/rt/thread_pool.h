@@ -41,8 +41,15 @@ class ThreadPool {
   /// several); returns when all are done.
   void parallel_for(int64_t n, const RangeFn& fn);
 
+  /// Runs fn(t) once on each thread t in [0, num_threads) -- the caller is thread 0, worker i thread i --
+  /// and returns when all are done. For kernels that cut their work into one part per thread so that
+  /// the same thread computes the same part of consecutive layers and reads what it wrote itself: a
+  /// cache line another core just wrote costs 50-900 ns to read (a VM's two vCPUs need not share a
+  /// last-level cache), which guided chunks, handed to whichever thread comes first, cannot avoid.
+  void run_per_thread(const std::function<void(int thread)>& fn);
+
  private:
-  void worker_loop();
+  void worker_loop(int index);
   void run_chunks();
 
   int num_threads_;
@@ -52,6 +59,7 @@ class ThreadPool {
   std::atomic<int> pending_{0};
   std::atomic<bool> stopping_{false};
   const RangeFn* job_fn_ = nullptr;
+  const std::function<void(int)>* job_per_thread_ = nullptr;  // set: the job is run_per_thread's
   int64_t job_n_ = 0;
   int64_t job_min_chunk_ = 1;
   std::atomic<int64_t> next_index_{0};
@@ -66,6 +74,21 @@ inline void parallel_for(ThreadPool* pool, int64_t n, Fn&& fn) {
     return;
   }
   pool->parallel_for(n, ThreadPool::RangeFn(fn));
+}
+
+/// Runs fn(t) for every part t of [0, parts), part t on thread t % threads of `pool` (inline when null):
+/// a static split, the same part on the same thread in every call (see ThreadPool::run_per_thread).
+template <typename Fn>
+inline void parallel_per_thread(ThreadPool* pool, int parts, Fn&& fn) {
+  if (parts <= 0) return;
+  if (pool == nullptr || pool->num_threads() <= 1 || parts == 1) {
+    for (int t = 0; t < parts; ++t) fn(t);
+    return;
+  }
+  const int threads = pool->num_threads();
+  pool->run_per_thread([&](int thread) {
+    for (int t = thread; t < parts; t += threads) fn(t);
+  });
 }
 
 /// Number of threads `pool` provides (1 when null).
