@@ -17,9 +17,8 @@ bool is_winograd_f43(const Conv2dShape& s) {
 // 512->512 at 7x7 (4 tiles) it ran at 46 GF/s-equivalent against 58 GF/s for im2col, while 14x14
 // (16 tiles) and larger maps ran at 120-145 GF/s-equivalent against 53-61.
 constexpr int64_t kWinogradMinTiles = 9;
-bool winograd_pays_off(const Conv2dShape& s) {
-  return ((s.out_h() + 3) / 4) * ((s.out_w() + 3) / 4) >= kWinogradMinTiles;
-}
+int64_t winograd_tiles(const Conv2dShape& s) { return ((s.out_h() + 3) / 4) * ((s.out_w() + 3) / 4); }
+bool winograd_pays_off(const Conv2dShape& s) { return winograd_tiles(s) >= kWinogradMinTiles; }
 bool is_dense(const Conv2dShape& s) { return s.groups == 1; }
 // Pixel tiles (AVX-512 only) against im2col/1x1 GEMM, measured on ResNet's layers at 1 thread: ahead on
 // every map of up to 14x14 from a reduction of 256 (7x7 3x3: 89-118 GF/s against 52-79; 1x1 K=2048 on
@@ -38,6 +37,15 @@ bool pixel_tile_pays_off(const Conv2dShape& s) {
     return plane <= 49 || (plane <= 784 && s.out_channels <= 32);
   if (k < kPixelTileMinK) return false;
   return plane <= 196 || (plane <= 784 && (!s.is_pointwise() || k >= 512));
+}
+
+// With few tiles and few output channels Winograd's transforms outweigh its products, and its transformed
+// weights are 4x the raw ones (36 against 9 values per channel pair), read once per inference. DenseNet-121's
+// 24 convs 128->32 3x3 on 14x14 (16 tiles), on Zen 5 (AMD EPYC family 26): pixel tiles instead took the
+// whole model from 1.00 to 1.01x its time at 1 thread and to 0.93x at 2 (bench/ab.py, 6 rounds), where
+// Winograd's threads both read all the weights and one thread's products barely outrun one's transforms.
+bool pixel_tile_beats_winograd(const Conv2dShape& s) {
+  return s.out_channels <= 32 && winograd_tiles(s) <= 16 && pixel_tile_pays_off(s);
 }
 
 size_t depthwise_nchw_size(const Conv2dShape& s) { return static_cast<size_t>(s.in_channels * s.kernel_h * s.kernel_w); }
@@ -81,7 +89,9 @@ const Conv2dKernel* select_conv2d_kernel(const Conv2dShape& shape, ConvLayout la
   for (const auto& k : conv2d_kernels()) {
     if (k.layout != layout || !k.applicable(shape) || (k.avx512_only && !avx512)) continue;
     // Shape-based choices.
-    if (k.run == conv2d_winograd_f43_avx2 && !winograd_pays_off(shape)) continue;
+    if (k.run == conv2d_winograd_f43_avx2 &&
+        (!winograd_pays_off(shape) || (avx512 && pixel_tile_beats_winograd(shape))))
+      continue;
     if (k.run == conv2d_nchw_pixel_tile && !pixel_tile_pays_off(shape)) continue;
     return &k;
   }

@@ -97,8 +97,9 @@ struct FewTileSplit {
   int threads;
   std::pair<int64_t, int64_t> tile_range(const WinoPlan& p, int64_t r) const {
     if (!by_tiles) return {0, p.tiles};
-    const int64_t panels = ceil_div(p.tiles, kGemmNR);
-    return {std::min(p.tiles, r * panels / threads * kGemmNR), std::min(p.tiles, (r + 1) * panels / threads * kGemmNR)};
+    // Boundaries on the input transform's 8-tile steps (each thread's V starts at its first tile).
+    const int64_t steps = ceil_div(p.tiles, 8);
+    return {std::min(p.tiles, r * steps / threads * 8), std::min(p.tiles, (r + 1) * steps / threads * 8)};
   }
   std::pair<int64_t, int64_t> block_range(const WinoPlan& p, int64_t r) const {
     if (by_tiles) return {0, p.co_blocks};
@@ -360,8 +361,8 @@ void conv2d_winograd_f43_avx2(const Conv2dShape& s, const float* in, const float
     const WinoPlan whole = make_plan(s, INT64_MAX);
     if (threads > 1 && whole.groups < 4 * threads) {
       // Few tiles: no thread reads what another wrote (a line another core just wrote costs 50-900 ns on
-      // a VM whose vCPUs do not share a cache). Either each thread takes a range of tiles (on 16-tile
-      // panel boundaries) and all output channels, or each thread transforms every tile into its own V
+      // a VM whose vCPUs do not share a cache). Either each thread takes a range of tiles (on 8-tile
+      // boundaries) and all output channels, or each thread transforms every tile into its own V
       // and takes a range of output-channel blocks; whichever FewTileSplit prices lower.
       const FewTileSplit split = few_tile_split(whole, threads);
       parallel_per_thread(pool, threads, [&](int r) {
