@@ -1,5 +1,9 @@
 // Convolution as GEMM: implicit im2col packed straight into 16-column GEMM panels, and 1x1 convs.
+#include <algorithm>
+
+#include "tessel/rt/aligned_buffer.h"
 #include "tessel/rt/conv.h"
+#include "tessel/rt/epilogue.h"
 #include "tessel/rt/gemm.h"
 #include "im2col.h"
 
@@ -68,6 +72,47 @@ void conv2d_nchw_1x1_gemm_avx2(const Conv2dShape& s, const float* in, const floa
       sgemm_packed_a(m, hw, k, 1.0f, packed + g * packed_a_size(m, k), false, in_g, hw, 0.0f,
                      out + out_off, hw, slice_epilogue(ep, g * m, out_off), pool);
     }
+}
+
+bool conv2d_nchw_gemm_pixel_rows_applicable(const Conv2dShape& s) { return s.groups == 1; }
+
+size_t conv2d_nchw_gemm_pixel_rows_packed_size(const Conv2dShape& s) {
+  return packed_b_size(s.out_channels, group_k(s));
+}
+
+void conv2d_nchw_gemm_pixel_rows_pack(const Conv2dShape& s, const float* weights, float* packed) {
+  pack_b(true, s.out_channels, group_k(s), weights, group_k(s), packed);  // op(B) = W^T, K x Cout
+}
+
+void conv2d_nchw_gemm_pixel_rows(const Conv2dShape& s, const float* in, const float* packed, float* out,
+                                 const Epilogue& ep, ThreadPool* pool) {
+  const int64_t K = group_k(s), P = s.out_h() * s.out_w(), M = s.out_channels;
+  const int64_t in_image = s.in_channels * s.in_h * s.in_w, panels = (P + kGemmMR - 1) / kGemmMR;
+  static thread_local AlignedBuffer a_buf, c_buf;
+  float* a = a_buf.ensure(packed_a_size(P, K));
+  float* c = c_buf.ensure(static_cast<size_t>(P * M));
+  for (int64_t n = 0; n < s.batch; ++n) {
+    const float* in_n = in + n * in_image;
+    parallel_for(pool, panels, [&](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p)
+        detail::pack_im2col_panel(s, in_n, p * kGemmMR, static_cast<int>(std::min<int64_t>(kGemmMR, P - p * kGemmMR)),
+                                  kGemmMR, a + p * kGemmMR * K);
+    });
+    sgemm_packed_ab(P, M, K, 1.0f, a, packed, 0.0f, c, M, Epilogue{}, pool);
+    float* out_n = out + n * M * P;
+    Epilogue e = ep;
+    if (e.residual) e.residual += n * M * P;
+    parallel_for(pool, M, [&](int64_t c0, int64_t c1) {
+      for (int64_t ch = c0; ch < c1; ++ch) {
+        float* o = out_n + ch * P;
+        for (int64_t p = 0; p < P; ++p) o[p] = c[p * M + ch];
+      }
+      Epilogue part = e;
+      if (part.bias) part.bias += c0;
+      if (part.residual) part.residual += c0 * P;
+      apply_epilogue_planar(out_n + c0 * P, c1 - c0, P, part);
+    });
+  }
 }
 
 }  // namespace tessel::rt

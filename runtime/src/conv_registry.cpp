@@ -48,6 +48,18 @@ bool pixel_tile_beats_winograd(const Conv2dShape& s) {
   return s.out_channels <= 32 && winograd_tiles(s) <= 16 && pixel_tile_pays_off(s);
 }
 
+// Pixels as GEMM rows (AVX2) where the 16-column panels would pad the map's pixels by more than a tenth
+// over 6-row panels (7x7 maps: 49 pixels, 54 rows against 64 columns) and the reduction is long. Measured
+// on Zen 5 with --isa avx2 (AMD EPYC family 26, 1 thread): ResNet-50's 512->512 3x3 on 7x7 (K = 4608)
+// 4.6 -> 3.4 ms, its 2048->512 1x1 (K = 2048) 1.71 -> 1.62, but 512->2048 (K = 512) 1.70 -> 1.69 and
+// MobileNetV2 (7x7 1x1 convs with K = 160-960) slower as a whole (1.10x, noisy): hence K >= 1024.
+constexpr int64_t kPixelRowsMinK = 1024;
+bool pixel_rows_pay_off(const Conv2dShape& s) {
+  const int64_t plane = s.out_h() * s.out_w(), k = s.in_per_group() * s.kernel_h * s.kernel_w;
+  const int64_t rows = (plane + 5) / 6 * 6, cols = (plane + 15) / 16 * 16;
+  return k >= kPixelRowsMinK && rows * 11 < cols * 10;
+}
+
 size_t depthwise_nchw_size(const Conv2dShape& s) { return static_cast<size_t>(s.in_channels * s.kernel_h * s.kernel_w); }
 void depthwise_nchw_pack(const Conv2dShape& s, const float* w, float* packed) {
   std::memcpy(packed, w, depthwise_nchw_size(s) * sizeof(float));
@@ -67,6 +79,8 @@ const std::vector<Conv2dKernel>& conv2d_kernels() {
        conv2d_nchw_direct_small_cin_packed_size, conv2d_nchw_direct_small_cin_pack, conv2d_nchw_direct_small_cin},
       {"conv2d_nchw_pixel_tile", ConvLayout::NCHW, conv2d_nchw_pixel_tile_applicable,
        conv2d_nchw_pixel_tile_packed_size, conv2d_nchw_pixel_tile_pack, conv2d_nchw_pixel_tile, true},
+      {"conv2d_nchw_gemm_pixel_rows", ConvLayout::NCHW, conv2d_nchw_gemm_pixel_rows_applicable,
+       conv2d_nchw_gemm_pixel_rows_packed_size, conv2d_nchw_gemm_pixel_rows_pack, conv2d_nchw_gemm_pixel_rows},
       {"conv2d_nchw_1x1_gemm_avx2", ConvLayout::NCHW, is_1x1_s1_p0, conv2d_nchw_im2col_gemm_packed_size,
        conv2d_nchw_im2col_gemm_pack, conv2d_nchw_1x1_gemm_avx2},
       {"conv2d_nchw_im2col_gemm_avx2", ConvLayout::NCHW, always, conv2d_nchw_im2col_gemm_packed_size,
@@ -93,6 +107,7 @@ const Conv2dKernel* select_conv2d_kernel(const Conv2dShape& shape, ConvLayout la
         (!winograd_pays_off(shape) || (avx512 && pixel_tile_beats_winograd(shape))))
       continue;
     if (k.run == conv2d_nchw_pixel_tile && !pixel_tile_pays_off(shape)) continue;
+    if (k.run == conv2d_nchw_gemm_pixel_rows && (avx512 || !pixel_rows_pay_off(shape))) continue;
     return &k;
   }
   return nullptr;

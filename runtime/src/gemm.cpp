@@ -727,10 +727,14 @@ void sgemm_packed_a_custom_b(int64_t M, int64_t N, int64_t K, float alpha, const
 }
 
 void sgemm_packed_ab(int64_t M, int64_t N, int64_t K, float alpha, const float* packed_a,
-                     const float* packed_b, float beta, float* C, int64_t ldc, const Epilogue& ep) {
+                     const float* packed_b, float beta, float* C, int64_t ldc, const Epilogue& ep, ThreadPool* pool) {
   ASource a{packed_a, nullptr, 0, false};
   BSource b{packed_b, nullptr, 0, false, nullptr};
   if (M <= 0 || N <= 0) return;
+  if (pool != nullptr) {
+    gemm_driver(M, N, K, alpha, a, b, beta, C, ldc, ep, pool);
+    return;
+  }
   TileStore t{alpha, beta, true, true, &ep, ldc, ep.residual_ld ? ep.residual_ld : ldc};
   gemm_task(0, M, 0, N, K, a, b, C, t);
 }

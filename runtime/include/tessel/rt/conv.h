@@ -98,6 +98,16 @@ void conv2d_nchw_pixel_tile_pack(const Conv2dShape&, const float* weights, float
 void conv2d_nchw_1x1_gemm_avx2(const Conv2dShape&, const float* in, const float* packed, float* out,
                                const Epilogue&, ThreadPool*);
 
+/// Pixels as the GEMM's rows (groups == 1, any geometry; for small maps): out^T[pixels x Cout] =
+/// col^T[pixels x K] * W^T[K x Cout] in 6-pixel row panels packed by implicit im2col, weights packed once as
+/// 16-channel column panels, then transposed into NCHW with the epilogue. A 7x7 map is 49 pixels: 54 rows
+/// of 6-row panels against 64 columns of 16-column panels the other way round.
+void conv2d_nchw_gemm_pixel_rows(const Conv2dShape&, const float* in, const float* packed, float* out,
+                                 const Epilogue&, ThreadPool*);
+bool conv2d_nchw_gemm_pixel_rows_applicable(const Conv2dShape&);
+size_t conv2d_nchw_gemm_pixel_rows_packed_size(const Conv2dShape&);
+void conv2d_nchw_gemm_pixel_rows_pack(const Conv2dShape&, const float* weights, float* packed);
+
 /// Depthwise (multiplier 1), any kernel/stride/pad/dilation, NCHW; weights are used unpacked.
 void conv2d_nchw_depthwise_avx2(const Conv2dShape&, const float* in, const float* weights, float* out,
                                 const Epilogue&, ThreadPool*);

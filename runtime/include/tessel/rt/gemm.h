@@ -78,9 +78,10 @@ inline constexpr int kGemmTileRowsMax = 12;
 void sgemm_tile(int64_t K, const float* a, int64_t a_panel_stride, const float* b, int64_t b_panel_stride,
                 float* c, int64_t ldc, int ncols, const float* a_next = nullptr);
 
-/// C = alpha * A * B + beta * C with both operands pre-packed (pack_a / pack_b layouts), single
-/// threaded: for callers that already parallelise at a coarser level (Winograd's 36 GEMMs).
+/// C = alpha * A * B + beta * C with both operands pre-packed (pack_a / pack_b layouts); single threaded
+/// without a pool (for callers that already parallelise at a coarser level), else split over the pool.
 void sgemm_packed_ab(int64_t M, int64_t N, int64_t K, float alpha, const float* packed_a,
-                     const float* packed_b, float beta, float* C, int64_t ldc, const Epilogue& ep = {});
+                     const float* packed_b, float beta, float* C, int64_t ldc, const Epilogue& ep = {},
+                     ThreadPool* pool = nullptr);
 
 }  // namespace tessel::rt
