@@ -135,6 +135,70 @@ FewTileSplit few_tile_split(const WinoPlan& p, int threads) {
 // (16 channels x 128 columns: the transform took twice as long as with 96 columns).
 int64_t v_xi_stride(const Conv2dShape& s, const WinoPlan& p) { return s.in_channels * p.v_cols + 16; }
 
+#if defined(__AVX512F__)
+// The 6x6 input windows of 8 consecutive tiles (lanes), read as rows rather than gathered: the tiles form
+// runs ("segments") along tile rows; per segment and window row, four masked loads cover the 34 input
+// columns the run's windows span (columns outside the plane read as zero), and one two-source permute
+// per window column picks lane l's value (column 4 l + c of the run). Zen 5 gathers cost about a cycle
+// per element; this is 4 loads and 6 permutes (and blends) per row and segment instead of 36 gathers.
+class TileRows {
+ public:
+  TileRows(const Conv2dShape& s, const WinoPlan& p, int64_t t, int64_t t_end) : H_(s.in_h), W_(s.in_w) {
+    for (int l = 0; l < 8 && t + l < t_end;) {
+      const int64_t tt = t + l, tc0 = tt % p.tiles_w;
+      const int len = static_cast<int>(std::min<int64_t>({8 - l, p.tiles_w - tc0, t_end - tt}));
+      Segment& g = seg_[n_++];
+      g.ih0 = (tt / p.tiles_w) * kOut - s.pad_top;
+      g.base = tc0 * kOut - s.pad_left;
+      g.lanes = static_cast<__mmask8>(((1u << len) - 1) << l);
+      alignas(64) int index[kTile][16] = {};
+      for (int c = 0; c < kTile; ++c)
+        for (int i = l; i < l + len; ++i) index[c][i] = 4 * (i - l) + c - (c >= 4 ? 2 : 0);
+      for (int c = 0; c < kTile; ++c) g.idx[c] = _mm512_load_si512(index[c]);
+      // Loads 0/1: columns base + [0, 32); loads 2/3: base + 2 + [0, 32) (for window columns 4 and 5).
+      for (int j = 0; j < 4; ++j) {
+        const int64_t first = g.base + (j >= 2 ? 2 : 0) + (j % 2) * 16;
+        uint32_t m = 0;
+        for (int i = 0; i < 16; ++i)
+          if (first + i >= 0 && first + i < W_) m |= 1u << i;
+        g.mask[j] = static_cast<__mmask16>(m);
+      }
+      l += len;
+    }
+  }
+  void load(const float* plane, __m256 (&d)[kTile][kTile]) const {
+    for (int r = 0; r < kTile; ++r)
+      for (int c = 0; c < kTile; ++c) d[r][c] = _mm256_setzero_ps();
+    for (int k = 0; k < n_; ++k) {
+      const Segment& g = seg_[k];
+      for (int r = 0; r < kTile; ++r) {
+        const int64_t ih = g.ih0 + r;
+        if (ih < 0 || ih >= H_) continue;
+        // Masked-off lanes are not read, so the addresses left of the row or past it are never touched.
+        const float* row = plane + ih * W_ + g.base;
+        const __m512 z0 = _mm512_maskz_loadu_ps(g.mask[0], row), z1 = _mm512_maskz_loadu_ps(g.mask[1], row + 16);
+        const __m512 z2 = _mm512_maskz_loadu_ps(g.mask[2], row + 2), z3 = _mm512_maskz_loadu_ps(g.mask[3], row + 18);
+        for (int c = 0; c < kTile; ++c) {
+          const __m512 v = c < 4 ? _mm512_permutex2var_ps(z0, g.idx[c], z1) : _mm512_permutex2var_ps(z2, g.idx[c], z3);
+          d[r][c] = _mm256_mask_blend_ps(g.lanes, d[r][c], _mm512_castps512_ps256(v));
+        }
+      }
+    }
+  }
+
+ private:
+  struct Segment {
+    int64_t ih0, base;
+    __mmask8 lanes;
+    __mmask16 mask[4];
+    __m512i idx[kTile];
+  };
+  int64_t H_, W_;
+  Segment seg_[8];
+  int n_ = 0;
+};
+#endif
+
 // Transforms 8 tiles [t, t+8) of every input channel into V (36 packed-B operands, Cin x block).
 void transform_input(const Conv2dShape& s, const WinoPlan& p, const float* in, int64_t t, int64_t t_end,
                      int64_t local, float* V, bool prefetch) {
@@ -193,13 +257,22 @@ void transform_input(const Conv2dShape& s, const WinoPlan& p, const float* in, i
     }
   };
   for (int64_t ci = 0; prefetch && ci < std::min(kAhead, s.in_channels); ++ci) prefetch_channel(ci);
+#if defined(__AVX512F__)
+  const TileRows rows(s, p, t, t_end);
+#endif
   for (int64_t ci = 0; ci < s.in_channels; ++ci) {
     if (prefetch && ci + kAhead < s.in_channels) prefetch_channel(ci + kAhead);
     const float* plane = in + ci * s.in_h * s.in_w;
     __m256 d[kTile][kTile], tmp[kTile][kTile], v[kTile][kTile];
+#if defined(__AVX512F__)
+    (void)idx;
+    (void)mask;
+    rows.load(plane, d);
+#else
     for (int r = 0; r < kTile; ++r)
       for (int c = 0; c < kTile; ++c)
         d[r][c] = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), plane, idx[r][c], mask[r][c], 4);
+#endif
     for (int c = 0; c < kTile; ++c) input_1d(&d[0][c], kTile, &tmp[0][c], kTile);  // B^T d
     for (int i = 0; i < kTile; ++i) input_1d(&tmp[i][0], 1, &v[i][0], 1);           // (B^T d) B
     float* dst = V + ci * 16 + panel_off;
