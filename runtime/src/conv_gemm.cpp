@@ -103,9 +103,14 @@ void conv2d_nchw_gemm_pixel_rows(const Conv2dShape& s, const float* in, const fl
     Epilogue e = ep;
     if (e.residual) e.residual += n * M * P;
     parallel_for(pool, M, [&](int64_t c0, int64_t c1) {
-      for (int64_t ch = c0; ch < c1; ++ch) {
-        float* o = out_n + ch * P;
-        for (int64_t p = 0; p < P; ++p) o[p] = c[p * M + ch];
+      // 16 channels at a time: each pixel's 16 values are one contiguous read, written to 16 rows that
+      // each advance by one (reading c down a column, M floats apart, took a tenth of the kernel's time).
+      for (int64_t cb = c0; cb < c1; cb += 16) {
+        const int64_t ce = std::min(c1, cb + 16);
+        for (int64_t p = 0; p < P; ++p) {
+          const float* src = c + p * M;
+          for (int64_t ch = cb; ch < ce; ++ch) out_n[ch * P + p] = src[ch];
+        }
       }
       Epilogue part = e;
       if (part.bias) part.bias += c0;
