@@ -34,6 +34,9 @@ constexpr int64_t kRowsOuterMaxK = 160;
   }();
   return m;
 }
+// The AVX2 path's raw_b_max_m. Zen 5, AVX2 runtime, 1 thread: ResNet-50's 256->64 1x1 on 56x56 81 -> 99 GFLOP/s
+// read in place; for M = 128-256 the two ways were within the noise (82-102 GFLOP/s either way).
+[[maybe_unused]] constexpr int64_t kRawBMaxMAvx2 = 64;
 // Up to this many floats (16 MiB), a raw A that several column blocks would each pack is packed once.
 constexpr int64_t kPrepackAMaxFloats = int64_t{4} << 20;
 
@@ -188,14 +191,15 @@ inline void finish_row(float* c, __m256 v0, __m256 v1, int nr, const TileStore& 
   }
 }
 
-// The micro-kernel: a 6x16 tile of C from a kc x 6 A panel and a kc x 16 B panel; 12 accumulators.
-[[maybe_unused]] void sgemm_6x16_avx2(int64_t kc, const float* a, const float* b, float* c, int mr, int nr,
-                     const TileStore& t, int64_t row, int64_t col) {
+// The micro-kernel: a 6x16 tile of C from a kc x 6 A panel and a kc x 16 B panel (b_ks = 16), or 16
+// columns of an unpacked row-major B (b_ks = its row stride); 12 accumulators.
+[[maybe_unused]] void sgemm_6x16_avx2(int64_t kc, const float* a, const float* b, int64_t b_ks, float* c, int mr,
+                                      int nr, const TileStore& t, int64_t row, int64_t col) {
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
 #pragma GCC unroll 4
   for (int64_t k = 0; k < kc; ++k) {
-    const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+    const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
     __m256 av = _mm256_broadcast_ss(a + 0);
     c00 = _mm256_fmadd_ps(av, b0, c00);
     c01 = _mm256_fmadd_ps(av, b1, c01);
@@ -215,7 +219,7 @@ inline void finish_row(float* c, __m256 v0, __m256 v1, int nr, const TileStore& 
     c50 = _mm256_fmadd_ps(av, b0, c50);
     c51 = _mm256_fmadd_ps(av, b1, c51);
     a += MR;
-    b += NR;
+    b += b_ks;
   }
   const int64_t ldc = t.ldc;
   finish_row(c, c00, c01, nr, t, row, col);
@@ -431,7 +435,8 @@ void gemm_task(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K, const 
   // the product; read B where it is instead (row-major, not transposed, no custom packer).
   const bool raw_b = b.raw && !b.trans && !b.packer && m1 - m0 <= raw_b_max_m();
 #else
-  constexpr bool raw_b = false;
+  // The same with AVX2 (6x16 tiles): full 16-column tiles read B in place, an edge tile packs its panel.
+  const bool raw_b = b.raw && !b.trans && !b.packer && m1 - m0 <= kRawBMaxMAvx2;
 #endif
   if (b.packed) {
     b_block = b.packed + (n0 / NR) * K * NR;
@@ -530,11 +535,21 @@ void gemm_task(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K, const 
 #else
       constexpr int64_t TM = MR, TN = NR;
       auto tile = [&](int64_t ir, int64_t jr) {
-        const float* bp = b_block + ((jr - n0) / NR) * K * NR + pc * NR;
         const int nr = static_cast<int>(std::min<int64_t>(NR, n1 - jr));
         const int mr = static_cast<int>(std::min<int64_t>(MR, mc - ir));
-        sgemm_6x16_avx2(kc, a_block + (ir / MR) * a_panel_stride, bp, C + (ic + ir) * t.ldc + jr, mr, nr, t,
-                        ic + ir, jr);
+        const float* ap = a_block + (ir / MR) * a_panel_stride;
+        float* cp = C + (ic + ir) * t.ldc + jr;
+        if (raw_b) {
+          if (nr == NR) {
+            sgemm_6x16_avx2(kc, ap, b.raw + pc * b.ldb + jr, b.ldb, cp, mr, nr, t, ic + ir, jr);
+          } else {
+            alignas(32) float edge[KC * NR];
+            pack_b_panel_raw(b.raw + pc * b.ldb, b.ldb, false, kc, jr, nr, edge);
+            sgemm_6x16_avx2(kc, ap, edge, NR, cp, mr, nr, t, ic + ir, jr);
+          }
+          return;
+        }
+        sgemm_6x16_avx2(kc, ap, b_block + ((jr - n0) / NR) * K * NR + pc * NR, NR, cp, mr, nr, t, ic + ir, jr);
       };
 #endif
       if (K <= kRowsOuterMaxK && !raw_b) {
