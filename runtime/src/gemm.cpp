@@ -34,8 +34,9 @@ constexpr int64_t kRowsOuterMaxK = 160;
   }();
   return m;
 }
-// The AVX2 path's raw_b_max_m. Zen 5, AVX2 runtime, 1 thread: ResNet-50's 256->64 1x1 on 56x56 81 -> 99 GFLOP/s
-// read in place; for M = 128-256 the two ways were within the noise (82-102 GFLOP/s either way).
+// The AVX2 path's raw_b_max_m. Zen 5, AVX2 runtime, 1 thread, alternating runs: ResNet-50's 256->64 1x1 on
+// 56x56 88 -> 99 GFLOP/s read in place, 512->64 on 28x28 87 -> 98; for M = 128-256 the two ways were within
+// the noise (82-102 GFLOP/s either way).
 [[maybe_unused]] constexpr int64_t kRawBMaxMAvx2 = 64;
 // Up to this many floats (16 MiB), a raw A that several column blocks would each pack is packed once.
 constexpr int64_t kPrepackAMaxFloats = int64_t{4} << 20;
@@ -435,8 +436,9 @@ void gemm_task(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K, const 
   // the product; read B where it is instead (row-major, not transposed, no custom packer).
   const bool raw_b = b.raw && !b.trans && !b.packer && m1 - m0 <= raw_b_max_m();
 #else
-  // The same with AVX2 (6x16 tiles): full 16-column tiles read B in place, an edge tile packs its panel.
-  const bool raw_b = b.raw && !b.trans && !b.packer && m1 - m0 <= kRawBMaxMAvx2;
+  // The same with AVX2 (6x16 tiles), when every tile is 16 columns wide (an edge tile would pack its panel
+  // again for every row tile: 7x7 maps with K = 2048 took 62 instead of 75 GFLOP/s).
+  const bool raw_b = b.raw && !b.trans && !b.packer && m1 - m0 <= kRawBMaxMAvx2 && (n1 - n0) % NR == 0;
 #endif
   if (b.packed) {
     b_block = b.packed + (n0 / NR) * K * NR;
@@ -539,14 +541,8 @@ void gemm_task(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K, const 
         const int mr = static_cast<int>(std::min<int64_t>(MR, mc - ir));
         const float* ap = a_block + (ir / MR) * a_panel_stride;
         float* cp = C + (ic + ir) * t.ldc + jr;
-        if (raw_b) {
-          if (nr == NR) {
-            sgemm_6x16_avx2(kc, ap, b.raw + pc * b.ldb + jr, b.ldb, cp, mr, nr, t, ic + ir, jr);
-          } else {
-            alignas(32) float edge[KC * NR];
-            pack_b_panel_raw(b.raw + pc * b.ldb, b.ldb, false, kc, jr, nr, edge);
-            sgemm_6x16_avx2(kc, ap, edge, NR, cp, mr, nr, t, ic + ir, jr);
-          }
+        if (raw_b) {  // nr == NR
+          sgemm_6x16_avx2(kc, ap, b.raw + pc * b.ldb + jr, b.ldb, cp, mr, nr, t, ic + ir, jr);
           return;
         }
         sgemm_6x16_avx2(kc, ap, b_block + ((jr - n0) / NR) * K * NR + pc * NR, NR, cp, mr, nr, t, ic + ir, jr);
