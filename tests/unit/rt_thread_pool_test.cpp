@@ -117,6 +117,50 @@ TEST(RtThreadPool, NestedParallelForRunsInline) {
   EXPECT_EQ(total.load(), 40);
 }
 
+// run_per_thread: every thread index once per call, the caller as thread 0, and each index on the same
+// thread in every call (what lets a kernel's thread read the part it wrote in the previous layer).
+TEST(RtThreadPool, PerThreadPartsStayOnTheirThreads) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    std::vector<std::thread::id> first(threads);
+    for (int rep = 0; rep < 50; ++rep) {
+      std::vector<std::thread::id> ids(threads);
+      std::vector<int> runs(threads, 0);
+      pool.run_per_thread([&](int t) {
+        ASSERT_GE(t, 0);
+        ASSERT_LT(t, threads);
+        ids[t] = std::this_thread::get_id();
+        ++runs[t];
+      });
+      for (int t = 0; t < threads; ++t) EXPECT_EQ(runs[t], 1) << "threads " << threads << " part " << t;
+      EXPECT_EQ(ids[0], std::this_thread::get_id());
+      if (rep == 0) first = ids;
+      EXPECT_EQ(ids, first) << "threads " << threads << ": a part moved to another thread";
+      std::vector<std::thread::id> distinct = ids;
+      std::sort(distinct.begin(), distinct.end());
+      EXPECT_EQ(std::unique(distinct.begin(), distinct.end()), distinct.end()) << "two parts on one thread";
+    }
+  }
+  // More parts than threads: part t on thread t % threads; inside a parallel region, inline.
+  ThreadPool pool(2);
+  std::vector<std::thread::id> ids(5);
+  parallel_per_thread(&pool, 5, [&](int t) { ids[t] = std::this_thread::get_id(); });
+  EXPECT_EQ(ids[0], std::this_thread::get_id());
+  EXPECT_EQ(ids[2], ids[0]);
+  EXPECT_EQ(ids[4], ids[0]);
+  EXPECT_EQ(ids[3], ids[1]);
+  EXPECT_NE(ids[1], ids[0]);
+  std::atomic<int> nested{0};
+  pool.parallel_for(2, [&](int64_t, int64_t) {
+    const std::thread::id outer = std::this_thread::get_id();
+    parallel_per_thread(&pool, 2, [&](int) {
+      EXPECT_EQ(std::this_thread::get_id(), outer);
+      nested.fetch_add(1);
+    });
+  });
+  EXPECT_EQ(nested.load(), 4);
+}
+
 TEST(RtThreadPool, NullPoolHelperRunsInline) {
   int64_t sum = 0;
   parallel_for(nullptr, 10, [&](int64_t b, int64_t e) { sum += e - b; });
