@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "im2col.h"
+#include "plane_rows.h"
 #include "weight_blocks.h"
 #include "tessel/rt/aligned_buffer.h"
 #include "tessel/rt/conv.h"
@@ -264,13 +265,7 @@ void pack_tiles(const Job& j, int64_t t0, int64_t t1, float* dst) {
   const bool one_row = first.ih0 == last.ih0;
   const int64_t c0 = one_row ? std::max<int64_t>(0, first.iw0) : 0;
   const int64_t c1 = one_row ? std::min<int64_t>(W, last.iw0 + (last.pixels - 1) * sw + (s.kernel_w - 1) * s.dilation_w + 1) : W;
-  auto prefetch_channel = [&](int64_t c) {
-    const float* plane = j.in + c * H * W;
-    for (int64_t r = r0; r < r1; ++r) {
-      for (int64_t x = c0; x < c1; x += 16) _mm_prefetch(reinterpret_cast<const char*>(plane + r * W + x), _MM_HINT_T0);
-      if (c1 > c0) _mm_prefetch(reinterpret_cast<const char*>(plane + r * W + c1 - 1), _MM_HINT_T0);
-    }
-  };
+  auto prefetch_channel = [&](int64_t c) { planes::prefetch_rows(j.in + c * H * W, W, r0, r1, c0, c1); };
   for (int64_t c = 0; j.prefetch && c < std::min(kAhead, s.in_channels); ++c) prefetch_channel(c);
   int64_t k = 0;
   for (int64_t c = 0; c < s.in_channels; ++c) {
@@ -308,25 +303,36 @@ void pack_tiles(const Job& j, int64_t t0, int64_t t1, float* dst) {
   }
 }
 
-// Runs fn(cb0, cb1, t0, t1) over channel blocks x tiles cut into tasks for the pool: tile-chunk-major,
-// so a run of tasks is one call over consecutive channel blocks of one tile chunk. Enough tasks for the
-// pool to even out the threads (kChunksPerThread each), and never a split of the channels alone: with
-// 96 channels, blocks of 64 and 32 on two threads left one idle half the time.
-template <class Fn>
-void for_blocks(const Job& j, ThreadPool* pool, const Fn& fn) {
-  const int threads = thread_count(pool);
-  const int64_t ncb = channel_blocks(j.s);
-  const int64_t chunks =
-      threads == 1 ? 1
-                   : std::clamp<int64_t>((int64_t{ThreadPool::kChunksPerThread} * threads + ncb - 1) / ncb, 1,
-                                         j.n_tiles);
-  parallel_for(pool, ncb * chunks, [&](int64_t a, int64_t b) {
+// Channel blocks x tiles cut into tasks for the pool: tile-chunk-major, so a run of tasks is one call over
+// consecutive channel blocks of one tile chunk. Enough tasks for the pool to even out the threads
+// (kChunksPerThread each), and never a split of the channels alone: with 96 channels, blocks of 64 and 32 on
+// two threads left one idle half the time.
+struct BlockTasks {
+  int64_t ncb, chunks, n_tiles;
+  BlockTasks(const Job& j, int threads)
+      : ncb(channel_blocks(j.s)),
+        chunks(threads == 1 ? 1
+                            : std::clamp<int64_t>((int64_t{ThreadPool::kChunksPerThread} * threads + ncb - 1) / ncb,
+                                                  1, j.n_tiles)),
+        n_tiles(j.n_tiles) {}
+  int64_t count() const { return ncb * chunks; }
+  int64_t chunk_tile(int64_t chunk) const { return chunk * n_tiles / chunks; }  // first tile of a chunk
+  // Runs fn(cb0, cb1, t0, t1) over tasks [a, b).
+  template <class Fn>
+  void run(int64_t a, int64_t b, const Fn& fn) const {
     while (a < b) {
       const int64_t chunk = a / ncb, cb0 = a % ncb, cb1 = std::min(ncb, cb0 + (b - a));
-      fn(cb0, cb1, chunk * j.n_tiles / chunks, (chunk + 1) * j.n_tiles / chunks);
+      fn(cb0, cb1, chunk_tile(chunk), chunk_tile(chunk + 1));
       a += cb1 - cb0;
     }
-  });
+  }
+};
+
+// Runs fn(cb0, cb1, t0, t1) over every task of BlockTasks on the pool.
+template <class Fn>
+void for_blocks(const Job& j, ThreadPool* pool, const Fn& fn) {
+  const BlockTasks tasks(j, thread_count(pool));
+  parallel_for(pool, tasks.count(), [&](int64_t a, int64_t b) { tasks.run(a, b, fn); });
 }
 
 void run_image(const Job& j, ThreadPool* pool) {
@@ -341,22 +347,17 @@ void run_image(const Job& j, ThreadPool* pool) {
     // Few pixels: the (tile chunk, channel block) tasks of for_blocks, an equal run of them per thread;
     // each thread packs the panels of its own tiles (again where two threads share a tile chunk) and
     // never reads panels another core wrote.
-    const int64_t chunks = std::clamp<int64_t>((int64_t{ThreadPool::kChunksPerThread} * threads + ncb - 1) / ncb, 1,
-                                               j.n_tiles);
-    const int64_t tasks = ncb * chunks;
+    const BlockTasks tasks(j, threads);
     parallel_per_thread(pool, threads, [&](int r) {
-      const int64_t a = r * tasks / threads, b = (r + 1) * tasks / threads;
+      const int64_t a = r * tasks.count() / threads, b = (r + 1) * tasks.count() / threads;
       if (a >= b) return;
-      const int64_t first = (a / ncb) * j.n_tiles / chunks, last = ((b - 1) / ncb + 1) * j.n_tiles / chunks;
+      const int64_t first = tasks.chunk_tile(a / tasks.ncb), last = tasks.chunk_tile((b - 1) / tasks.ncb + 1);
       static thread_local AlignedBuffer own;
       float* panels = own.ensure(panel_floats * (last - first));
       pack_tiles(j, first, last, panels);
-      for (int64_t i = a; i < b;) {
-        const int64_t chunk = i / ncb, cb0 = i % ncb, cb1 = std::min(ncb, cb0 + (b - i));
-        run_panels(j, cb0, cb1, chunk * j.n_tiles / chunks, (chunk + 1) * j.n_tiles / chunks,
-                   [&](int64_t tile) { return panels + (tile - first) * panel_floats; });
-        i += cb1 - cb0;
-      }
+      tasks.run(a, b, [&](int64_t cb0, int64_t cb1, int64_t t0, int64_t t1) {
+        run_panels(j, cb0, cb1, t0, t1, [&](int64_t tile) { return panels + (tile - first) * panel_floats; });
+      });
     });
     return;
   }

@@ -115,7 +115,7 @@ int64_t product_columns(int64_t n) {
 
 // Prices both splits by the busiest thread: per tile and input channel the products cost about 13.5 cycles
 // per channel block and column (36 x kRows FMAs over 16 lanes, two FMA pipes), the input transform about 48
-// (36 gathers and the transform over 8 tiles).
+// (36 gathers and the transform over 8 tiles; measured before TileRows replaced the gathers with AVX-512).
 FewTileSplit few_tile_split(const WinoPlan& p, int threads) {
   constexpr double kProduct = 13.5, kTransform = 48.0;
   FewTileSplit tiles{true, threads}, blocks{false, threads};
@@ -197,6 +197,46 @@ class TileRows {
   Segment seg_[8];
   int n_ = 0;
 };
+#else
+// The 6x6 input windows of 8 consecutive tiles (lanes) by masked gathers (AVX2): one gather per window
+// element, lanes outside the plane or past t_end read as zero.
+class TileGathers {
+ public:
+  TileGathers(const Conv2dShape& s, const WinoPlan& p, int64_t t, int64_t t_end) {
+    alignas(32) int ih0[8], iw0[8];
+    for (int l = 0; l < 8; ++l) {
+      const int64_t tt = std::min(t + l, t_end - 1);
+      ih0[l] = static_cast<int>((tt / p.tiles_w) * kOut - s.pad_top);
+      iw0[l] = static_cast<int>((tt % p.tiles_w) * kOut - s.pad_left);
+    }
+    const __m256i lane_ok = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(t_end - t)),
+                                               _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256i vih0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(ih0));
+    const __m256i viw0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(iw0));
+    const __m256i H = _mm256_set1_epi32(static_cast<int>(s.in_h)), W = _mm256_set1_epi32(static_cast<int>(s.in_w));
+    const __m256i minus1 = _mm256_set1_epi32(-1);
+    for (int r = 0; r < kTile; ++r) {
+      const __m256i ih = _mm256_add_epi32(vih0, _mm256_set1_epi32(r));
+      const __m256i row_ok = _mm256_and_si256(
+          lane_ok, _mm256_and_si256(_mm256_cmpgt_epi32(ih, minus1), _mm256_cmpgt_epi32(H, ih)));
+      for (int c = 0; c < kTile; ++c) {
+        const __m256i iw = _mm256_add_epi32(viw0, _mm256_set1_epi32(c));
+        const __m256i ok = _mm256_and_si256(row_ok, _mm256_and_si256(_mm256_cmpgt_epi32(iw, minus1), _mm256_cmpgt_epi32(W, iw)));
+        mask[r][c] = _mm256_castsi256_ps(ok);
+        idx[r][c] = _mm256_and_si256(ok, _mm256_add_epi32(_mm256_mullo_epi32(ih, W), iw));
+      }
+    }
+  }
+  void load(const float* plane, __m256 (&d)[kTile][kTile]) const {
+    for (int r = 0; r < kTile; ++r)
+      for (int c = 0; c < kTile; ++c)
+        d[r][c] = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), plane, idx[r][c], mask[r][c], 4);
+  }
+
+ private:
+  __m256i idx[kTile][kTile];
+  __m256 mask[kTile][kTile];
+};
 #endif
 
 // Transforms 8 tiles [t, t+8) of every input channel into V (36 packed-B operands, Cin x block).
@@ -212,31 +252,6 @@ void transform_input(const Conv2dShape& s, const WinoPlan& p, const float* in, i
       for (int x = 0; x < kXi; ++x) _mm256_storeu_ps(V + ci * 16 + panel_off + x * xi_stride, _mm256_setzero_ps());
     return;
   }
-  alignas(32) int ih0[8], iw0[8];
-  for (int l = 0; l < 8; ++l) {
-    const int64_t tt = std::min(t + l, t_end - 1);
-    ih0[l] = static_cast<int>((tt / p.tiles_w) * kOut - s.pad_top);
-    iw0[l] = static_cast<int>((tt % p.tiles_w) * kOut - s.pad_left);
-  }
-  const __m256i lane_ok = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(t_end - t)),
-                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  const __m256i vih0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(ih0));
-  const __m256i viw0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(iw0));
-  const __m256i H = _mm256_set1_epi32(static_cast<int>(s.in_h)), W = _mm256_set1_epi32(static_cast<int>(s.in_w));
-  const __m256i minus1 = _mm256_set1_epi32(-1);
-  __m256i idx[kTile][kTile];
-  __m256 mask[kTile][kTile];
-  for (int r = 0; r < kTile; ++r) {
-    const __m256i ih = _mm256_add_epi32(vih0, _mm256_set1_epi32(r));
-    const __m256i row_ok = _mm256_and_si256(
-        lane_ok, _mm256_and_si256(_mm256_cmpgt_epi32(ih, minus1), _mm256_cmpgt_epi32(H, ih)));
-    for (int c = 0; c < kTile; ++c) {
-      const __m256i iw = _mm256_add_epi32(viw0, _mm256_set1_epi32(c));
-      const __m256i ok = _mm256_and_si256(row_ok, _mm256_and_si256(_mm256_cmpgt_epi32(iw, minus1), _mm256_cmpgt_epi32(W, iw)));
-      mask[r][c] = _mm256_castsi256_ps(ok);
-      idx[r][c] = _mm256_and_si256(ok, _mm256_add_epi32(_mm256_mullo_epi32(ih, W), iw));
-    }
-  }
   // With several threads, the rows and columns these tiles read are prefetched kAhead channels ahead:
   // part of the input was written by another core, and the gathers alone wait on each missing line in
   // turn (ResNet-50's 28x28 3x3 convs at 2 threads: 0.55 -> 0.43 ms). One thread finds its input in its
@@ -249,30 +264,19 @@ void transform_input(const Conv2dShape& s, const WinoPlan& p, const float* in, i
   const int64_t c0 = wraps ? 0 : std::max<int64_t>(0, (t % p.tiles_w) * kOut - s.pad_left);
   const int64_t c1 = wraps ? s.in_w : std::min<int64_t>(s.in_w, (last % p.tiles_w) * kOut - s.pad_left + kTile);
   auto prefetch_channel = [&](int64_t ci) {
-    const float* plane = in + ci * s.in_h * s.in_w;
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* row = plane + r * s.in_w;
-      for (int64_t c = c0; c < c1; c += 16) _mm_prefetch(reinterpret_cast<const char*>(row + c), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(row + c1 - 1), _MM_HINT_T0);
-    }
+    planes::prefetch_rows(in + ci * s.in_h * s.in_w, s.in_w, r0, r1, c0, c1);
   };
   for (int64_t ci = 0; prefetch && ci < std::min(kAhead, s.in_channels); ++ci) prefetch_channel(ci);
 #if defined(__AVX512F__)
-  const TileRows rows(s, p, t, t_end);
+  const TileRows windows(s, p, t, t_end);
+#else
+  const TileGathers windows(s, p, t, t_end);
 #endif
   for (int64_t ci = 0; ci < s.in_channels; ++ci) {
     if (prefetch && ci + kAhead < s.in_channels) prefetch_channel(ci + kAhead);
     const float* plane = in + ci * s.in_h * s.in_w;
     __m256 d[kTile][kTile], tmp[kTile][kTile], v[kTile][kTile];
-#if defined(__AVX512F__)
-    (void)idx;
-    (void)mask;
-    rows.load(plane, d);
-#else
-    for (int r = 0; r < kTile; ++r)
-      for (int c = 0; c < kTile; ++c)
-        d[r][c] = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), plane, idx[r][c], mask[r][c], 4);
-#endif
+    windows.load(plane, d);
     for (int c = 0; c < kTile; ++c) input_1d(&d[0][c], kTile, &tmp[0][c], kTile);  // B^T d
     for (int i = 0; i < kTile; ++i) input_1d(&tmp[i][0], 1, &v[i][0], 1);           // (B^T d) B
     float* dst = V + ci * 16 + panel_off;
@@ -403,6 +407,17 @@ void transform_block(const Conv2dShape& s, const WinoPlan& p, const float* in, i
   for (int64_t t = t0; t < end; t += 8) transform_input(s, p, in, t, std::min(t + 8, t1), t - t0, V, prefetch);
 }
 
+// Tiles [t0, t1) (one block: V holds them from column 0) for output-channel blocks [cb0, cb1): the input
+// transform, then per channel block and register tile the products and the output transform.
+void transform_and_multiply(const Conv2dShape& s, const WinoPlan& p, const float* packed, const float* in, int64_t t0,
+                            int64_t t1, int64_t cb0, int64_t cb1, float* V, bool prefetch, float* out, const float* res,
+                            const Epilogue& ep) {
+  transform_block(s, p, in, t0, t1, V, prefetch);
+  for (int64_t cb = cb0; cb < cb1; ++cb)
+    for (int64_t t = t0; t < t1; t += kCols)
+      tile_products_and_output(s, p, packed, V, cb, t, std::min(t + kCols, t1), t - t0, out, res, ep);
+}
+
 float* v_buffer(const Conv2dShape& s, const WinoPlan& p) {
   static thread_local AlignedBuffer buf;
   return buf.ensure(static_cast<size_t>(kXi * v_xi_stride(s, p)));
@@ -460,11 +475,7 @@ void conv2d_winograd_f43_avx2(const Conv2dShape& s, const float* in, const float
         p.n_blocks = 1;
         p.block_groups = p.groups;
         p.v_cols = p.groups * kCols;
-        float* V = v_buffer(s, p);
-        transform_block(s, p, in_n, t0, t1, V, threads > 1);
-        for (int64_t cb = cb0; cb < cb1; ++cb)
-          for (int64_t t = t0; t < t1; t += kCols)
-            tile_products_and_output(s, p, packed, V, cb, t, std::min(t + kCols, t1), t - t0, out_n, res_n, ep);
+        transform_and_multiply(s, p, packed, in_n, t0, t1, cb0, cb1, v_buffer(s, p), true, out_n, res_n, ep);
       });
       continue;
     }
@@ -474,10 +485,7 @@ void conv2d_winograd_f43_avx2(const Conv2dShape& s, const float* in, const float
       float* V = v_buffer(s, p);
       for (int64_t blk = b0; blk < b1; ++blk) {
         const int64_t t0 = blk * p.v_cols, t1 = std::min(p.tiles, t0 + p.v_cols);
-        transform_block(s, p, in_n, t0, t1, V, threads > 1);
-        for (int64_t cb = 0; cb < p.co_blocks; ++cb)
-          for (int64_t t = t0; t < t1; t += kCols)
-            tile_products_and_output(s, p, packed, V, cb, t, std::min(t + kCols, t1), t - t0, out_n, res_n, ep);
+        transform_and_multiply(s, p, packed, in_n, t0, t1, 0, p.co_blocks, V, threads > 1, out_n, res_n, ep);
       }
     });
   }

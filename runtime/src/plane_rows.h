@@ -15,6 +15,17 @@
 
 namespace tessel::rt::planes {
 
+// Prefetches (into L1) columns [c0, c1) of rows [r0, r1) of a plane `width` floats wide: for kernels that
+// gather or mask-load a window's rows a few channels later, from lines another core may have written.
+inline void prefetch_rows(const float* plane, int64_t width, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  if (c1 <= c0) return;
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* row = plane + r * width;
+    for (int64_t c = c0; c < c1; c += 16) _mm_prefetch(reinterpret_cast<const char*>(row + c), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(row + c1 - 1), _MM_HINT_T0);
+  }
+}
+
 /// 8 float lanes (AVX2 + FMA).
 struct Vec8 {
   using V = __m256;

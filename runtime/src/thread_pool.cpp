@@ -44,11 +44,16 @@ void ThreadPool::parallel_for(int64_t n, const RangeFn& fn) {
     fn(0, n);
     return;
   }
-  job_per_thread_ = nullptr;
   job_fn_ = &fn;
   job_n_ = n;
   job_min_chunk_ = std::max<int64_t>(1, n / (int64_t{kMaxChunksPerThread} * num_threads_));
   next_index_.store(0, std::memory_order_relaxed);
+  run_job([this] { run_chunks(); });
+}
+
+// Publishes the job whose fields the caller has set, runs the caller's share, then waits for every worker.
+template <class Share>
+void ThreadPool::run_job(const Share& caller_share) {
   // Every worker acknowledges every job (even when it finds no chunk left), so none can lag a job
   // behind and mistake the next job's fields for the one it woke up for.
   pending_.store(num_threads_ - 1, std::memory_order_relaxed);
@@ -56,7 +61,7 @@ void ThreadPool::parallel_for(int64_t n, const RangeFn& fn) {
   generation_.notify_all();
 
   tls_inside_parallel_region = true;
-  run_chunks();
+  caller_share();
   tls_inside_parallel_region = false;
   // Workers finish within microseconds of the caller on balanced work: spin, then yield.
   for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
@@ -70,15 +75,7 @@ void ThreadPool::run_per_thread(const std::function<void(int)>& fn) {
     return;
   }
   job_per_thread_ = &fn;
-  pending_.store(num_threads_ - 1, std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_release);
-  generation_.notify_all();
-  tls_inside_parallel_region = true;
-  fn(0);
-  tls_inside_parallel_region = false;
-  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
-    if (spins > 2000) std::this_thread::yield();
-  }
+  run_job([&] { fn(0); });
   job_per_thread_ = nullptr;
 }
 

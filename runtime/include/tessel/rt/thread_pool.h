@@ -51,6 +51,8 @@ class ThreadPool {
  private:
   void worker_loop(int index);
   void run_chunks();
+  template <class Share>
+  void run_job(const Share& caller_share);
 
   int num_threads_;
   std::vector<std::thread> workers_;
