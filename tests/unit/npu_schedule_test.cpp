@@ -314,4 +314,54 @@ TEST(NpuSchedule, FusionCandidatesNeverPlaceAValueAfterItsReader) {
 }
 
 
+// A stem (3 input channels, 7x7 stride 2) -> ReLU -> max pool fused into row tiles on `edge`: the conv loads its
+// input from DRAM with the stacked reduction layout (each output row's kernel rows side by side, the fastest on
+// few channels), the pool reads the conv's rows on chip. Every layout the search may pick lowers, keeps the
+// stem stacked, and matches the interpreter; a fused stem switched to "packed" still matches (the other layout).
+TEST(NpuSchedule, FusedStemKeepsItsStackedLayoutAndMatchesTheInterpreter) {
+  Graph g;
+  Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 3, 37, 41}));
+  Node* stem = g.addNode("Conv", {x, g.addConstant("w", randomTensor({24, 3, 7, 7}, 5))}, {"c"});
+  stem->setAttr("pads", std::vector<int64_t>{3, 3, 3, 3});
+  stem->setAttr("kernel_shape", std::vector<int64_t>{7, 7});
+  stem->setAttr("strides", std::vector<int64_t>{2, 2});
+  Value* r = g.addNode("Relu", {stem->output(0)}, {"r"})->output(0);
+  Node* pool = g.addNode("MaxPool", {r}, {"y"});
+  pool->setAttr("kernel_shape", std::vector<int64_t>{3, 3});
+  pool->setAttr("strides", std::vector<int64_t>{2, 2});
+  pool->setAttr("pads", std::vector<int64_t>{1, 1, 1, 1});
+  g.addOutput(pool->output(0));
+  inferShapes(g);
+  hw::HardwareConfig cfg = test::shippedConfig("edge.json");
+  const hw::Device& dev = *cfg.firstNpu();
+  NpuSchedule layered = compilerSchedule(g, dev.npu, "stem", false);
+  ASSERT_EQ(layered.groups.size(), 2u);
+  layered.groups[0].tiling[0].variant = "stacked";
+  verifySchedule(layered, g, dev.npu);
+  const std::vector<std::vector<size_t>> candidates = fusionCandidates(layered, g, dev.npu);
+  ASSERT_EQ(candidates.size(), 1u);
+  const std::map<std::string, Tensor> named{{"x", randomTensor({1, 3, 37, 41}, 6)}};
+  const Tensor want = Interpreter(g).run(named).at(0);
+  const std::vector<FusionLayout> layouts = fusionLayouts(layered, candidates[0], g, dev.npu);
+  ASSERT_FALSE(layouts.empty());
+  for (const FusionLayout& layout : layouts)
+    for (const char* variant : {"stacked", "packed"}) {
+      NpuSchedule s = layered;
+      GroupSchedule f = fuseGroup(layered, candidates[0], g, dev.npu, layout);
+      EXPECT_EQ(f.tiling[0].variant, "stacked") << layout.rowTiles << (layout.onChip ? " on chip" : " through DRAM");
+      f.tiling[0].variant = variant;
+      replaceByFusedGroups(s, {{candidates[0], f}});
+      ASSERT_EQ(s.groups.size(), 1u);
+      verifySchedule(s, g, dev.npu);
+      const NpuRun run = runLowered(lowerSubgraph(g, dev, s), dev.npu, {named.at("x")});
+      EXPECT_TRUE(run.report.hazards.empty()) << run.report.hazards.front().describe();
+      float diff = 0, scale = 0;
+      for (int64_t i = 0; i < want.numel(); ++i) {
+        diff = std::max(diff, std::abs(run.outputs.at(0).data<float>()[i] - want.data<float>()[i]));
+        scale = std::max(scale, std::abs(want.data<float>()[i]));
+      }
+      EXPECT_LE(diff, 1e-4f * scale) << variant << " " << layout.rowTiles << (layout.onChip ? " on chip" : " through DRAM");
+    }
+}
+
 }  // namespace

@@ -29,6 +29,9 @@ struct Stage {
   bool toDram = false;         ///< the output is stored (it leaves the group)
   float pad = 0;               ///< value of the padding in the windows this stage reads
   int64_t windowCols = 0;      ///< columns of those windows (left padding, the image, right padding)
+  /// A stage read only on chip: its epilogue's last step when that is a simple unary op (ReLU, Clip...), applied
+  /// by the copies into the consumers' windows instead of in place (one vector pass over the tile less); Copy else.
+  Activation intoWindows;
   std::unique_ptr<MatrixConv> matrix;
   std::unique_ptr<DepthwiseConv> depthwise;
   std::vector<std::pair<int64_t, int64_t>> newRows;  ///< per tile: output rows first computed in it [lo, hi)
@@ -96,6 +99,12 @@ class FusedGroup {
       size_t onChip = 0;
       for (const Stage& other : stages_) onChip += other.inputOnChip && other.node->input(0) == out;
       st.toDram = out->uses().size() != onChip || ctx_.isBodyOutput(out);
+      if (!st.toDram && st.kind != StageKind::Pool && !st.conv.epilogue.empty() && st.conv.epilogue.back().unary &&
+          !isComplexVecOp(st.conv.epilogue.back().op.op)) {
+        st.intoWindows = st.conv.epilogue.back().op;
+        st.conv.epilogue.pop_back();
+        if (st.conv.epilogueLoc.size() > st.conv.epilogue.size()) st.conv.epilogueLoc.pop_back();
+      }
       if (st.kind == StageKind::Matrix) {
         TESSEL_ASSERT(!st.inputOnChip || (!st.tiling->phased && st.conv.group == 1 && st.tiling->variant == "matrix"),
                       "npu lowering: a fused convolution reading on chip must be unphased and ungrouped");
@@ -205,6 +214,7 @@ class FusedGroup {
   /// Bias, epilogue, then the store (the group's result) and/or copies into the consumers' windows.
   void finish(Stage& st, int32_t acc, int64_t n, size_t t, int64_t r0, int64_t rows, int64_t ox0, int64_t cols, int64_t c0,
               int64_t ck, int32_t bias, TileAt at) {
+    const auto s = static_cast<size_t>(&st - stages_.data());
     if (st.toDram && st.kind != StageKind::Pool) {
       finishTile(ctx_, st.conv, acc, rows, cols, ck, bias, at);
     } else if (st.toDram) {  // a pool: its epilogue is applied already (poolTileOnChip)
@@ -220,12 +230,12 @@ class FusedGroup {
     }
     (void)n;
     for (int c : st.consumers)
-      if (stages_[static_cast<size_t>(c)].inputOnChip) copyToWindows(static_cast<size_t>(c), t, acc, r0, rows, ox0, cols, c0, ck);
+      if (stages_[static_cast<size_t>(c)].inputOnChip) copyToWindows(static_cast<size_t>(c), t, s, acc, r0, rows, ox0, cols, c0, ck);
   }
 
   /// Copies output rows [r0, r0 + rows) of a stage into every window of consumer `c` that holds some of them:
   /// the current tile's and, for the halo, later tiles'.
-  void copyToWindows(size_t c, size_t t, int32_t acc, int64_t r0, int64_t rows, int64_t ox0, int64_t cols, int64_t c0, int64_t ck) {
+  void copyToWindows(size_t c, size_t t, size_t s, int32_t acc, int64_t r0, int64_t rows, int64_t ox0, int64_t cols, int64_t c0, int64_t ck) {
     Stage& con = stages_[c];
     for (size_t u = t; u < tiles_; ++u) {
       const auto [nlo, nhi] = con.newRows[u];
@@ -238,8 +248,9 @@ class FusedGroup {
       SramOperand src = ctx_.at(acc, static_cast<uint64_t>((a - r0) * cols * ck), cols * ck, ck);
       SramOperand dst = ctx_.at(w.region, static_cast<uint64_t>(((a - w.rowLo) * w.cols + con.pL + ox0) * con.C + c0),
                                 w.cols * con.C, con.C);
-      ctx_.emit(makeVecUnary(VecOp::Copy, dst, src, static_cast<uint32_t>(b - a), static_cast<uint32_t>(cols),
-                             static_cast<uint32_t>(ck)),
+      const Activation& f = stages_[s].intoWindows;
+      ctx_.emit(makeVecUnary(f.op, dst, src, static_cast<uint32_t>(b - a), static_cast<uint32_t>(cols), static_cast<uint32_t>(ck),
+                             f.imm0, f.imm1),
                 w.region, acc);
     }
   }

@@ -138,7 +138,15 @@ GroupSchedule fuse(const NpuSchedule& s, const std::vector<size_t>& members, con
   f.rowTiles = rowTiles;
   for (int64_t t = 0; t < rowTiles; ++t) f.tileOrder.push_back(t);
   const uint64_t accHalf = cfg.bufferWords(static_cast<size_t>(Buffer::Accumulator)) / 2;
-  uint64_t wgtLeft = cfg.bufferWords(static_cast<size_t>(Buffer::Weight));
+  // Weights stay resident while they fit; when some stage's do not, that stage streams them in chunks of up to
+  // half the weight buffer, so the resident ones get the other half only (else the stream waits forever).
+  const uint64_t wgtCap = cfg.bufferWords(static_cast<size_t>(Buffer::Weight));
+  uint64_t allWeights = 0;
+  for (size_t g : members) {
+    const Spatial sp = *spatialOf(*byName.at(s.groups[g].tiling[0].node));
+    if (!sp.pool && !sp.depthwise) allWeights += static_cast<uint64_t>(sp.C * sp.M * sp.KH * sp.KW);
+  }
+  uint64_t wgtLeft = allWeights <= wgtCap ? wgtCap : wgtCap - wgtCap / 2;
   std::set<const Value*> produced;
   for (size_t g : members) {
     const GroupSchedule& src = s.groups[g];
@@ -157,17 +165,20 @@ GroupSchedule fuse(const NpuSchedule& s, const std::vector<size_t>& members, con
     t.cols = std::min<int64_t>(sp.OW, std::max<int64_t>(1, static_cast<int64_t>(accHalf) / channels));
     t.rows = std::max<int64_t>(1, std::min<int64_t>(sp.OH, static_cast<int64_t>(accHalf) / (t.cols * channels)));
     if (!onChip) {
-      // A chunk loads its input window from DRAM: it (one input block of it) must fit half the input buffer.
+      // A chunk loads its input window from DRAM: it (one input block of it) must fit half the input buffer. Stacked:
+      // one region row per output row, holding the KH input rows it reads side by side.
       const int64_t cb = sp.pool || sp.depthwise ? channels : std::min<int64_t>(sp.C, t.inChannels > 0 ? t.inChannels : cfg.dim);
+      const bool stacked = t.variant == "stacked";
       auto window = [&](int64_t rows, int64_t cols) {
+        if (stacked) return static_cast<uint64_t>(rows * ((cols - 1) * sp.sH + sp.KW) * sp.KH * cb);
         return static_cast<uint64_t>(((rows - 1) * sp.sH + (sp.KH - 1) * sp.dH + 1) * ((cols - 1) * sp.sH + sp.KW) * cb);
       };
       while (t.cols > 1 && window(1, t.cols) > inpHalf) t.cols = (t.cols + 1) / 2;
       while (t.rows > 1 && window(t.rows, t.cols) > inpHalf) --t.rows;
     }
-    // Fused stages keep the windows the fused lowering sizes: pools in `inp`, few-channel convs packed per kernel row.
+    // Fused pools read their windows in `inp`. A conv loading from DRAM keeps its reduction layout (a stacked stem's
+    // region holds KH input rows per output row, as sized above); one reading on chip becomes per-tap "matrix".
     if (t.variant == "pool-wide") t.variant = "pool";
-    if (t.variant == "stacked") t.variant = "packed";
     if (sp.pool || sp.depthwise) {
       t.channels = channels;
     } else {
