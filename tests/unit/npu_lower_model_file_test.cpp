@@ -50,11 +50,8 @@ TEST(NpuLowerModelFile, CompileWriteReadRunMatchesInterpreter) {
   npu::NpuModelRun run = npu::runNpuModel(loaded, {{"x", x}});
   Tensor want = Interpreter(*reference->graph).run({{"x", x}})[0];
   ASSERT_EQ(run.outputs.size(), 1u);
-  float diff = 0, scale = 0;
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    diff = std::max(diff, std::fabs(run.outputs[0].data<float>()[i] - want.data<float>()[i]));
-    scale = std::max(scale, std::fabs(want.data<float>()[i]));
-  }
+  float scale = 0;
+  const float diff = test::maxAbsDiff(run.outputs[0], want, &scale);
   EXPECT_LE(diff, 1e-4f * scale);
   EXPECT_EQ(run.subgraphs.size(), 2u);
   EXPECT_GT(run.transferBytes, 0u);

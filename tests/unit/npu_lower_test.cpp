@@ -28,16 +28,7 @@ hw::HardwareConfig config(const std::string& name) { return test::shippedConfig(
 using test::randomTensor;
 
 
-float maxAbsDiff(const Tensor& a, const Tensor& b, float* scale) {
-  const float *pa = a.data<float>(), *pb = b.data<float>();
-  float d = 0;
-  *scale = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    d = std::max(d, std::fabs(pa[i] - pb[i]));
-    *scale = std::max(*scale, std::fabs(pb[i]));
-  }
-  return d;
-}
+using test::maxAbsDiff;
 
 /// Lowers `g` (every node on the NPU) for the config, with the compiler's schedule or the one `edit` makes of
 /// it, runs it and checks it against the interpreter.

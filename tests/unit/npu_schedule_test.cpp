@@ -304,11 +304,8 @@ TEST(NpuSchedule, FusionCandidatesNeverPlaceAValueAfterItsReader) {
     const std::map<std::string, Tensor> named{{"x", randomTensor({1, 16, 12, 12}, 9)}};
     const Tensor want = Interpreter(g).run(named).at(0);
     const NpuRun run = runLowered(lowerSubgraph(g, dev, s), dev.npu, {named.at("x")});
-    float diff = 0, scale = 0;
-    for (int64_t i = 0; i < want.numel(); ++i) {
-      diff = std::max(diff, std::abs(run.outputs.at(0).data<float>()[i] - want.data<float>()[i]));
-      scale = std::max(scale, std::abs(want.data<float>()[i]));
-    }
+    float scale = 0;
+    const float diff = test::maxAbsDiff(run.outputs.at(0), want, &scale);
     EXPECT_LE(diff, 1e-4f * scale) << cfgName;
   }
 }
@@ -355,11 +352,8 @@ TEST(NpuSchedule, FusedStemKeepsItsStackedLayoutAndMatchesTheInterpreter) {
       verifySchedule(s, g, dev.npu);
       const NpuRun run = runLowered(lowerSubgraph(g, dev, s), dev.npu, {named.at("x")});
       EXPECT_TRUE(run.report.hazards.empty()) << run.report.hazards.front().describe();
-      float diff = 0, scale = 0;
-      for (int64_t i = 0; i < want.numel(); ++i) {
-        diff = std::max(diff, std::abs(run.outputs.at(0).data<float>()[i] - want.data<float>()[i]));
-        scale = std::max(scale, std::abs(want.data<float>()[i]));
-      }
+      float scale = 0;
+      const float diff = test::maxAbsDiff(run.outputs.at(0), want, &scale);
       EXPECT_LE(diff, 1e-4f * scale) << variant << " " << layout.rowTiles << (layout.onChip ? " on chip" : " through DRAM");
     }
 }

@@ -2,6 +2,8 @@
 // model with an NPU part and a CPU part.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
@@ -25,6 +27,19 @@ inline Tensor randomTensor(const Shape& s, uint32_t seed) {
   std::vector<float> v(static_cast<size_t>(shapeSize(s)));
   for (float& x : v) x = d(rng);
   return Tensor::fromVector(s, v);
+}
+
+/// The largest |a[i] - b[i]| of two float32 tensors of one size; `scale` gets the largest |b[i]| (the reference's
+/// magnitude, which tolerances are relative to).
+inline float maxAbsDiff(const Tensor& a, const Tensor& b, float* scale) {
+  const float *pa = a.data<float>(), *pb = b.data<float>();
+  float d = 0;
+  *scale = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    d = std::max(d, std::fabs(pa[i] - pb[i]));
+    *scale = std::max(*scale, std::fabs(pb[i]));
+  }
+  return d;
 }
 
 /// conv -> relu -> Neg (CPU only) -> conv (depthwise) -> add(residual) -> GAP -> Flatten (a view on the NPU) -> Gemm.

@@ -103,7 +103,7 @@ class FusedGroup {
           !isComplexVecOp(st.conv.epilogue.back().op.op)) {
         st.intoWindows = st.conv.epilogue.back().op;
         st.conv.epilogue.pop_back();
-        if (st.conv.epilogueLoc.size() > st.conv.epilogue.size()) st.conv.epilogueLoc.pop_back();
+        st.conv.epilogueLoc.pop_back();
       }
       if (st.kind == StageKind::Matrix) {
         TESSEL_ASSERT(!st.inputOnChip || (!st.tiling->phased && st.conv.group == 1 && st.tiling->variant == "matrix"),
@@ -214,7 +214,6 @@ class FusedGroup {
   /// Bias, epilogue, then the store (the group's result) and/or copies into the consumers' windows.
   void finish(Stage& st, int32_t acc, int64_t n, size_t t, int64_t r0, int64_t rows, int64_t ox0, int64_t cols, int64_t c0,
               int64_t ck, int32_t bias, TileAt at) {
-    const auto s = static_cast<size_t>(&st - stages_.data());
     if (st.toDram && st.kind != StageKind::Pool) {
       finishTile(ctx_, st.conv, acc, rows, cols, ck, bias, at);
     } else if (st.toDram) {  // a pool: its epilogue is applied already (poolTileOnChip)
@@ -230,12 +229,12 @@ class FusedGroup {
     }
     (void)n;
     for (int c : st.consumers)
-      if (stages_[static_cast<size_t>(c)].inputOnChip) copyToWindows(static_cast<size_t>(c), t, s, acc, r0, rows, ox0, cols, c0, ck);
+      if (stages_[static_cast<size_t>(c)].inputOnChip) copyToWindows(static_cast<size_t>(c), t, st.intoWindows, acc, r0, rows, ox0, cols, c0, ck);
   }
 
   /// Copies output rows [r0, r0 + rows) of a stage into every window of consumer `c` that holds some of them:
-  /// the current tile's and, for the halo, later tiles'.
-  void copyToWindows(size_t c, size_t t, size_t s, int32_t acc, int64_t r0, int64_t rows, int64_t ox0, int64_t cols, int64_t c0, int64_t ck) {
+  /// the current tile's and, for the halo, later tiles'; `f` (the stage's intoWindows) is applied on the way.
+  void copyToWindows(size_t c, size_t t, const Activation& f, int32_t acc, int64_t r0, int64_t rows, int64_t ox0, int64_t cols, int64_t c0, int64_t ck) {
     Stage& con = stages_[c];
     for (size_t u = t; u < tiles_; ++u) {
       const auto [nlo, nhi] = con.newRows[u];
@@ -248,7 +247,6 @@ class FusedGroup {
       SramOperand src = ctx_.at(acc, static_cast<uint64_t>((a - r0) * cols * ck), cols * ck, ck);
       SramOperand dst = ctx_.at(w.region, static_cast<uint64_t>(((a - w.rowLo) * w.cols + con.pL + ox0) * con.C + c0),
                                 w.cols * con.C, con.C);
-      const Activation& f = stages_[s].intoWindows;
       ctx_.emit(makeVecUnary(f.op, dst, src, static_cast<uint32_t>(b - a), static_cast<uint32_t>(cols), static_cast<uint32_t>(ck),
                              f.imm0, f.imm1),
                 w.region, acc);

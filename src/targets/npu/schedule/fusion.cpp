@@ -41,6 +41,9 @@ std::optional<Spatial> spatialOf(const Node& n) {
   return std::nullopt;
 }
 
+/// Words of a matrix convolution's weights (fusable ones are ungrouped).
+uint64_t weightWords(const Spatial& sp) { return static_cast<uint64_t>(sp.C * sp.M * sp.KH * sp.KW); }
+
 struct Candidate {
   std::vector<size_t> members;  ///< group indices, in schedule order
 };
@@ -144,7 +147,7 @@ GroupSchedule fuse(const NpuSchedule& s, const std::vector<size_t>& members, con
   uint64_t allWeights = 0;
   for (size_t g : members) {
     const Spatial sp = *spatialOf(*byName.at(s.groups[g].tiling[0].node));
-    if (!sp.pool && !sp.depthwise) allWeights += static_cast<uint64_t>(sp.C * sp.M * sp.KH * sp.KW);
+    if (!sp.pool && !sp.depthwise) allWeights += weightWords(sp);
   }
   uint64_t wgtLeft = allWeights <= wgtCap ? wgtCap : wgtCap - wgtCap / 2;
   std::set<const Value*> produced;
@@ -186,7 +189,7 @@ GroupSchedule fuse(const NpuSchedule& s, const std::vector<size_t>& members, con
       t.channels = std::min<int64_t>(cfg.dim, sp.M);
       if (onChip) t.variant = "matrix", t.phased = false, t.inChannels = sp.C;
       if (!onChip && t.variant == "matrix" && t.inChannels == 0) t.inChannels = std::min<int64_t>(sp.C, cfg.dim);
-      const uint64_t weights = static_cast<uint64_t>(sp.C * sp.M * sp.KH * sp.KW);
+      const uint64_t weights = weightWords(sp);
       t.weightsResident = weights <= wgtLeft;
       if (t.weightsResident) wgtLeft -= weights;
     }
