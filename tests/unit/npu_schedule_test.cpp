@@ -358,4 +358,58 @@ TEST(NpuSchedule, FusedStemKeepsItsStackedLayoutAndMatchesTheInterpreter) {
     }
 }
 
+// A fused residual block (conv -> relu -> conv -> add -> relu) followed by a classifier's global average pool: the
+// pool is reduced from the fused group's last output tiles (its map is never stored), for every fusion layout
+// the search may pick, and matches the interpreter. A max pool of the same map too.
+TEST(NpuSchedule, FusedGroupReducesTheGlobalPoolFromItsLastTilesAndMatchesTheInterpreter) {
+  for (const char* poolOp : {"GlobalAveragePool", "GlobalMaxPool"}) {
+    Graph g;
+    Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 24, 19, 13}));
+    auto conv = [&](Value* in, const std::string& name, uint64_t seed) {
+      Node* c = g.addNode("Conv", {in, g.addConstant(name + "_w", randomTensor({24, 24, 3, 3}, seed)),
+                                   g.addConstant(name + "_b", randomTensor({24}, seed + 1))},
+                          {name});
+      c->setAttr("pads", std::vector<int64_t>{1, 1, 1, 1});
+      c->setAttr("kernel_shape", std::vector<int64_t>{3, 3});
+      return c->output(0);
+    };
+    Value* r1 = g.addNode("Relu", {conv(x, "c1", 11)}, {"r1"})->output(0);
+    Value* sum = g.addNode("Add", {conv(r1, "c2", 13), x}, {"s"})->output(0);
+    Value* r2 = g.addNode("Relu", {sum}, {"r2"})->output(0);
+    g.addOutput(g.addNode(poolOp, {r2}, {"y"})->output(0));
+    inferShapes(g);
+    hw::HardwareConfig cfg = test::shippedConfig("edge.json");
+    const hw::Device& dev = *cfg.firstNpu();
+    const NpuSchedule layered = tiledSchedule(g, dev.npu, "block");
+    const std::vector<std::vector<size_t>> candidates = fusionCandidates(layered, g, dev.npu);
+    ASSERT_EQ(candidates.size(), 1u) << poolOp;
+    const std::map<std::string, Tensor> named{{"x", randomTensor({1, 24, 19, 13}, 12)}};
+    const Tensor want = Interpreter(g).run(named).at(0);
+    const std::vector<FusionLayout> layouts = fusionLayouts(layered, candidates[0], g, dev.npu);
+    ASSERT_FALSE(layouts.empty());
+    for (const FusionLayout& layout : layouts) {
+      NpuSchedule s = layered;
+      replaceByFusedGroups(s, {{candidates[0], fuseGroup(layered, candidates[0], g, dev.npu, layout)}});
+      ASSERT_EQ(s.groups.size(), 2u);
+      ASSERT_TRUE(foldGlobalPool(s, g, "y", "c2")) << poolOp << " " << layout.rowTiles;
+      ASSERT_EQ(s.groups.size(), 1u);
+      EXPECT_EQ(s.groups[0].tiling.back().globalPool, "y");
+      verifySchedule(s, g, dev.npu);
+      const LoweredSubgraph lowered = lowerSubgraph(g, dev, s);
+      const NpuRun run = runLowered(lowered, dev.npu, {named.at("x")});
+      EXPECT_TRUE(run.report.hazards.empty()) << run.report.hazards.front().describe();
+      float scale = 0;
+      const float diff = test::maxAbsDiff(run.outputs.at(0), want, &scale);
+      EXPECT_LE(diff, 1e-4f * scale) << poolOp << " " << layout.rowTiles << (layout.onChip ? " on chip" : " through DRAM");
+    }
+    // The pool is not the fused group's to take from a stage other than its last.
+    NpuSchedule wrong = layered;
+    replaceByFusedGroups(wrong, {{candidates[0], fuseGroup(layered, candidates[0], g, dev.npu, layouts[0])}});
+    wrong.groups[0].tiling.front().globalPool = "y";
+    wrong.groups[0].nodes.push_back("y");
+    wrong.groups.pop_back();
+    EXPECT_THROW(verifySchedule(wrong, g, dev.npu), UserError) << poolOp;
+  }
+}
+
 }  // namespace

@@ -34,6 +34,7 @@ struct Stage {
   Activation intoWindows;
   std::unique_ptr<MatrixConv> matrix;
   std::unique_ptr<DepthwiseConv> depthwise;
+  int32_t poolSums = -1;  ///< NodeTiling::globalPool of the group's last stage: the current image's pooled vector
   std::vector<std::pair<int64_t, int64_t>> newRows;  ///< per tile: output rows first computed in it [lo, hi)
   std::map<size_t, OnChipInput> windows;             ///< per tile: the window this stage reads
 
@@ -215,7 +216,9 @@ class FusedGroup {
   void finish(Stage& st, int32_t acc, int64_t n, size_t t, int64_t r0, int64_t rows, int64_t ox0, int64_t cols, int64_t c0,
               int64_t ck, int32_t bias, TileAt at) {
     if (st.toDram && st.kind != StageKind::Pool) {
-      finishTile(ctx_, st.conv, acc, rows, cols, ck, bias, at);
+      TESSEL_ASSERT(!st.conv.globalPool || (st.kind == StageKind::Matrix && &st == &stages_.back()),
+                    "npu lowering: a fused group reduces a global pool in its last, matrix-unit stage only");
+      finishTile(ctx_, st.conv, acc, rows, cols, ck, bias, at, &st.poolSums);
     } else if (st.toDram) {  // a pool: its epilogue is applied already (poolTileOnChip)
       const TensorLoc& y = ctx_.loc(ctx_.resultValue(*st.node));
       ctx_.emit(makeStore(ctx_.at(acc, 0, cols * ck, ck), at.in(y.addr, y.pixelStride()), st.OW * y.pixelStride(),

@@ -531,6 +531,7 @@ sched::VirtualProgram lowerToVirtual(const Graph& body, const hw::Device& device
         ctx.allocate(ctx.resultValue(n));
         LoweredOp op{n.name(), n.opType(), 0, fmt::format("fused group {}", gi)};
         for (const std::string& e : t.epilogue) op.tiling += ", + " + e;
+        if (!t.globalPool.empty()) op.tiling += ", then " + t.globalPool + " from its tiles";
         out.ops.push_back(op);
       }
       lowerFusedGroup(ctx, group, static_cast<uint32_t>(gi));

@@ -159,7 +159,7 @@ NpuTuning::NpuTuning(const Model& model, const std::string& modelPath, const hw:
       s.fusions.push_back(std::move(f));
     }
     for (const auto& [gp, gc] : globalPoolCandidates(s.base, body)) {
-      Space::PoolSite p{s.base.groups[gp].nodes[0], s.base.groups[gc].tiling[0].node};
+      Space::PoolSite p{s.base.groups[gp].nodes[0], s.base.groups[gc].tiling.back().node};
       const NodeTiling* t = s.compiler.tilingOf(p.conv);
       const uint32_t chosen = t && t->globalPool == p.pool ? 1 : 0;
       problem_.sites.push_back({fmt::format("{}: global pool {} from the tiles of {}", s.name, p.pool, p.conv), "pool", 2, chosen, false});

@@ -135,8 +135,9 @@ NpuSchedule compilerSchedule(const Graph& body, const hw::NpuConfig& cfg, const 
 /// loads; nothing fused, no pool computed from its producer's tiles (the search's starting point).
 NpuSchedule tiledSchedule(const Graph& body, const hw::NpuConfig& cfg, const std::string& subgraph);
 
-/// Computes the global pool `pool` from the output tiles of convolution `conv` (NodeTiling::globalPool) when both
-/// still are layer-by-layer groups of their own and the pair is a globalPoolCandidates one; false otherwise.
+/// Computes the global pool `pool` from the output tiles of convolution `conv` (NodeTiling::globalPool) when the
+/// pair is a globalPoolCandidates one (the pool a group of its own, the convolution a layer-by-layer group or the
+/// last stage of a fused one); false otherwise.
 bool foldGlobalPool(NpuSchedule& schedule, const Graph& body, const std::string& pool, const std::string& conv);
 
 /// Groups of a schedule that can run as one fused group (S0.2): joined by values every use of which is the
@@ -190,13 +191,14 @@ std::vector<std::pair<size_t, size_t>> inputNormCandidates(const NpuSchedule& sc
 /// its own pass through DRAM.
 void chooseInputNorms(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg);
 
-/// The global pools (of a whole map, the squeeze of squeeze-and-excitation) whose input is the result of a
-/// convolution in a layer-by-layer group of its own, which could compute them from its output tiles
-/// (NodeTiling::globalPool). Returns (pool group, convolution group) index pairs.
+/// The global pools (of a whole map: the squeeze of squeeze-and-excitation, a classifier's pool) whose input is the
+/// result of a convolution in a layer-by-layer group of its own or of the matrix-unit convolution ending a fused
+/// group, which could compute them from its output tiles (NodeTiling::globalPool). Returns (pool group,
+/// convolution group) index pairs.
 std::vector<std::pair<size_t, size_t>> globalPoolCandidates(const NpuSchedule& schedule, const Graph& body);
 
 /// Moves each candidate pool into its convolution's output tiles where that takes fewer modelled cycles than
-/// the pool's own pass over the map. Run after chooseFusion (fused groups keep their pools).
+/// the pool's own pass over the map. Run after chooseFusion (a fused group ending in the convolution may take it).
 void chooseGlobalPoolEpilogues(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg);
 
 /// Moves each candidate Mul into its convolution's input loads where that takes fewer modelled cycles (the

@@ -54,12 +54,13 @@ std::vector<std::pair<size_t, size_t>> inputScaleCandidates(const NpuSchedule& s
 
 namespace {
 
-/// `s` with the single node of group `from` done by the convolution of group `into` (named by its tiling's
-/// `field`; first of the group's nodes when it runs before the convolution, else last), group `from` removed.
+/// `s` with the single node of group `from` done by a convolution of group `into` (named by its tiling's `field`;
+/// first of the group's nodes when it runs before the convolution, which is then the group's first tiling, else
+/// last, done by the group's last tiling: a fused group's result), group `from` removed.
 NpuSchedule absorb(const NpuSchedule& s, size_t from, size_t into, std::string NodeTiling::*field, bool before) {
   NpuSchedule out = s;
   GroupSchedule& conv = out.groups[into];
-  conv.tiling[0].*field = s.groups[from].nodes[0];
+  (before ? conv.tiling.front() : conv.tiling.back()).*field = s.groups[from].nodes[0];
   conv.nodes.insert(before ? conv.nodes.begin() : conv.nodes.end(), s.groups[from].nodes[0]);
   out.groups.erase(out.groups.begin() + static_cast<long>(from));
   return out;
@@ -85,12 +86,16 @@ NpuSchedule withInputNorm(const NpuSchedule& s, size_t gn, size_t gc) {
 std::vector<std::pair<size_t, size_t>> globalPoolCandidates(const NpuSchedule& s, const Graph& body) {
   std::map<std::string, const Node*> byName;
   for (const auto& n : body.nodes()) byName[n->name()] = n.get();
-  std::map<const Value*, size_t> groupOfResult;  // layer-by-layer groups of one convolution, by its result
+  // Groups whose result a convolution makes, by that result: layer-by-layer groups of one convolution (matrix or
+  // depthwise), and fused groups ending in a matrix-unit convolution (their last stage makes every output
+  // channel of a tile at once, tile after tile in row order, as the running reduction needs).
+  std::map<const Value*, size_t> groupOfResult;
   for (size_t g = 0; g < s.groups.size(); ++g) {
     const GroupSchedule& grp = s.groups[g];
-    if (grp.tiling.size() != 1 || grp.rowTiles != 1 || !grp.tiling[0].globalPool.empty()) continue;
-    const NodeTiling& t = grp.tiling[0];
-    if (t.variant != "matrix" && t.variant != "packed" && t.variant != "stacked" && t.variant != "vector") continue;
+    const bool fused = grp.tiling.size() > 1;
+    if ((!fused && grp.rowTiles != 1) || grp.tiling.empty() || !grp.tiling.back().globalPool.empty()) continue;
+    const NodeTiling& t = grp.tiling.back();
+    if (t.variant != "matrix" && t.variant != "packed" && t.variant != "stacked" && (fused || t.variant != "vector")) continue;
     groupOfResult[byName.at(t.epilogue.empty() ? t.node : t.epilogue.back())->output(0)] = g;
   }
   std::vector<std::pair<size_t, size_t>> out;
@@ -100,7 +105,7 @@ std::vector<std::pair<size_t, size_t>> globalPoolCandidates(const NpuSchedule& s
     const Node& pool = *byName.at(grp.nodes[0]);
     auto gc = groupOfResult.find(pool.input(0));
     if (gc != groupOfResult.end() &&
-        lower::globalPoolFromTiles(pool, *byName.at(s.groups[gc->second].tiling[0].node), pool.input(0)))
+        lower::globalPoolFromTiles(pool, *byName.at(s.groups[gc->second].tiling.back().node), pool.input(0)))
       out.push_back({gp, gc->second});
   }
   return out;
@@ -111,10 +116,11 @@ namespace {
 /// `s` with the pool of group gp computed from the output tiles of the convolution of group gc.
 NpuSchedule withGlobalPool(const NpuSchedule& s, size_t gp, size_t gc) { return absorb(s, gp, gc, &NodeTiling::globalPool, false); }
 
-/// The group whose single tiling is `node`'s.
+/// The group with a tiling of `node`.
 size_t groupOfTiling(const NpuSchedule& s, const std::string& node) {
   for (size_t g = 0; g < s.groups.size(); ++g)
-    if (s.groups[g].tiling.size() == 1 && s.groups[g].tiling[0].node == node) return g;
+    for (const NodeTiling& t : s.groups[g].tiling)
+      if (t.node == node) return g;
   TESSEL_ASSERT(false, "npu schedule: no group of " + node);
   return 0;
 }
@@ -136,7 +142,7 @@ std::optional<lower::ModelledCost> costIfItFits(const Graph& body, const hw::Npu
 
 bool foldGlobalPool(NpuSchedule& schedule, const Graph& body, const std::string& pool, const std::string& conv) {
   for (const auto& [gp, gc] : globalPoolCandidates(schedule, body))
-    if (schedule.groups[gp].nodes[0] == pool && schedule.groups[gc].tiling[0].node == conv) {
+    if (schedule.groups[gp].nodes[0] == pool && schedule.groups[gc].tiling.back().node == conv) {
       schedule = withGlobalPool(schedule, gp, gc);
       return true;
     }
@@ -152,7 +158,7 @@ void chooseGlobalPoolEpilogues(NpuSchedule& schedule, const Graph& body, const h
     const lower::ModelledCost apart = lower::modelledCost(body, cfg, schedule, {gc, gp});
     const std::optional<lower::ModelledCost> pooled = costIfItFits(body, cfg, withGlobalPool(schedule, gp, gc), {gc});
     if (pooled && pooled->cycles <= apart.cycles) {
-      chosen.push_back({schedule.groups[gp].nodes[0], schedule.groups[gc].tiling[0].node});
+      chosen.push_back({schedule.groups[gp].nodes[0], schedule.groups[gc].tiling.back().node});
       taken.insert(gc);
     }
   }

@@ -198,8 +198,9 @@ void checkInputNorm(const NodeTiling& t, const GroupSchedule& g, const Graph& bo
                                    "or pool without padding reads", t.node, fmt::join(t.inputNorm, " + ")));
 }
 
-/// A tiling's global pool: a node of the same layer-by-layer group, listed after the node, that pools the node's
-/// result (after its epilogue) and can be computed from its tiles (lower::globalPoolFromTiles).
+/// A tiling's global pool: a node of the same group, listed after the node, that pools the node's result (after its
+/// epilogue) and can be computed from its tiles (lower::globalPoolFromTiles). The group runs layer by layer, or
+/// the node is the matrix-unit convolution ending a fused group (its tiles hold every output channel).
 void checkGlobalPool(const NodeTiling& t, const GroupSchedule& g, const Graph& body, const std::map<std::string, size_t>& position,
                      std::vector<std::string>& problems) {
   auto pool = position.find(t.globalPool), node = position.find(t.node);
@@ -212,9 +213,11 @@ void checkGlobalPool(const NodeTiling& t, const GroupSchedule& g, const Graph& b
   const auto at = [&](const std::string& n) { return std::find(g.nodes.begin(), g.nodes.end(), n) - g.nodes.begin(); };
   if (at(t.globalPool) == static_cast<long>(g.nodes.size()) || at(t.globalPool) <= at(last))
     problems.push_back(fmt::format("node '{}': global pool '{}' must be listed in its group after it", t.node, t.globalPool));
-  if (g.rowTiles != 1 || g.tiling.size() != 1)
-    problems.push_back(fmt::format("node '{}': a global pool from the output tiles needs a layer-by-layer group", t.node));
-  if (t.variant != "matrix" && t.variant != "packed" && t.variant != "stacked" && t.variant != "vector")
+  const bool fused = g.tiling.size() > 1;
+  if (fused ? &t != &g.tiling.back() : g.rowTiles != 1)
+    problems.push_back(fmt::format("node '{}': a global pool from the output tiles needs a layer-by-layer group or the last "
+                                   "stage of a fused one", t.node));
+  if (t.variant != "matrix" && t.variant != "packed" && t.variant != "stacked" && (fused || t.variant != "vector"))
     problems.push_back(fmt::format("node '{}': a global pool from the output tiles needs a convolution tiling, not '{}'", t.node,
                                    t.variant));
   if (!lower::globalPoolFromTiles(*body.nodes()[pool->second], *body.nodes()[node->second],
@@ -399,8 +402,8 @@ void verifySchedule(const NpuSchedule& schedule, const Graph& body, const hw::Np
       if (!t.inputNorm.empty()) checkInputNorm(t, g, body, cfg, position, problems);
       if (!t.globalPool.empty()) checkGlobalPool(t, g, body, position, problems);
       const bool matrixVariant = t.variant == "matrix" || t.variant == "packed" || t.variant == "stacked" || t.variant == "vector";
-      if ((!t.inputScale.empty() || !t.inputNorm.empty() || !t.globalPool.empty()) && g.rowTiles == 1 && matrixVariant &&
-          problems.empty())
+      if ((!t.inputScale.empty() || !t.inputNorm.empty() || !t.globalPool.empty()) && g.rowTiles == 1 && g.tiling.size() == 1 &&
+          matrixVariant && problems.empty())
         checkOutputBuffer(t, body, cfg, position, problems);
       if (t.rows >= (int64_t{1} << kCountBits) || t.cols >= (int64_t{1} << kCountBits))
         problems.push_back(fmt::format("node '{}': tile {}x{} exceeds the instruction's 16-bit counts", t.node, t.rows, t.cols));
