@@ -37,7 +37,8 @@ struct NpuTuning::Space {
     std::vector<size_t> members;
     std::vector<FusionLayout> layouts;  ///< option k > 0 is layouts[k - 1]; option 0 leaves the members unfused
   };
-  /// A global pool its producer's tiles may compute (option 1), when both stay layer-by-layer groups.
+  /// A global pool its producer's tiles may compute (option 1), when the producer stays a layer-by-layer group or
+  /// ends a fused one (foldGlobalPool runs after the fusions).
   struct PoolSite {
     std::string pool, conv;
   };
