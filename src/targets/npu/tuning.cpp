@@ -71,7 +71,7 @@ namespace {
 
 std::string tilingText(const NodeTiling& t) {
   std::string s = fmt::format("{} {}x{}x{}", t.variant, t.rows, t.cols, t.channels);
-  if (t.variant == "matrix" || t.variant == "packed" || t.variant == "stacked")
+  if (t.onMatrixUnit())
     s += fmt::format(" cin {} cout/pass {}{}{}", t.inChannels, t.coutPerPass, t.weightsResident ? "" : " streamed",
                      t.phased ? " phased" : "");
   if (t.variant == "vector") s += fmt::format(" matrix-every {}", t.matrixEvery);

@@ -68,12 +68,16 @@ struct NodeTiling {
   /// goes through DRAM. The nodes, in compute order, are listed in the node's group before it and are not lowered
   /// on their own. Empty: none.
   std::vector<std::string> inputNorm;
-  /// matrix/packed/stacked/vector, in a group of row_tiles 1: a GlobalAveragePool or GlobalMaxPool of this node's
-  /// result (after the epilogue) computed from the output tiles as they are made: per tile a reduce into a
-  /// per-channel vector kept on chip (output buffer) for the image and channel block, scaled and stored after its
-  /// last tile, so the pool does not load the result back from DRAM. The pool is listed in the node's group after
-  /// it and is not lowered on its own. Empty: none.
+  /// matrix/packed/stacked/vector in a layer-by-layer group (row_tiles 1), or matrix/packed/stacked as the last
+  /// stage of a fused group: a GlobalAveragePool or GlobalMaxPool of this node's result (after the epilogue)
+  /// computed from the output tiles as they are made: per tile a reduce into a per-channel vector kept on chip
+  /// (output buffer) for the image and channel block, scaled and stored after its last tile, so the pool does not
+  /// load the result back from DRAM. The pool is listed in the node's group after it and is not lowered on its own.
+  /// Empty: none.
   std::string globalPool;
+
+  /// A convolution, Gemm or MatMul on the matrix unit: variant matrix, packed or stacked.
+  bool onMatrixUnit() const { return variant == "matrix" || variant == "packed" || variant == "stacked"; }
 
   bool operator==(const NodeTiling&) const = default;
 };

@@ -46,7 +46,7 @@ std::vector<std::pair<size_t, size_t>> inputScaleCandidates(const NpuSchedule& s
     auto gc = groupOf.find(conv.name());
     if (gc == groupOf.end() || !lower::inputScaleOf(body, mul, conv)) continue;
     const NodeTiling& t = s.groups[gc->second].tiling[0];
-    if (t.variant == "matrix" || t.variant == "packed" || t.variant == "stacked") out.push_back({gm, gc->second});
+    if (t.onMatrixUnit()) out.push_back({gm, gc->second});
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -95,7 +95,7 @@ std::vector<std::pair<size_t, size_t>> globalPoolCandidates(const NpuSchedule& s
     const bool fused = grp.tiling.size() > 1;
     if ((!fused && grp.rowTiles != 1) || grp.tiling.empty() || !grp.tiling.back().globalPool.empty()) continue;
     const NodeTiling& t = grp.tiling.back();
-    if (t.variant != "matrix" && t.variant != "packed" && t.variant != "stacked" && (fused || t.variant != "vector")) continue;
+    if (!t.onMatrixUnit() && (fused || t.variant != "vector")) continue;
     groupOfResult[byName.at(t.epilogue.empty() ? t.node : t.epilogue.back())->output(0)] = g;
   }
   std::vector<std::pair<size_t, size_t>> out;
@@ -174,8 +174,7 @@ std::vector<std::pair<size_t, size_t>> inputNormCandidates(const NpuSchedule& s,
     const GroupSchedule& grp = s.groups[g];
     if (grp.tiling.size() != 1 || grp.rowTiles != 1 || grp.nodes[0] != grp.tiling[0].node) continue;
     const NodeTiling& t = grp.tiling[0];
-    const bool reader = t.variant == "matrix" || t.variant == "packed" || t.variant == "stacked" || t.variant == "pool" ||
-                        t.variant == "pool-wide";
+    const bool reader = t.onMatrixUnit() || t.variant == "pool" || t.variant == "pool-wide";
     if (reader && t.inputScale.empty() && t.inputNorm.empty() && t.epilogue.size() + 1 == grp.nodes.size()) readerGroup[t.node] = g;
   }
   std::vector<std::pair<size_t, size_t>> out;

@@ -457,7 +457,7 @@ std::vector<NodeTiling> tilingOptions(const Node& n, const NodeTiling& current, 
     t.inputScale = current.inputScale, t.inputNorm = current.inputNorm, t.globalPool = current.globalPool;
     if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(std::move(t));
   };
-  if (current.variant == "matrix" || current.variant == "packed" || current.variant == "stacked") {
+  if (current.onMatrixUnit()) {
     std::map<std::string, const Node*> byName;
     for (const auto& m : body.nodes()) byName[m->name()] = m.get();
     // With the current group packing, then with the other (packed or one group per block).

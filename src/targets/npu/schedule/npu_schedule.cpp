@@ -37,7 +37,7 @@ std::string describeTiling(const NodeTiling& t) {
     s = fmt::format("{}x{} px x {} ch", t.rows, t.cols, t.channels);
   if (t.inChannels) s += fmt::format(", {} in-ch per load", t.inChannels);
   if (t.coutPerPass) s += fmt::format(", {} out-ch per input load", t.coutPerPass);
-  if (t.variant == "matrix" || t.variant == "packed" || t.variant == "stacked") s += t.weightsResident ? ", weights resident" : ", weights streamed";
+  if (t.onMatrixUnit()) s += t.weightsResident ? ", weights resident" : ", weights streamed";
   if (t.phased) s += ", input split into stride phases";
   if (t.groupPack > 1) s += fmt::format(", {} groups per block", t.groupPack);
   if (t.residualInAcc && !t.epilogue.empty()) s += fmt::format(", {}'s other operand loaded into the accumulator", t.epilogue.front());
@@ -146,7 +146,7 @@ void checkInputScale(const NodeTiling& t, const GroupSchedule& g, const Graph& b
   const auto at = [&](const std::string& n) { return std::find(g.nodes.begin(), g.nodes.end(), n) - g.nodes.begin(); };
   if (at(t.inputScale) >= at(t.node))
     problems.push_back(fmt::format("node '{}': input scale '{}' must be listed in its group before it", t.node, t.inputScale));
-  if (t.variant != "matrix" && t.variant != "packed" && t.variant != "stacked")
+  if (!t.onMatrixUnit())
     problems.push_back(fmt::format("node '{}': an input scale applies to matrix-unit tilings only, not '{}'", t.node, t.variant));
   const Node& n = *body.nodes()[node->second];
   if (!lower::inputScaleOf(body, *body.nodes()[mul->second], n)) {
@@ -181,7 +181,7 @@ void checkInputNorm(const NodeTiling& t, const GroupSchedule& g, const Graph& bo
       problems.push_back(fmt::format("node '{}': input normalisation '{}' must be listed in its group before it, in order", t.node,
                                      t.inputNorm[i]));
   const bool pool = t.variant == "pool" || t.variant == "pool-wide";
-  if (t.variant != "matrix" && t.variant != "packed" && t.variant != "stacked" && !pool)
+  if (!t.onMatrixUnit() && !pool)
     problems.push_back(fmt::format("node '{}': an input normalisation applies to matrix-unit and pool tilings only, not '{}'",
                                    t.node, t.variant));
   if (pool && node != position.end()) {
@@ -217,7 +217,7 @@ void checkGlobalPool(const NodeTiling& t, const GroupSchedule& g, const Graph& b
   if (fused ? &t != &g.tiling.back() : g.rowTiles != 1)
     problems.push_back(fmt::format("node '{}': a global pool from the output tiles needs a layer-by-layer group or the last "
                                    "stage of a fused one", t.node));
-  if (t.variant != "matrix" && t.variant != "packed" && t.variant != "stacked" && (fused || t.variant != "vector"))
+  if (!t.onMatrixUnit() && (fused || t.variant != "vector"))
     problems.push_back(fmt::format("node '{}': a global pool from the output tiles needs a convolution tiling, not '{}'", t.node,
                                    t.variant));
   if (!lower::globalPoolFromTiles(*body.nodes()[pool->second], *body.nodes()[node->second],
@@ -347,13 +347,13 @@ void verifySchedule(const NpuSchedule& schedule, const Graph& body, const hw::Np
     for (const NodeTiling& t : g.tiling) {
       if (std::find(g.nodes.begin(), g.nodes.end(), t.node) == g.nodes.end())
         problems.push_back(fmt::format("group {}: tiling for node '{}' outside the group", gi, t.node));
-      if ((t.variant == "matrix" || t.variant == "packed" || t.variant == "stacked") && t.channels > cfg.dim)
+      if (t.onMatrixUnit() && t.channels > cfg.dim)
         problems.push_back(fmt::format("node '{}': gemm blocks of {} output channels exceed the {}x{} array", t.node,
                                        t.channels, cfg.dim, cfg.dim));
       if (t.groupPack != 1) {
         auto it = position.find(t.node);
         const Node* n = it == position.end() ? nullptr : body.nodes()[it->second].get();
-        const bool conv = n && isOp(*n, "Conv") && (t.variant == "matrix" || t.variant == "packed" || t.variant == "stacked");
+        const bool conv = n && isOp(*n, "Conv") && t.onMatrixUnit();
         const ConvGeometry geo = conv ? convGeometry(*n) : ConvGeometry{};
         if (!conv || geo.depthwise() || t.groupPack < 1 || t.groupPack > geo.group) {
           problems.push_back(fmt::format("node '{}': {} groups per block needs a grouped, not depthwise convolution on the "
@@ -389,7 +389,7 @@ void verifySchedule(const NpuSchedule& schedule, const Graph& body, const hw::Np
           auto ei = position.find(e);
           if (ei != position.end()) chain.push_back(body.nodes()[ei->second].get());
         }
-        const bool matrix = t.variant == "matrix" || t.variant == "packed" || t.variant == "stacked";
+        const bool matrix = t.onMatrixUnit();
         const auto steps = n && chain.size() == t.epilogue.size() ? lower::epilogueSteps(n->output(0), chain) : std::nullopt;
         if (!matrix || t.groupPack != 1 || !steps || !lower::residualFirst(*steps))
           problems.push_back(fmt::format("node '{}': residual_in_acc needs a convolution on the matrix unit (groups not packed) "
@@ -401,7 +401,7 @@ void verifySchedule(const NpuSchedule& schedule, const Graph& body, const hw::Np
       if (!t.inputScale.empty()) checkInputScale(t, g, body, cfg, position, problems);
       if (!t.inputNorm.empty()) checkInputNorm(t, g, body, cfg, position, problems);
       if (!t.globalPool.empty()) checkGlobalPool(t, g, body, position, problems);
-      const bool matrixVariant = t.variant == "matrix" || t.variant == "packed" || t.variant == "stacked" || t.variant == "vector";
+      const bool matrixVariant = t.onMatrixUnit() || t.variant == "vector";
       if ((!t.inputScale.empty() || !t.inputNorm.empty() || !t.globalPool.empty()) && g.rowTiles == 1 && g.tiling.size() == 1 &&
           matrixVariant && problems.empty())
         checkOutputBuffer(t, body, cfg, position, problems);
