@@ -499,7 +499,12 @@ void DepthwiseConv::matrixTaps(int32_t acc, int32_t in, int64_t base, int64_t wi
   }
 }
 
-int32_t DepthwiseConv::computeTile(int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, const OnChipInput* window) {
+int32_t DepthwiseConv::loadWindow(int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, int64_t c0) const {
+  return loadPhase(ctx_, p_, Phasing{}, n, oy0, ox0, c0, std::min(t_.channels, p_.C - c0), 0, 0, p_.inRows(rows), p_.inCols(cols));
+}
+
+int32_t DepthwiseConv::computeTile(int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, const OnChipInput* window,
+                                   int32_t loaded) {
   const int64_t taps = p_.KH * p_.KW;
   auto r = static_cast<uint32_t>(rows), cl = static_cast<uint32_t>(cols), v = static_cast<uint32_t>(cbk_);
   int32_t in = -1;
@@ -509,7 +514,7 @@ int32_t DepthwiseConv::computeTile(int64_t n, int64_t oy0, int64_t rows, int64_t
     base = ((oy0 * p_.sH - p_.pT - window->rowLo) * winCols + ox0 * p_.sW) * winChannels + c0_;
   } else {
     winCols = p_.inCols(cols);
-    in = loadPhase(ctx_, p_, Phasing{}, n, oy0, ox0, c0_, cbk_, 0, 0, p_.inRows(rows), winCols);
+    in = loaded >= 0 ? loaded : loadWindow(n, oy0, rows, ox0, cols, c0_);
   }
   const int32_t acc = ctx_.region(Buffer::Accumulator, static_cast<uint64_t>(rows * cols * cbk_));
   const bool onMatrix = t_.matrixEvery > 0 && tilesComputed_++ % t_.matrixEvery == t_.matrixEvery - 1;

@@ -5,6 +5,7 @@
 
 #include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "geometry.h"
@@ -123,8 +124,14 @@ class DepthwiseConv {
   void beginBlock(int64_t c0);
   /// Makes the already loaded channel block c0 the current one.
   void useBlock(int64_t c0);
-  /// Output tile of the current channel block; bias included, epilogue not. Returns the accumulator region.
-  int32_t computeTile(int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, const OnChipInput* window);
+  /// Output tile of the current channel block; bias included, epilogue not. Returns the accumulator region. The input
+  /// comes from the on-chip `window` (all channels), else from the region `loaded` (loadWindow's, of this block),
+  /// else it is loaded from DRAM.
+  int32_t computeTile(int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, const OnChipInput* window,
+                      int32_t loaded = -1);
+  /// Loads from DRAM the input window of an output tile for channel block c0; returns its region (for computeTile).
+  /// A caller loading the next block's window before it computes the current one keeps the load unit ahead.
+  int32_t loadWindow(int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, int64_t c0) const;
   int64_t blockChannel() const { return c0_; }
   int64_t blockWidth() const { return cbk_; }
 
@@ -158,5 +165,13 @@ int32_t poolTileOnChip(LowerContext& ctx, const Node& node, int64_t oy0, int64_t
 /// Lowers a fused group (S0.2): its nodes computed tile by tile along H, each tile the whole chain on its rows,
 /// intermediates kept on chip in per-tile windows (halo rows written into the next tile's window as well).
 void lowerFusedGroup(LowerContext& ctx, const GroupSchedule& group, uint32_t groupIndex);
+
+/// Why the depthwise convolution `dw` with the unary epilogue `dwEpilogue` and the convolution `conv` cannot run as
+/// a channel chain (GroupSchedule::channelChain): `conv` is no 1x1 convolution (stride 1, no padding or groups)
+/// reading the depthwise result alone, or that result is an output of `body`. Empty when they can.
+std::string channelChainRefusal(const Graph& body, const Node& dw, const std::vector<const Node*>& dwEpilogue, const Node& conv);
+/// Lowers a channel chain: per output tile, per depthwise channel block, the block's tile through the depthwise
+/// epilogue into the input buffer and the 1x1 convolution's gemms of that block accumulating into the tile.
+void lowerChannelChain(LowerContext& ctx, const GroupSchedule& group);
 
 }  // namespace tessel::npu::lower

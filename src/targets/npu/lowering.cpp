@@ -529,12 +529,15 @@ sched::VirtualProgram lowerToVirtual(const Graph& body, const hw::Device& device
         hw::SupportResult r = loweringSupport(n, device);
         if (!r.supported) throw UserError(fmt::format("{} cannot be lowered to '{}': {}", n.describe(), device.name, r.reason));
         ctx.allocate(ctx.resultValue(n));
-        LoweredOp op{n.name(), n.opType(), 0, fmt::format("fused group {}", gi)};
+        LoweredOp op{n.name(), n.opType(), 0, fmt::format("{} {}", group.channelChain ? "channel chain" : "fused group", gi)};
         for (const std::string& e : t.epilogue) op.tiling += ", + " + e;
         if (!t.globalPool.empty()) op.tiling += ", then " + t.globalPool + " from its tiles";
         out.ops.push_back(op);
       }
-      lowerFusedGroup(ctx, group, static_cast<uint32_t>(gi));
+      if (group.channelChain)
+        lowerChannelChain(ctx, group);
+      else
+        lowerFusedGroup(ctx, group, static_cast<uint32_t>(gi));
       continue;
     }
     for (const NodeTiling& t : group.tiling) {

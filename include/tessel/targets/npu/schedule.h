@@ -92,6 +92,13 @@ struct GroupSchedule {
   int64_t rowTiles = 1;             ///< tile subgraphs along H (S0.2)
   std::vector<int64_t> tileOrder;   ///< compute priority of the tiles, highest first (S0.3)
   std::vector<std::string> onChip;  ///< values that never go to DRAM
+  /// A channel chain (rowTiles 1): a depthwise convolution ("vector" tiling) and the 1x1 convolution reading its
+  /// result ("matrix" tiling), computed tile by tile with the depthwise channel blocks inner: each block's output
+  /// tile goes through the depthwise epilogue into the input buffer, where the 1x1 convolution's gemms read it as
+  /// one input-channel block of a tile accumulating over all blocks; the depthwise result never goes to DRAM (it
+  /// is the only `onChip` value) and no window ever holds all its channels (MobileNet's inverted residuals on a
+  /// small input buffer). Both tilings have the same rows x cols; the depthwise tiling's channels are the block.
+  bool channelChain = false;
 
   bool operator==(const GroupSchedule&) const = default;
 };
@@ -174,6 +181,20 @@ std::vector<FusionLayout> fusionLayouts(const NpuSchedule& schedule, const std::
 /// The fused group of a candidate in `layout`, its stages tiled from the members' tilings.
 GroupSchedule fuseGroup(const NpuSchedule& schedule, const std::vector<size_t>& members, const Graph& body,
                         const hw::NpuConfig& cfg, const FusionLayout& layout);
+
+/// Pairs of adjacent layer-by-layer groups (depthwise convolution, 1x1 convolution reading its result alone) that
+/// can run as a channel chain (GroupSchedule::channelChain). Returns (depthwise group, convolution group) indices.
+std::vector<std::pair<size_t, size_t>> channelChainCandidates(const NpuSchedule& schedule, const Graph& body);
+
+/// Up to `count` channel chains of a candidate pair: the depthwise tilings the node would take alone (cheapest
+/// first), their tiles cut down until two tiles of the chain fit the buffers, the 1x1 convolution on the same tiles
+/// with all its output channels per tile and its weights resident when they fit half the weight buffer.
+std::vector<GroupSchedule> channelChainOptions(const NpuSchedule& schedule, size_t dwGroup, size_t convGroup, const Graph& body,
+                                               const hw::NpuConfig& cfg, size_t count);
+
+/// Replaces candidate pairs by the channel chain of fewest modelled cycles (the instruction scheduler, the groups
+/// around in context) where that is fewer than the two groups'. Run after chooseFusion, on the pairs it left.
+void chooseChannelChains(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg);
 
 /// The tilings the search may give node `n` instead of `current` (which comes first): a convolution's Pareto
 /// front of matrix tilings (cycles vs DRAM bytes), a depthwise convolution's best tiling per channel block and

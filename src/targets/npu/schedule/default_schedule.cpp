@@ -444,7 +444,10 @@ NpuSchedule compilerSchedule(const Graph& body, const hw::NpuConfig& cfg, const 
   // Fusion and the pools are priced with the window the tiles were chosen with (pricing them with window 0, as
   // tiledSchedule leaves it, chose worse fusions on edge: SqueezeNet 1,899,442 -> 2,197,685 cycles).
   s.window = kPricingWindow;
-  if (fusion) chooseFusion(s, body, cfg);
+  if (fusion) {
+    chooseFusion(s, body, cfg);
+    chooseChannelChains(s, body, cfg);  // depthwise -> 1x1 pairs the row-tile fusion left (their windows did not fit)
+  }
   chooseGlobalPoolEpilogues(s, body, cfg);  // squeeze-and-excitation's pools from their producers' tiles, when cheaper
   s.window = 0;  // chosen when the program is scheduled (S0.6)
   return s;

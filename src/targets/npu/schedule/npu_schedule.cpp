@@ -12,6 +12,7 @@
 #include "tessel/targets/npu/isa.h"
 #include "tessel/targets/npu/schedule.h"
 #include "../lower_context.h"
+#include "../lower_conv.h"
 #include "tiling_cost.h"
 
 namespace tessel::npu {
@@ -249,6 +250,70 @@ void checkOutputBuffer(const NodeTiling& t, const Graph& body, const hw::NpuConf
                                    "buffer holds {}", t.node, words, capacity));
 }
 
+/// A channel chain (GroupSchedule::channelChain): a depthwise "vector" tiling with unary epilogue steps, then a 1x1
+/// "matrix" tiling reading its result alone, the same rows x cols, the depthwise result the only value on chip;
+/// one tile's working set (the depthwise window and block copy, the accumulator tiles, the weights of every
+/// depthwise block and the 1x1 weights resident or of one block, the biases) fits the buffers.
+void checkChannelChain(const GroupSchedule& g, size_t gi, const Graph& body, const hw::NpuConfig& cfg,
+                       const std::map<std::string, size_t>& position, std::vector<std::string>& problems) {
+  auto node = [&](const std::string& n) -> const Node* {
+    auto it = position.find(n);
+    return it == position.end() ? nullptr : body.nodes()[it->second].get();
+  };
+  if (g.tiling.size() != 2 || g.rowTiles != 1) {
+    problems.push_back(fmt::format("group {}: a channel chain has two tilings (a depthwise convolution, then a 1x1 "
+                                   "convolution) and row_tiles 1", gi));
+    return;
+  }
+  const NodeTiling &d = g.tiling[0], &c = g.tiling[1];
+  const Node *dw = node(d.node), *conv = node(c.node);
+  if (!dw || !conv) return;  // reported with the group's nodes
+  std::vector<const Node*> epilogue;
+  for (const std::string& e : d.epilogue)
+    if (const Node* n = node(e)) epilogue.push_back(n);
+  if (epilogue.size() != d.epilogue.size()) return;
+  if (d.variant != "vector" || c.variant != "matrix") {
+    problems.push_back(fmt::format("group {}: a channel chain needs a 'vector' then a 'matrix' tiling, not '{}' and '{}'", gi,
+                                   d.variant, c.variant));
+    return;
+  }
+  if (const std::string why = lower::channelChainRefusal(body, *dw, epilogue, *conv); !why.empty()) {
+    problems.push_back(fmt::format("group {}: not a channel chain: {}", gi, why));
+    return;
+  }
+  if (c.groupPack != 1 || c.phased || !c.inputScale.empty() || !c.inputNorm.empty() || !d.globalPool.empty())
+    problems.push_back(fmt::format("group {}: a channel chain's convolutions take no group packing, phases, input scale or "
+                                   "normalisation, and only the 1x1 convolution a global pool", gi));
+  if (d.rows != c.rows || d.cols != c.cols)
+    problems.push_back(fmt::format("group {}: the channel chain's tilings have different tiles ({}x{} and {}x{})", gi, d.rows,
+                                   d.cols, c.rows, c.cols));
+  const Value* result = epilogue.empty() ? dw->output(0) : epilogue.back()->output(0);
+  if (g.onChip != std::vector<std::string>{result->name()})
+    problems.push_back(fmt::format("group {}: a channel chain keeps exactly its depthwise result '{}' on chip", gi, result->name()));
+  const ConvGeometry dg = convGeometry(*dw), cg = convGeometry(*conv);
+  const int64_t rows = std::min(d.rows, dg.OH), cols = std::min(d.cols, dg.OW), cb = std::min(d.channels, dg.C);
+  auto words = [&](Buffer b) { return static_cast<int64_t>(cfg.bufferWords(static_cast<size_t>(b))); };
+  auto need = [&](Buffer b, const char* name, int64_t w) {
+    if (w > words(b))
+      problems.push_back(fmt::format("group {}: the channel chain's tile needs {} {}-buffer words, the buffer holds {}", gi, w, name,
+                                     words(b)));
+  };
+  need(Buffer::Input, "input", dg.inRows(rows) * dg.inCols(cols) * cb + rows * cols * cb);
+  need(Buffer::Accumulator, "accumulator", rows * cols * (cg.M + cb));
+  need(Buffer::Weight, "weight",
+       depthwiseWeightWords(dg.KH * dg.KW, cb, d.matrixEvery > 0, cfg.dim) * ceilDiv(dg.C, cb) +
+           (c.weightsResident ? cg.C * cg.M : cb * cg.M));
+  // The 1x1 convolution's epilogue needs a tile of the output buffer when it combines with a tensor loaded from
+  // DRAM (other than a residual loaded into the accumulator).
+  std::vector<const Node*> chain;
+  for (const std::string& e : c.epilogue)
+    if (const Node* n = node(e)) chain.push_back(n);
+  const auto steps = lower::epilogueSteps(conv->output(0), chain);
+  const bool tensorStep = steps && std::any_of(steps->begin() + (c.residualInAcc && !steps->empty() ? 1 : 0), steps->end(),
+                                               [](const lower::EpilogueStep& e) { return !e.unary; });
+  need(Buffer::Output, "output", cg.M * (c.globalPool.empty() ? 1 : 2) + cb + (tensorStep ? rows * cols * cg.M : 0));
+}
+
 }  // namespace
 
 std::string NpuSchedule::toText() const {
@@ -270,6 +335,7 @@ std::string NpuSchedule::toText() const {
       }
       s += fmt::format(" fused in {} row tiles, order {}", g.rowTiles, order);
     }
+    if (g.channelChain) s += " channel chain (depthwise blocks into the 1x1 convolution's accumulating tiles)";
     s += "\n";
     for (const NodeTiling& t : g.tiling) s += fmt::format("    {} ({}, {}): {}\n", t.node, t.op, t.variant, describeTiling(t));
     for (const std::string& v : g.onChip) s += fmt::format("    value {} stays on chip\n", v);
@@ -283,7 +349,7 @@ json NpuSchedule::toJson() const {
     json tiling = json::array();
     for (const NodeTiling& t : g.tiling) tiling.push_back(tilingJson(t));
     gs.push_back({{"nodes", g.nodes}, {"tiling", tiling}, {"row_tiles", g.rowTiles}, {"tile_order", g.tileOrder},
-                  {"on_chip", g.onChip}});
+                  {"on_chip", g.onChip}, {"channel_chain", g.channelChain}});
   }
   return json{{"subgraph", subgraph}, {"strategy", strategy}, {"window", window}, {"groups", gs}};
 }
@@ -315,6 +381,7 @@ NpuSchedule NpuSchedule::fromJson(const json& j, const std::string& origin) {
       if (!v.is_string()) r.fail(path + ".on_chip", "expected value names");
       g.onChip.push_back(v.get<std::string>());
     }
+    if (gs[gi].contains("channel_chain")) g.channelChain = r.boolean(gs[gi], path, "channel_chain");  // absent in older files
     s.groups.push_back(std::move(g));
   }
   return s;
@@ -344,6 +411,7 @@ void verifySchedule(const NpuSchedule& schedule, const Graph& body, const hw::Np
         problems.push_back(fmt::format("group {}: tile order is not a permutation of its {} tiles", gi, g.rowTiles));
         break;
       }
+    if (g.channelChain) checkChannelChain(g, gi, body, cfg, position, problems);
     for (const NodeTiling& t : g.tiling) {
       if (std::find(g.nodes.begin(), g.nodes.end(), t.node) == g.nodes.end())
         problems.push_back(fmt::format("group {}: tiling for node '{}' outside the group", gi, t.node));
