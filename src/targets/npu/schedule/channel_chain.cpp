@@ -3,6 +3,8 @@
 // (lower_chain.cpp). Chosen where the instruction scheduler prices the chain, in context, below the two groups.
 #include <algorithm>
 #include <map>
+#include <optional>
+#include <fmt/format.h>
 
 #include "../geometry.h"
 #include "../lower_context.h"
@@ -14,6 +16,9 @@
 namespace tessel::npu {
 
 namespace {
+
+/// The windows a chain and the pair it replaces are priced at (each side takes the better).
+constexpr uint32_t kChainPricingWindows[] = {2, 8};
 
 std::map<std::string, const Node*> nodesByName(const Graph& body) {
   std::map<std::string, const Node*> byName;
@@ -61,28 +66,53 @@ std::vector<GroupSchedule> channelChainOptions(const NpuSchedule& s, size_t dwGr
   const Node& dw = *byName.at(gd.tiling[0].node);
   const ConvGeometry dg = convGeometry(dw), cg = convGeometry(*byName.at(gc.tiling[0].node));
   const auto words = [&](Buffer b) { return static_cast<int64_t>(cfg.bufferWords(static_cast<size_t>(b))); };
+  // One tile's working set with two depthwise blocks in flight (the next block's window loads while the current one
+  // computes): two windows and two block copies in the input buffer; the 1x1 accumulator tile and two depthwise
+  // ones in the accumulator.
+  auto fits = [&](int64_t th, int64_t tw, int64_t cb) {
+    return 2 * (dg.inRows(th) * dg.inCols(tw) * cb + th * tw * cb) <= words(Buffer::Input) &&
+           th * tw * (cg.M + 2 * cb) <= words(Buffer::Accumulator);
+  };
+  // The largest tile (fewest tiles; ties: the wider) of even row tiles that fits.
+  auto largest = [&](int64_t cb) -> std::optional<std::pair<int64_t, int64_t>> {
+    std::optional<std::pair<int64_t, int64_t>> best;
+    int64_t bestTiles = 0;
+    for (int64_t parts = 1; parts <= dg.OW; ++parts) {
+      const int64_t tw = ceilDiv(dg.OW, parts);
+      if (parts > 1 && ceilDiv(dg.OW, parts - 1) == tw) continue;
+      int64_t th = dg.OH;
+      while (th >= 1 && !fits(th, tw, cb)) --th;
+      if (th < 1) continue;
+      th = ceilDiv(dg.OH, ceilDiv(dg.OH, th));
+      const int64_t tiles = ceilDiv(dg.OH, th) * ceilDiv(dg.OW, tw);
+      if (!best || tiles < bestTiles) best = {th, tw}, bestTiles = tiles;
+    }
+    return best;
+  };
+  std::vector<NodeTiling> tilings;
+  const int64_t lanes = cfg.vectorLanes;
+  // Blocks of one vector of channels with every share of the matrix unit, and blocks of two on the vector unit (the
+  // candidates that won on MobileNetV2; a two-vector block with matrix-unit tiles never did).
+  const std::pair<int64_t, int64_t> kinds[] = {{1, 0}, {1, 2}, {1, 3}, {1, 4}, {2, 0}};
+  for (const auto& [vectors, every] : kinds) {
+    const int64_t cb = std::min(dg.C, vectors * lanes);
+    const auto tile = largest(cb);
+    if (!tile) continue;
+    NodeTiling d = gd.tiling[0];
+    d.channels = d.inChannels = cb, d.matrixEvery = every;
+    d.rows = tile->first, d.cols = tile->second;
+    if (std::find(tilings.begin(), tilings.end(), d) == tilings.end()) tilings.push_back(d);
+  }
   std::vector<GroupSchedule> out;
-  // The depthwise tilings the node would take alone, cheapest first, each cut down until two tiles of the chain fit
-  // (window and block copy in the input buffer, depthwise and 1x1 accumulator tiles).
-  for (NodeTiling d : tilingOptions(dw, gd.tiling[0], body, cfg)) {
+  for (const NodeTiling& d : tilings) {
     if (out.size() >= count) break;
-    if (d.variant != "vector") continue;
     const int64_t cb = std::min(d.channels, dg.C);
-    auto fits = [&](int64_t th, int64_t tw) {
-      return 2 * (dg.inRows(th) * dg.inCols(tw) * cb + th * tw * cb) <= words(Buffer::Input) &&
-             2 * th * tw * (cg.M + cb) <= words(Buffer::Accumulator);
-    };
-    int64_t th = std::min(d.rows, dg.OH), tw = std::min(d.cols, dg.OW);
-    while (th > 1 && !fits(th, tw)) --th;
-    while (tw > 1 && !fits(th, tw)) --tw;
-    if (!fits(th, tw)) continue;
-    d.rows = ceilDiv(dg.OH, ceilDiv(dg.OH, th)), d.cols = tw;
     const int64_t dwWeights = depthwiseWeightWords(dg.KH * dg.KW, cb, d.matrixEvery > 0, cfg.dim) * ceilDiv(dg.C, cb);
+    if (dwWeights + cb * cg.M > words(Buffer::Weight)) continue;
     NodeTiling c = gc.tiling[0];
     c.rows = d.rows, c.cols = d.cols;
     c.channels = std::min<int64_t>(cfg.dim, cg.M), c.inChannels = cb, c.coutPerPass = cg.M;
     c.weightsResident = dwWeights + cg.C * cg.M <= words(Buffer::Weight) / 2;
-    if (dwWeights + cb * cg.M > words(Buffer::Weight)) continue;
     GroupSchedule g;
     g.nodes = gd.nodes;
     g.nodes.insert(g.nodes.end(), gc.nodes.begin(), gc.nodes.end());
@@ -101,10 +131,23 @@ void chooseChannelChains(NpuSchedule& s, const Graph& body, const hw::NpuConfig&
     std::vector<size_t> context{gd, gc};
     if (gd > 0) context.insert(context.begin(), gd - 1);
     if (gc + 1 < s.groups.size()) context.push_back(gc + 1);
-    const lower::ModelledCost layered = lower::modelledCost(body, cfg, s, context);
+    // Each side at the better of a narrow and the widest window: the program's window is chosen for the whole
+    // program later, and a chain (few, large tiles) and the layer-by-layer pair (many small ones) gain from
+    // different widths (priced at window 2 alone, chains that lost at the program's window 8 were taken).
+    auto price = [&](const NpuSchedule& sched, const std::vector<size_t>& groups) {
+      lower::ModelledCost best;
+      for (uint32_t w : {kChainPricingWindows[0], kChainPricingWindows[1]}) {
+        NpuSchedule at = sched;
+        at.window = w;
+        const lower::ModelledCost c = lower::modelledCost(body, cfg, at, groups);
+        if (best.cycles == 0 || c.cycles < best.cycles) best = c;
+      }
+      return best;
+    };
+    const lower::ModelledCost layered = price(s, context);
     uint64_t best = layered.cycles;
     std::optional<GroupSchedule> bestGroup;
-    for (const GroupSchedule& option : channelChainOptions(s, gd, gc, body, cfg, 4)) {
+    for (const GroupSchedule& option : channelChainOptions(s, gd, gc, body, cfg, 8)) {
       NpuSchedule trial = s;
       replaceByFusedGroups(trial, {{{gd, gc}, option}});
       std::vector<size_t> around{gd};
@@ -112,7 +155,8 @@ void chooseChannelChains(NpuSchedule& s, const Graph& body, const hw::NpuConfig&
       if (gd + 1 < trial.groups.size()) around.push_back(gd + 1);
       try {
         verifySchedule(trial, body, cfg);
-        const lower::ModelledCost cost = lower::modelledCost(body, cfg, trial, around);
+        const lower::ModelledCost cost = price(trial, around);
+        if (getenv("CHDBG")) fmt::print(stderr, "CHAIN {} every {} cb {} {}x{} res {}: layered {} chain {}\n", option.tiling[0].node, option.tiling[0].matrixEvery, option.tiling[0].channels, option.tiling[0].rows, option.tiling[0].cols, option.tiling[1].weightsResident, layered.cycles, cost.cycles);
         if (cost.cycles < best) best = cost.cycles, bestGroup = option;
       } catch (const std::exception&) {
         // the buffers cannot hold this option (refused by the verifier, or no room found by the scheduler)
