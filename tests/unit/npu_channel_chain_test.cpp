@@ -1,0 +1,177 @@
+// Tests of channel chains (GroupSchedule::channelChain): a depthwise convolution and the 1x1 convolution reading its
+// result, computed tile by tile over depthwise channel blocks without storing the depthwise result. Inverted
+// residual blocks of odd shapes (channels not a multiple of the array, odd H and W, stride 1 with a residual Add
+// and stride 2, with and without biases) match the interpreter for every chain option the compiler prices, with
+// no hazard; the verifier refuses chains that are not one; the schedule's JSON keeps the flag.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <map>
+#include <string>
+
+#include "tessel/interp/interpreter.h"
+#include "tessel/ops/shape_inference.h"
+#include "tessel/support/error.h"
+#include "tessel/targets/npu/lowering.h"
+#include "tessel/targets/npu/schedule.h"
+
+#include "npu_test_util.h"
+
+namespace {
+
+using namespace tessel;
+using namespace tessel::npu;
+using test::randomTensor;
+
+struct Block {
+  int64_t cin = 24, hidden = 40, cout = 24, H = 13, W = 11, stride = 1;
+  bool bias = true, residual = true, pool = false;
+};
+
+/// x -> 1x1 expand -> Clip(0, 6) -> 3x3 depthwise (stride, pad 1) -> Clip(0, 6) -> 1x1 project [-> + x]
+/// [-> GlobalAveragePool].
+void invertedResidual(Graph& g, const Block& b) {
+  Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, b.cin, b.H, b.W}));
+  uint32_t seed = 21;
+  auto conv = [&](Value* in, const std::string& name, int64_t cin, int64_t cout, int64_t k, int64_t stride, int64_t group) {
+    std::vector<Value*> inputs{in, g.addConstant(name + "_w", randomTensor({cout, cin / group, k, k}, seed++))};
+    if (b.bias) inputs.push_back(g.addConstant(name + "_b", randomTensor({cout}, seed++)));
+    Node* c = g.addNode("Conv", inputs, {name});
+    c->setAttr("kernel_shape", std::vector<int64_t>{k, k});
+    c->setAttr("strides", std::vector<int64_t>{stride, stride});
+    const int64_t p = k / 2;
+    c->setAttr("pads", std::vector<int64_t>{p, p, p, p});
+    c->setAttr("group", group);
+    return c->output(0);
+  };
+  auto clip = [&](Value* in, const std::string& name) {
+    return g.addNode("Clip", {in, g.addConstant(name + "_lo", Tensor::scalar(0.0f)), g.addConstant(name + "_hi", Tensor::scalar(6.0f))},
+                     {name})
+        ->output(0);
+  };
+  Value* e = clip(conv(x, "expand", b.cin, b.hidden, 1, 1, 1), "expand_clip");
+  Value* d = clip(conv(e, "dw", b.hidden, b.hidden, 3, b.stride, b.hidden), "dw_clip");
+  Value* y = conv(d, "project", b.hidden, b.cout, 1, 1, 1);
+  if (b.residual) y = g.addNode("Add", {y, x}, {"sum"})->output(0);
+  if (b.pool) y = g.addNode("GlobalAveragePool", {y}, {"pool"})->output(0);
+  g.addOutput(y);
+  inferShapes(g);
+}
+
+/// Lowers `s`, simulates it on random input and checks it against the interpreter (1e-4 of the largest magnitude)
+/// with no hazard.
+void expectMatches(const Graph& g, const hw::Device& dev, const NpuSchedule& s, const Block& b, const std::string& what) {
+  verifySchedule(s, g, dev.npu);
+  const std::map<std::string, Tensor> named{{"x", randomTensor({1, b.cin, b.H, b.W}, 77)}};
+  const Tensor want = Interpreter(g).run(named).at(0);
+  const NpuRun run = runLowered(lowerSubgraph(g, dev, s), dev.npu, {named.at("x")});
+  EXPECT_TRUE(run.report.hazards.empty()) << what << ": " << run.report.hazards.front().describe();
+  float scale = 0;
+  const float diff = test::maxAbsDiff(run.outputs.at(0), want, &scale);
+  EXPECT_GT(scale, 0.0f) << what;
+  EXPECT_LE(diff, 1e-4f * scale) << what;
+}
+
+TEST(NpuChannelChain, InvertedResidualsMatchTheInterpreterForEveryOption) {
+  Block strided;
+  strided.cin = 16, strided.hidden = 56, strided.cout = 20, strided.H = 15, strided.W = 9, strided.stride = 2, strided.residual = false;
+  Block noBias;
+  noBias.bias = false, noBias.hidden = 33, noBias.H = 7, noBias.W = 17;
+  Block pooled;
+  pooled.residual = false, pooled.pool = true, pooled.cout = 48;
+  for (const char* config : {"default.json", "tiny.json"})
+    for (const Block& b : {Block{}, strided, noBias, pooled}) {
+      Graph g;
+      invertedResidual(g, b);
+      hw::HardwareConfig cfg = test::shippedConfig(config);
+      const hw::Device& dev = *cfg.firstNpu();
+      const NpuSchedule layered = tiledSchedule(g, dev.npu, "block");
+      const std::vector<std::pair<size_t, size_t>> candidates = channelChainCandidates(layered, g);
+      ASSERT_EQ(candidates.size(), 1u) << config;
+      EXPECT_EQ(layered.groups[candidates[0].first].tiling[0].node, "dw");
+      EXPECT_EQ(layered.groups[candidates[0].second].tiling[0].node, "project");
+      const std::vector<GroupSchedule> options = channelChainOptions(layered, candidates[0].first, candidates[0].second, g, dev.npu, 8);
+      ASSERT_FALSE(options.empty()) << config;
+      for (const GroupSchedule& option : options) {
+        NpuSchedule s = layered;
+        replaceByFusedGroups(s, {{{candidates[0].first, candidates[0].second}, option}});
+        const std::string what = fmt::format("{} stride {} hidden {}: cb {} every {} tile {}x{}", config, b.stride, b.hidden,
+                                             option.tiling[0].channels, option.tiling[0].matrixEvery, option.tiling[0].rows,
+                                             option.tiling[0].cols);
+        if (b.pool) {
+          ASSERT_TRUE(foldGlobalPool(s, g, "pool", "project")) << what;
+          EXPECT_EQ(s.groups.back().tiling.back().globalPool, "pool") << what;
+        }
+        EXPECT_TRUE(std::any_of(s.groups.begin(), s.groups.end(), [](const GroupSchedule& gs) { return gs.channelChain; })) << what;
+        expectMatches(g, dev, s, b, what);
+      }
+      // The compiler's own choice (a chain or not) matches too.
+      expectMatches(g, dev, compilerSchedule(g, dev.npu, "block"), b, std::string(config) + " compiler's choice");
+    }
+}
+
+TEST(NpuChannelChain, VerifierRefusesWhatIsNoChainAndJsonKeepsTheFlag) {
+  const Block b;
+  Graph g;
+  invertedResidual(g, b);
+  hw::HardwareConfig cfg = test::shippedConfig("default.json");
+  const hw::Device& dev = *cfg.firstNpu();
+  const NpuSchedule layered = tiledSchedule(g, dev.npu, "block");
+  const auto candidates = channelChainCandidates(layered, g);
+  ASSERT_EQ(candidates.size(), 1u);
+  const GroupSchedule option = channelChainOptions(layered, candidates[0].first, candidates[0].second, g, dev.npu, 1).at(0);
+  NpuSchedule good = layered;
+  replaceByFusedGroups(good, {{{candidates[0].first, candidates[0].second}, option}});
+  verifySchedule(good, g, dev.npu);
+  const NpuSchedule back = NpuSchedule::fromJson(good.toJson(), "test");
+  EXPECT_EQ(back, good);
+  EXPECT_NE(good.toText().find("channel chain"), std::string::npos);
+  const size_t at = candidates[0].first;
+  auto refused = [&](const NpuSchedule& s, const std::string& needle) {
+    try {
+      verifySchedule(s, g, dev.npu);
+      ADD_FAILURE() << "accepted; expected a refusal mentioning '" << needle << "'";
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  NpuSchedule tiles = good;
+  tiles.groups[at].tiling[1].rows += 1;
+  refused(tiles, "different tiles");
+  NpuSchedule onChip = good;
+  onChip.groups[at].onChip = {"expand_clip"};
+  refused(onChip, "keeps exactly its depthwise result");
+  NpuSchedule swapped = good;
+  std::swap(swapped.groups[at].tiling[0].variant, swapped.groups[at].tiling[1].variant);
+  refused(swapped, "'vector' then a 'matrix' tiling");
+  NpuSchedule huge = good;
+  huge.groups[at].tiling[0].rows = huge.groups[at].tiling[1].rows = 13;
+  huge.groups[at].tiling[0].cols = huge.groups[at].tiling[1].cols = 11;
+  huge.groups[at].tiling[0].channels = 40;
+  refused(huge, "input-buffer words");
+  // The expand conv and the depthwise conv are no chain (the chain's second node must be a 1x1 conv reading the
+  // depthwise result).
+  NpuSchedule wrongPair = layered;
+  GroupSchedule expandDw;
+  expandDw.nodes = layered.groups[at - 1].nodes;
+  expandDw.nodes.insert(expandDw.nodes.end(), layered.groups[at].nodes.begin(), layered.groups[at].nodes.end());
+  expandDw.tiling = {layered.groups[at].tiling[0], layered.groups[at - 1].tiling[0]};
+  expandDw.onChip = {"dw_clip"};
+  expandDw.channelChain = true;
+  replaceByFusedGroups(wrongPair, {{{at - 1, at}, expandDw}});
+  refused(wrongPair, "not a channel chain");
+}
+
+TEST(NpuChannelChain, NoCandidateWhenTheDepthwiseResultHasAnotherReader) {
+  Block b;
+  Graph g;
+  invertedResidual(g, b);
+  // A second reader of the depthwise result: it must go to DRAM, so the pair is no chain.
+  g.addOutput(g.findValue("dw_clip"));
+  hw::HardwareConfig cfg = test::shippedConfig("default.json");
+  const NpuSchedule layered = tiledSchedule(g, cfg.firstNpu()->npu, "block");
+  EXPECT_TRUE(channelChainCandidates(layered, g).empty());
+}
+
+}  // namespace
