@@ -107,7 +107,8 @@ class RandomGraphBuilder {
       }
     }
     const bool onePixel = s[2] * s[3] == 1;
-    switch (weighted({34, 10, 18, 15, 7, 3, onePixel ? 8 : 4, onePixel ? 0 : 1, onePixel ? 0 : 2, 4, s[2] * s[3] <= 600 ? 2 : 0})) {
+    switch (weighted({34, 10, 18, 15, 7, 3, onePixel ? 8 : 4, onePixel ? 0 : 1, onePixel ? 0 : 2, 4, s[2] * s[3] <= 600 ? 2 : 0,
+                      onePixel ? 0 : 5})) {
       case 0: conv(x); return;
       case 1: pool(x); return;
       case 2: unary(x); return;
@@ -118,8 +119,31 @@ class RandomGraphBuilder {
       case 7: node("Flatten", {x}); return;  // a real transpose: the partitioner keeps it on the host
       case 8: squeezeExcite(x); return;
       case 9: sliceOrShuffle(x); return;
-      default: upsample(x); return;
+      case 10: upsample(x); return;
+      default: depthwiseThenPointwise(x); return;
     }
+  }
+
+  /// The middle and end of an inverted residual (a channel chain's candidate, GroupSchedule::channelChain): a 3x3
+  /// depthwise convolution (stride 1 or 2, sometimes without bias), sometimes an activation, then a 1x1 convolution
+  /// without padding, sometimes added to the block's input.
+  void depthwiseThenPointwise(Value* x) {
+    const Shape s = shapeOf(x);
+    const int64_t C = s[1];
+    const int64_t stride = s[2] >= 3 && s[3] >= 3 && chance(0.3) ? 2 : 1;
+    const float bound = std::sqrt(3.0f / 9.0f);
+    std::vector<Value*> ins{x, constant("w", uniformTensor({C, 1, 3, 3}, -bound, bound))};
+    if (chance(0.7)) ins.push_back(constant("b", uniformTensor({C}, -0.5f, 0.5f)));
+    Value* d = node("Conv", ins, {{"kernel_shape", std::vector<int64_t>{3, 3}}, {"strides", std::vector<int64_t>{stride, stride}},
+                                  {"pads", std::vector<int64_t>{1, 1, 1, 1}}, {"group", C}});
+    if (chance(0.6)) d = chance(0.5) ? node("Relu", {d}) : node("Clip", {d, scalar(0.0f), scalar(6.0f)});
+    const bool residual = stride == 1 && chance(0.4);
+    const int64_t M = residual ? C : pick(1, 64);
+    const float pb = std::sqrt(3.0f / static_cast<float>(C));
+    std::vector<Value*> pins{d, constant("w", uniformTensor({M, C, 1, 1}, -pb, pb))};
+    if (chance(0.7)) pins.push_back(constant("b", uniformTensor({M}, -0.5f, 0.5f)));
+    Value* y = node("Conv", pins, {{"kernel_shape", std::vector<int64_t>{1, 1}}});
+    if (residual) node("Add", {y, x});
   }
 
   /// `unpadded`: no padding (a convolution that may normalise its input blocks as it loads them).
@@ -493,6 +517,7 @@ NpuCheck checkOnNpu(const Model& model, const std::string& configPath, uint64_t 
     out.nodes += s.ops.size();
     for (const npu::GroupSchedule& g : s.schedule.groups) {
       out.fusedGroups += g.tiling.size() > 1;
+      out.channelChains += g.channelChain;
       for (const npu::NodeTiling& t : g.tiling) out.inputNorms += !t.inputNorm.empty(), out.residualsInAcc += t.residualInAcc;
     }
   }
@@ -566,6 +591,7 @@ std::vector<std::string> checkRandomGraph(uint64_t seed, const std::vector<std::
     NpuCheck c = checkOnNpu(*model, config, seed, workDir, settings);
     stats.compiles++, stats.nodes += c.nodes, stats.hostNodes += c.hostOps.size(), stats.cycles += c.cycles, stats.fusedGroups += c.fusedGroups;
     stats.inputNorms += c.inputNorms;
+    stats.channelChains += c.channelChains;
     stats.residualsInAcc += c.residualsInAcc;
     for (const std::string& op : c.hostOps) stats.hostOps[op]++;
     if (!c.problems.empty()) failures.push_back(describeFailure(seed, fs::path(config).filename().string(), *model, c));

@@ -32,6 +32,7 @@ struct NpuCheck {
   size_t fusedGroups = 0;             ///< groups of the schedules that fuse several nodes (row tiles, halos)
   size_t inputNorms = 0;              ///< convolutions that normalise their loaded input blocks (NodeTiling::inputNorm)
   size_t residualsInAcc = 0;          ///< convolutions adding a residual in the accumulator (NodeTiling::residualInAcc)
+  size_t channelChains = 0;           ///< groups running a depthwise and a 1x1 convolution as a channel chain
 };
 
 /// Compiles `model` for the configuration file `configPath` through the target registry's "npu" target (its
@@ -53,6 +54,7 @@ struct RandomRunStats {
   size_t fusedGroups = 0;  ///< graphs whose nodes the shipped configurations all place on the NPU
   size_t inputNorms = 0;   ///< NpuCheck::inputNorms summed
   size_t residualsInAcc = 0;  ///< NpuCheck::residualsInAcc summed
+  size_t channelChains = 0;   ///< NpuCheck::channelChains summed
   uint64_t cycles = 0;
   std::map<std::string, size_t> hostOps;  ///< nodes left on the host, by operator
 };

@@ -57,9 +57,9 @@ TEST_P(NpuRandomGraphs, MatchTheInterpreterWithoutHazardsOrVerifierProblems) {
       ADD_FAILURE() << failure;
   fs::remove_all(work);
   std::cout << fmt::format("[ random  ] shard {}: {} graphs, {} compiles, {} nodes ({} on the host), {} graphs wholly on the "
-                           "NPU, {} failing, {} NPU cycles, {} fused groups\n",
+                           "NPU, {} failing, {} NPU cycles, {} fused groups, {} channel chains\n",
                            GetParam(), stats.graphs, stats.compiles, stats.nodes, stats.hostNodes, stats.graphsAllOnNpu,
-                           stats.failures, stats.cycles, stats.fusedGroups);
+                           stats.failures, stats.cycles, stats.fusedGroups, stats.channelChains);
   // The generator must mostly make graphs the NPU runs whole, or the test would check the host instead.
   if (stats.graphs >= 20) {
     EXPECT_GE(stats.graphsAllOnNpu * 2, stats.graphs) << "too few graphs wholly on the NPU";
