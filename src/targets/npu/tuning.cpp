@@ -42,10 +42,17 @@ struct NpuTuning::Space {
   struct PoolSite {
     std::string pool, conv;
   };
+  /// A depthwise convolution and the 1x1 convolution reading it as a channel chain: option 0 none, option k > 0
+  /// options[k - 1]; not applied when a fusion gene took either group.
+  struct ChainSite {
+    size_t dw, conv;
+    std::vector<GroupSchedule> options;
+  };
   std::vector<TilingSite> tilings;
   std::vector<FusionSite> fusions;
+  std::vector<ChainSite> chains;
   std::vector<PoolSite> pools;
-  size_t firstSite = 0;  ///< tilings, fusions, pools, then the window
+  size_t firstSite = 0;  ///< tilings, fusions, chains, pools, then the window
 
   NpuSchedule derive(const tune::Genome& g) const {
     NpuSchedule s = base;
@@ -54,9 +61,16 @@ struct NpuTuning::Space {
     // A fused group is derived from the compiler's tilings of its members (the layouts were sized for them; the
     // fused lowering re-tiles every stage anyway): the members' tiling genes apply while they are not fused.
     std::vector<std::pair<std::vector<size_t>, GroupSchedule>> fused;
+    std::set<size_t> taken;
     for (const FusionSite& f : fusions) {
       const uint32_t option = g[i++];
-      if (option > 0) fused.push_back({f.members, fuseGroup(base, f.members, *body, device.npu, f.layouts.at(option - 1))});
+      if (option == 0) continue;
+      fused.push_back({f.members, fuseGroup(base, f.members, *body, device.npu, f.layouts.at(option - 1))});
+      taken.insert(f.members.begin(), f.members.end());
+    }
+    for (const ChainSite& c : chains) {
+      const uint32_t option = g[i++];
+      if (option > 0 && !taken.count(c.dw) && !taken.count(c.conv)) fused.push_back({{c.dw, c.conv}, c.options.at(option - 1)});
     }
     replaceByFusedGroups(s, fused);
     for (const PoolSite& p : pools)
@@ -158,6 +172,24 @@ NpuTuning::NpuTuning(const Model& model, const std::string& modelPath, const hw:
       problem_.sites.push_back({fmt::format("{}: fusion of {}", s.name, what), "fusion",
                                 static_cast<uint32_t>(f.layouts.size() + 1), chosen, false});
       s.fusions.push_back(std::move(f));
+    }
+    for (const auto& [dw, conv] : channelChainCandidates(s.base, body)) {
+      Space::ChainSite c{dw, conv, channelChainOptions(s.base, dw, conv, body, s.device.npu, 8)};
+      // The compiler's choice: its chain of the same nodes, if it made one (an option of its own if it is none of these).
+      std::vector<std::string> nodes = s.base.groups[dw].nodes;
+      nodes.insert(nodes.end(), s.base.groups[conv].nodes.begin(), s.base.groups[conv].nodes.end());
+      uint32_t chosen = 0;
+      for (const GroupSchedule& g : s.compiler.groups)
+        if (g.channelChain && g.nodes == nodes) {
+          auto it = std::find(c.options.begin(), c.options.end(), g);
+          if (it == c.options.end()) it = c.options.insert(c.options.end(), g);
+          chosen = static_cast<uint32_t>(it - c.options.begin()) + 1;
+        }
+      if (c.options.empty()) continue;
+      problem_.sites.push_back({fmt::format("{}: channel chain of {} + {}", s.name, s.base.groups[dw].tiling[0].node,
+                                            s.base.groups[conv].tiling[0].node),
+                                "chain", static_cast<uint32_t>(c.options.size() + 1), chosen, false});
+      s.chains.push_back(std::move(c));
     }
     for (const auto& [gp, gc] : globalPoolCandidates(s.base, body)) {
       Space::PoolSite p{s.base.groups[gp].nodes[0], s.base.groups[gc].tiling.back().node};
@@ -311,8 +343,8 @@ std::string NpuTuning::genomeText(const tune::Genome& genome) const {
   for (const auto& sp : spaces_) {
     const Space& s = *sp;
     size_t i = s.firstSite;
-    out += fmt::format("subgraph {}: {} tiling sites, {} fusion sites, {} pool sites, 1 window site\n", s.name, s.tilings.size(),
-                       s.fusions.size(), s.pools.size());
+    out += fmt::format("subgraph {}: {} tiling sites, {} fusion sites, {} chain sites, {} pool sites, 1 window site\n", s.name,
+                       s.tilings.size(), s.fusions.size(), s.chains.size(), s.pools.size());
     for (const auto& t : s.tilings) {
       const uint32_t o = genome[i];
       out += fmt::format("  [{:3}] tiling {:<40} option {:2} of {:2}{}: {}\n", i, s.base.groups[t.group].tiling[0].node, o,
@@ -326,6 +358,19 @@ std::string NpuTuning::genomeText(const tune::Genome& genome) const {
                                               f.layouts[o - 1].onChip ? "on chip" : "through DRAM");
       out += fmt::format("  [{:3}] fusion of {} groups (first {}) option {} of {}{}: {}\n", i, f.members.size(),
                          s.base.groups[f.members.front()].tiling[0].node, o, f.layouts.size() + 1,
+                         o == problem_.sites[i].defaultOption ? " (compiler's)" : "", what);
+      ++i;
+    }
+    for (const auto& c : s.chains) {
+      const uint32_t o = genome[i];
+      std::string what = "not chained";
+      if (o > 0) {
+        const NodeTiling& d = c.options[o - 1].tiling[0];
+        what = fmt::format("chained, {}x{} px tiles, depthwise blocks of {} channels, matrix-every {}", d.rows, d.cols, d.channels,
+                           d.matrixEvery);
+      }
+      out += fmt::format("  [{:3}] channel chain of {} + {} option {} of {}{}: {}\n", i, s.base.groups[c.dw].tiling[0].node,
+                         s.base.groups[c.conv].tiling[0].node, o, c.options.size() + 1,
                          o == problem_.sites[i].defaultOption ? " (compiler's)" : "", what);
       ++i;
     }
