@@ -1055,6 +1055,14 @@ TEST(NpuLower, BilinearResizeByVectorInterpolation) {
     n->setAttr("mode", std::string("linear"));
     g.addOutput(n->output(0));
   });
+  // A one-pixel map upsampled 3x2 (random graph seed 613 of the long run): its output (6 words) is smaller than one
+  // tile's 3x3 halo band, which must still fit (the tile is sized by the buffers, not by the node's output).
+  checkBoth([](Graph& g) {
+    Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 1, 1, 1}));
+    Node* n = resize(g, g.addNode("Relu", {x}, {"r"})->output(0), {1, 1, 3, 2}, "asymmetric", "floor");
+    n->setAttr("mode", std::string("linear"));
+    g.addOutput(n->output(0));
+  });
 }
 
 // Gelu (erf form, fused into the Conv's epilogue, and approximate="tanh" on its own) and Erf on the vector unit, on

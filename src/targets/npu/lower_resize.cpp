@@ -213,7 +213,12 @@ void lowerLinear(const Node& n, const IntegerUpsample& u, LowerContext& ctx) {
   const Shape s = n.input(0)->type.staticShape();
   const int64_t N = s[0], C = s[1], H = s[2], W = s[3], OH = H * u.sH, OW = W * u.sW;
   const int64_t xs = x.pixelStride(), ys = y.pixelStride();
-  const LinearTile k = linearTile(std::max<int64_t>(1, t.channels * t.cols), H, W, C, u.sH, u.sW);
+  // The slot is half the smallest buffer the tile uses, not the node's tiling (sized by its output, which may be smaller
+  // than one tile's halo: a 1x1 map upsampled to 3x2 needs a 3x3 input band, its output has 6 words).
+  const int64_t slot = static_cast<int64_t>(std::min({ctx.cfg.bufferWords(static_cast<size_t>(Buffer::Input)),
+                                                      ctx.cfg.bufferWords(static_cast<size_t>(Buffer::Weight)),
+                                                      ctx.cfg.bufferWords(static_cast<size_t>(Buffer::Output))}) / 2);
+  const LinearTile k = linearTile(std::max<int64_t>({1, t.channels * t.cols, slot}), H, W, C, u.sH, u.sW);
   const int64_t ck = k.ck;
   auto w32 = [](int64_t v) { return static_cast<uint32_t>(v); };
   auto u64 = [](int64_t v) { return static_cast<uint64_t>(v); };
