@@ -142,7 +142,8 @@ class RandomGraphBuilder {
     const float pb = std::sqrt(3.0f / static_cast<float>(C));
     std::vector<Value*> pins{d, constant("w", uniformTensor({M, C, 1, 1}, -pb, pb))};
     if (chance(0.7)) pins.push_back(constant("b", uniformTensor({M}, -0.5f, 0.5f)));
-    Value* y = node("Conv", pins, {{"kernel_shape", std::vector<int64_t>{1, 1}}});
+    Value* y = node("Conv", pins, {{"kernel_shape", std::vector<int64_t>{1, 1}}, {"strides", std::vector<int64_t>{1, 1}},
+                                   {"pads", std::vector<int64_t>{0, 0, 0, 0}}});
     if (residual) node("Add", {y, x});
   }
 
