@@ -2,9 +2,10 @@
 // run as one group whose tiles walk the depthwise channel blocks, so the depthwise result never goes to DRAM
 // (lower_chain.cpp). Chosen where the instruction scheduler prices the chain, in context, below the two groups.
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <optional>
-#include <fmt/format.h>
+#include <thread>
 
 #include "../geometry.h"
 #include "../lower_context.h"
@@ -125,8 +126,12 @@ std::vector<GroupSchedule> channelChainOptions(const NpuSchedule& s, size_t dwGr
 }
 
 void chooseChannelChains(NpuSchedule& s, const Graph& body, const hw::NpuConfig& cfg) {
-  std::vector<std::pair<std::vector<size_t>, GroupSchedule>> chosen;
-  for (const auto& [gd, gc] : channelChainCandidates(s, body)) {
+  const std::vector<std::pair<size_t, size_t>> candidates = channelChainCandidates(s, body);
+  // Each candidate is priced against the same schedule, so the candidates are independent: priced in parallel (the
+  // tuner models groups in threads the same way), the choices do not depend on the order.
+  std::vector<std::optional<GroupSchedule>> choice(candidates.size());
+  auto decide = [&](size_t k) {
+    const auto [gd, gc] = candidates[k];
     // Priced in context, as chooseFusion does: the group before and the one after (fill and drain count).
     std::vector<size_t> context{gd, gc};
     if (gd > 0) context.insert(context.begin(), gd - 1);
@@ -144,9 +149,7 @@ void chooseChannelChains(NpuSchedule& s, const Graph& body, const hw::NpuConfig&
       }
       return best;
     };
-    const lower::ModelledCost layered = price(s, context);
-    uint64_t best = layered.cycles;
-    std::optional<GroupSchedule> bestGroup;
+    uint64_t best = price(s, context).cycles;
     for (const GroupSchedule& option : channelChainOptions(s, gd, gc, body, cfg, 8)) {
       NpuSchedule trial = s;
       replaceByFusedGroups(trial, {{{gd, gc}, option}});
@@ -156,14 +159,24 @@ void chooseChannelChains(NpuSchedule& s, const Graph& body, const hw::NpuConfig&
       try {
         verifySchedule(trial, body, cfg);
         const lower::ModelledCost cost = price(trial, around);
-        if (getenv("CHDBG")) fmt::print(stderr, "CHAIN {} every {} cb {} {}x{} res {}: layered {} chain {}\n", option.tiling[0].node, option.tiling[0].matrixEvery, option.tiling[0].channels, option.tiling[0].rows, option.tiling[0].cols, option.tiling[1].weightsResident, layered.cycles, cost.cycles);
-        if (cost.cycles < best) best = cost.cycles, bestGroup = option;
+        if (cost.cycles < best) best = cost.cycles, choice[k] = option;
       } catch (const std::exception&) {
         // the buffers cannot hold this option (refused by the verifier, or no room found by the scheduler)
       }
     }
-    if (bestGroup) chosen.push_back({{gd, gc}, *bestGroup});
-  }
+  };
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t k; (k = next++) < candidates.size();) decide(k);
+  };
+  std::vector<std::thread> threads;
+  const size_t jobs = std::max(1u, std::thread::hardware_concurrency());
+  for (size_t j = 1; j < std::min(jobs, candidates.size()); ++j) threads.emplace_back(worker);
+  worker();
+  for (std::thread& t : threads) t.join();
+  std::vector<std::pair<std::vector<size_t>, GroupSchedule>> chosen;
+  for (size_t k = 0; k < candidates.size(); ++k)
+    if (choice[k]) chosen.push_back({{candidates[k].first, candidates[k].second}, *choice[k]});
   replaceByFusedGroups(s, chosen);
 }
 
