@@ -128,6 +128,16 @@ class RandomGraphBuilder {
   /// depthwise convolution (stride 1 or 2, sometimes without bias), sometimes an activation, then a 1x1 convolution
   /// without padding, sometimes added to the block's input.
   void depthwiseThenPointwise(Value* x) {
+    Value* in = x;
+    if (chance(0.5)) {  // an expand 1x1 convolution first, with an activation (a chain's expand stage)
+      const int64_t E = pick(1, 80), C0 = shapeOf(x)[1];
+      const float eb = std::sqrt(3.0f / static_cast<float>(C0));
+      std::vector<Value*> eins{x, constant("w", uniformTensor({E, C0, 1, 1}, -eb, eb))};
+      if (chance(0.7)) eins.push_back(constant("b", uniformTensor({E}, -0.5f, 0.5f)));
+      x = node("Conv", eins, {{"kernel_shape", std::vector<int64_t>{1, 1}}, {"strides", std::vector<int64_t>{1, 1}},
+                               {"pads", std::vector<int64_t>{0, 0, 0, 0}}});
+      if (chance(0.7)) x = chance(0.5) ? node("Relu", {x}) : node("Clip", {x, scalar(0.0f), scalar(6.0f)});
+    }
     const Shape s = shapeOf(x);
     const int64_t C = s[1];
     const int64_t stride = s[2] >= 3 && s[3] >= 3 && chance(0.3) ? 2 : 1;
@@ -138,13 +148,13 @@ class RandomGraphBuilder {
                                   {"pads", std::vector<int64_t>{1, 1, 1, 1}}, {"group", C}});
     if (chance(0.6)) d = chance(0.5) ? node("Relu", {d}) : node("Clip", {d, scalar(0.0f), scalar(6.0f)});
     const bool residual = stride == 1 && chance(0.4);
-    const int64_t M = residual ? C : pick(1, 64);
+    const int64_t M = residual ? shapeOf(in)[1] : pick(1, 64);
     const float pb = std::sqrt(3.0f / static_cast<float>(C));
     std::vector<Value*> pins{d, constant("w", uniformTensor({M, C, 1, 1}, -pb, pb))};
     if (chance(0.7)) pins.push_back(constant("b", uniformTensor({M}, -0.5f, 0.5f)));
     Value* y = node("Conv", pins, {{"kernel_shape", std::vector<int64_t>{1, 1}}, {"strides", std::vector<int64_t>{1, 1}},
                                    {"pads", std::vector<int64_t>{0, 0, 0, 0}}});
-    if (residual) node("Add", {y, x});
+    if (residual) node("Add", {y, in});
   }
 
   /// `unpadded`: no padding (a convolution that may normalise its input blocks as it loads them).
@@ -519,6 +529,7 @@ NpuCheck checkOnNpu(const Model& model, const std::string& configPath, uint64_t 
     for (const npu::GroupSchedule& g : s.schedule.groups) {
       out.fusedGroups += g.tiling.size() > 1;
       out.channelChains += g.channelChain;
+      out.expandChains += g.channelChain && g.tiling.size() == 3;
       for (const npu::NodeTiling& t : g.tiling) out.inputNorms += !t.inputNorm.empty(), out.residualsInAcc += t.residualInAcc;
     }
   }
@@ -593,6 +604,7 @@ std::vector<std::string> checkRandomGraph(uint64_t seed, const std::vector<std::
     stats.compiles++, stats.nodes += c.nodes, stats.hostNodes += c.hostOps.size(), stats.cycles += c.cycles, stats.fusedGroups += c.fusedGroups;
     stats.inputNorms += c.inputNorms;
     stats.channelChains += c.channelChains;
+    stats.expandChains += c.expandChains;
     stats.residualsInAcc += c.residualsInAcc;
     for (const std::string& op : c.hostOps) stats.hostOps[op]++;
     if (!c.problems.empty()) failures.push_back(describeFailure(seed, fs::path(config).filename().string(), *model, c));

@@ -33,6 +33,7 @@ struct NpuCheck {
   size_t inputNorms = 0;              ///< convolutions that normalise their loaded input blocks (NodeTiling::inputNorm)
   size_t residualsInAcc = 0;          ///< convolutions adding a residual in the accumulator (NodeTiling::residualInAcc)
   size_t channelChains = 0;           ///< groups running a depthwise and a 1x1 convolution as a channel chain
+  size_t expandChains = 0;            ///< of those, chains with an expand stage first
 };
 
 /// Compiles `model` for the configuration file `configPath` through the target registry's "npu" target (its
@@ -55,6 +56,7 @@ struct RandomRunStats {
   size_t inputNorms = 0;   ///< NpuCheck::inputNorms summed
   size_t residualsInAcc = 0;  ///< NpuCheck::residualsInAcc summed
   size_t channelChains = 0;   ///< NpuCheck::channelChains summed
+  size_t expandChains = 0;    ///< NpuCheck::expandChains summed
   uint64_t cycles = 0;
   std::map<std::string, size_t> hostOps;  ///< nodes left on the host, by operator
 };

@@ -1,5 +1,6 @@
 // Tests of channel chains (GroupSchedule::channelChain): a depthwise convolution and the 1x1 convolution reading its
-// result, computed tile by tile over depthwise channel blocks without storing the depthwise result. Inverted
+// result, computed tile by tile over depthwise channel blocks without storing the depthwise result, with or without
+// the 1x1 expand convolution before it as a first stage. Inverted
 // residual blocks of odd shapes (channels not a multiple of the array, odd H and W, stride 1 with a residual Add
 // and stride 2, with and without biases) match the interpreter for every chain option the compiler prices, with
 // no hazard; the verifier refuses chains that are not one; the schedule's JSON keeps the flag.
@@ -104,6 +105,26 @@ TEST(NpuChannelChain, InvertedResidualsMatchTheInterpreterForEveryOption) {
           EXPECT_EQ(s.groups.back().tiling.back().globalPool, "pool") << what;
         }
         EXPECT_TRUE(std::any_of(s.groups.begin(), s.groups.end(), [](const GroupSchedule& gs) { return gs.channelChain; })) << what;
+        expectMatches(g, dev, s, b, what);
+      }
+      // With the expand convolution as the chain's first stage (its windows computed block by block from the tile's
+      // input pixels, the padding ring zeroed): every option of the chain with the first option of the pair.
+      NpuSchedule chained = layered;
+      replaceByFusedGroups(chained, {{{candidates[0].first, candidates[0].second}, options.front()}});
+      const std::vector<size_t> expandable = expandChainCandidates(chained, g);
+      ASSERT_EQ(expandable.size(), 1u) << config;
+      const size_t at = expandable[0];
+      const std::vector<GroupSchedule> withExpand = expandChainOptions(chained, at, g, dev.npu, 8);
+      if (std::string(config) == "default.json") EXPECT_FALSE(withExpand.empty());
+      for (const GroupSchedule& option : withExpand) {
+        NpuSchedule s = chained;
+        replaceByFusedGroups(s, {{{at - 1, at}, option}});
+        const std::string what = fmt::format("{} stride {} hidden {}: expand + cb {} every {} tile {}x{}", config, b.stride, b.hidden,
+                                             option.tiling[1].channels, option.tiling[1].matrixEvery, option.tiling[1].rows,
+                                             option.tiling[1].cols);
+        ASSERT_EQ(option.tiling.size(), 3u) << what;
+        EXPECT_EQ(option.tiling[0].node, "expand") << what;
+        if (b.pool) ASSERT_TRUE(foldGlobalPool(s, g, "pool", "project")) << what;
         expectMatches(g, dev, s, b, what);
       }
       // The compiler's own choice (a chain or not) matches too.

@@ -35,6 +35,23 @@ std::string channelChainRefusal(const Graph& body, const Node& dw, const std::ve
   return "";
 }
 
+std::string expandChainRefusal(const Graph& body, const Node& expand, const std::vector<const Node*>& epilogue, const Node& dw) {
+  if (!isOp(expand, "Conv") || expand.input(0)->type.dims->size() != 4) return fmt::format("'{}' is not a convolution", expand.name());
+  const ConvGeometry e = convGeometry(expand);
+  if (e.KH != 1 || e.KW != 1 || e.sH != 1 || e.sW != 1 || e.pT || e.pL || e.pB || e.pR || e.group != 1)
+    return fmt::format("'{}' is not a 1x1 convolution of stride 1 without padding or groups", expand.name());
+  const Value* result = epilogue.empty() ? expand.output(0) : epilogue.back()->output(0);
+  if (dw.input(0) != result) return fmt::format("'{}' does not read the expand result", dw.name());
+  const auto steps = epilogueSteps(expand.output(0), epilogue);
+  if (!steps || std::any_of(steps->begin(), steps->end(), [](const EpilogueStep& s) { return !s.unary; }))
+    return fmt::format("'{}''s epilogue is not made of unary steps", expand.name());
+  if (result->uses().size() != 1) return fmt::format("the expand result '{}' has other readers", result->name());
+  const auto& outs = body.outputs();
+  if (std::find(outs.begin(), outs.end(), result) != outs.end())
+    return fmt::format("the expand result '{}' is an output of the subgraph", result->name());
+  return "";
+}
+
 namespace {
 
 class ChannelChain {
@@ -42,8 +59,18 @@ class ChannelChain {
   ChannelChain(LowerContext& ctx, const GroupSchedule& g) : ctx_(ctx) {
     std::map<std::string, const Node*> byName;
     for (const auto& n : ctx.body().nodes()) byName[n->name()] = n.get();
-    dwNode_ = byName.at(g.tiling[0].node), convNode_ = byName.at(g.tiling[1].node);
-    dwt_ = &g.tiling[0], ct_ = &g.tiling[1];
+    const size_t d = g.tiling.size() == 3 ? 1 : 0;  // with an expand stage first
+    dwNode_ = byName.at(g.tiling[d].node), convNode_ = byName.at(g.tiling[d + 1].node);
+    dwt_ = &g.tiling[d], ct_ = &g.tiling[d + 1];
+    if (d == 1) {
+      exNode_ = byName.at(g.tiling[0].node), ext_ = &g.tiling[0];
+      exp_ = convProblem(ctx, *exNode_);
+      exSteps_ = exp_.epilogue;
+      if (!exSteps_.empty()) {
+        exLast_ = exSteps_.back().op;
+        exSteps_.pop_back();
+      }
+    }
     dwp_ = convProblem(ctx, *dwNode_);
     cp_ = convProblem(ctx, *convNode_);
     TESSEL_ASSERT(dwp_.depthwise() && cp_.C == dwp_.C && cp_.OH == dwp_.OH && cp_.OW == dwp_.OW,
@@ -91,6 +118,94 @@ class ChannelChain {
       bias_ = ctx_.region(Buffer::Output, static_cast<uint64_t>(cp_.M));
       loadContiguous(ctx_, bias_, 0, ctx_.addConstant(cp_.bias), static_cast<uint64_t>(cp_.M));
     }
+    if (!exNode_) return;
+    ctx_.builder.setNode(exNode_->name());
+    exPacked_ = packExpandWeights();
+    if (ext_->weightsResident) {
+      std::vector<float> all;
+      for (const auto& b : exPacked_) all.insert(all.end(), b.begin(), b.end());
+      exResident_ = ctx_.region(Buffer::Weight, all.size());
+      loadContiguous(ctx_, exResident_, 0, ctx_.addConstant(all), all.size());
+      uint64_t off = 0;
+      for (const auto& b : exPacked_) exOffsets_.push_back(off), off += b.size();
+    } else {
+      for (const auto& b : exPacked_) exStreamed_.push_back(ctx_.addConstant(b));
+    }
+    if (!exp_.bias.empty()) {
+      exBias_ = ctx_.region(Buffer::Output, static_cast<uint64_t>(exp_.M));
+      loadContiguous(ctx_, exBias_, 0, ctx_.addConstant(exp_.bias), static_cast<uint64_t>(exp_.M));
+    }
+  }
+
+  /// The expand convolution's weights per depthwise block (its output channels c0 on): per slice of at most DIM
+  /// input channels, per output block of at most DIM of the block's channels, a k x n block row-major.
+  std::vector<std::vector<float>> packExpandWeights() const {
+    const int64_t DIM = ctx_.cfg.dim, K = exp_.C;
+    std::vector<std::vector<float>> out;
+    for (int64_t c0 = 0; c0 < dwp_.C; c0 += dwt_->channels) {
+      const int64_t ck = std::min(dwt_->channels, dwp_.C - c0), N = std::min(DIM, ck);
+      std::vector<float> b;
+      for (int64_t k0 = 0; k0 < K; k0 += DIM)
+        for (int64_t j0 = 0; j0 < ck; j0 += N) {
+          const int64_t k = std::min(DIM, K - k0), nb = std::min(N, ck - j0);
+          for (int64_t r = 0; r < k; ++r)
+            for (int64_t j = 0; j < nb; ++j) b.push_back(exp_.weights[(c0 + j0 + j) * K + k0 + r]);
+        }
+      out.push_back(std::move(b));
+    }
+    return out;
+  }
+
+  /// The depthwise window of block c0 computed by the expand stage from the tile's input pixels `x` (rows y0..y0+ir,
+  /// columns x0..x0+ic of the block's input, all its channels): the expand gemms into the accumulator, its bias and
+  /// epilogue, the copy into the window (its last unary step on the way), and the window's padding ring zeroed (the
+  /// expand of a padding pixel is not zero).
+  int32_t expandWindow(int32_t x, int64_t wy0, int64_t wx0, int64_t wr, int64_t wc, int64_t y0, int64_t x0, int64_t ir,
+                       int64_t ic, int64_t c0, size_t block) {
+    const int64_t DIM = ctx_.cfg.dim, K = exp_.C, ck = std::min(dwt_->channels, dwp_.C - c0), N = std::min(DIM, ck);
+    ctx_.builder.setNode(exNode_->name());
+    int32_t wgt = exResident_;
+    uint64_t woff = ext_->weightsResident ? exOffsets_[block] : 0;
+    if (!ext_->weightsResident) {
+      wgt = ctx_.region(Buffer::Weight, exPacked_[block].size());
+      loadContiguous(ctx_, wgt, 0, exStreamed_[block], exPacked_[block].size());
+    }
+    const int32_t e = ctx_.region(Buffer::Accumulator, static_cast<uint64_t>(ir * ic * ck));
+    for (int64_t k0 = 0; k0 < K; k0 += DIM)
+      for (int64_t j0 = 0; j0 < ck; j0 += N) {
+        const int64_t k = std::min(DIM, K - k0), nb = std::min(N, ck - j0);
+        Instruction gm;
+        gm.opcode = Opcode::Gemm;
+        gm.srcA = ctx_.at(x, static_cast<uint64_t>(k0), ic * K, K);
+        gm.srcB = ctx_.at(wgt, woff);
+        gm.dst = ctx_.at(e, static_cast<uint64_t>(j0), ic * ck, ck);
+        gm.outer = static_cast<uint32_t>(ir), gm.inner = static_cast<uint32_t>(ic);
+        gm.gemmK = static_cast<uint32_t>(k), gm.gemmN = static_cast<uint32_t>(nb);
+        gm.accumulate = k0 > 0;
+        ctx_.emit(gm, e, x, wgt);
+        woff += static_cast<uint64_t>(k * nb);
+      }
+    const auto r = static_cast<uint32_t>(ir), c = static_cast<uint32_t>(ic), v = static_cast<uint32_t>(ck);
+    const SramOperand etile = ctx_.at(e, 0, ic * ck, ck);
+    if (exBias_ >= 0)
+      ctx_.emit(makeVecBinary(VecOp::Add, etile, etile, ctx_.at(exBias_, static_cast<uint64_t>(c0)), r, c, v), e, e, exBias_);
+    applyUnarySteps(ctx_, exSteps_, e, etile, r, c, v);
+    ctx_.builder.setNode(dwNode_->name());
+    const int32_t w = ctx_.region(Buffer::Input, static_cast<uint64_t>(wr * wc * ck));
+    const int64_t top = y0 - wy0, left = x0 - wx0;
+    ctx_.emit(makeVecUnary(exLast_.op, ctx_.at(w, static_cast<uint64_t>((top * wc + left) * ck), wc * ck, ck), etile, r, c, v,
+                           exLast_.imm0, exLast_.imm1),
+              w, e);
+    auto fill = [&](int64_t row0, int64_t rows, int64_t col0, int64_t cols) {
+      if (rows <= 0 || cols <= 0) return;
+      const SramOperand box = ctx_.at(w, static_cast<uint64_t>((row0 * wc + col0) * ck), wc * ck, ck);
+      ctx_.emit(makeVecUnary(VecOp::Fill, box, box, static_cast<uint32_t>(rows), static_cast<uint32_t>(cols), v, 0.0f), w);
+    };
+    fill(0, top, 0, wc);
+    fill(top + ir, wr - top - ir, 0, wc);
+    fill(top, ir, 0, left);
+    fill(top, ir, left + ic, wc - left - ic);
+    return w;
   }
 
   /// The 1x1 convolution's weights per depthwise block: per slice of at most DIM of the block's channels, per
@@ -125,17 +240,39 @@ class ChannelChain {
                          r, c, static_cast<uint32_t>(M)),
                 acc);
     }
-    // Each block's window is loaded before the previous block's result is copied out: regions are allocated in the
-    // order they are made, so the load of block b + 1 does not wait for block b's copy.
-    ctx_.builder.setNode(dwNode_->name());
-    int32_t next = dw_->loadWindow(n, oy0, rows, ox0, cols, 0);
+    // With an expand stage: the tile's input pixels (the depthwise window's part inside the image, all the expand's
+    // input channels), loaded once; each block's window is computed from them.
+    const int64_t wy0 = oy0 * dwp_.sH - dwp_.pT, wx0 = ox0 * dwp_.sW - dwp_.pL, wr = dwp_.inRows(rows), wc = dwp_.inCols(cols);
+    const int64_t y0 = std::max<int64_t>(0, wy0), x0 = std::max<int64_t>(0, wx0);
+    const int64_t ir = std::min(dwp_.H, wy0 + wr) - y0, ic = std::min(dwp_.W, wx0 + wc) - x0;
+    int32_t x = -1, next = -1;
+    if (exNode_) {
+      TESSEL_ASSERT(ir > 0 && ic > 0, "npu lowering: a channel chain's depthwise window lies outside the image");
+      ctx_.builder.setNode(exNode_->name());
+      const TensorLoc& xl = ctx_.loc(exNode_->input(0));
+      const int64_t xs = xl.pixelStride(), K = exp_.C;
+      x = ctx_.region(Buffer::Input, static_cast<uint64_t>(ir * ic * K));
+      ctx_.emit(makeLoad(ctx_.at(x, 0, ic * K, K), xl.addr + static_cast<uint64_t>(((n * dwp_.H + y0) * dwp_.W + x0) * xs),
+                         dwp_.W * xs, xs, static_cast<uint32_t>(ir), static_cast<uint32_t>(ic), static_cast<uint32_t>(K)),
+                x);
+    } else {
+      // Each block's window is loaded before the previous block's result is copied out: regions are allocated in
+      // the order they are made, so the load of block b + 1 does not wait for block b's copy.
+      ctx_.builder.setNode(dwNode_->name());
+      next = dw_->loadWindow(n, oy0, rows, ox0, cols, 0);
+    }
     size_t block = 0;
     for (int64_t c0 = 0; c0 < dwp_.C; c0 += dwt_->channels, ++block) {
       const int64_t ck = std::min(dwt_->channels, dwp_.C - c0);
       const auto v = static_cast<uint32_t>(ck);
+      int32_t window = next;
+      if (exNode_) {
+        window = expandWindow(x, wy0, wx0, wr, wc, y0, x0, ir, ic, c0, block);
+      } else if (c0 + dwt_->channels < dwp_.C) {
+        ctx_.builder.setNode(dwNode_->name());
+        next = dw_->loadWindow(n, oy0, rows, ox0, cols, c0 + dwt_->channels);
+      }
       ctx_.builder.setNode(dwNode_->name());
-      const int32_t window = next;
-      if (c0 + dwt_->channels < dwp_.C) next = dw_->loadWindow(n, oy0, rows, ox0, cols, c0 + dwt_->channels);
       dw_->useBlock(c0);
       const int32_t dacc = dw_->computeTile(n, oy0, rows, ox0, cols, nullptr, window);
       const SramOperand dtile = ctx_.at(dacc, 0, cols * ck, ck);
@@ -171,6 +308,15 @@ class ChannelChain {
   const Node *dwNode_ = nullptr, *convNode_ = nullptr;
   const NodeTiling *dwt_ = nullptr, *ct_ = nullptr;
   ConvProblem dwp_, cp_;
+  // The expand stage (a 1x1 convolution making the depthwise input), when the chain has one.
+  const Node* exNode_ = nullptr;
+  const NodeTiling* ext_ = nullptr;
+  ConvProblem exp_;
+  std::vector<EpilogueStep> exSteps_;  ///< its epilogue but the last step
+  Activation exLast_;                  ///< that last step (Copy when none), applied by the copy into the window
+  std::vector<std::vector<float>> exPacked_;  ///< its weights per depthwise block
+  std::vector<uint64_t> exOffsets_, exStreamed_;
+  int32_t exResident_ = -1, exBias_ = -1;
   std::vector<EpilogueStep> steps_;  ///< the depthwise epilogue but its last step
   Activation last_;                  ///< that last step (Copy when none), applied by the copy into the input buffer
   std::unique_ptr<DepthwiseConv> dw_;
@@ -184,7 +330,7 @@ class ChannelChain {
 }  // namespace
 
 void lowerChannelChain(LowerContext& ctx, const GroupSchedule& group) {
-  TESSEL_ASSERT(group.channelChain && group.tiling.size() == 2, "npu lowering: not a channel chain");
+  TESSEL_ASSERT(group.channelChain && (group.tiling.size() == 2 || group.tiling.size() == 3), "npu lowering: not a channel chain");
   ChannelChain(ctx, group).lower();
 }
 

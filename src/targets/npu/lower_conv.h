@@ -170,6 +170,10 @@ void lowerFusedGroup(LowerContext& ctx, const GroupSchedule& group, uint32_t gro
 /// a channel chain (GroupSchedule::channelChain): `conv` is no 1x1 convolution (stride 1, no padding or groups)
 /// reading the depthwise result alone, or that result is an output of `body`. Empty when they can.
 std::string channelChainRefusal(const Graph& body, const Node& dw, const std::vector<const Node*>& dwEpilogue, const Node& conv);
+/// Why the convolution `expand` with the unary epilogue `epilogue` cannot be a channel chain's first stage before the
+/// depthwise convolution `dw`: no 1x1 convolution (stride 1, no padding or groups) whose result `dw` alone reads, or
+/// that result is an output of `body`. Empty when it can.
+std::string expandChainRefusal(const Graph& body, const Node& expand, const std::vector<const Node*>& epilogue, const Node& dw);
 /// Lowers a channel chain: per output tile, per depthwise channel block, the block's tile through the depthwise
 /// epilogue into the input buffer and the 1x1 convolution's gemms of that block accumulating into the tile.
 void lowerChannelChain(LowerContext& ctx, const GroupSchedule& group);

@@ -70,7 +70,15 @@ struct NpuTuning::Space {
     }
     for (const ChainSite& c : chains) {
       const uint32_t option = g[i++];
-      if (option > 0 && !taken.count(c.dw) && !taken.count(c.conv)) fused.push_back({{c.dw, c.conv}, c.options.at(option - 1)});
+      if (option == 0) continue;
+      const GroupSchedule& chain = c.options.at(option - 1);
+      // An option with an expand stage takes the group before the depthwise one too.
+      std::vector<size_t> members{c.dw, c.conv};
+      if (chain.tiling.size() == 3) members.insert(members.begin(), c.dw - 1);
+      if (std::none_of(members.begin(), members.end(), [&](size_t m) { return taken.count(m) != 0; })) {
+        fused.push_back({members, chain});
+        taken.insert(members.begin(), members.end());
+      }
     }
     replaceByFusedGroups(s, fused);
     for (const PoolSite& p : pools)
@@ -175,12 +183,25 @@ NpuTuning::NpuTuning(const Model& model, const std::string& modelPath, const hw:
     }
     for (const auto& [dw, conv] : channelChainCandidates(s.base, body)) {
       Space::ChainSite c{dw, conv, channelChainOptions(s.base, dw, conv, body, s.device.npu, 8)};
+      // With the expand convolution before it as a first stage, when it can be one (built on the first option).
+      if (!c.options.empty()) {
+        NpuSchedule chained = s.base;
+        replaceByFusedGroups(chained, {{{dw, conv}, c.options.front()}});
+        const std::vector<size_t> expandable = expandChainCandidates(chained, body);
+        if (std::find(expandable.begin(), expandable.end(), dw) != expandable.end())
+          for (GroupSchedule& o : expandChainOptions(chained, dw, body, s.device.npu, 8)) c.options.push_back(std::move(o));
+      }
       // The compiler's choice: its chain of the same nodes, if it made one (an option of its own if it is none of these).
       std::vector<std::string> nodes = s.base.groups[dw].nodes;
       nodes.insert(nodes.end(), s.base.groups[conv].nodes.begin(), s.base.groups[conv].nodes.end());
       uint32_t chosen = 0;
+      std::vector<std::string> withExpand;
+      if (dw > 0) {
+        withExpand = s.base.groups[dw - 1].nodes;
+        withExpand.insert(withExpand.end(), nodes.begin(), nodes.end());
+      }
       for (const GroupSchedule& g : s.compiler.groups)
-        if (g.channelChain && g.nodes == nodes) {
+        if (g.channelChain && (g.nodes == nodes || (g.tiling.size() == 3 && g.nodes == withExpand))) {
           auto it = std::find(c.options.begin(), c.options.end(), g);
           if (it == c.options.end()) it = c.options.insert(c.options.end(), g);
           chosen = static_cast<uint32_t>(it - c.options.begin()) + 1;
@@ -365,9 +386,10 @@ std::string NpuTuning::genomeText(const tune::Genome& genome) const {
       const uint32_t o = genome[i];
       std::string what = "not chained";
       if (o > 0) {
-        const NodeTiling& d = c.options[o - 1].tiling[0];
-        what = fmt::format("chained, {}x{} px tiles, depthwise blocks of {} channels, matrix-every {}", d.rows, d.cols, d.channels,
-                           d.matrixEvery);
+        const GroupSchedule& chain = c.options[o - 1];
+        const NodeTiling& d = chain.tiling[chain.tiling.size() - 2];
+        what = fmt::format("chained{}, {}x{} px tiles, depthwise blocks of {} channels, matrix-every {}",
+                           chain.tiling.size() == 3 ? " with the expand stage" : "", d.rows, d.cols, d.channels, d.matrixEvery);
       }
       out += fmt::format("  [{:3}] channel chain of {} + {} option {} of {}{}: {}\n", i, s.base.groups[c.dw].tiling[0].node,
                          s.base.groups[c.conv].tiling[0].node, o, c.options.size() + 1,

@@ -192,8 +192,19 @@ std::vector<std::pair<size_t, size_t>> channelChainCandidates(const NpuSchedule&
 std::vector<GroupSchedule> channelChainOptions(const NpuSchedule& schedule, size_t dwGroup, size_t convGroup, const Graph& body,
                                                const hw::NpuConfig& cfg, size_t count);
 
+/// Channel chains (two tilings) whose previous group is a layer-by-layer 1x1 convolution that alone makes the
+/// depthwise input (lower::expandChainRefusal): that convolution may become the chain's first stage (an expand
+/// stage: the depthwise windows computed block by block from the tile's input pixels). Returns the chains' indices.
+std::vector<size_t> expandChainCandidates(const NpuSchedule& schedule, const Graph& body);
+
+/// Up to `count` chains of the expand group before `chainGroup` and the chain, tiled as channelChainOptions does with
+/// the expand stage's working set counted.
+std::vector<GroupSchedule> expandChainOptions(const NpuSchedule& schedule, size_t chainGroup, const Graph& body,
+                                              const hw::NpuConfig& cfg, size_t count);
+
 /// Replaces candidate pairs by the channel chain of fewest modelled cycles (the instruction scheduler, the groups
-/// around in context) where that is fewer than the two groups'. Run after chooseFusion, on the pairs it left.
+/// around in context) where that is fewer than the two groups'; then, the same way, the expand convolutions before
+/// the chains taken (expandChainCandidates). Run after chooseFusion, on the pairs it left.
 void chooseChannelChains(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg);
 
 /// The tilings the search may give node `n` instead of `current` (which comes first): a convolution's Pareto

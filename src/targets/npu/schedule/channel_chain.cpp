@@ -60,21 +60,26 @@ std::vector<std::pair<size_t, size_t>> channelChainCandidates(const NpuSchedule&
   return out;
 }
 
-std::vector<GroupSchedule> channelChainOptions(const NpuSchedule& s, size_t dwGroup, size_t convGroup, const Graph& body,
-                                               const hw::NpuConfig& cfg, size_t count) {
+namespace {
+
+/// The chain options of a depthwise group `gd` and a 1x1 group `gc`, with the 1x1 expand group `ge` first when given:
+/// blocks of one vector of channels with every matrix-unit share, and blocks of two on the vector unit (the candidates
+/// that won on MobileNetV2; a two-vector block with matrix-unit tiles never did), each with the largest tile (fewest
+/// tiles; ties: the wider; even row tiles) whose working set fits with two depthwise blocks in flight: two windows and
+/// two block copies in the input buffer (with an expand stage, also the tile's input pixels), the 1x1 accumulator tile
+/// and two depthwise ones (and two expanded blocks) in the accumulator.
+std::vector<GroupSchedule> chainOptions(const NpuSchedule& s, const GroupSchedule* ge, const GroupSchedule& gd,
+                                        const GroupSchedule& gc, const Graph& body, const hw::NpuConfig& cfg, size_t count) {
   const auto byName = nodesByName(body);
-  const GroupSchedule &gd = s.groups[dwGroup], &gc = s.groups[convGroup];
   const Node& dw = *byName.at(gd.tiling[0].node);
   const ConvGeometry dg = convGeometry(dw), cg = convGeometry(*byName.at(gc.tiling[0].node));
+  const ConvGeometry eg = ge ? convGeometry(*byName.at(ge->tiling[0].node)) : ConvGeometry{};
   const auto words = [&](Buffer b) { return static_cast<int64_t>(cfg.bufferWords(static_cast<size_t>(b))); };
-  // One tile's working set with two depthwise blocks in flight (the next block's window loads while the current one
-  // computes): two windows and two block copies in the input buffer; the 1x1 accumulator tile and two depthwise
-  // ones in the accumulator.
   auto fits = [&](int64_t th, int64_t tw, int64_t cb) {
-    return 2 * (dg.inRows(th) * dg.inCols(tw) * cb + th * tw * cb) <= words(Buffer::Input) &&
-           th * tw * (cg.M + 2 * cb) <= words(Buffer::Accumulator);
+    const int64_t px = ge ? std::min(dg.inRows(th), dg.H) * std::min(dg.inCols(tw), dg.W) : 0;
+    return px * eg.C + 2 * (dg.inRows(th) * dg.inCols(tw) * cb + th * tw * cb) <= words(Buffer::Input) &&
+           2 * px * cb + th * tw * (cg.M + 2 * cb) <= words(Buffer::Accumulator);
   };
-  // The largest tile (fewest tiles; ties: the wider) of even row tiles that fits.
   auto largest = [&](int64_t cb) -> std::optional<std::pair<int64_t, int64_t>> {
     std::optional<std::pair<int64_t, int64_t>> best;
     int64_t bestTiles = 0;
@@ -90,76 +95,81 @@ std::vector<GroupSchedule> channelChainOptions(const NpuSchedule& s, size_t dwGr
     }
     return best;
   };
-  std::vector<NodeTiling> tilings;
+  std::vector<GroupSchedule> out;
   const int64_t lanes = cfg.vectorLanes;
-  // Blocks of one vector of channels with every share of the matrix unit, and blocks of two on the vector unit (the
-  // candidates that won on MobileNetV2; a two-vector block with matrix-unit tiles never did).
   const std::pair<int64_t, int64_t> kinds[] = {{1, 0}, {1, 2}, {1, 3}, {1, 4}, {2, 0}};
   for (const auto& [vectors, every] : kinds) {
+    if (out.size() >= count) break;
     const int64_t cb = std::min(dg.C, vectors * lanes);
     const auto tile = largest(cb);
     if (!tile) continue;
     NodeTiling d = gd.tiling[0];
     d.channels = d.inChannels = cb, d.matrixEvery = every;
     d.rows = tile->first, d.cols = tile->second;
-    if (std::find(tilings.begin(), tilings.end(), d) == tilings.end()) tilings.push_back(d);
-  }
-  std::vector<GroupSchedule> out;
-  for (const NodeTiling& d : tilings) {
-    if (out.size() >= count) break;
-    const int64_t cb = std::min(d.channels, dg.C);
     const int64_t dwWeights = depthwiseWeightWords(dg.KH * dg.KW, cb, d.matrixEvery > 0, cfg.dim) * ceilDiv(dg.C, cb);
-    if (dwWeights + cb * cg.M > words(Buffer::Weight)) continue;
+    if (dwWeights + cb * cg.M + (ge ? eg.C * cb : 0) > words(Buffer::Weight)) continue;
     NodeTiling c = gc.tiling[0];
     c.rows = d.rows, c.cols = d.cols;
     c.channels = std::min<int64_t>(cfg.dim, cg.M), c.inChannels = cb, c.coutPerPass = cg.M;
     c.weightsResident = dwWeights + cg.C * cg.M <= words(Buffer::Weight) / 2;
     GroupSchedule g;
-    g.nodes = gd.nodes;
+    if (ge) g.nodes = ge->nodes;
+    g.nodes.insert(g.nodes.end(), gd.nodes.begin(), gd.nodes.end());
     g.nodes.insert(g.nodes.end(), gc.nodes.begin(), gc.nodes.end());
     g.tiling = {d, c};
     g.onChip = {resultOf(d, byName)->name()};
+    if (ge) {
+      NodeTiling e = ge->tiling[0];
+      e.rows = std::min(dg.inRows(d.rows), dg.H), e.cols = std::min(dg.inCols(d.cols), dg.W);
+      e.channels = std::min<int64_t>(cfg.dim, cb), e.inChannels = eg.C, e.coutPerPass = cb;
+      // Its weights resident when they fit beside the others' in half the buffer, else each block's per tile.
+      e.weightsResident = eg.C * eg.M + dwWeights + (c.weightsResident ? cg.C * cg.M : cb * cg.M) <= words(Buffer::Weight) / 2;
+      g.tiling.insert(g.tiling.begin(), e);
+      g.onChip.insert(g.onChip.begin(), resultOf(e, byName)->name());
+    }
     g.channelChain = true;
     if (std::find(out.begin(), out.end(), g) == out.end()) out.push_back(std::move(g));
   }
+  (void)s;
   return out;
 }
 
-void chooseChannelChains(NpuSchedule& s, const Graph& body, const hw::NpuConfig& cfg) {
-  const std::vector<std::pair<size_t, size_t>> candidates = channelChainCandidates(s, body);
-  // Each candidate is priced against the same schedule, so the candidates are independent: priced in parallel (the
-  // tuner models groups in threads the same way), the choices do not depend on the order.
+/// Replaces each candidate's member groups by its cheapest option where that beats the members: every option and the
+/// members lowered and list-scheduled in context (the group before and the one after: fill and drain count) at windows
+/// 2 and 8, each side at its better window (the program's window is chosen for the whole program later, and a chain,
+/// few large tiles, and the layer-by-layer groups, many small ones, gain from different widths: priced at window 2
+/// alone, chains that lost at the program's window 8 were taken). Each candidate is priced against the same schedule,
+/// so they are independent: priced in parallel, the choices do not depend on the order.
+void chooseReplacements(NpuSchedule& s, const Graph& body, const hw::NpuConfig& cfg,
+                        const std::vector<std::pair<std::vector<size_t>, std::vector<GroupSchedule>>>& candidates) {
   std::vector<std::optional<GroupSchedule>> choice(candidates.size());
+  auto price = [&](const NpuSchedule& sched, const std::vector<size_t>& groups) {
+    uint64_t best = 0;
+    for (uint32_t w : kChainPricingWindows) {
+      NpuSchedule at = sched;
+      at.window = w;
+      const uint64_t c = lower::modelledCost(body, cfg, at, groups).cycles;
+      if (best == 0 || c < best) best = c;
+    }
+    return best;
+  };
   auto decide = [&](size_t k) {
-    const auto [gd, gc] = candidates[k];
-    // Priced in context, as chooseFusion does: the group before and the one after (fill and drain count).
-    std::vector<size_t> context{gd, gc};
-    if (gd > 0) context.insert(context.begin(), gd - 1);
-    if (gc + 1 < s.groups.size()) context.push_back(gc + 1);
-    // Each side at the better of a narrow and the widest window: the program's window is chosen for the whole
-    // program later, and a chain (few, large tiles) and the layer-by-layer pair (many small ones) gain from
-    // different widths (priced at window 2 alone, chains that lost at the program's window 8 were taken).
-    auto price = [&](const NpuSchedule& sched, const std::vector<size_t>& groups) {
-      lower::ModelledCost best;
-      for (uint32_t w : {kChainPricingWindows[0], kChainPricingWindows[1]}) {
-        NpuSchedule at = sched;
-        at.window = w;
-        const lower::ModelledCost c = lower::modelledCost(body, cfg, at, groups);
-        if (best.cycles == 0 || c.cycles < best.cycles) best = c;
-      }
-      return best;
-    };
-    uint64_t best = price(s, context).cycles;
-    for (const GroupSchedule& option : channelChainOptions(s, gd, gc, body, cfg, 8)) {
+    const std::vector<size_t>& members = candidates[k].first;
+    std::vector<size_t> context = members;
+    if (members.front() > 0) context.insert(context.begin(), members.front() - 1);
+    if (members.back() + 1 < s.groups.size()) context.push_back(members.back() + 1);
+    uint64_t best = price(s, context);
+    for (const GroupSchedule& option : candidates[k].second) {
       NpuSchedule trial = s;
-      replaceByFusedGroups(trial, {{{gd, gc}, option}});
-      std::vector<size_t> around{gd};
-      if (gd > 0) around.insert(around.begin(), gd - 1);
-      if (gd + 1 < trial.groups.size()) around.push_back(gd + 1);
+      replaceByFusedGroups(trial, {{members, option}});
+      const size_t at = members.front();
+      std::vector<size_t> around{at};
+      if (at > 0) around.insert(around.begin(), at - 1);
+      if (at + 1 < trial.groups.size()) around.push_back(at + 1);
       try {
         verifySchedule(trial, body, cfg);
-        const lower::ModelledCost cost = price(trial, around);
-        if (cost.cycles < best) best = cost.cycles, choice[k] = option;
+        const uint64_t cost = price(trial, around);
+        if (cost < best) best = cost, choice[k] = option;
       } catch (const std::exception&) {
         // the buffers cannot hold this option (refused by the verifier, or no room found by the scheduler)
       }
@@ -176,8 +186,54 @@ void chooseChannelChains(NpuSchedule& s, const Graph& body, const hw::NpuConfig&
   for (std::thread& t : threads) t.join();
   std::vector<std::pair<std::vector<size_t>, GroupSchedule>> chosen;
   for (size_t k = 0; k < candidates.size(); ++k)
-    if (choice[k]) chosen.push_back({{candidates[k].first, candidates[k].second}, *choice[k]});
+    if (choice[k]) chosen.push_back({candidates[k].first, *choice[k]});
   replaceByFusedGroups(s, chosen);
+}
+
+}  // namespace
+
+std::vector<GroupSchedule> channelChainOptions(const NpuSchedule& s, size_t dwGroup, size_t convGroup, const Graph& body,
+                                               const hw::NpuConfig& cfg, size_t count) {
+  return chainOptions(s, nullptr, s.groups[dwGroup], s.groups[convGroup], body, cfg, count);
+}
+
+std::vector<size_t> expandChainCandidates(const NpuSchedule& s, const Graph& body) {
+  const auto byName = nodesByName(body);
+  std::vector<size_t> out;
+  for (size_t g = 1; g < s.groups.size(); ++g) {
+    const GroupSchedule &chain = s.groups[g], &prev = s.groups[g - 1];
+    if (!chain.channelChain || chain.tiling.size() != 2) continue;
+    if (prev.tiling.size() != 1 || prev.rowTiles != 1 || prev.channelChain || prev.nodes.front() != prev.tiling[0].node) continue;
+    const NodeTiling& e = prev.tiling[0];
+    if (e.variant != "matrix" || e.groupPack != 1 || e.phased || e.residualInAcc || !e.inputScale.empty() ||
+        !e.inputNorm.empty() || !e.globalPool.empty())
+      continue;
+    std::vector<const Node*> epilogue;
+    for (const std::string& n : e.epilogue) epilogue.push_back(byName.at(n));
+    if (lower::expandChainRefusal(body, *byName.at(e.node), epilogue, *byName.at(chain.tiling[0].node)).empty()) out.push_back(g);
+  }
+  return out;
+}
+
+std::vector<GroupSchedule> expandChainOptions(const NpuSchedule& s, size_t chainGroup, const Graph& body, const hw::NpuConfig& cfg,
+                                              size_t count) {
+  const GroupSchedule& chain = s.groups[chainGroup];
+  GroupSchedule gd, gc;  // the chain's two groups as they were
+  gd.tiling = {chain.tiling[0]}, gc.tiling = {chain.tiling[1]};
+  const auto split = std::find(chain.nodes.begin(), chain.nodes.end(), chain.tiling[1].node);
+  gd.nodes.assign(chain.nodes.begin(), split), gc.nodes.assign(split, chain.nodes.end());
+  return chainOptions(s, &s.groups[chainGroup - 1], gd, gc, body, cfg, count);
+}
+
+void chooseChannelChains(NpuSchedule& s, const Graph& body, const hw::NpuConfig& cfg) {
+  std::vector<std::pair<std::vector<size_t>, std::vector<GroupSchedule>>> candidates;
+  for (const auto& [gd, gc] : channelChainCandidates(s, body))
+    candidates.push_back({{gd, gc}, channelChainOptions(s, gd, gc, body, cfg, 8)});
+  chooseReplacements(s, body, cfg, candidates);
+  // Then the expand convolutions before the chains taken.
+  candidates.clear();
+  for (size_t g : expandChainCandidates(s, body)) candidates.push_back({{g - 1, g}, expandChainOptions(s, g, body, cfg, 8)});
+  chooseReplacements(s, body, cfg, candidates);
 }
 
 }  // namespace tessel::npu

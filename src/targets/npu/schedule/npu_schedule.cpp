@@ -260,12 +260,13 @@ void checkChannelChain(const GroupSchedule& g, size_t gi, const Graph& body, con
     auto it = position.find(n);
     return it == position.end() ? nullptr : body.nodes()[it->second].get();
   };
-  if (g.tiling.size() != 2 || g.rowTiles != 1) {
+  if ((g.tiling.size() != 2 && g.tiling.size() != 3) || g.rowTiles != 1) {
     problems.push_back(fmt::format("group {}: a channel chain has two tilings (a depthwise convolution, then a 1x1 "
-                                   "convolution) and row_tiles 1", gi));
+                                   "convolution), or three with a 1x1 expand convolution first, and row_tiles 1", gi));
     return;
   }
-  const NodeTiling &d = g.tiling[0], &c = g.tiling[1];
+  const bool expands = g.tiling.size() == 3;
+  const NodeTiling &d = g.tiling[expands ? 1 : 0], &c = g.tiling[expands ? 2 : 1];
   const Node *dw = node(d.node), *conv = node(c.node);
   if (!dw || !conv) return;  // reported with the group's nodes
   std::vector<const Node*> epilogue;
@@ -288,20 +289,51 @@ void checkChannelChain(const GroupSchedule& g, size_t gi, const Graph& body, con
     problems.push_back(fmt::format("group {}: the channel chain's tilings have different tiles ({}x{} and {}x{})", gi, d.rows,
                                    d.cols, c.rows, c.cols));
   const Value* result = epilogue.empty() ? dw->output(0) : epilogue.back()->output(0);
-  if (g.onChip != std::vector<std::string>{result->name()})
-    problems.push_back(fmt::format("group {}: a channel chain keeps exactly its depthwise result '{}' on chip", gi, result->name()));
+  std::vector<std::string> onChip{result->name()};
   const ConvGeometry dg = convGeometry(*dw), cg = convGeometry(*conv);
   const int64_t rows = std::min(d.rows, dg.OH), cols = std::min(d.cols, dg.OW), cb = std::min(d.channels, dg.C);
+  // The expand stage: the tile's input pixels (all its input channels) in the input buffer, one block's expanded
+  // pixels in the accumulator, its weights (all, or one block's) and bias.
+  int64_t exInput = 0, exAcc = 0, exWeights = 0, exBias = 0;
+  if (expands) {
+    const NodeTiling& e = g.tiling[0];
+    const Node* expand = node(e.node);
+    if (!expand) return;
+    std::vector<const Node*> exEpilogue;
+    for (const std::string& n : e.epilogue)
+      if (const Node* en = node(n)) exEpilogue.push_back(en);
+    if (exEpilogue.size() != e.epilogue.size()) return;
+    if (e.variant != "matrix" || e.groupPack != 1 || e.phased || e.residualInAcc || !e.inputScale.empty() ||
+        !e.inputNorm.empty() || !e.globalPool.empty()) {
+      problems.push_back(fmt::format("group {}: a channel chain's expand stage is a plain 'matrix' tiling (no packing, phases, "
+                                     "residual, input scale or normalisation, or global pool)", gi));
+      return;
+    }
+    if (const std::string why = lower::expandChainRefusal(body, *expand, exEpilogue, *dw); !why.empty()) {
+      problems.push_back(fmt::format("group {}: not a channel chain: {}", gi, why));
+      return;
+    }
+    const Value* expanded = exEpilogue.empty() ? expand->output(0) : exEpilogue.back()->output(0);
+    onChip.insert(onChip.begin(), expanded->name());
+    const ConvGeometry eg = convGeometry(*expand);
+    const int64_t px = std::min(dg.inRows(rows), dg.H) * std::min(dg.inCols(cols), dg.W);
+    exInput = px * eg.C, exAcc = px * cb;
+    exWeights = e.weightsResident ? eg.C * eg.M : eg.C * cb;
+    exBias = expand->hasInput(2) ? eg.M : 0;
+  }
+  if (g.onChip != onChip)
+    problems.push_back(fmt::format("group {}: a channel chain keeps exactly its {} on chip", gi,
+                                   expands ? "expand and depthwise results" : fmt::format("depthwise result '{}'", result->name())));
   auto words = [&](Buffer b) { return static_cast<int64_t>(cfg.bufferWords(static_cast<size_t>(b))); };
   auto need = [&](Buffer b, const char* name, int64_t w) {
     if (w > words(b))
       problems.push_back(fmt::format("group {}: the channel chain's tile needs {} {}-buffer words, the buffer holds {}", gi, w, name,
                                      words(b)));
   };
-  need(Buffer::Input, "input", dg.inRows(rows) * dg.inCols(cols) * cb + rows * cols * cb);
-  need(Buffer::Accumulator, "accumulator", rows * cols * (cg.M + cb));
+  need(Buffer::Input, "input", exInput + dg.inRows(rows) * dg.inCols(cols) * cb + rows * cols * cb);
+  need(Buffer::Accumulator, "accumulator", exAcc + rows * cols * (cg.M + cb));
   need(Buffer::Weight, "weight",
-       depthwiseWeightWords(dg.KH * dg.KW, cb, d.matrixEvery > 0, cfg.dim) * ceilDiv(dg.C, cb) +
+       exWeights + depthwiseWeightWords(dg.KH * dg.KW, cb, d.matrixEvery > 0, cfg.dim) * ceilDiv(dg.C, cb) +
            (c.weightsResident ? cg.C * cg.M : cb * cg.M));
   // The 1x1 convolution's epilogue needs a tile of the output buffer when it combines with a tensor loaded from
   // DRAM (other than a residual loaded into the accumulator).
@@ -311,7 +343,7 @@ void checkChannelChain(const GroupSchedule& g, size_t gi, const Graph& body, con
   const auto steps = lower::epilogueSteps(conv->output(0), chain);
   const bool tensorStep = steps && std::any_of(steps->begin() + (c.residualInAcc && !steps->empty() ? 1 : 0), steps->end(),
                                                [](const lower::EpilogueStep& e) { return !e.unary; });
-  need(Buffer::Output, "output", cg.M * (c.globalPool.empty() ? 1 : 2) + cb + (tensorStep ? rows * cols * cg.M : 0));
+  need(Buffer::Output, "output", exBias + cg.M * (c.globalPool.empty() ? 1 : 2) + cb + (tensorStep ? rows * cols * cg.M : 0));
 }
 
 }  // namespace
