@@ -115,7 +115,9 @@ TEST(NpuChannelChain, InvertedResidualsMatchTheInterpreterForEveryOption) {
       ASSERT_EQ(expandable.size(), 1u) << config;
       const size_t at = expandable[0];
       const std::vector<GroupSchedule> withExpand = expandChainOptions(chained, at, g, dev.npu, 8);
-      if (std::string(config) == "default.json") EXPECT_FALSE(withExpand.empty());
+      if (std::string(config) == "default.json") {
+        EXPECT_FALSE(withExpand.empty());
+      }
       for (const GroupSchedule& option : withExpand) {
         NpuSchedule s = chained;
         replaceByFusedGroups(s, {{{at - 1, at}, option}});
@@ -124,7 +126,9 @@ TEST(NpuChannelChain, InvertedResidualsMatchTheInterpreterForEveryOption) {
                                              option.tiling[1].cols);
         ASSERT_EQ(option.tiling.size(), 3u) << what;
         EXPECT_EQ(option.tiling[0].node, "expand") << what;
-        if (b.pool) ASSERT_TRUE(foldGlobalPool(s, g, "pool", "project")) << what;
+        if (b.pool) {
+          ASSERT_TRUE(foldGlobalPool(s, g, "pool", "project")) << what;
+        }
         expectMatches(g, dev, s, b, what);
       }
       // The compiler's own choice (a chain or not) matches too.

@@ -115,8 +115,11 @@ class ChannelChain {
       for (const auto& b : packed_) streamed_.push_back(ctx_.addConstant(b));
     }
     if (!cp_.bias.empty()) {
-      bias_ = ctx_.region(Buffer::Output, static_cast<uint64_t>(cp_.M));
+      // On the matrix unit: a gemm of the word 1.0 by the bias row starts each output block's accumulation.
+      bias_ = ctx_.region(Buffer::Weight, static_cast<uint64_t>(cp_.M));
       loadContiguous(ctx_, bias_, 0, ctx_.addConstant(cp_.bias), static_cast<uint64_t>(cp_.M));
+      one_ = ctx_.region(Buffer::Input, 1);
+      loadContiguous(ctx_, one_, 0, ctx_.addConstant({1.0f}), 1);
     }
     if (!exNode_) return;
     ctx_.builder.setNode(exNode_->name());
@@ -131,9 +134,9 @@ class ChannelChain {
     } else {
       for (const auto& b : exPacked_) exStreamed_.push_back(ctx_.addConstant(b));
     }
-    if (!exp_.bias.empty()) {
-      exBias_ = ctx_.region(Buffer::Output, static_cast<uint64_t>(exp_.M));
-      loadContiguous(ctx_, exBias_, 0, ctx_.addConstant(exp_.bias), static_cast<uint64_t>(exp_.M));
+    if (!exp_.bias.empty()) {  // the bias rows ride in the packed weights; the gemm of a bias row reads this 1.0
+      exOne_ = ctx_.region(Buffer::Input, 1);
+      loadContiguous(ctx_, exOne_, 0, ctx_.addConstant({1.0f}), 1);
     }
   }
 
@@ -145,6 +148,9 @@ class ChannelChain {
     for (int64_t c0 = 0; c0 < dwp_.C; c0 += dwt_->channels) {
       const int64_t ck = std::min(dwt_->channels, dwp_.C - c0), N = std::min(DIM, ck);
       std::vector<float> b;
+      if (!exp_.bias.empty())  // per output block its bias row (1 x n), the first gemm of the block
+        for (int64_t j0 = 0; j0 < ck; j0 += N)
+          for (int64_t j = 0; j < std::min(N, ck - j0); ++j) b.push_back(exp_.bias[c0 + j0 + j]);
       for (int64_t k0 = 0; k0 < K; k0 += DIM)
         for (int64_t j0 = 0; j0 < ck; j0 += N) {
           const int64_t k = std::min(DIM, K - k0), nb = std::min(N, ck - j0);
@@ -171,6 +177,22 @@ class ChannelChain {
       loadContiguous(ctx_, wgt, 0, exStreamed_[block], exPacked_[block].size());
     }
     const int32_t e = ctx_.region(Buffer::Accumulator, static_cast<uint64_t>(ir * ic * ck));
+    // The bias on the matrix unit (a gemm of the word 1.0 by the bias row, K = 1), which the chain's vector unit,
+    // busy with the depthwise taps and the copies, does not have to spare.
+    const bool bias = exOne_ >= 0;
+    if (bias)
+      for (int64_t j0 = 0; j0 < ck; j0 += N) {
+        const int64_t nb = std::min(N, ck - j0);
+        Instruction gm;
+        gm.opcode = Opcode::Gemm;
+        gm.srcA = ctx_.at(exOne_, 0, 0, 0);
+        gm.srcB = ctx_.at(wgt, woff);
+        gm.dst = ctx_.at(e, static_cast<uint64_t>(j0), ic * ck, ck);
+        gm.outer = static_cast<uint32_t>(ir), gm.inner = static_cast<uint32_t>(ic);
+        gm.gemmK = 1, gm.gemmN = static_cast<uint32_t>(nb);
+        ctx_.emit(gm, e, exOne_, wgt);
+        woff += static_cast<uint64_t>(nb);
+      }
     for (int64_t k0 = 0; k0 < K; k0 += DIM)
       for (int64_t j0 = 0; j0 < ck; j0 += N) {
         const int64_t k = std::min(DIM, K - k0), nb = std::min(N, ck - j0);
@@ -181,14 +203,12 @@ class ChannelChain {
         gm.dst = ctx_.at(e, static_cast<uint64_t>(j0), ic * ck, ck);
         gm.outer = static_cast<uint32_t>(ir), gm.inner = static_cast<uint32_t>(ic);
         gm.gemmK = static_cast<uint32_t>(k), gm.gemmN = static_cast<uint32_t>(nb);
-        gm.accumulate = k0 > 0;
+        gm.accumulate = bias || k0 > 0;
         ctx_.emit(gm, e, x, wgt);
         woff += static_cast<uint64_t>(k * nb);
       }
     const auto r = static_cast<uint32_t>(ir), c = static_cast<uint32_t>(ic), v = static_cast<uint32_t>(ck);
     const SramOperand etile = ctx_.at(e, 0, ic * ck, ck);
-    if (exBias_ >= 0)
-      ctx_.emit(makeVecBinary(VecOp::Add, etile, etile, ctx_.at(exBias_, static_cast<uint64_t>(c0)), r, c, v), e, e, exBias_);
     applyUnarySteps(ctx_, exSteps_, e, etile, r, c, v);
     ctx_.builder.setNode(dwNode_->name());
     const int32_t w = ctx_.region(Buffer::Input, static_cast<uint64_t>(wr * wc * ck));
@@ -239,6 +259,20 @@ class ChannelChain {
       ctx_.emit(makeLoad(ctx_.at(acc, 0, cols * M, M), at.in(o.addr, o.pixelStride()), cp_.OW * o.pixelStride(), o.pixelStride(),
                          r, c, static_cast<uint32_t>(M)),
                 acc);
+    }
+    if (bias_ >= 0) {
+      for (int64_t j0 = 0; j0 < M; j0 += N) {
+        Instruction gm;
+        gm.opcode = Opcode::Gemm;
+        gm.srcA = ctx_.at(one_, 0, 0, 0);
+        gm.srcB = ctx_.at(bias_, static_cast<uint64_t>(j0));
+        gm.dst = ctx_.at(acc, static_cast<uint64_t>(j0), cols * M, M);
+        gm.outer = r, gm.inner = c;
+        gm.gemmK = 1, gm.gemmN = static_cast<uint32_t>(std::min(N, M - j0));
+        gm.accumulate = started;
+        ctx_.emit(gm, acc, one_, bias_);
+      }
+      started = true;
     }
     // With an expand stage: the tile's input pixels (the depthwise window's part inside the image, all the expand's
     // input channels), loaded once; each block's window is computed from them.
@@ -301,7 +335,7 @@ class ChannelChain {
           woff += static_cast<uint64_t>(k * nb);
         }
     }
-    finishTile(ctx_, cp_, acc, rows, cols, M, bias_, at, &poolSums_);
+    finishTile(ctx_, cp_, acc, rows, cols, M, -1, at, &poolSums_);  // the bias is in the accumulator already
   }
 
   LowerContext& ctx_;
@@ -316,14 +350,14 @@ class ChannelChain {
   Activation exLast_;                  ///< that last step (Copy when none), applied by the copy into the window
   std::vector<std::vector<float>> exPacked_;  ///< its weights per depthwise block
   std::vector<uint64_t> exOffsets_, exStreamed_;
-  int32_t exResident_ = -1, exBias_ = -1;
+  int32_t exResident_ = -1, exOne_ = -1;  ///< exOne_: a word holding 1.0 (the bias gemms' input)
   std::vector<EpilogueStep> steps_;  ///< the depthwise epilogue but its last step
   Activation last_;                  ///< that last step (Copy when none), applied by the copy into the input buffer
   std::unique_ptr<DepthwiseConv> dw_;
   std::vector<std::vector<float>> packed_;  ///< the 1x1 weights per depthwise block
   std::vector<uint64_t> offsets_;           ///< resident: each block's offset in the region
   std::vector<uint64_t> streamed_;          ///< streamed: each block's DRAM address
-  int32_t resident_ = -1, bias_ = -1;
+  int32_t resident_ = -1, bias_ = -1, one_ = -1;  ///< bias_: the 1x1 bias row (weight buffer); one_: a word of 1.0
   int32_t poolSums_ = -1;  ///< NodeTiling::globalPool of the 1x1 convolution: the current image's pooled vector
 };
 

@@ -294,7 +294,7 @@ void checkChannelChain(const GroupSchedule& g, size_t gi, const Graph& body, con
   const int64_t rows = std::min(d.rows, dg.OH), cols = std::min(d.cols, dg.OW), cb = std::min(d.channels, dg.C);
   // The expand stage: the tile's input pixels (all its input channels) in the input buffer, one block's expanded
   // pixels in the accumulator, its weights (all, or one block's) and bias.
-  int64_t exInput = 0, exAcc = 0, exWeights = 0, exBias = 0;
+  int64_t exInput = 0, exAcc = 0, exWeights = 0;
   if (expands) {
     const NodeTiling& e = g.tiling[0];
     const Node* expand = node(e.node);
@@ -317,9 +317,9 @@ void checkChannelChain(const GroupSchedule& g, size_t gi, const Graph& body, con
     onChip.insert(onChip.begin(), expanded->name());
     const ConvGeometry eg = convGeometry(*expand);
     const int64_t px = std::min(dg.inRows(rows), dg.H) * std::min(dg.inCols(cols), dg.W);
-    exInput = px * eg.C, exAcc = px * cb;
-    exWeights = e.weightsResident ? eg.C * eg.M : eg.C * cb;
-    exBias = expand->hasInput(2) ? eg.M : 0;
+    const bool bias = expand->hasInput(2);  // bias rows beside the weights, gemms of a word holding 1.0
+    exInput = px * eg.C + (bias ? 1 : 0), exAcc = px * cb;
+    exWeights = (e.weightsResident ? eg.C * eg.M : eg.C * cb) + (bias ? (e.weightsResident ? eg.M : cb) : 0);
   }
   if (g.onChip != onChip)
     problems.push_back(fmt::format("group {}: a channel chain keeps exactly its {} on chip", gi,
@@ -330,11 +330,13 @@ void checkChannelChain(const GroupSchedule& g, size_t gi, const Graph& body, con
       problems.push_back(fmt::format("group {}: the channel chain's tile needs {} {}-buffer words, the buffer holds {}", gi, w, name,
                                      words(b)));
   };
-  need(Buffer::Input, "input", exInput + dg.inRows(rows) * dg.inCols(cols) * cb + rows * cols * cb);
+  // The 1x1 bias (a row in the weight buffer, gemms of a word holding 1.0).
+  const int64_t convBias = conv->hasInput(2) ? cg.M : 0;
+  need(Buffer::Input, "input", exInput + dg.inRows(rows) * dg.inCols(cols) * cb + rows * cols * cb + (convBias ? 1 : 0));
   need(Buffer::Accumulator, "accumulator", exAcc + rows * cols * (cg.M + cb));
   need(Buffer::Weight, "weight",
        exWeights + depthwiseWeightWords(dg.KH * dg.KW, cb, d.matrixEvery > 0, cfg.dim) * ceilDiv(dg.C, cb) +
-           (c.weightsResident ? cg.C * cg.M : cb * cg.M));
+           (c.weightsResident ? cg.C * cg.M : cb * cg.M) + convBias);
   // The 1x1 convolution's epilogue needs a tile of the output buffer when it combines with a tensor loaded from
   // DRAM (other than a residual loaded into the accumulator).
   std::vector<const Node*> chain;
@@ -343,7 +345,7 @@ void checkChannelChain(const GroupSchedule& g, size_t gi, const Graph& body, con
   const auto steps = lower::epilogueSteps(conv->output(0), chain);
   const bool tensorStep = steps && std::any_of(steps->begin() + (c.residualInAcc && !steps->empty() ? 1 : 0), steps->end(),
                                                [](const lower::EpilogueStep& e) { return !e.unary; });
-  need(Buffer::Output, "output", exBias + cg.M * (c.globalPool.empty() ? 1 : 2) + cb + (tensorStep ? rows * cols * cg.M : 0));
+  need(Buffer::Output, "output", (c.globalPool.empty() ? 0 : cg.M) + cb + (tensorStep ? rows * cols * cg.M : 0));
 }
 
 }  // namespace
