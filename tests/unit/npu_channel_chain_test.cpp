@@ -74,6 +74,18 @@ void expectMatches(const Graph& g, const hw::Device& dev, const NpuSchedule& s, 
   EXPECT_LE(diff, 1e-4f * scale) << what;
 }
 
+/// Each option as given (biases by gemms on the matrix unit) and with its biases added on the vector unit instead.
+std::vector<GroupSchedule> withVectorBiases(const std::vector<GroupSchedule>& options) {
+  std::vector<GroupSchedule> out;
+  for (const GroupSchedule& o : options) {
+    out.push_back(o);
+    GroupSchedule v = o;
+    for (NodeTiling& t : v.tiling) t.biasGemm = false;
+    out.push_back(v);
+  }
+  return out;
+}
+
 TEST(NpuChannelChain, InvertedResidualsMatchTheInterpreterForEveryOption) {
   Block strided;
   strided.cin = 16, strided.hidden = 56, strided.cout = 20, strided.H = 15, strided.W = 9, strided.stride = 2, strided.residual = false;
@@ -94,12 +106,12 @@ TEST(NpuChannelChain, InvertedResidualsMatchTheInterpreterForEveryOption) {
       EXPECT_EQ(layered.groups[candidates[0].second].tiling[0].node, "project");
       const std::vector<GroupSchedule> options = channelChainOptions(layered, candidates[0].first, candidates[0].second, g, dev.npu, 8);
       ASSERT_FALSE(options.empty()) << config;
-      for (const GroupSchedule& option : options) {
+      for (const GroupSchedule& option : withVectorBiases(options)) {
         NpuSchedule s = layered;
         replaceByFusedGroups(s, {{{candidates[0].first, candidates[0].second}, option}});
-        const std::string what = fmt::format("{} stride {} hidden {}: cb {} every {} tile {}x{}", config, b.stride, b.hidden,
-                                             option.tiling[0].channels, option.tiling[0].matrixEvery, option.tiling[0].rows,
-                                             option.tiling[0].cols);
+        const std::string what = fmt::format("{} stride {} hidden {}: cb {} every {} tile {}x{} bias gemm {}", config, b.stride,
+                                             b.hidden, option.tiling[0].channels, option.tiling[0].matrixEvery, option.tiling[0].rows,
+                                             option.tiling[0].cols, option.tiling.back().biasGemm);
         if (b.pool) {
           ASSERT_TRUE(foldGlobalPool(s, g, "pool", "project")) << what;
           EXPECT_EQ(s.groups.back().tiling.back().globalPool, "pool") << what;
@@ -118,12 +130,12 @@ TEST(NpuChannelChain, InvertedResidualsMatchTheInterpreterForEveryOption) {
       if (std::string(config) == "default.json") {
         EXPECT_FALSE(withExpand.empty());
       }
-      for (const GroupSchedule& option : withExpand) {
+      for (const GroupSchedule& option : withVectorBiases(withExpand)) {
         NpuSchedule s = chained;
         replaceByFusedGroups(s, {{{at - 1, at}, option}});
-        const std::string what = fmt::format("{} stride {} hidden {}: expand + cb {} every {} tile {}x{}", config, b.stride, b.hidden,
-                                             option.tiling[1].channels, option.tiling[1].matrixEvery, option.tiling[1].rows,
-                                             option.tiling[1].cols);
+        const std::string what = fmt::format("{} stride {} hidden {}: expand + cb {} every {} tile {}x{} bias gemm {}", config,
+                                             b.stride, b.hidden, option.tiling[1].channels, option.tiling[1].matrixEvery,
+                                             option.tiling[1].rows, option.tiling[1].cols, option.tiling.back().biasGemm);
         ASSERT_EQ(option.tiling.size(), 3u) << what;
         EXPECT_EQ(option.tiling[0].node, "expand") << what;
         if (b.pool) {
@@ -170,6 +182,9 @@ TEST(NpuChannelChain, VerifierRefusesWhatIsNoChainAndJsonKeepsTheFlag) {
   NpuSchedule swapped = good;
   std::swap(swapped.groups[at].tiling[0].variant, swapped.groups[at].tiling[1].variant);
   refused(swapped, "'vector' then a 'matrix' tiling");
+  NpuSchedule outside = layered;
+  outside.groups[at - 1].tiling[0].biasGemm = true;  // the expand conv, a layer-by-layer group
+  refused(outside, "bias_gemm applies to the matrix stages of a channel chain only");
   NpuSchedule huge = good;
   huge.groups[at].tiling[0].rows = huge.groups[at].tiling[1].rows = 13;
   huge.groups[at].tiling[0].cols = huge.groups[at].tiling[1].cols = 11;

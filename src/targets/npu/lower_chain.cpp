@@ -115,11 +115,14 @@ class ChannelChain {
       for (const auto& b : packed_) streamed_.push_back(ctx_.addConstant(b));
     }
     if (!cp_.bias.empty()) {
-      // On the matrix unit: a gemm of the word 1.0 by the bias row starts each output block's accumulation.
-      bias_ = ctx_.region(Buffer::Weight, static_cast<uint64_t>(cp_.M));
+      // biasGemm: on the matrix unit, a gemm of the word 1.0 by the bias row starts each output block's accumulation;
+      // else a vector add per tile.
+      bias_ = ctx_.region(ct_->biasGemm ? Buffer::Weight : Buffer::Output, static_cast<uint64_t>(cp_.M));
       loadContiguous(ctx_, bias_, 0, ctx_.addConstant(cp_.bias), static_cast<uint64_t>(cp_.M));
-      one_ = ctx_.region(Buffer::Input, 1);
-      loadContiguous(ctx_, one_, 0, ctx_.addConstant({1.0f}), 1);
+      if (ct_->biasGemm) {
+        one_ = ctx_.region(Buffer::Input, 1);
+        loadContiguous(ctx_, one_, 0, ctx_.addConstant({1.0f}), 1);
+      }
     }
     if (!exNode_) return;
     ctx_.builder.setNode(exNode_->name());
@@ -134,9 +137,12 @@ class ChannelChain {
     } else {
       for (const auto& b : exPacked_) exStreamed_.push_back(ctx_.addConstant(b));
     }
-    if (!exp_.bias.empty()) {  // the bias rows ride in the packed weights; the gemm of a bias row reads this 1.0
+    if (!exp_.bias.empty() && ext_->biasGemm) {  // the bias rows ride in the packed weights; their gemms read this 1.0
       exOne_ = ctx_.region(Buffer::Input, 1);
       loadContiguous(ctx_, exOne_, 0, ctx_.addConstant({1.0f}), 1);
+    } else if (!exp_.bias.empty()) {
+      exBias_ = ctx_.region(Buffer::Output, static_cast<uint64_t>(exp_.M));
+      loadContiguous(ctx_, exBias_, 0, ctx_.addConstant(exp_.bias), static_cast<uint64_t>(exp_.M));
     }
   }
 
@@ -148,7 +154,7 @@ class ChannelChain {
     for (int64_t c0 = 0; c0 < dwp_.C; c0 += dwt_->channels) {
       const int64_t ck = std::min(dwt_->channels, dwp_.C - c0), N = std::min(DIM, ck);
       std::vector<float> b;
-      if (!exp_.bias.empty())  // per output block its bias row (1 x n), the first gemm of the block
+      if (!exp_.bias.empty() && ext_->biasGemm)  // per output block its bias row (1 x n), the first gemm of the block
         for (int64_t j0 = 0; j0 < ck; j0 += N)
           for (int64_t j = 0; j < std::min(N, ck - j0); ++j) b.push_back(exp_.bias[c0 + j0 + j]);
       for (int64_t k0 = 0; k0 < K; k0 += DIM)
@@ -209,6 +215,8 @@ class ChannelChain {
       }
     const auto r = static_cast<uint32_t>(ir), c = static_cast<uint32_t>(ic), v = static_cast<uint32_t>(ck);
     const SramOperand etile = ctx_.at(e, 0, ic * ck, ck);
+    if (exBias_ >= 0)
+      ctx_.emit(makeVecBinary(VecOp::Add, etile, etile, ctx_.at(exBias_, static_cast<uint64_t>(c0)), r, c, v), e, e, exBias_);
     applyUnarySteps(ctx_, exSteps_, e, etile, r, c, v);
     ctx_.builder.setNode(dwNode_->name());
     const int32_t w = ctx_.region(Buffer::Input, static_cast<uint64_t>(wr * wc * ck));
@@ -260,7 +268,7 @@ class ChannelChain {
                          r, c, static_cast<uint32_t>(M)),
                 acc);
     }
-    if (bias_ >= 0) {
+    if (one_ >= 0) {
       for (int64_t j0 = 0; j0 < M; j0 += N) {
         Instruction gm;
         gm.opcode = Opcode::Gemm;
@@ -335,7 +343,7 @@ class ChannelChain {
           woff += static_cast<uint64_t>(k * nb);
         }
     }
-    finishTile(ctx_, cp_, acc, rows, cols, M, -1, at, &poolSums_);  // the bias is in the accumulator already
+    finishTile(ctx_, cp_, acc, rows, cols, M, one_ >= 0 ? -1 : bias_, at, &poolSums_);  // a bias gemm added it already
   }
 
   LowerContext& ctx_;
@@ -350,7 +358,7 @@ class ChannelChain {
   Activation exLast_;                  ///< that last step (Copy when none), applied by the copy into the window
   std::vector<std::vector<float>> exPacked_;  ///< its weights per depthwise block
   std::vector<uint64_t> exOffsets_, exStreamed_;
-  int32_t exResident_ = -1, exOne_ = -1;  ///< exOne_: a word holding 1.0 (the bias gemms' input)
+  int32_t exResident_ = -1, exOne_ = -1, exBias_ = -1;  ///< exOne_: a word of 1.0 (bias gemms); exBias_: the bias (vector add)
   std::vector<EpilogueStep> steps_;  ///< the depthwise epilogue but its last step
   Activation last_;                  ///< that last step (Copy when none), applied by the copy into the input buffer
   std::unique_ptr<DepthwiseConv> dw_;

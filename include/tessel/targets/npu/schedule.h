@@ -51,6 +51,9 @@ struct NodeTiling {
   /// connection): that tensor's tile is loaded into the accumulator before the tile's gemms, which all accumulate
   /// onto it, so the Add takes no vector pass and no output-buffer tile (the bias and later steps follow as usual).
   bool residualInAcc = false;
+  /// matrix, the expand or 1x1 stage of a channel chain (GroupSchedule::channelChain): its bias is added on the matrix
+  /// unit, as a first gemm of a word holding 1.0 by the bias row (K = 1), instead of a vector add per tile.
+  bool biasGemm = false;
   /// Nodes applied in place to each tile before the store, in order (fused epilogue): activations and
   /// element-wise ops whose other operand is a scalar constant or a same-shape tensor read from DRAM.
   std::vector<std::string> epilogue;

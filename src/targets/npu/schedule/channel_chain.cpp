@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include "../geometry.h"
 #include "../lower_context.h"
@@ -112,6 +113,7 @@ std::vector<GroupSchedule> chainOptions(const NpuSchedule& s, const GroupSchedul
     c.rows = d.rows, c.cols = d.cols;
     c.channels = std::min<int64_t>(cfg.dim, cg.M), c.inChannels = cb, c.coutPerPass = cg.M;
     c.weightsResident = dwWeights + cg.C * cg.M <= words(Buffer::Weight) / 2;
+    c.biasGemm = true;
     GroupSchedule g;
     if (ge) g.nodes = ge->nodes;
     g.nodes.insert(g.nodes.end(), gd.nodes.begin(), gd.nodes.end());
@@ -124,6 +126,7 @@ std::vector<GroupSchedule> chainOptions(const NpuSchedule& s, const GroupSchedul
       e.channels = std::min<int64_t>(cfg.dim, cb), e.inChannels = eg.C, e.coutPerPass = cb;
       // Its weights resident when they fit beside the others' in half the buffer, else each block's per tile.
       e.weightsResident = eg.C * eg.M + dwWeights + (c.weightsResident ? cg.C * cg.M : cb * cg.M) <= words(Buffer::Weight) / 2;
+      e.biasGemm = true;
       g.tiling.insert(g.tiling.begin(), e);
       g.onChip.insert(g.onChip.begin(), resultOf(e, byName)->name());
     }
@@ -159,7 +162,7 @@ void chooseReplacements(NpuSchedule& s, const Graph& body, const hw::NpuConfig& 
     if (members.front() > 0) context.insert(context.begin(), members.front() - 1);
     if (members.back() + 1 < s.groups.size()) context.push_back(members.back() + 1);
     uint64_t best = price(s, context);
-    for (const GroupSchedule& option : candidates[k].second) {
+    auto tryOption = [&](const GroupSchedule& option) {
       NpuSchedule trial = s;
       replaceByFusedGroups(trial, {{members, option}});
       const size_t at = members.front();
@@ -173,6 +176,15 @@ void chooseReplacements(NpuSchedule& s, const Graph& body, const hw::NpuConfig& 
       } catch (const std::exception&) {
         // the buffers cannot hold this option (refused by the verifier, or no room found by the scheduler)
       }
+    };
+    for (const GroupSchedule& option : candidates[k].second) tryOption(option);
+    // The options add their biases on the matrix unit (which the chains mostly leave room on); the best one is also
+    // priced with them on the vector unit.
+    if (choice[k]) {
+      GroupSchedule twin = *choice[k];
+      bool differs = false;
+      for (NodeTiling& t : twin.tiling) differs |= std::exchange(t.biasGemm, false);
+      if (differs) tryOption(twin);
     }
   };
   std::atomic<size_t> next{0};

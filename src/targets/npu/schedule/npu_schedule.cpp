@@ -42,6 +42,7 @@ std::string describeTiling(const NodeTiling& t) {
   if (t.phased) s += ", input split into stride phases";
   if (t.groupPack > 1) s += fmt::format(", {} groups per block", t.groupPack);
   if (t.residualInAcc && !t.epilogue.empty()) s += fmt::format(", {}'s other operand loaded into the accumulator", t.epilogue.front());
+  if (t.biasGemm) s += ", bias by a gemm";
   if (t.matrixEvery == 1) s += ", on the matrix unit";
   if (t.matrixEvery > 1) s += fmt::format(", one tile in {} on the matrix unit", t.matrixEvery);
   if (!t.inputScale.empty()) s += fmt::format(", input blocks x {} as loaded", t.inputScale);
@@ -59,7 +60,7 @@ json tilingJson(const NodeTiling& t) {
               {"in_channels", t.inChannels}, {"cout_per_pass", t.coutPerPass},
               {"weights_resident", t.weightsResident}, {"phased", t.phased}, {"slots", t.slots},
               {"matrix_every", t.matrixEvery}, {"group_pack", t.groupPack},
-              {"residual_in_acc", t.residualInAcc},
+              {"residual_in_acc", t.residualInAcc}, {"bias_gemm", t.biasGemm},
               {"epilogue", t.epilogue}, {"input_scale", t.inputScale}, {"input_norm", t.inputNorm},
               {"global_pool", t.globalPool}};
 }
@@ -120,6 +121,7 @@ NodeTiling tilingFromJson(const JsonReader& r, const json& j, const std::string&
   if (j.contains("matrix_every")) t.matrixEvery = r.integer(j, path, "matrix_every", 0, 64);  // absent in files written before the field existed
   if (j.contains("group_pack")) t.groupPack = r.integer(j, path, "group_pack", 1, kMaxCount);
   if (j.contains("residual_in_acc")) t.residualInAcc = r.boolean(j, path, "residual_in_acc");
+  if (j.contains("bias_gemm")) t.biasGemm = r.boolean(j, path, "bias_gemm");  // absent in files written before the field
   // Absent in files written before the fields existed.
   if (j.contains("input_scale")) t.inputScale = r.string(j, path, "input_scale");
   if (j.contains("global_pool")) t.globalPool = r.string(j, path, "global_pool");
@@ -317,7 +319,7 @@ void checkChannelChain(const GroupSchedule& g, size_t gi, const Graph& body, con
     onChip.insert(onChip.begin(), expanded->name());
     const ConvGeometry eg = convGeometry(*expand);
     const int64_t px = std::min(dg.inRows(rows), dg.H) * std::min(dg.inCols(cols), dg.W);
-    const bool bias = expand->hasInput(2);  // bias rows beside the weights, gemms of a word holding 1.0
+    const bool bias = expand->hasInput(2) && e.biasGemm;  // bias rows beside the weights, gemms of a word holding 1.0
     exInput = px * eg.C + (bias ? 1 : 0), exAcc = px * cb;
     exWeights = (e.weightsResident ? eg.C * eg.M : eg.C * cb) + (bias ? (e.weightsResident ? eg.M : cb) : 0);
   }
@@ -331,7 +333,8 @@ void checkChannelChain(const GroupSchedule& g, size_t gi, const Graph& body, con
                                      words(b)));
   };
   // The 1x1 bias (a row in the weight buffer, gemms of a word holding 1.0).
-  const int64_t convBias = conv->hasInput(2) ? cg.M : 0;
+  const int64_t convBias = conv->hasInput(2) && c.biasGemm ? cg.M : 0;
+  const int64_t exBiasOut = expands && !g.tiling[0].biasGemm && node(g.tiling[0].node)->hasInput(2) ? convGeometry(*node(g.tiling[0].node)).M : 0;
   need(Buffer::Input, "input", exInput + dg.inRows(rows) * dg.inCols(cols) * cb + rows * cols * cb + (convBias ? 1 : 0));
   need(Buffer::Accumulator, "accumulator", exAcc + rows * cols * (cg.M + cb));
   need(Buffer::Weight, "weight",
@@ -345,7 +348,8 @@ void checkChannelChain(const GroupSchedule& g, size_t gi, const Graph& body, con
   const auto steps = lower::epilogueSteps(conv->output(0), chain);
   const bool tensorStep = steps && std::any_of(steps->begin() + (c.residualInAcc && !steps->empty() ? 1 : 0), steps->end(),
                                                [](const lower::EpilogueStep& e) { return !e.unary; });
-  need(Buffer::Output, "output", (c.globalPool.empty() ? 0 : cg.M) + cb + (tensorStep ? rows * cols * cg.M : 0));
+  need(Buffer::Output, "output", exBiasOut + (conv->hasInput(2) && !c.biasGemm ? cg.M : 0) + (c.globalPool.empty() ? 0 : cg.M) + cb +
+                                     (tensorStep ? rows * cols * cg.M : 0));
 }
 
 }  // namespace
@@ -446,6 +450,9 @@ void verifySchedule(const NpuSchedule& schedule, const Graph& body, const hw::Np
         break;
       }
     if (g.channelChain) checkChannelChain(g, gi, body, cfg, position, problems);
+    for (const NodeTiling& t : g.tiling)
+      if (t.biasGemm && (!g.channelChain || t.variant != "matrix"))
+        problems.push_back(fmt::format("node '{}': bias_gemm applies to the matrix stages of a channel chain only", t.node));
     for (const NodeTiling& t : g.tiling) {
       if (std::find(g.nodes.begin(), g.nodes.end(), t.node) == g.nodes.end())
         problems.push_back(fmt::format("group {}: tiling for node '{}' outside the group", gi, t.node));
