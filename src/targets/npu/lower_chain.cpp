@@ -15,44 +15,93 @@
 
 namespace tessel::npu::lower {
 
+namespace {
+
+bool pointwise(const ConvGeometry& p) {
+  return p.KH == 1 && p.KW == 1 && p.sH == 1 && p.sW == 1 && !p.pT && !p.pL && !p.pB && !p.pR && p.group == 1;
+}
+
+/// Why the result of `producer` after its `epilogue` cannot stay on chip as the input of `consumer` in a chain: the
+/// epilogue is not all unary steps, `consumer` does not read that result or not alone, or it is a subgraph output.
+std::string onChipRefusal(const Graph& body, const Node& producer, const std::vector<const Node*>& epilogue, const Node& consumer,
+                          const char* what) {
+  const Value* result = epilogue.empty() ? producer.output(0) : epilogue.back()->output(0);
+  if (consumer.input(0) != result) return fmt::format("'{}' does not read the {} result", consumer.name(), what);
+  const auto steps = epilogueSteps(producer.output(0), epilogue);
+  if (!steps || std::any_of(steps->begin(), steps->end(), [](const EpilogueStep& e) { return !e.unary; }))
+    return fmt::format("'{}''s epilogue is not made of unary steps", producer.name());
+  if (result->uses().size() != 1) return fmt::format("the {} result '{}' has other readers", what, result->name());
+  const auto& outs = body.outputs();
+  if (std::find(outs.begin(), outs.end(), result) != outs.end())
+    return fmt::format("the {} result '{}' is an output of the subgraph", what, result->name());
+  return "";
+}
+
+/// One gemm over rows x cols pixels: region `d` from word `dOff` (pixels `pixel` words apart, rows cols pixels apart)
+/// (+)= operand `a` (of region `aRegion`) x the k x n block at word `woff` of region `wgt`.
+void emitGemm(LowerContext& ctx, int32_t d, uint64_t dOff, int64_t pixel, int32_t aRegion, SramOperand a, int32_t wgt, uint64_t woff,
+              int64_t rows, int64_t cols, int64_t k, int64_t n, bool accumulate) {
+  Instruction gm;
+  gm.opcode = Opcode::Gemm;
+  gm.srcA = a;
+  gm.srcB = ctx.at(wgt, woff);
+  gm.dst = ctx.at(d, dOff, static_cast<uint64_t>(cols * pixel), static_cast<uint64_t>(pixel));
+  gm.outer = static_cast<uint32_t>(rows), gm.inner = static_cast<uint32_t>(cols);
+  gm.gemmK = static_cast<uint32_t>(k), gm.gemmN = static_cast<uint32_t>(n);
+  gm.accumulate = accumulate;
+  ctx.emit(gm, d, aRegion, wgt);
+}
+
+}  // namespace
+
 std::string channelChainRefusal(const Graph& body, const Node& dw, const std::vector<const Node*>& dwEpilogue, const Node& conv) {
   if (!isOp(dw, "Conv") || dw.input(0)->type.dims->size() != 4 || !convGeometry(dw).depthwise())
     return fmt::format("'{}' is not a depthwise convolution", dw.name());
   if (!isOp(conv, "Conv")) return fmt::format("'{}' is not a convolution", conv.name());
   const ConvGeometry p = convGeometry(conv), d = convGeometry(dw);
-  if (p.KH != 1 || p.KW != 1 || p.sH != 1 || p.sW != 1 || p.pT || p.pL || p.pB || p.pR || p.group != 1)
-    return fmt::format("'{}' is not a 1x1 convolution of stride 1 without padding or groups", conv.name());
+  if (!pointwise(p)) return fmt::format("'{}' is not a 1x1 convolution of stride 1 without padding or groups", conv.name());
   if (d.N != 1 && d.N != p.N) return "batch sizes differ";
-  const Value* result = dwEpilogue.empty() ? dw.output(0) : dwEpilogue.back()->output(0);
-  if (conv.input(0) != result) return fmt::format("'{}' does not read the depthwise result", conv.name());
-  const auto steps = epilogueSteps(dw.output(0), dwEpilogue);
-  if (!steps || std::any_of(steps->begin(), steps->end(), [](const EpilogueStep& e) { return !e.unary; }))
-    return fmt::format("'{}''s epilogue is not made of unary steps", dw.name());
-  if (result->uses().size() != 1) return fmt::format("the depthwise result '{}' has other readers", result->name());
-  const auto& outs = body.outputs();
-  if (std::find(outs.begin(), outs.end(), result) != outs.end())
-    return fmt::format("the depthwise result '{}' is an output of the subgraph", result->name());
-  return "";
+  return onChipRefusal(body, dw, dwEpilogue, conv, "depthwise");
 }
 
 std::string expandChainRefusal(const Graph& body, const Node& expand, const std::vector<const Node*>& epilogue, const Node& dw) {
   if (!isOp(expand, "Conv") || expand.input(0)->type.dims->size() != 4) return fmt::format("'{}' is not a convolution", expand.name());
-  const ConvGeometry e = convGeometry(expand);
-  if (e.KH != 1 || e.KW != 1 || e.sH != 1 || e.sW != 1 || e.pT || e.pL || e.pB || e.pR || e.group != 1)
+  if (!pointwise(convGeometry(expand)))
     return fmt::format("'{}' is not a 1x1 convolution of stride 1 without padding or groups", expand.name());
-  const Value* result = epilogue.empty() ? expand.output(0) : epilogue.back()->output(0);
-  if (dw.input(0) != result) return fmt::format("'{}' does not read the expand result", dw.name());
-  const auto steps = epilogueSteps(expand.output(0), epilogue);
-  if (!steps || std::any_of(steps->begin(), steps->end(), [](const EpilogueStep& s) { return !s.unary; }))
-    return fmt::format("'{}''s epilogue is not made of unary steps", expand.name());
-  if (result->uses().size() != 1) return fmt::format("the expand result '{}' has other readers", result->name());
-  const auto& outs = body.outputs();
-  if (std::find(outs.begin(), outs.end(), result) != outs.end())
-    return fmt::format("the expand result '{}' is an output of the subgraph", result->name());
-  return "";
+  return onChipRefusal(body, expand, epilogue, dw, "expand");
 }
 
 namespace {
+
+/// A stage's weights packed per depthwise block: all resident in one region loaded once, or each block's loaded by
+/// every tile that uses it.
+class BlockWeights {
+ public:
+  void stage(LowerContext& ctx, std::vector<std::vector<float>> packed, bool resident) {
+    packed_ = std::move(packed);
+    if (resident) {
+      std::vector<float> all;
+      for (const auto& b : packed_) offsets_.push_back(all.size()), all.insert(all.end(), b.begin(), b.end());
+      resident_ = ctx.region(Buffer::Weight, all.size());
+      loadContiguous(ctx, resident_, 0, ctx.addConstant(all), all.size());
+    } else {
+      for (const auto& b : packed_) streamed_.push_back(ctx.addConstant(b));
+    }
+  }
+  /// The region holding block `block`'s weights (loaded now when streamed) and their offset in it.
+  std::pair<int32_t, uint64_t> block(LowerContext& ctx, size_t block) const {
+    if (resident_ >= 0) return {resident_, offsets_[block]};
+    const int32_t r = ctx.region(Buffer::Weight, packed_[block].size());
+    loadContiguous(ctx, r, 0, streamed_[block], packed_[block].size());
+    return {r, 0};
+  }
+
+ private:
+  std::vector<std::vector<float>> packed_;
+  std::vector<uint64_t> offsets_;   ///< resident: each block's offset in the region
+  std::vector<uint64_t> streamed_;  ///< streamed: each block's DRAM address
+  int32_t resident_ = -1;
+};
 
 class ChannelChain {
  public:
@@ -103,17 +152,7 @@ class ChannelChain {
     ctx_.builder.setNode(dwNode_->name());
     for (int64_t c0 = 0; c0 < dwp_.C; c0 += dwt_->channels) dw_->beginBlock(c0);
     ctx_.builder.setNode(convNode_->name());
-    packed_ = packWeights();
-    if (ct_->weightsResident) {
-      std::vector<float> all;
-      for (const auto& b : packed_) all.insert(all.end(), b.begin(), b.end());
-      resident_ = ctx_.region(Buffer::Weight, all.size());
-      loadContiguous(ctx_, resident_, 0, ctx_.addConstant(all), all.size());
-      uint64_t off = 0;
-      for (const auto& b : packed_) offsets_.push_back(off), off += b.size();
-    } else {
-      for (const auto& b : packed_) streamed_.push_back(ctx_.addConstant(b));
-    }
+    weights_.stage(ctx_, packWeights(), ct_->weightsResident);
     if (!cp_.bias.empty()) {
       // biasGemm: on the matrix unit, a gemm of the word 1.0 by the bias row starts each output block's accumulation;
       // else a vector add per tile.
@@ -126,17 +165,7 @@ class ChannelChain {
     }
     if (!exNode_) return;
     ctx_.builder.setNode(exNode_->name());
-    exPacked_ = packExpandWeights();
-    if (ext_->weightsResident) {
-      std::vector<float> all;
-      for (const auto& b : exPacked_) all.insert(all.end(), b.begin(), b.end());
-      exResident_ = ctx_.region(Buffer::Weight, all.size());
-      loadContiguous(ctx_, exResident_, 0, ctx_.addConstant(all), all.size());
-      uint64_t off = 0;
-      for (const auto& b : exPacked_) exOffsets_.push_back(off), off += b.size();
-    } else {
-      for (const auto& b : exPacked_) exStreamed_.push_back(ctx_.addConstant(b));
-    }
+    exWeights_.stage(ctx_, packExpandWeights(), ext_->weightsResident);
     if (!exp_.bias.empty() && ext_->biasGemm) {  // the bias rows ride in the packed weights; their gemms read this 1.0
       exOne_ = ctx_.region(Buffer::Input, 1);
       loadContiguous(ctx_, exOne_, 0, ctx_.addConstant({1.0f}), 1);
@@ -176,12 +205,7 @@ class ChannelChain {
                        int64_t ic, int64_t c0, size_t block) {
     const int64_t DIM = ctx_.cfg.dim, K = exp_.C, ck = std::min(dwt_->channels, dwp_.C - c0), N = std::min(DIM, ck);
     ctx_.builder.setNode(exNode_->name());
-    int32_t wgt = exResident_;
-    uint64_t woff = ext_->weightsResident ? exOffsets_[block] : 0;
-    if (!ext_->weightsResident) {
-      wgt = ctx_.region(Buffer::Weight, exPacked_[block].size());
-      loadContiguous(ctx_, wgt, 0, exStreamed_[block], exPacked_[block].size());
-    }
+    auto [wgt, woff] = exWeights_.block(ctx_, block);
     const int32_t e = ctx_.region(Buffer::Accumulator, static_cast<uint64_t>(ir * ic * ck));
     // The bias on the matrix unit (a gemm of the word 1.0 by the bias row, K = 1), which the chain's vector unit,
     // busy with the depthwise taps and the copies, does not have to spare.
@@ -189,28 +213,14 @@ class ChannelChain {
     if (bias)
       for (int64_t j0 = 0; j0 < ck; j0 += N) {
         const int64_t nb = std::min(N, ck - j0);
-        Instruction gm;
-        gm.opcode = Opcode::Gemm;
-        gm.srcA = ctx_.at(exOne_, 0, 0, 0);
-        gm.srcB = ctx_.at(wgt, woff);
-        gm.dst = ctx_.at(e, static_cast<uint64_t>(j0), ic * ck, ck);
-        gm.outer = static_cast<uint32_t>(ir), gm.inner = static_cast<uint32_t>(ic);
-        gm.gemmK = 1, gm.gemmN = static_cast<uint32_t>(nb);
-        ctx_.emit(gm, e, exOne_, wgt);
+        emitGemm(ctx_, e, static_cast<uint64_t>(j0), ck, exOne_, ctx_.at(exOne_, 0, 0, 0), wgt, woff, ir, ic, 1, nb, false);
         woff += static_cast<uint64_t>(nb);
       }
     for (int64_t k0 = 0; k0 < K; k0 += DIM)
       for (int64_t j0 = 0; j0 < ck; j0 += N) {
         const int64_t k = std::min(DIM, K - k0), nb = std::min(N, ck - j0);
-        Instruction gm;
-        gm.opcode = Opcode::Gemm;
-        gm.srcA = ctx_.at(x, static_cast<uint64_t>(k0), ic * K, K);
-        gm.srcB = ctx_.at(wgt, woff);
-        gm.dst = ctx_.at(e, static_cast<uint64_t>(j0), ic * ck, ck);
-        gm.outer = static_cast<uint32_t>(ir), gm.inner = static_cast<uint32_t>(ic);
-        gm.gemmK = static_cast<uint32_t>(k), gm.gemmN = static_cast<uint32_t>(nb);
-        gm.accumulate = bias || k0 > 0;
-        ctx_.emit(gm, e, x, wgt);
+        emitGemm(ctx_, e, static_cast<uint64_t>(j0), ck, x, ctx_.at(x, static_cast<uint64_t>(k0), ic * K, K), wgt, woff, ir, ic, k,
+                 nb, bias || k0 > 0);
         woff += static_cast<uint64_t>(k * nb);
       }
     const auto r = static_cast<uint32_t>(ir), c = static_cast<uint32_t>(ic), v = static_cast<uint32_t>(ck);
@@ -269,17 +279,9 @@ class ChannelChain {
                 acc);
     }
     if (one_ >= 0) {
-      for (int64_t j0 = 0; j0 < M; j0 += N) {
-        Instruction gm;
-        gm.opcode = Opcode::Gemm;
-        gm.srcA = ctx_.at(one_, 0, 0, 0);
-        gm.srcB = ctx_.at(bias_, static_cast<uint64_t>(j0));
-        gm.dst = ctx_.at(acc, static_cast<uint64_t>(j0), cols * M, M);
-        gm.outer = r, gm.inner = c;
-        gm.gemmK = 1, gm.gemmN = static_cast<uint32_t>(std::min(N, M - j0));
-        gm.accumulate = started;
-        ctx_.emit(gm, acc, one_, bias_);
-      }
+      for (int64_t j0 = 0; j0 < M; j0 += N)
+        emitGemm(ctx_, acc, static_cast<uint64_t>(j0), M, one_, ctx_.at(one_, 0, 0, 0), bias_, static_cast<uint64_t>(j0), rows, cols,
+                 1, std::min(N, M - j0), started);
       started = true;
     }
     // With an expand stage: the tile's input pixels (the depthwise window's part inside the image, all the expand's
@@ -322,24 +324,12 @@ class ChannelChain {
       const int32_t in = ctx_.region(Buffer::Input, static_cast<uint64_t>(rows * cols * ck));
       ctx_.emit(makeVecUnary(last_.op, ctx_.at(in, 0, cols * ck, ck), dtile, r, c, v, last_.imm0, last_.imm1), in, dacc);
       ctx_.builder.setNode(convNode_->name());
-      int32_t wgt = resident_;
-      uint64_t woff = ct_->weightsResident ? offsets_[block] : 0;
-      if (!ct_->weightsResident) {
-        wgt = ctx_.region(Buffer::Weight, packed_[block].size());
-        loadContiguous(ctx_, wgt, 0, streamed_[block], packed_[block].size());
-      }
+      auto [wgt, woff] = weights_.block(ctx_, block);
       for (int64_t k0 = 0; k0 < ck; k0 += DIM)
         for (int64_t j0 = 0; j0 < M; j0 += N) {
           const int64_t k = std::min(DIM, ck - k0), nb = std::min(N, M - j0);
-          Instruction gm;
-          gm.opcode = Opcode::Gemm;
-          gm.srcA = ctx_.at(in, static_cast<uint64_t>(k0), cols * ck, ck);
-          gm.srcB = ctx_.at(wgt, woff);
-          gm.dst = ctx_.at(acc, static_cast<uint64_t>(j0), cols * M, M);
-          gm.outer = r, gm.inner = c;
-          gm.gemmK = static_cast<uint32_t>(k), gm.gemmN = static_cast<uint32_t>(nb);
-          gm.accumulate = started || k0 > 0 || c0 > 0;
-          ctx_.emit(gm, acc, in, wgt);
+          emitGemm(ctx_, acc, static_cast<uint64_t>(j0), M, in, ctx_.at(in, static_cast<uint64_t>(k0), cols * ck, ck), wgt, woff, rows,
+                   cols, k, nb, started || k0 > 0 || c0 > 0);
           woff += static_cast<uint64_t>(k * nb);
         }
     }
@@ -356,16 +346,13 @@ class ChannelChain {
   ConvProblem exp_;
   std::vector<EpilogueStep> exSteps_;  ///< its epilogue but the last step
   Activation exLast_;                  ///< that last step (Copy when none), applied by the copy into the window
-  std::vector<std::vector<float>> exPacked_;  ///< its weights per depthwise block
-  std::vector<uint64_t> exOffsets_, exStreamed_;
-  int32_t exResident_ = -1, exOne_ = -1, exBias_ = -1;  ///< exOne_: a word of 1.0 (bias gemms); exBias_: the bias (vector add)
+  BlockWeights exWeights_;  ///< its weights per depthwise block
+  int32_t exOne_ = -1, exBias_ = -1;  ///< exOne_: a word of 1.0 (bias gemms); exBias_: the bias (vector add)
   std::vector<EpilogueStep> steps_;  ///< the depthwise epilogue but its last step
   Activation last_;                  ///< that last step (Copy when none), applied by the copy into the input buffer
   std::unique_ptr<DepthwiseConv> dw_;
-  std::vector<std::vector<float>> packed_;  ///< the 1x1 weights per depthwise block
-  std::vector<uint64_t> offsets_;           ///< resident: each block's offset in the region
-  std::vector<uint64_t> streamed_;          ///< streamed: each block's DRAM address
-  int32_t resident_ = -1, bias_ = -1, one_ = -1;  ///< bias_: the 1x1 bias row (weight buffer); one_: a word of 1.0
+  BlockWeights weights_;  ///< the 1x1 weights per depthwise block
+  int32_t bias_ = -1, one_ = -1;  ///< bias_: the 1x1 bias row (weight buffer); one_: a word of 1.0
   int32_t poolSums_ = -1;  ///< NodeTiling::globalPool of the 1x1 convolution: the current image's pooled vector
 };
 
