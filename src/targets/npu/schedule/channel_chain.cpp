@@ -1,6 +1,7 @@
 // Channel chains (GroupSchedule::channelChain): a depthwise convolution and the 1x1 convolution reading its result
-// run as one group whose tiles walk the depthwise channel blocks, so the depthwise result never goes to DRAM
-// (lower_chain.cpp). Chosen where the instruction scheduler prices the chain, in context, below the two groups.
+// run as one group whose tiles walk the depthwise channel blocks, so the depthwise result never goes to DRAM; the 1x1
+// expand convolution before them may join as a first stage (lower_chain.cpp). Chosen where the instruction scheduler
+// prices the chain, in context, below the groups it replaces.
 #include <algorithm>
 #include <atomic>
 #include <map>
@@ -69,8 +70,8 @@ namespace {
 /// tiles; ties: the wider; even row tiles) whose working set fits with two depthwise blocks in flight: two windows and
 /// two block copies in the input buffer (with an expand stage, also the tile's input pixels), the 1x1 accumulator tile
 /// and two depthwise ones (and two expanded blocks) in the accumulator.
-std::vector<GroupSchedule> chainOptions(const NpuSchedule& s, const GroupSchedule* ge, const GroupSchedule& gd,
-                                        const GroupSchedule& gc, const Graph& body, const hw::NpuConfig& cfg, size_t count) {
+std::vector<GroupSchedule> chainOptions(const GroupSchedule* ge, const GroupSchedule& gd, const GroupSchedule& gc, const Graph& body,
+                                        const hw::NpuConfig& cfg, size_t count) {
   const auto byName = nodesByName(body);
   const Node& dw = *byName.at(gd.tiling[0].node);
   const ConvGeometry dg = convGeometry(dw), cg = convGeometry(*byName.at(gc.tiling[0].node));
@@ -133,7 +134,6 @@ std::vector<GroupSchedule> chainOptions(const NpuSchedule& s, const GroupSchedul
     g.channelChain = true;
     if (std::find(out.begin(), out.end(), g) == out.end()) out.push_back(std::move(g));
   }
-  (void)s;
   return out;
 }
 
@@ -206,7 +206,7 @@ void chooseReplacements(NpuSchedule& s, const Graph& body, const hw::NpuConfig& 
 
 std::vector<GroupSchedule> channelChainOptions(const NpuSchedule& s, size_t dwGroup, size_t convGroup, const Graph& body,
                                                const hw::NpuConfig& cfg, size_t count) {
-  return chainOptions(s, nullptr, s.groups[dwGroup], s.groups[convGroup], body, cfg, count);
+  return chainOptions(nullptr, s.groups[dwGroup], s.groups[convGroup], body, cfg, count);
 }
 
 std::vector<size_t> expandChainCandidates(const NpuSchedule& s, const Graph& body) {
@@ -234,7 +234,7 @@ std::vector<GroupSchedule> expandChainOptions(const NpuSchedule& s, size_t chain
   gd.tiling = {chain.tiling[0]}, gc.tiling = {chain.tiling[1]};
   const auto split = std::find(chain.nodes.begin(), chain.nodes.end(), chain.tiling[1].node);
   gd.nodes.assign(chain.nodes.begin(), split), gc.nodes.assign(split, chain.nodes.end());
-  return chainOptions(s, &s.groups[chainGroup - 1], gd, gc, body, cfg, count);
+  return chainOptions(&s.groups[chainGroup - 1], gd, gc, body, cfg, count);
 }
 
 void chooseChannelChains(NpuSchedule& s, const Graph& body, const hw::NpuConfig& cfg) {
