@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 #include <memory>
+#include <tuple>
 
 #include "lower_conv.h"
 #include "tessel/ops/registry.h"
@@ -35,6 +36,17 @@ std::string onChipRefusal(const Graph& body, const Node& producer, const std::ve
   if (std::find(outs.begin(), outs.end(), result) != outs.end())
     return fmt::format("the {} result '{}' is an output of the subgraph", what, result->name());
   return "";
+}
+
+/// An epilogue without its last step, and that step (Copy when there is none): a chain applies it with the copy of a
+/// tile into the input buffer instead of in place.
+std::pair<std::vector<EpilogueStep>, Activation> splitLastStep(std::vector<EpilogueStep> steps) {
+  Activation last;
+  if (!steps.empty()) {
+    last = steps.back().op;
+    steps.pop_back();
+  }
+  return {std::move(steps), last};
 }
 
 /// One gemm over rows x cols pixels: region `d` from word `dOff` (pixels `pixel` words apart, rows cols pixels apart)
@@ -114,22 +126,14 @@ class ChannelChain {
     if (d == 1) {
       exNode_ = byName.at(g.tiling[0].node), ext_ = &g.tiling[0];
       exp_ = convProblem(ctx, *exNode_);
-      exSteps_ = exp_.epilogue;
-      if (!exSteps_.empty()) {
-        exLast_ = exSteps_.back().op;
-        exSteps_.pop_back();
-      }
+      std::tie(exSteps_, exLast_) = splitLastStep(exp_.epilogue);
     }
     dwp_ = convProblem(ctx, *dwNode_);
     cp_ = convProblem(ctx, *convNode_);
     TESSEL_ASSERT(dwp_.depthwise() && cp_.C == dwp_.C && cp_.OH == dwp_.OH && cp_.OW == dwp_.OW,
                   "npu lowering: a channel chain needs a depthwise convolution and a 1x1 convolution of its result");
     // The depthwise epilogue's last unary step is applied by the copy into the input buffer (Copy when none).
-    steps_ = dwp_.epilogue;
-    if (!steps_.empty()) {
-      last_ = steps_.back().op;
-      steps_.pop_back();
-    }
+    std::tie(steps_, last_) = splitLastStep(dwp_.epilogue);
     dw_ = std::make_unique<DepthwiseConv>(ctx, *dwNode_, dwp_, *dwt_);
   }
 
@@ -158,18 +162,16 @@ class ChannelChain {
       // else a vector add per tile.
       bias_ = ctx_.region(ct_->biasGemm ? Buffer::Weight : Buffer::Output, static_cast<uint64_t>(cp_.M));
       loadContiguous(ctx_, bias_, 0, ctx_.addConstant(cp_.bias), static_cast<uint64_t>(cp_.M));
-      if (ct_->biasGemm) {
-        one_ = ctx_.region(Buffer::Input, 1);
-        loadContiguous(ctx_, one_, 0, ctx_.addConstant({1.0f}), 1);
-      }
+    }
+    // The bias gemms' input, one word holding 1.0 that both stages' bias gemms read.
+    if ((!cp_.bias.empty() && ct_->biasGemm) || (exNode_ && !exp_.bias.empty() && ext_->biasGemm)) {
+      one_ = ctx_.region(Buffer::Input, 1);
+      loadContiguous(ctx_, one_, 0, ctx_.addConstant({1.0f}), 1);
     }
     if (!exNode_) return;
     ctx_.builder.setNode(exNode_->name());
     exWeights_.stage(ctx_, packExpandWeights(), ext_->weightsResident);
-    if (!exp_.bias.empty() && ext_->biasGemm) {  // the bias rows ride in the packed weights; their gemms read this 1.0
-      exOne_ = ctx_.region(Buffer::Input, 1);
-      loadContiguous(ctx_, exOne_, 0, ctx_.addConstant({1.0f}), 1);
-    } else if (!exp_.bias.empty()) {
+    if (!exp_.bias.empty() && !ext_->biasGemm) {  // else the bias rows ride in the packed weights
       exBias_ = ctx_.region(Buffer::Output, static_cast<uint64_t>(exp_.M));
       loadContiguous(ctx_, exBias_, 0, ctx_.addConstant(exp_.bias), static_cast<uint64_t>(exp_.M));
     }
@@ -178,20 +180,15 @@ class ChannelChain {
   /// The expand convolution's weights per depthwise block (its output channels c0 on): per slice of at most DIM
   /// input channels, per output block of at most DIM of the block's channels, a k x n block row-major.
   std::vector<std::vector<float>> packExpandWeights() const {
-    const int64_t DIM = ctx_.cfg.dim, K = exp_.C;
+    const int64_t DIM = ctx_.cfg.dim;
     std::vector<std::vector<float>> out;
     for (int64_t c0 = 0; c0 < dwp_.C; c0 += dwt_->channels) {
       const int64_t ck = std::min(dwt_->channels, dwp_.C - c0), N = std::min(DIM, ck);
       std::vector<float> b;
-      if (!exp_.bias.empty() && ext_->biasGemm)  // per output block its bias row (1 x n), the first gemm of the block
-        for (int64_t j0 = 0; j0 < ck; j0 += N)
-          for (int64_t j = 0; j < std::min(N, ck - j0); ++j) b.push_back(exp_.bias[c0 + j0 + j]);
-      for (int64_t k0 = 0; k0 < K; k0 += DIM)
-        for (int64_t j0 = 0; j0 < ck; j0 += N) {
-          const int64_t k = std::min(DIM, K - k0), nb = std::min(N, ck - j0);
-          for (int64_t r = 0; r < k; ++r)
-            for (int64_t j = 0; j < nb; ++j) b.push_back(exp_.weights[(c0 + j0 + j) * K + k0 + r]);
-        }
+      if (!exp_.bias.empty() && ext_->biasGemm)  // the block's bias row first (1 x ck: one row per output block)
+        b.assign(exp_.bias.begin() + c0, exp_.bias.begin() + c0 + ck);
+      const std::vector<float> w = packPointwiseWeights(exp_, 0, exp_.C, c0, ck, N, DIM);
+      b.insert(b.end(), w.begin(), w.end());
       out.push_back(std::move(b));
     }
     return out;
@@ -209,11 +206,11 @@ class ChannelChain {
     const int32_t e = ctx_.region(Buffer::Accumulator, static_cast<uint64_t>(ir * ic * ck));
     // The bias on the matrix unit (a gemm of the word 1.0 by the bias row, K = 1), which the chain's vector unit,
     // busy with the depthwise taps and the copies, does not have to spare.
-    const bool bias = exOne_ >= 0;
+    const bool bias = !exp_.bias.empty() && ext_->biasGemm;
     if (bias)
       for (int64_t j0 = 0; j0 < ck; j0 += N) {
         const int64_t nb = std::min(N, ck - j0);
-        emitGemm(ctx_, e, static_cast<uint64_t>(j0), ck, exOne_, ctx_.at(exOne_, 0, 0, 0), wgt, woff, ir, ic, 1, nb, false);
+        emitGemm(ctx_, e, static_cast<uint64_t>(j0), ck, one_, ctx_.at(one_, 0, 0, 0), wgt, woff, ir, ic, 1, nb, false);
         woff += static_cast<uint64_t>(nb);
       }
     for (int64_t k0 = 0; k0 < K; k0 += DIM)
@@ -251,17 +248,8 @@ class ChannelChain {
   std::vector<std::vector<float>> packWeights() const {
     const int64_t DIM = ctx_.cfg.dim, N = std::min({ct_->channels, DIM, cp_.M});
     std::vector<std::vector<float>> out;
-    for (int64_t c0 = 0; c0 < cp_.C; c0 += dwt_->channels) {
-      const int64_t ck = std::min(dwt_->channels, cp_.C - c0);
-      std::vector<float> b;
-      for (int64_t k0 = 0; k0 < ck; k0 += DIM)
-        for (int64_t j0 = 0; j0 < cp_.M; j0 += N) {
-          const int64_t k = std::min(DIM, ck - k0), nb = std::min(N, cp_.M - j0);
-          for (int64_t r = 0; r < k; ++r)
-            for (int64_t j = 0; j < nb; ++j) b.push_back(cp_.weights[(j0 + j) * cp_.C + c0 + k0 + r]);
-        }
-      out.push_back(std::move(b));
-    }
+    for (int64_t c0 = 0; c0 < cp_.C; c0 += dwt_->channels)
+      out.push_back(packPointwiseWeights(cp_, c0, std::min(dwt_->channels, cp_.C - c0), 0, cp_.M, N, DIM));
     return out;
   }
 
@@ -278,7 +266,8 @@ class ChannelChain {
                          r, c, static_cast<uint32_t>(M)),
                 acc);
     }
-    if (one_ >= 0) {
+    const bool biasGemm = !cp_.bias.empty() && ct_->biasGemm;
+    if (biasGemm) {
       for (int64_t j0 = 0; j0 < M; j0 += N)
         emitGemm(ctx_, acc, static_cast<uint64_t>(j0), M, one_, ctx_.at(one_, 0, 0, 0), bias_, static_cast<uint64_t>(j0), rows, cols,
                  1, std::min(N, M - j0), started);
@@ -333,7 +322,7 @@ class ChannelChain {
           woff += static_cast<uint64_t>(k * nb);
         }
     }
-    finishTile(ctx_, cp_, acc, rows, cols, M, one_ >= 0 ? -1 : bias_, at, &poolSums_);  // a bias gemm added it already
+    finishTile(ctx_, cp_, acc, rows, cols, M, biasGemm ? -1 : bias_, at, &poolSums_);  // a bias gemm added it already
   }
 
   LowerContext& ctx_;
@@ -347,7 +336,7 @@ class ChannelChain {
   std::vector<EpilogueStep> exSteps_;  ///< its epilogue but the last step
   Activation exLast_;                  ///< that last step (Copy when none), applied by the copy into the window
   BlockWeights exWeights_;  ///< its weights per depthwise block
-  int32_t exOne_ = -1, exBias_ = -1;  ///< exOne_: a word of 1.0 (bias gemms); exBias_: the bias (vector add)
+  int32_t exBias_ = -1;     ///< its bias, added by the vector unit (no biasGemm)
   std::vector<EpilogueStep> steps_;  ///< the depthwise epilogue but its last step
   Activation last_;                  ///< that last step (Copy when none), applied by the copy into the input buffer
   std::unique_ptr<DepthwiseConv> dw_;

@@ -245,6 +245,12 @@ void packWeights(const ConvProblem& p, const std::vector<ReductionSlice>& slices
 
 }  // namespace
 
+std::vector<float> packPointwiseWeights(const ConvProblem& p, int64_t c0, int64_t cb, int64_t m0, int64_t mk, int64_t n, int64_t dim) {
+  std::vector<float> out;
+  packWeights(p, reductionSlices(p, Phasing{}, Reduction::PerTap, c0, cb, {1}, dim), 0, m0, mk, n, out);
+  return out;
+}
+
 MatrixConv::MatrixConv(LowerContext& ctx, const Node& node, const ConvProblem& p, const NodeTiling& t)
     : ctx_(ctx), node_(node), p_(p), t_(t), DIM_(ctx.cfg.dim), Cg_(p.C / p.group), Mg_(p.M / p.group) {
   red_ = reductionOf(t.variant);
@@ -499,7 +505,7 @@ void DepthwiseConv::matrixTaps(int32_t acc, int32_t in, int64_t base, int64_t wi
   }
 }
 
-int32_t DepthwiseConv::loadWindow(int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, int64_t c0) const {
+int32_t DepthwiseConv::loadWindow(int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, int64_t c0) {
   return loadPhase(ctx_, p_, Phasing{}, n, oy0, ox0, c0, std::min(t_.channels, p_.C - c0), 0, 0, p_.inRows(rows), p_.inCols(cols));
 }
 

@@ -66,6 +66,11 @@ struct OnChipInput {
   int64_t rowLo = 0, rows = 0, cols = 0;
 };
 
+/// The weights of a 1x1 convolution (no groups) as MatrixConv packs them for its gemms: input channels [c0, c0 + cb)
+/// in slices of at most `dim`, per slice output channels [m0, m0 + mk) in blocks of at most `n`, each a k x n block
+/// row-major.
+std::vector<float> packPointwiseWeights(const ConvProblem& p, int64_t c0, int64_t cb, int64_t m0, int64_t mk, int64_t n, int64_t dim);
+
 /// A convolution on the matrix unit, one output tile at a time.
 class MatrixConv {
  public:
@@ -131,7 +136,7 @@ class DepthwiseConv {
                       int32_t loaded = -1);
   /// Loads from DRAM the input window of an output tile for channel block c0; returns its region (for computeTile).
   /// A caller loading the next block's window before it computes the current one keeps the load unit ahead.
-  int32_t loadWindow(int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, int64_t c0) const;
+  int32_t loadWindow(int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, int64_t c0);
   int64_t blockChannel() const { return c0_; }
   int64_t blockWidth() const { return cbk_; }
 
