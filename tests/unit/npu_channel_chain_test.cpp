@@ -214,4 +214,23 @@ TEST(NpuChannelChain, NoCandidateWhenTheDepthwiseResultHasAnotherReader) {
   EXPECT_TRUE(channelChainCandidates(layered, g).empty());
 }
 
+// A stride-2 block whose depthwise -> 1x1 pair loses to its two layer-by-layer groups on `default` (small tiles,
+// 96-channel windows in a 32 KiB input buffer) while the three stages together win: the 96x40x40 expanded tensor no
+// longer goes to DRAM and back. The compiler tries the expand stage on pairs it left apart, not only on the chains
+// it took, so its schedule is one three-stage chain (MobileNetV2's features.2 and .4 on `default`).
+TEST(NpuChannelChain, TheExpandStageIsTriedOnPairsLeftApart) {
+  Block b;
+  b.cin = 16, b.hidden = 96, b.cout = 24, b.H = b.W = 40, b.stride = 2, b.residual = false;
+  Graph g;
+  invertedResidual(g, b);
+  hw::HardwareConfig cfg = test::shippedConfig("default.json");
+  const hw::Device& dev = *cfg.firstNpu();
+  const NpuSchedule s = compilerSchedule(g, dev.npu, "block");
+  ASSERT_EQ(s.groups.size(), 1u) << s.toText();
+  EXPECT_TRUE(s.groups[0].channelChain);
+  ASSERT_EQ(s.groups[0].tiling.size(), 3u) << s.toText();
+  EXPECT_EQ(s.groups[0].tiling[0].node, "expand");
+  expectMatches(g, dev, s, b, "compiler's three-stage chain");
+}
+
 }  // namespace

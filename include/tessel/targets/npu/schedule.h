@@ -207,7 +207,9 @@ std::vector<GroupSchedule> expandChainOptions(const NpuSchedule& schedule, size_
 
 /// Replaces candidate pairs by the channel chain of fewest modelled cycles (the instruction scheduler, the groups
 /// around in context) where that is fewer than the two groups'; then, the same way, the expand convolutions before
-/// the chains taken (expandChainCandidates). Run after chooseFusion, on the pairs it left.
+/// the chains taken (expandChainCandidates) and before the pairs left apart (the three groups against a chain with
+/// an expand stage: the pair may lose alone and win with the expanded tensor kept off DRAM). Run after chooseFusion,
+/// on the pairs it left.
 void chooseChannelChains(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg);
 
 /// The tilings the search may give node `n` instead of `current` (which comes first): a convolution's Pareto

@@ -34,6 +34,20 @@ const Value* resultOf(const NodeTiling& t, const std::map<std::string, const Nod
   return byName.at(t.epilogue.empty() ? t.node : t.epilogue.back())->output(0);
 }
 
+/// Whether group `prev`, a layer-by-layer 1x1 convolution, may be the first stage (an expand stage) of a chain whose
+/// depthwise convolution is node `dw` (lower::expandChainRefusal).
+bool expandsInto(const GroupSchedule& prev, const std::string& dw, const Graph& body) {
+  if (prev.tiling.size() != 1 || prev.rowTiles != 1 || prev.channelChain || prev.nodes.front() != prev.tiling[0].node) return false;
+  const NodeTiling& e = prev.tiling[0];
+  if (e.variant != "matrix" || e.groupPack != 1 || e.phased || e.residualInAcc || !e.inputScale.empty() || !e.inputNorm.empty() ||
+      !e.globalPool.empty())
+    return false;
+  const auto byName = nodesByName(body);
+  std::vector<const Node*> epilogue;
+  for (const std::string& n : e.epilogue) epilogue.push_back(byName.at(n));
+  return lower::expandChainRefusal(body, *byName.at(e.node), epilogue, *byName.at(dw)).empty();
+}
+
 }  // namespace
 
 std::vector<std::pair<size_t, size_t>> channelChainCandidates(const NpuSchedule& s, const Graph& body) {
@@ -210,20 +224,10 @@ std::vector<GroupSchedule> channelChainOptions(const NpuSchedule& s, size_t dwGr
 }
 
 std::vector<size_t> expandChainCandidates(const NpuSchedule& s, const Graph& body) {
-  const auto byName = nodesByName(body);
   std::vector<size_t> out;
-  for (size_t g = 1; g < s.groups.size(); ++g) {
-    const GroupSchedule &chain = s.groups[g], &prev = s.groups[g - 1];
-    if (!chain.channelChain || chain.tiling.size() != 2) continue;
-    if (prev.tiling.size() != 1 || prev.rowTiles != 1 || prev.channelChain || prev.nodes.front() != prev.tiling[0].node) continue;
-    const NodeTiling& e = prev.tiling[0];
-    if (e.variant != "matrix" || e.groupPack != 1 || e.phased || e.residualInAcc || !e.inputScale.empty() ||
-        !e.inputNorm.empty() || !e.globalPool.empty())
-      continue;
-    std::vector<const Node*> epilogue;
-    for (const std::string& n : e.epilogue) epilogue.push_back(byName.at(n));
-    if (lower::expandChainRefusal(body, *byName.at(e.node), epilogue, *byName.at(chain.tiling[0].node)).empty()) out.push_back(g);
-  }
+  for (size_t g = 1; g < s.groups.size(); ++g)
+    if (s.groups[g].channelChain && s.groups[g].tiling.size() == 2 && expandsInto(s.groups[g - 1], s.groups[g].tiling[0].node, body))
+      out.push_back(g);
   return out;
 }
 
@@ -242,9 +246,20 @@ void chooseChannelChains(NpuSchedule& s, const Graph& body, const hw::NpuConfig&
   for (const auto& [gd, gc] : channelChainCandidates(s, body))
     candidates.push_back({{gd, gc}, channelChainOptions(s, gd, gc, body, cfg, 8)});
   chooseReplacements(s, body, cfg, candidates);
-  // Then the expand convolutions before the chains taken.
+  // Then the expand convolutions before the chains taken, and before the pairs left apart: a pair's chain may lose
+  // to its two groups while the three stages together, the expanded tensor no longer going through DRAM, win
+  // (MobileNetV2's stride-2 blocks). A group joins one candidate at most (the earlier).
   candidates.clear();
-  for (size_t g : expandChainCandidates(s, body)) candidates.push_back({{g - 1, g}, expandChainOptions(s, g, body, cfg, 8)});
+  std::vector<bool> taken(s.groups.size(), false);
+  for (size_t g : expandChainCandidates(s, body)) {
+    candidates.push_back({{g - 1, g}, expandChainOptions(s, g, body, cfg, 8)});
+    taken[g - 1] = taken[g] = true;
+  }
+  for (const auto& [gd, gc] : channelChainCandidates(s, body)) {
+    if (gd == 0 || taken[gd - 1] || taken[gd] || taken[gc] || !expandsInto(s.groups[gd - 1], s.groups[gd].tiling[0].node, body)) continue;
+    candidates.push_back({{gd - 1, gd, gc}, chainOptions(&s.groups[gd - 1], s.groups[gd], s.groups[gc], body, cfg, 8)});
+    taken[gd - 1] = taken[gd] = taken[gc] = true;
+  }
   chooseReplacements(s, body, cfg, candidates);
 }
 
