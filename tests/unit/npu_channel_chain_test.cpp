@@ -129,15 +129,27 @@ TEST(NpuChannelChain, InvertedResidualsMatchTheInterpreterForEveryOption) {
       const std::vector<GroupSchedule> withExpand = expandChainOptions(chained, at, g, dev.npu, 8);
       if (std::string(config) == "default.json") {
         EXPECT_FALSE(withExpand.empty());
+        // Among them windows kept in the accumulator (NodeTiling::windowInAcc), with larger tiles than the same block
+        // width with windows in the input buffer.
+        auto inAcc = std::find_if(withExpand.begin(), withExpand.end(), [](const GroupSchedule& o) { return o.tiling[1].windowInAcc; });
+        ASSERT_NE(inAcc, withExpand.end());
+        auto inInp = std::find_if(withExpand.begin(), withExpand.end(), [&](const GroupSchedule& o) {
+          return !o.tiling[1].windowInAcc && o.tiling[1].channels == inAcc->tiling[1].channels && o.tiling[1].matrixEvery == 0;
+        });
+        if (inInp != withExpand.end()) {
+          EXPECT_GT(inAcc->tiling[1].rows * inAcc->tiling[1].cols, inInp->tiling[1].rows * inInp->tiling[1].cols);
+        }
       }
       for (const GroupSchedule& option : withVectorBiases(withExpand)) {
         NpuSchedule s = chained;
         replaceByFusedGroups(s, {{{at - 1, at}, option}});
-        const std::string what = fmt::format("{} stride {} hidden {}: expand + cb {} every {} tile {}x{} bias gemm {}", config,
-                                             b.stride, b.hidden, option.tiling[1].channels, option.tiling[1].matrixEvery,
-                                             option.tiling[1].rows, option.tiling[1].cols, option.tiling.back().biasGemm);
+        const std::string what = fmt::format("{} stride {} hidden {}: expand + cb {} every {} tile {}x{} bias gemm {} window in acc {}",
+                                             config, b.stride, b.hidden, option.tiling[1].channels, option.tiling[1].matrixEvery,
+                                             option.tiling[1].rows, option.tiling[1].cols, option.tiling.back().biasGemm,
+                                             option.tiling[1].windowInAcc);
         ASSERT_EQ(option.tiling.size(), 3u) << what;
         EXPECT_EQ(option.tiling[0].node, "expand") << what;
+        EXPECT_EQ(NpuSchedule::fromJson(s.toJson(), "test"), s) << what;
         if (b.pool) {
           ASSERT_TRUE(foldGlobalPool(s, g, "pool", "project")) << what;
         }
@@ -185,6 +197,9 @@ TEST(NpuChannelChain, VerifierRefusesWhatIsNoChainAndJsonKeepsTheFlag) {
   NpuSchedule outside = layered;
   outside.groups[at - 1].tiling[0].biasGemm = true;  // the expand conv, a layer-by-layer group
   refused(outside, "bias_gemm applies to the matrix stages of a channel chain only");
+  NpuSchedule accWithoutExpand = good;  // windows in the accumulator need the expand stage that makes them there
+  accWithoutExpand.groups[at].tiling[0].windowInAcc = true;
+  refused(accWithoutExpand, "window_in_acc applies to the depthwise stage of a channel chain with an expand stage");
   NpuSchedule huge = good;
   huge.groups[at].tiling[0].rows = huge.groups[at].tiling[1].rows = 13;
   huge.groups[at].tiling[0].cols = huge.groups[at].tiling[1].cols = 11;

@@ -49,15 +49,15 @@ std::pair<std::vector<EpilogueStep>, Activation> splitLastStep(std::vector<Epilo
   return {std::move(steps), last};
 }
 
-/// One gemm over rows x cols pixels: region `d` from word `dOff` (pixels `pixel` words apart, rows cols pixels apart)
-/// (+)= operand `a` (of region `aRegion`) x the k x n block at word `woff` of region `wgt`.
+/// One gemm over rows x cols pixels: region `d` from word `dOff` (pixels `pixel` words apart, rows `rowPixels`
+/// pixels apart, by default cols) (+)= operand `a` (of region `aRegion`) x the k x n block at word `woff` of region `wgt`.
 void emitGemm(LowerContext& ctx, int32_t d, uint64_t dOff, int64_t pixel, int32_t aRegion, SramOperand a, int32_t wgt, uint64_t woff,
-              int64_t rows, int64_t cols, int64_t k, int64_t n, bool accumulate) {
+              int64_t rows, int64_t cols, int64_t k, int64_t n, bool accumulate, int64_t rowPixels = 0) {
   Instruction gm;
   gm.opcode = Opcode::Gemm;
   gm.srcA = a;
   gm.srcB = ctx.at(wgt, woff);
-  gm.dst = ctx.at(d, dOff, static_cast<uint64_t>(cols * pixel), static_cast<uint64_t>(pixel));
+  gm.dst = ctx.at(d, dOff, static_cast<uint64_t>((rowPixels > 0 ? rowPixels : cols) * pixel), static_cast<uint64_t>(pixel));
   gm.outer = static_cast<uint32_t>(rows), gm.inner = static_cast<uint32_t>(cols);
   gm.gemmK = static_cast<uint32_t>(k), gm.gemmN = static_cast<uint32_t>(n);
   gm.accumulate = accumulate;
@@ -197,40 +197,52 @@ class ChannelChain {
   /// The depthwise window of block c0 computed by the expand stage from the tile's input pixels `x` (rows y0..y0+ir,
   /// columns x0..x0+ic of the block's input, all its channels): the expand gemms into the accumulator, its bias and
   /// epilogue, the copy into the window (its last unary step on the way), and the window's padding ring zeroed (the
-  /// expand of a padding pixel is not zero).
+  /// expand of a padding pixel is not zero). With NodeTiling::windowInAcc the gemms write the window's inside in
+  /// the accumulator directly, the last step is applied in place and the ring is zeroed there: no copy, and no
+  /// window in the input buffer.
   int32_t expandWindow(int32_t x, int64_t wy0, int64_t wx0, int64_t wr, int64_t wc, int64_t y0, int64_t x0, int64_t ir,
                        int64_t ic, int64_t c0, size_t block) {
     const int64_t DIM = ctx_.cfg.dim, K = exp_.C, ck = std::min(dwt_->channels, dwp_.C - c0), N = std::min(DIM, ck);
+    const bool inAcc = dwt_->windowInAcc;
+    const int64_t top = y0 - wy0, left = x0 - wx0;
+    // Where the expanded pixels go: a region of their own, or the inside of the window (rows wc pixels apart).
+    const uint64_t inside = inAcc ? static_cast<uint64_t>((top * wc + left) * ck) : 0;
+    const int64_t rowPixels = inAcc ? wc : ic;
     ctx_.builder.setNode(exNode_->name());
     auto [wgt, woff] = exWeights_.block(ctx_, block);
-    const int32_t e = ctx_.region(Buffer::Accumulator, static_cast<uint64_t>(ir * ic * ck));
+    const int32_t e = ctx_.region(Buffer::Accumulator, static_cast<uint64_t>(inAcc ? wr * wc * ck : ir * ic * ck));
     // The bias on the matrix unit (a gemm of the word 1.0 by the bias row, K = 1), which the chain's vector unit,
     // busy with the depthwise taps and the copies, does not have to spare.
     const bool bias = !exp_.bias.empty() && ext_->biasGemm;
     if (bias)
       for (int64_t j0 = 0; j0 < ck; j0 += N) {
         const int64_t nb = std::min(N, ck - j0);
-        emitGemm(ctx_, e, static_cast<uint64_t>(j0), ck, one_, ctx_.at(one_, 0, 0, 0), wgt, woff, ir, ic, 1, nb, false);
+        emitGemm(ctx_, e, inside + static_cast<uint64_t>(j0), ck, one_, ctx_.at(one_, 0, 0, 0), wgt, woff, ir, ic, 1, nb, false,
+                 rowPixels);
         woff += static_cast<uint64_t>(nb);
       }
     for (int64_t k0 = 0; k0 < K; k0 += DIM)
       for (int64_t j0 = 0; j0 < ck; j0 += N) {
         const int64_t k = std::min(DIM, K - k0), nb = std::min(N, ck - j0);
-        emitGemm(ctx_, e, static_cast<uint64_t>(j0), ck, x, ctx_.at(x, static_cast<uint64_t>(k0), ic * K, K), wgt, woff, ir, ic, k,
-                 nb, bias || k0 > 0);
+        emitGemm(ctx_, e, inside + static_cast<uint64_t>(j0), ck, x, ctx_.at(x, static_cast<uint64_t>(k0), ic * K, K), wgt, woff, ir,
+                 ic, k, nb, bias || k0 > 0, rowPixels);
         woff += static_cast<uint64_t>(k * nb);
       }
     const auto r = static_cast<uint32_t>(ir), c = static_cast<uint32_t>(ic), v = static_cast<uint32_t>(ck);
-    const SramOperand etile = ctx_.at(e, 0, ic * ck, ck);
+    const SramOperand etile = ctx_.at(e, inside, rowPixels * ck, ck);
     if (exBias_ >= 0)
       ctx_.emit(makeVecBinary(VecOp::Add, etile, etile, ctx_.at(exBias_, static_cast<uint64_t>(c0)), r, c, v), e, e, exBias_);
     applyUnarySteps(ctx_, exSteps_, e, etile, r, c, v);
     ctx_.builder.setNode(dwNode_->name());
-    const int32_t w = ctx_.region(Buffer::Input, static_cast<uint64_t>(wr * wc * ck));
-    const int64_t top = y0 - wy0, left = x0 - wx0;
-    ctx_.emit(makeVecUnary(exLast_.op, ctx_.at(w, static_cast<uint64_t>((top * wc + left) * ck), wc * ck, ck), etile, r, c, v,
-                           exLast_.imm0, exLast_.imm1),
-              w, e);
+    int32_t w = e;
+    if (inAcc) {
+      if (exLast_.op != VecOp::Copy) ctx_.emit(makeVecUnary(exLast_.op, etile, etile, r, c, v, exLast_.imm0, exLast_.imm1), e, e);
+    } else {
+      w = ctx_.region(Buffer::Input, static_cast<uint64_t>(wr * wc * ck));
+      ctx_.emit(makeVecUnary(exLast_.op, ctx_.at(w, static_cast<uint64_t>((top * wc + left) * ck), wc * ck, ck), etile, r, c, v,
+                             exLast_.imm0, exLast_.imm1),
+                w, e);
+    }
     auto fill = [&](int64_t row0, int64_t rows, int64_t col0, int64_t cols) {
       if (rows <= 0 || cols <= 0) return;
       const SramOperand box = ctx_.at(w, static_cast<uint64_t>((row0 * wc + col0) * ck), wc * ck, ck);

@@ -54,6 +54,11 @@ struct NodeTiling {
   /// matrix, the expand or 1x1 stage of a channel chain (GroupSchedule::channelChain): its bias is added on the matrix
   /// unit, as a first gemm of a word holding 1.0 by the bias row (K = 1), instead of a vector add per tile.
   bool biasGemm = false;
+  /// vector, the depthwise stage of a channel chain with an expand stage: each block's window is kept where the
+  /// expand's gemms make it, in the accumulator (the ring of padding zeroed there), and the taps read it from there,
+  /// instead of being copied into the input buffer: the input buffer then holds only the tile's input pixels and the
+  /// depthwise results, so the tiles can be larger. The taps run on the vector unit only (matrixEvery 0).
+  bool windowInAcc = false;
   /// Nodes applied in place to each tile before the store, in order (fused epilogue): activations and
   /// element-wise ops whose other operand is a scalar constant or a same-shape tensor read from DRAM.
   std::vector<std::string> epilogue;

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 #include "../geometry.h"
@@ -83,7 +84,8 @@ namespace {
 /// that won on MobileNetV2; a two-vector block with matrix-unit tiles never did), each with the largest tile (fewest
 /// tiles; ties: the wider; even row tiles) whose working set fits with two depthwise blocks in flight: two windows and
 /// two block copies in the input buffer (with an expand stage, also the tile's input pixels), the 1x1 accumulator tile
-/// and two depthwise ones (and two expanded blocks) in the accumulator.
+/// and two depthwise ones (and two expanded blocks) in the accumulator. With an expand stage, also the vector-unit
+/// blocks with their windows in the accumulator (NodeTiling::windowInAcc), where the input buffer leaves larger tiles.
 std::vector<GroupSchedule> chainOptions(const GroupSchedule* ge, const GroupSchedule& gd, const GroupSchedule& gc, const Graph& body,
                                         const hw::NpuConfig& cfg, size_t count) {
   const auto byName = nodesByName(body);
@@ -91,19 +93,20 @@ std::vector<GroupSchedule> chainOptions(const GroupSchedule* ge, const GroupSche
   const ConvGeometry dg = convGeometry(dw), cg = convGeometry(*byName.at(gc.tiling[0].node));
   const ConvGeometry eg = ge ? convGeometry(*byName.at(ge->tiling[0].node)) : ConvGeometry{};
   const auto words = [&](Buffer b) { return static_cast<int64_t>(cfg.bufferWords(static_cast<size_t>(b))); };
-  auto fits = [&](int64_t th, int64_t tw, int64_t cb) {
-    const int64_t px = ge ? std::min(dg.inRows(th), dg.H) * std::min(dg.inCols(tw), dg.W) : 0;
-    return px * eg.C + 2 * (dg.inRows(th) * dg.inCols(tw) * cb + th * tw * cb) <= words(Buffer::Input) &&
-           2 * px * cb + th * tw * (cg.M + 2 * cb) <= words(Buffer::Accumulator);
+  // inAcc (NodeTiling::windowInAcc): the two windows in the accumulator, where the expand stage makes them.
+  auto fits = [&](int64_t th, int64_t tw, int64_t cb, bool inAcc) {
+    const int64_t px = ge ? std::min(dg.inRows(th), dg.H) * std::min(dg.inCols(tw), dg.W) : 0, window = dg.inRows(th) * dg.inCols(tw) * cb;
+    return px * eg.C + 2 * ((inAcc ? 0 : window) + th * tw * cb) <= words(Buffer::Input) &&
+           2 * (inAcc ? window : px * cb) + th * tw * (cg.M + 2 * cb) <= words(Buffer::Accumulator);
   };
-  auto largest = [&](int64_t cb) -> std::optional<std::pair<int64_t, int64_t>> {
+  auto largest = [&](int64_t cb, bool inAcc) -> std::optional<std::pair<int64_t, int64_t>> {
     std::optional<std::pair<int64_t, int64_t>> best;
     int64_t bestTiles = 0;
     for (int64_t parts = 1; parts <= dg.OW; ++parts) {
       const int64_t tw = ceilDiv(dg.OW, parts);
       if (parts > 1 && ceilDiv(dg.OW, parts - 1) == tw) continue;
       int64_t th = dg.OH;
-      while (th >= 1 && !fits(th, tw, cb)) --th;
+      while (th >= 1 && !fits(th, tw, cb, inAcc)) --th;
       if (th < 1) continue;
       th = ceilDiv(dg.OH, ceilDiv(dg.OH, th));
       const int64_t tiles = ceilDiv(dg.OH, th) * ceilDiv(dg.OW, tw);
@@ -113,14 +116,17 @@ std::vector<GroupSchedule> chainOptions(const GroupSchedule* ge, const GroupSche
   };
   std::vector<GroupSchedule> out;
   const int64_t lanes = cfg.vectorLanes;
-  const std::pair<int64_t, int64_t> kinds[] = {{1, 0}, {1, 2}, {1, 3}, {1, 4}, {2, 0}};
-  for (const auto& [vectors, every] : kinds) {
+  // (vectors of channels per block, matrixEvery, windowInAcc); the windows in the accumulator with an expand stage only.
+  const std::tuple<int64_t, int64_t, bool> kinds[] = {{1, 0, false}, {1, 2, false}, {1, 3, false}, {1, 4, false},
+                                                       {2, 0, false}, {1, 0, true},  {2, 0, true}};
+  for (const auto& [vectors, every, inAcc] : kinds) {
     if (out.size() >= count) break;
+    if (inAcc && !ge) continue;
     const int64_t cb = std::min(dg.C, vectors * lanes);
-    const auto tile = largest(cb);
+    const auto tile = largest(cb, inAcc);
     if (!tile) continue;
     NodeTiling d = gd.tiling[0];
-    d.channels = d.inChannels = cb, d.matrixEvery = every;
+    d.channels = d.inChannels = cb, d.matrixEvery = every, d.windowInAcc = inAcc;
     d.rows = tile->first, d.cols = tile->second;
     const int64_t dwWeights = depthwiseWeightWords(dg.KH * dg.KW, cb, d.matrixEvery > 0, cfg.dim) * ceilDiv(dg.C, cb);
     if (dwWeights + cb * cg.M + (ge ? eg.C * cb : 0) > words(Buffer::Weight)) continue;

@@ -43,6 +43,7 @@ std::string describeTiling(const NodeTiling& t) {
   if (t.groupPack > 1) s += fmt::format(", {} groups per block", t.groupPack);
   if (t.residualInAcc && !t.epilogue.empty()) s += fmt::format(", {}'s other operand loaded into the accumulator", t.epilogue.front());
   if (t.biasGemm) s += ", bias by a gemm";
+  if (t.windowInAcc) s += ", window in the accumulator";
   if (t.matrixEvery == 1) s += ", on the matrix unit";
   if (t.matrixEvery > 1) s += fmt::format(", one tile in {} on the matrix unit", t.matrixEvery);
   if (!t.inputScale.empty()) s += fmt::format(", input blocks x {} as loaded", t.inputScale);
@@ -60,7 +61,7 @@ json tilingJson(const NodeTiling& t) {
               {"in_channels", t.inChannels}, {"cout_per_pass", t.coutPerPass},
               {"weights_resident", t.weightsResident}, {"phased", t.phased}, {"slots", t.slots},
               {"matrix_every", t.matrixEvery}, {"group_pack", t.groupPack},
-              {"residual_in_acc", t.residualInAcc}, {"bias_gemm", t.biasGemm},
+              {"residual_in_acc", t.residualInAcc}, {"bias_gemm", t.biasGemm}, {"window_in_acc", t.windowInAcc},
               {"epilogue", t.epilogue}, {"input_scale", t.inputScale}, {"input_norm", t.inputNorm},
               {"global_pool", t.globalPool}};
 }
@@ -122,6 +123,7 @@ NodeTiling tilingFromJson(const JsonReader& r, const json& j, const std::string&
   if (j.contains("group_pack")) t.groupPack = r.integer(j, path, "group_pack", 1, kMaxCount);
   if (j.contains("residual_in_acc")) t.residualInAcc = r.boolean(j, path, "residual_in_acc");
   if (j.contains("bias_gemm")) t.biasGemm = r.boolean(j, path, "bias_gemm");  // absent in files written before the field
+  if (j.contains("window_in_acc")) t.windowInAcc = r.boolean(j, path, "window_in_acc");  // likewise
   // Absent in files written before the fields existed.
   if (j.contains("input_scale")) t.inputScale = r.string(j, path, "input_scale");
   if (j.contains("global_pool")) t.globalPool = r.string(j, path, "global_pool");
@@ -320,7 +322,8 @@ void checkChannelChain(const GroupSchedule& g, size_t gi, const Graph& body, con
     const ConvGeometry eg = convGeometry(*expand);
     const int64_t px = std::min(dg.inRows(rows), dg.H) * std::min(dg.inCols(cols), dg.W);
     const bool bias = expand->hasInput(2) && e.biasGemm;  // bias rows beside the weights, gemms of a word holding 1.0
-    exInput = px * eg.C + (bias ? 1 : 0), exAcc = px * cb;
+    // The expanded pixels of one block, or with window_in_acc the whole window they are made in (padding ring too).
+    exInput = px * eg.C + (bias ? 1 : 0), exAcc = d.windowInAcc ? dg.inRows(rows) * dg.inCols(cols) * cb : px * cb;
     exWeights = (e.weightsResident ? eg.C * eg.M : eg.C * cb) + (bias ? (e.weightsResident ? eg.M : cb) : 0);
   }
   if (g.onChip != onChip)
@@ -335,7 +338,8 @@ void checkChannelChain(const GroupSchedule& g, size_t gi, const Graph& body, con
   // The 1x1 bias (a row in the weight buffer, gemms of a word holding 1.0).
   const int64_t convBias = conv->hasInput(2) && c.biasGemm ? cg.M : 0;
   const int64_t exBiasOut = expands && !g.tiling[0].biasGemm && node(g.tiling[0].node)->hasInput(2) ? convGeometry(*node(g.tiling[0].node)).M : 0;
-  need(Buffer::Input, "input", exInput + dg.inRows(rows) * dg.inCols(cols) * cb + rows * cols * cb + (convBias ? 1 : 0));
+  const int64_t window = d.windowInAcc ? 0 : dg.inRows(rows) * dg.inCols(cols) * cb;  // else in the accumulator (exAcc)
+  need(Buffer::Input, "input", exInput + window + rows * cols * cb + (convBias ? 1 : 0));
   need(Buffer::Accumulator, "accumulator", exAcc + rows * cols * (cg.M + cb));
   need(Buffer::Weight, "weight",
        exWeights + depthwiseWeightWords(dg.KH * dg.KW, cb, d.matrixEvery > 0, cfg.dim) * ceilDiv(dg.C, cb) +
@@ -453,6 +457,10 @@ void verifySchedule(const NpuSchedule& schedule, const Graph& body, const hw::Np
     for (const NodeTiling& t : g.tiling)
       if (t.biasGemm && (!g.channelChain || t.variant != "matrix"))
         problems.push_back(fmt::format("node '{}': bias_gemm applies to the matrix stages of a channel chain only", t.node));
+    for (size_t k = 0; k < g.tiling.size(); ++k)
+      if (g.tiling[k].windowInAcc && (!g.channelChain || g.tiling.size() != 3 || k != 1 || g.tiling[k].matrixEvery != 0))
+        problems.push_back(fmt::format("node '{}': window_in_acc applies to the depthwise stage of a channel chain with an expand "
+                                       "stage, its taps all on the vector unit (matrix_every 0)", g.tiling[k].node));
     for (const NodeTiling& t : g.tiling) {
       if (std::find(g.nodes.begin(), g.nodes.end(), t.node) == g.nodes.end())
         problems.push_back(fmt::format("group {}: tiling for node '{}' outside the group", gi, t.node));
