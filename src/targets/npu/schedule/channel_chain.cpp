@@ -37,13 +37,12 @@ const Value* resultOf(const NodeTiling& t, const std::map<std::string, const Nod
 
 /// Whether group `prev`, a layer-by-layer 1x1 convolution, may be the first stage (an expand stage) of a chain whose
 /// depthwise convolution is node `dw` (lower::expandChainRefusal).
-bool expandsInto(const GroupSchedule& prev, const std::string& dw, const Graph& body) {
+bool expandsInto(const GroupSchedule& prev, const std::string& dw, const Graph& body, const std::map<std::string, const Node*>& byName) {
   if (prev.tiling.size() != 1 || prev.rowTiles != 1 || prev.channelChain || prev.nodes.front() != prev.tiling[0].node) return false;
   const NodeTiling& e = prev.tiling[0];
   if (e.variant != "matrix" || e.groupPack != 1 || e.phased || e.residualInAcc || !e.inputScale.empty() || !e.inputNorm.empty() ||
       !e.globalPool.empty())
     return false;
-  const auto byName = nodesByName(body);
   std::vector<const Node*> epilogue;
   for (const std::string& n : e.epilogue) epilogue.push_back(byName.at(n));
   return lower::expandChainRefusal(body, *byName.at(e.node), epilogue, *byName.at(dw)).empty();
@@ -230,9 +229,11 @@ std::vector<GroupSchedule> channelChainOptions(const NpuSchedule& s, size_t dwGr
 }
 
 std::vector<size_t> expandChainCandidates(const NpuSchedule& s, const Graph& body) {
+  const auto byName = nodesByName(body);
   std::vector<size_t> out;
   for (size_t g = 1; g < s.groups.size(); ++g)
-    if (s.groups[g].channelChain && s.groups[g].tiling.size() == 2 && expandsInto(s.groups[g - 1], s.groups[g].tiling[0].node, body))
+    if (s.groups[g].channelChain && s.groups[g].tiling.size() == 2 &&
+        expandsInto(s.groups[g - 1], s.groups[g].tiling[0].node, body, byName))
       out.push_back(g);
   return out;
 }
@@ -256,13 +257,15 @@ void chooseChannelChains(NpuSchedule& s, const Graph& body, const hw::NpuConfig&
   // to its two groups while the three stages together, the expanded tensor no longer going through DRAM, win
   // (MobileNetV2's stride-2 blocks). A group joins one candidate at most (the earlier).
   candidates.clear();
+  const auto byName = nodesByName(body);
   std::vector<bool> taken(s.groups.size(), false);
   for (size_t g : expandChainCandidates(s, body)) {
     candidates.push_back({{g - 1, g}, expandChainOptions(s, g, body, cfg, 8)});
     taken[g - 1] = taken[g] = true;
   }
   for (const auto& [gd, gc] : channelChainCandidates(s, body)) {
-    if (gd == 0 || taken[gd - 1] || taken[gd] || taken[gc] || !expandsInto(s.groups[gd - 1], s.groups[gd].tiling[0].node, body)) continue;
+    if (gd == 0 || taken[gd - 1] || taken[gd] || taken[gc] || !expandsInto(s.groups[gd - 1], s.groups[gd].tiling[0].node, body, byName))
+      continue;
     candidates.push_back({{gd - 1, gd, gc}, chainOptions(&s.groups[gd - 1], s.groups[gd], s.groups[gc], body, cfg, 8)});
     taken[gd - 1] = taken[gd] = taken[gc] = true;
   }
