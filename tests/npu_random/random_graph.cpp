@@ -530,7 +530,8 @@ NpuCheck checkOnNpu(const Model& model, const std::string& configPath, uint64_t 
       out.fusedGroups += g.tiling.size() > 1;
       out.channelChains += g.channelChain;
       out.expandChains += g.channelChain && g.tiling.size() == 3;
-      for (const npu::NodeTiling& t : g.tiling) out.inputNorms += !t.inputNorm.empty(), out.residualsInAcc += t.residualInAcc;
+      for (const npu::NodeTiling& t : g.tiling) out.inputNorms += !t.inputNorm.empty(), out.residualsInAcc += t.residualInAcc,
+                                                  out.maxPools += !t.maxPool.empty();
     }
   }
   for (const auto& n : compiled.cpuPart->graph->nodes())
@@ -606,6 +607,7 @@ std::vector<std::string> checkRandomGraph(uint64_t seed, const std::vector<std::
     stats.channelChains += c.channelChains;
     stats.expandChains += c.expandChains;
     stats.residualsInAcc += c.residualsInAcc;
+    stats.maxPools += c.maxPools;
     for (const std::string& op : c.hostOps) stats.hostOps[op]++;
     if (!c.problems.empty()) failures.push_back(describeFailure(seed, fs::path(config).filename().string(), *model, c));
     return c;

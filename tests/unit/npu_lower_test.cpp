@@ -518,6 +518,59 @@ TEST(NpuLower, GlobalPoolFromTheProducersTiles) {
         }
 }
 
+// Max pools computed from their convolution's accumulator tiles (NodeTiling::maxPool): every tiling option the compiler
+// offers (maxPoolTilings) and a forced odd tile, on pools with and without padding, ceil_mode windows past the map,
+// stride 1 and 2, batch 2, a 3-channel stem (stacked or packed) and wider convolutions; the conv's bias and the pool's
+// Relu applied to the pooled tile. A schedule that drops the pool's epilogue is refused.
+TEST(NpuLower, MaxPoolFromTheConvsAccumulatorTiles) {
+  struct Case {
+    int64_t n, cin, cout, h, w, k, stride, pad, pk, ps, pp;
+    bool ceil;
+  };
+  for (const Case& c : {Case{1, 3, 24, 23, 21, 3, 2, 0, 3, 2, 0, true}, Case{2, 3, 20, 18, 17, 7, 2, 3, 3, 2, 1, false},
+                        Case{1, 20, 36, 13, 11, 3, 1, 1, 2, 2, 0, false}, Case{1, 16, 17, 9, 14, 1, 1, 0, 3, 1, 1, false},
+                        Case{1, 8, 16, 12, 12, 3, 1, 1, 3, 2, 0, true}})
+    for (const char* cfgName : {"default.json", "tiny.json"}) {
+      Graph g;
+      Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {c.n, c.cin, c.h, c.w}));
+      Value* y = conv(g, x, c.cin, c.cout, c.k, c.stride, c.pad, 1, true, 53);
+      Node* pool = g.addNode("MaxPool", {y}, {"p"}, "pool");
+      pool->setAttr("kernel_shape", std::vector<int64_t>{c.pk, c.pk});
+      pool->setAttr("strides", std::vector<int64_t>{c.ps, c.ps});
+      pool->setAttr("pads", std::vector<int64_t>{c.pp, c.pp, c.pp, c.pp});
+      pool->setAttr("ceil_mode", int64_t{c.ceil ? 1 : 0});
+      g.addOutput(g.addNode("Relu", {pool->output(0)}, {"r"}, "relu")->output(0));
+      inferShapes(g);
+      const hw::HardwareConfig cfg = config(cfgName);
+      const hw::NpuConfig& npuCfg = cfg.firstNpu()->npu;
+      const npu::NpuSchedule base = npu::compilerSchedule(g, npuCfg, "test", false);
+      const auto candidates = npu::maxPoolCandidates(base, g);
+      ASSERT_EQ(candidates.size(), 1u) << cfgName;
+      std::vector<npu::NodeTiling> options = npu::maxPoolTilings(base, g, npuCfg, candidates[0].first, candidates[0].second);
+      ASSERT_FALSE(options.empty());
+      EXPECT_EQ(options[0].epilogue, std::vector<std::string>{"relu"});
+      npu::NodeTiling odd = options[0];
+      odd.rows = 2, odd.cols = 3, odd.coutPerPass = 16;
+      options.push_back(odd);
+      for (const npu::NodeTiling& t : options) {
+        SCOPED_TRACE(fmt::format("{}x{}x{} conv k{} s{} p{}, pool k{} s{} p{}{}, {}: pooled tile {}x{}, {} per pass", c.cin, c.h, c.w,
+                                 c.k, c.stride, c.pad, c.pk, c.ps, c.pp, c.ceil ? " ceil" : "", cfgName, t.rows, t.cols, t.coutPerPass));
+        checkAgainstInterpreter(g, cfgName, [&](npu::NpuSchedule& s) {
+          const auto found = npu::maxPoolCandidates(s, g);
+          ASSERT_EQ(found.size(), 1u);
+          s = npu::withMaxPool(s, found[0].first, found[0].second, t);
+          ASSERT_EQ(s.groups.size(), 1u);
+          EXPECT_EQ(npu::NpuSchedule::fromJson(s.toJson(), "test"), s);  // max_pool written and read back
+          EXPECT_EQ(s.groups[0].nodes, (std::vector<std::string>{y->producer()->name(), "pool", "relu"}));
+        });
+      }
+      // The group lists the pool's Relu but the tiling does not apply it: refused.
+      npu::NpuSchedule wrong = npu::withMaxPool(base, candidates[0].first, candidates[0].second, options[0]);
+      wrong.groups[0].tiling[0].epilogue.clear();
+      EXPECT_THROW(npu::verifySchedule(wrong, g, npuCfg), UserError);
+    }
+}
+
 // Two global pools (max and average) of one conv's result: the compiler reduces at most one from the conv's tiles,
 // the other reads the stored map (both used to be folded, the first then had no DRAM location: random seed 570).
 TEST(NpuLower, TwoGlobalPoolsOfOneConv) {

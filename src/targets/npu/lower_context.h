@@ -105,6 +105,10 @@ std::optional<InputNorm> inputNormOf(const Graph& body, const std::vector<const 
 /// Conv `producer` whose result (after its epilogue) is `result` (NodeTiling::globalPool).
 bool globalPoolFromTiles(const Node& pool, const Node& producer, const Value* result);
 
+/// Whether `pool` can be computed from the accumulator tiles of the Conv `conv` (NodeTiling::maxPool): a MaxPool the
+/// NPU lowers, of a non-depthwise Conv's result, which nothing else reads and which is no output of `body`.
+bool maxPoolFromTiles(const Graph& body, const Node& pool, const Node& conv);
+
 /// Where a tensor of the subgraph lives in DRAM and how it is viewed: `pixels` rows of `channels` words
 /// (rank 4: N*H*W pixels of C channels, channels-last; otherwise the last axis is the channel axis).
 struct TensorLoc {
@@ -175,6 +179,8 @@ class LowerContext {
   std::optional<InputNorm> inputNorm(const Node& node) const;
   /// The global pool the schedule computes from `node`'s output tiles (NodeTiling::globalPool), or nullptr.
   const Node* globalPool(const Node& node) const;
+  /// The MaxPool the schedule computes from `node`'s accumulator tiles (NodeTiling::maxPool), or nullptr.
+  const Node* maxPool(const Node& node) const;
 
   const Graph& body() const { return body_; }
   bool isBodyOutput(const Value* v) const;

@@ -4,6 +4,7 @@
 // share one input load, input channels in blocks, weights resident per pass or streamed per tile.
 #include <algorithm>
 #include <fmt/format.h>
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -261,6 +262,7 @@ MatrixConv::MatrixConv(LowerContext& ctx, const Node& node, const ConvProblem& p
 }
 
 void MatrixConv::lower() {
+  if (p_.maxPool) return lowerPooled();
   for (int64_t g = 0; g < p_.group; ++g)
     for (int64_t m0 = 0; m0 < Mg_; m0 += pass_) {
       bool first = true;
@@ -273,6 +275,77 @@ void MatrixConv::lower() {
             const int64_t rows = std::min(t_.rows, p_.OH - oy0), cols = std::min(t_.cols, p_.OW - ox0);
             const int32_t acc = computeTile(n, oy0, rows, ox0, cols, nullptr);
             finishTile(ctx_, p_, acc, rows, cols, mk_, bias_, TileAt{(n * p_.OH + oy0) * p_.OW + ox0, passChannel()}, &poolSums_);
+          }
+    }
+}
+
+namespace {
+
+/// Output positions [lo, hi) within [a, b) whose tap k (of a window starting at o * stride - pad) lies in [0, extent).
+std::pair<int64_t, int64_t> tapRange(int64_t a, int64_t b, int64_t k, int64_t stride, int64_t pad, int64_t extent) {
+  const int64_t first = pad - k > 0 ? (pad - k + stride - 1) / stride : 0;
+  const int64_t last = extent - 1 + pad - k >= 0 ? (extent - 1 + pad - k) / stride : -1;
+  return {std::max(a, first), std::min(b, last + 1)};
+}
+
+}  // namespace
+
+/// Per pooled tile: the convolution over the rows and columns its windows read ([cy0, cy1) x [cx0, cx1), clipped
+/// to the map: padding taps are skipped, not filled), then per tap one vector max over the pooled outputs whose
+/// tap lies inside the map, the first full-tile taps initialising the pooled tile (a -inf fill when no tap covers
+/// all of it), then the bias, the epilogue and the store of the pooled tile. A max commutes with the per-channel
+/// bias, so the convolution's tile is pooled as the gemms leave it.
+void MatrixConv::lowerPooled() {
+  const PoolGeometry& q = *p_.maxPool;
+  ConvProblem out = p_;  // the stores and the epilogue address the pool's result
+  out.OH = q.OH, out.OW = q.OW;
+  for (int64_t g = 0; g < p_.group; ++g)
+    for (int64_t m0 = 0; m0 < Mg_; m0 += pass_) {
+      bool first = true;
+      for (int64_t n = 0; n < p_.N; ++n)
+        for (int64_t py0 = 0; py0 < q.OH; py0 += t_.rows)
+          for (int64_t px0 = 0; px0 < q.OW; px0 += t_.cols) {
+            ctx_.beginTile(node_, tileIndex_++);
+            if (first) beginPass(g, m0, std::min(pass_, Mg_ - m0));
+            first = false;
+            const int64_t pr = std::min(t_.rows, q.OH - py0), pc = std::min(t_.cols, q.OW - px0);
+            const int64_t cy0 = std::max<int64_t>(0, py0 * q.sH - q.pT), cy1 = std::min(q.H, (py0 + pr - 1) * q.sH - q.pT + q.KH);
+            const int64_t cx0 = std::max<int64_t>(0, px0 * q.sW - q.pL), cx1 = std::min(q.W, (px0 + pc - 1) * q.sW - q.pL + q.KW);
+            const int64_t tr = cy1 - cy0, tc = cx1 - cx0, v = mk_;
+            const int32_t acc = computeTile(n, cy0, tr, cx0, tc, nullptr);
+            const int32_t pooled = ctx_.region(Buffer::Accumulator, static_cast<uint64_t>(pr * pc * v));
+            struct Tap {
+              int64_t kh, kw, r0, r1, c0, c1;
+            };
+            std::vector<Tap> taps, whole;
+            for (int64_t kh = 0; kh < q.KH; ++kh)
+              for (int64_t kw = 0; kw < q.KW; ++kw) {
+                const auto [r0, r1] = tapRange(py0, py0 + pr, kh, q.sH, q.pT, q.H);
+                const auto [c0, c1] = tapRange(px0, px0 + pc, kw, q.sW, q.pL, q.W);
+                if (r0 >= r1 || c0 >= c1) continue;
+                (r0 == py0 && r1 == py0 + pr && c0 == px0 && c1 == px0 + pc && whole.size() < 2 ? whole : taps)
+                    .push_back({kh, kw, r0, r1, c0, c1});
+              }
+            const auto src = [&](const Tap& t) {  // the tap's conv pixels of its pooled outputs
+              const int64_t y = t.r0 * q.sH - q.pT + t.kh - cy0, x = t.c0 * q.sW - q.pL + t.kw - cx0;
+              return ctx_.at(acc, static_cast<uint64_t>((y * tc + x) * v), q.sH * tc * v, q.sW * v);
+            };
+            const auto dst = [&](const Tap& t) {
+              return ctx_.at(pooled, static_cast<uint64_t>(((t.r0 - py0) * pc + t.c0 - px0) * v), pc * v, v);
+            };
+            const auto count = [](int64_t a, int64_t b) { return static_cast<uint32_t>(b - a); };
+            const SramOperand tile = ctx_.at(pooled, 0, pc * v, v);
+            const auto R = count(0, pr), C = count(0, pc), V = count(0, v);
+            if (whole.size() == 2)
+              ctx_.emit(makeVecBinary(VecOp::Max, tile, src(whole[0]), src(whole[1]), R, C, V), pooled, acc, acc);
+            else if (whole.size() == 1)
+              ctx_.emit(makeVecUnary(VecOp::Copy, tile, src(whole[0]), R, C, V), pooled, acc);
+            else
+              ctx_.emit(makeVecUnary(VecOp::Fill, tile, tile, R, C, V, -std::numeric_limits<float>::infinity()), pooled);
+            for (const Tap& t : taps)
+              ctx_.emit(makeVecBinary(VecOp::Max, dst(t), dst(t), src(t), count(t.r0, t.r1), count(t.c0, t.c1), V), pooled,
+                        pooled, acc);
+            finishTile(ctx_, out, pooled, pr, pc, v, bias_, TileAt{(n * q.OH + py0) * q.OW + px0, passChannel()});
           }
     }
 }
@@ -648,6 +721,7 @@ ConvProblem convProblem(LowerContext& ctx, const Node& n) {
     p.inputAffine = {ctx.addConstant(norm->scale), ctx.addConstant(norm->bias)};
     p.inputSteps = norm->steps;
   }
+  if (const Node* pool = ctx.maxPool(n)) p.maxPool = poolGeometry(*pool);
   if (const Node* pool = ctx.globalPool(n)) {
     ctx.allocate(pool->output(0));
     p.globalPool = ctx.loc(pool->output(0));

@@ -37,6 +37,9 @@ struct ConvProblem : ConvGeometry {
   std::optional<TensorLoc> globalPool;
   bool globalMax = false;
   bool storeResult = true;  ///< false when the global pool is the result's only reader: the tiles are not stored
+  /// NodeTiling::maxPool: the pool's geometry (its input is this convolution's result); the output address, the
+  /// epilogue and the tiling's rows x cols are the pool's result's.
+  std::optional<PoolGeometry> maxPool;
 };
 
 /// The convolution a Conv, Gemm or MatMul node computes (Gemm's alpha/beta folded into weights and bias).
@@ -92,6 +95,8 @@ class MatrixConv {
   int64_t passWidth() const { return mk_; }
 
  private:
+  /// NodeTiling::maxPool: every pass and pooled tile, the convolution's tile pooled in the accumulator.
+  void lowerPooled();
   std::vector<int64_t> phaseCols(int64_t th, int64_t tw) const;
   void computeBlock(int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, int64_t c0, int64_t block,
                     int32_t acc, const OnChipInput* window);

@@ -187,6 +187,14 @@ bool globalPoolFromTiles(const Node& pool, const Node& producer, const Value* re
          result->type.isStatic() && result->type.staticShape().size() == 4;
 }
 
+bool maxPoolFromTiles(const Graph& body, const Node& pool, const Node& conv) {
+  if (!isOp(pool, "MaxPool") || !isOp(conv, "Conv") || pool.input(0) != conv.output(0) || !checkPool(pool).supported) return false;
+  const Value* map = conv.output(0);
+  if (map->uses().size() != 1 || !map->type.isStatic() || map->type.staticShape().size() != 4) return false;
+  const std::vector<Value*>& outs = body.outputs();
+  return std::find(outs.begin(), outs.end(), map) == outs.end() && !convGeometry(conv).depthwise();
+}
+
 namespace {
 
 const RegisterOpLowering kPools({"MaxPool", "AveragePool"}, {OpFamily::Pool, checkPool, lowerPool});

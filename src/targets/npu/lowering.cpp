@@ -228,6 +228,7 @@ void LowerContext::view(const Value* v, const TensorLoc& base, int64_t channelOf
 
 const Value* LowerContext::resultValue(const Node& node) const {
   const Node* last = &node;
+  if (const Node* pool = maxPool(node)) last = pool;  // the epilogue follows the pool
   for (const std::string& e : tiling(node).epilogue)
     for (const auto& [user, producer] : fusedInto)
       if (producer == &node && user->name() == e) last = user;
@@ -298,7 +299,8 @@ std::vector<EpilogueStep> LowerContext::epilogue(const Node& node) const {
   for (const std::string& e : tiling(node).epilogue)
     for (const auto& [user, producer] : fusedInto)
       if (producer == &node && user->name() == e) chain.push_back(user);
-  std::optional<std::vector<EpilogueStep>> steps = epilogueSteps(node.output(0), chain);
+  const Node* pool = maxPool(node);
+  std::optional<std::vector<EpilogueStep>> steps = epilogueSteps((pool ? pool : &node)->output(0), chain);
   TESSEL_ASSERT(steps.has_value(), fmt::format("npu lowering: the epilogue of {} cannot be fused into it", node.describe()));
   return *steps;
 }
@@ -342,6 +344,19 @@ const Node* LowerContext::globalPool(const Node& node) const {
       return n.get();
     }
   TESSEL_ASSERT(false, fmt::format("npu lowering: the global pool '{}' of {} is not a node", name, node.describe()));
+  return nullptr;
+}
+
+const Node* LowerContext::maxPool(const Node& node) const {
+  const std::string& name = tiling(node).maxPool;
+  if (name.empty()) return nullptr;
+  for (const auto& n : body_.nodes())
+    if (n->name() == name) {
+      TESSEL_ASSERT(maxPoolFromTiles(body_, *n, node),
+                    fmt::format("npu lowering: {} cannot be computed from the tiles of {}", n->describe(), node.describe()));
+      return n.get();
+    }
+  TESSEL_ASSERT(false, fmt::format("npu lowering: the max pool '{}' of {} is not a node", name, node.describe()));
   return nullptr;
 }
 
@@ -549,6 +564,7 @@ sched::VirtualProgram lowerToVirtual(const Graph& body, const hw::Device& device
       ctx.group = static_cast<uint32_t>(gi);
       LoweredOp op{n.name(), n.opType(), 0, ""};
       findLowering(n)->lower(n, ctx);
+      if (!t.maxPool.empty()) op.tiling = "then " + t.maxPool + " from its accumulator tiles";
       for (const std::string& e : t.epilogue) op.tiling += (op.tiling.empty() ? "+ " : ", ") + e;
       out.ops.push_back(op);
     }

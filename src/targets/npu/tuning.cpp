@@ -48,11 +48,19 @@ struct NpuTuning::Space {
     size_t dw, conv;
     std::vector<GroupSchedule> options;
   };
+  /// A MaxPool its convolution's accumulator tiles may compute (NodeTiling::maxPool): option 0 none, option k > 0
+  /// with the convolution's tiling options[k - 1]; applied when both are still layer-by-layer groups after the
+  /// fusions and chains.
+  struct MaxPoolSite {
+    std::string pool;
+    std::vector<NodeTiling> options;
+  };
   std::vector<TilingSite> tilings;
   std::vector<FusionSite> fusions;
   std::vector<ChainSite> chains;
+  std::vector<MaxPoolSite> maxPools;
   std::vector<PoolSite> pools;
-  size_t firstSite = 0;  ///< tilings, fusions, chains, pools, then the window
+  size_t firstSite = 0;  ///< tilings, fusions, chains, max pools, global pools, then the window
 
   NpuSchedule derive(const tune::Genome& g) const {
     NpuSchedule s = base;
@@ -81,6 +89,15 @@ struct NpuTuning::Space {
       }
     }
     replaceByFusedGroups(s, fused);
+    for (const MaxPoolSite& m : maxPools) {
+      const uint32_t option = g[i++];
+      if (option == 0) continue;
+      for (const auto& [gp, gc] : maxPoolCandidates(s, *body))
+        if (s.groups[gp].nodes[0] == m.pool) {
+          s = withMaxPool(s, gp, gc, m.options.at(option - 1));
+          break;
+        }
+    }
     for (const PoolSite& p : pools)
       if (g[i++] == 1) foldGlobalPool(s, *body, p.pool, p.conv);
     s.strategy = "window";
@@ -211,6 +228,20 @@ NpuTuning::NpuTuning(const Model& model, const std::string& modelPath, const hw:
                                             s.base.groups[conv].tiling[0].node),
                                 "chain", static_cast<uint32_t>(c.options.size() + 1), chosen, false});
       s.chains.push_back(std::move(c));
+    }
+    for (const auto& [gp, gc] : maxPoolCandidates(s.base, body)) {
+      Space::MaxPoolSite m{s.base.groups[gp].nodes[0], maxPoolTilings(s.base, body, s.device.npu, gp, gc)};
+      // The compiler's choice: the convolution's tiling if it pools (an option of its own if it is none of these).
+      uint32_t chosen = 0;
+      const std::string& conv = s.base.groups[gc].tiling[0].node;
+      if (const NodeTiling* t = s.compiler.tilingOf(conv); t && t->maxPool == m.pool) {
+        auto it = std::find(m.options.begin(), m.options.end(), *t);
+        if (it == m.options.end()) it = m.options.insert(m.options.end(), *t);
+        chosen = static_cast<uint32_t>(it - m.options.begin()) + 1;
+      }
+      problem_.sites.push_back({fmt::format("{}: max pool {} from the accumulator tiles of {}", s.name, m.pool, conv), "max-pool",
+                                static_cast<uint32_t>(m.options.size() + 1), chosen, false});
+      s.maxPools.push_back(std::move(m));
     }
     for (const auto& [gp, gc] : globalPoolCandidates(s.base, body)) {
       Space::PoolSite p{s.base.groups[gp].nodes[0], s.base.groups[gc].tiling.back().node};
@@ -364,8 +395,8 @@ std::string NpuTuning::genomeText(const tune::Genome& genome) const {
   for (const auto& sp : spaces_) {
     const Space& s = *sp;
     size_t i = s.firstSite;
-    out += fmt::format("subgraph {}: {} tiling sites, {} fusion sites, {} chain sites, {} pool sites, 1 window site\n", s.name,
-                       s.tilings.size(), s.fusions.size(), s.chains.size(), s.pools.size());
+    out += fmt::format("subgraph {}: {} tiling sites, {} fusion sites, {} chain sites, {} max-pool sites, {} pool sites, 1 window site\n",
+                       s.name, s.tilings.size(), s.fusions.size(), s.chains.size(), s.maxPools.size(), s.pools.size());
     for (const auto& t : s.tilings) {
       const uint32_t o = genome[i];
       out += fmt::format("  [{:3}] tiling {:<40} option {:2} of {:2}{}: {}\n", i, s.base.groups[t.group].tiling[0].node, o,
@@ -393,6 +424,13 @@ std::string NpuTuning::genomeText(const tune::Genome& genome) const {
       }
       out += fmt::format("  [{:3}] channel chain of {} + {} option {} of {}{}: {}\n", i, s.base.groups[c.dw].tiling[0].node,
                          s.base.groups[c.conv].tiling[0].node, o, c.options.size() + 1,
+                         o == problem_.sites[i].defaultOption ? " (compiler's)" : "", what);
+      ++i;
+    }
+    for (const auto& m : s.maxPools) {
+      const uint32_t o = genome[i];
+      const std::string what = o == 0 ? "apart" : "from the accumulator tiles, " + tilingText(m.options[o - 1]);
+      out += fmt::format("  [{:3}] max pool {} option {} of {}{}: {}\n", i, m.pool, o, m.options.size() + 1,
                          o == problem_.sites[i].defaultOption ? " (compiler's)" : "", what);
       ++i;
     }

@@ -83,6 +83,14 @@ struct NodeTiling {
   /// load the result back from DRAM. The pool is listed in the node's group after it and is not lowered on its own.
   /// Empty: none.
   std::string globalPool;
+  /// matrix/packed/stacked convolution without an epilogue of its own, in a layer-by-layer group: a MaxPool that
+  /// alone reads its result, computed from each accumulator tile before the bias (a max commutes with a per-channel
+  /// bias): `rows` x `cols` are then a tile of the pool's output, for which the convolution computes the rows and
+  /// columns its windows read (the rows two tiles share computed by both), and the bias and `epilogue` (unary nodes
+  /// after the pool) are applied to the pooled tile, which alone is stored. The convolution's result never goes
+  /// through DRAM. The pool and its epilogue are listed in the node's group after it and are not lowered on their
+  /// own. Empty: none.
+  std::string maxPool;
 
   /// A convolution, Gemm or MatMul on the matrix unit: variant matrix, packed or stacked.
   bool onMatrixUnit() const { return variant == "matrix" || variant == "packed" || variant == "stacked"; }
@@ -158,6 +166,22 @@ NpuSchedule tiledSchedule(const Graph& body, const hw::NpuConfig& cfg, const std
 /// pair is a globalPoolCandidates one (the pool a group of its own, the convolution a layer-by-layer group or the
 /// last stage of a fused one); false otherwise.
 bool foldGlobalPool(NpuSchedule& schedule, const Graph& body, const std::string& pool, const std::string& conv);
+
+/// The MaxPool groups (with a unary epilogue) whose input is the result of a matrix-unit convolution without epilogue
+/// in a layer-by-layer group of its own, read by nothing else, which could pool its accumulator tiles
+/// (NodeTiling::maxPool). Returns (pool group, convolution group) index pairs.
+std::vector<std::pair<size_t, size_t>> maxPoolCandidates(const NpuSchedule& schedule, const Graph& body);
+/// The convolution's tiling options for pooling candidate (gp, gc) of `schedule`: pooled tiles as wide as the
+/// current convolution tile allows, per pass width (the current one, a half, a quarter) the most rows whose tiles
+/// fit half the accumulator and half as many, each with maxPool set and the pool's epilogue as the tiling's epilogue.
+std::vector<NodeTiling> maxPoolTilings(const NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg, size_t gp,
+                                       size_t gc);
+/// `schedule` with the pool group gp done by the convolution of group gc with `tiling` (one of maxPoolTilings).
+NpuSchedule withMaxPool(const NpuSchedule& schedule, size_t gp, size_t gc, const NodeTiling& tiling);
+/// Moves each candidate MaxPool into its convolution's tiles (the tiling option priced cheapest) where the
+/// instruction scheduler models that no slower than the two groups apart: row-tile fusion of a convolution and the
+/// pool reading it (S0), the map never stored. Run with fusion, after chooseFusion.
+void chooseMaxPools(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg);
 
 /// Groups of a schedule that can run as one fused group (S0.2): joined by values every use of which is the
 /// first input of another member (convolutions, depthwise convolutions, pools), containing a preset operator of

@@ -166,6 +166,107 @@ void chooseGlobalPoolEpilogues(NpuSchedule& schedule, const Graph& body, const h
     schedule = withGlobalPool(schedule, groupOfTiling(schedule, pool), groupOfTiling(schedule, conv));
 }
 
+std::vector<std::pair<size_t, size_t>> maxPoolCandidates(const NpuSchedule& s, const Graph& body) {
+  std::map<std::string, const Node*> byName;
+  for (const auto& n : body.nodes()) byName[n->name()] = n.get();
+  std::map<std::string, size_t> convGroup;  // layer-by-layer groups of one matrix-unit Conv alone (no epilogue), by that node
+  for (size_t g = 0; g < s.groups.size(); ++g) {
+    const GroupSchedule& grp = s.groups[g];
+    if (grp.tiling.size() != 1 || grp.rowTiles != 1 || grp.channelChain || grp.nodes.size() != 1) continue;
+    const NodeTiling& t = grp.tiling[0];
+    if (t.onMatrixUnit() && t.node == grp.nodes[0] && !t.residualInAcc && t.globalPool.empty() && t.maxPool.empty() &&
+        t.inputScale.empty() && t.inputNorm.empty() && t.groupPack == 1)
+      convGroup[t.node] = g;
+  }
+  std::vector<std::pair<size_t, size_t>> out;
+  for (size_t gp = 0; gp < s.groups.size(); ++gp) {
+    const GroupSchedule& grp = s.groups[gp];
+    if (grp.tiling.size() != 1 || grp.rowTiles != 1 || grp.tiling[0].node != grp.nodes[0]) continue;
+    const Node& pool = *byName.at(grp.nodes[0]);
+    const Node* conv = pool.input(0)->producer();
+    auto gc = conv ? convGroup.find(conv->name()) : convGroup.end();
+    if (gc == convGroup.end() || !lower::maxPoolFromTiles(body, pool, *conv)) continue;
+    std::vector<const Node*> chain;
+    for (const std::string& e : grp.tiling[0].epilogue) chain.push_back(byName.at(e));
+    const auto steps = lower::epilogueSteps(pool.output(0), chain);
+    if (steps && std::all_of(steps->begin(), steps->end(), [](const lower::EpilogueStep& e) { return e.unary; }) &&
+        grp.nodes.size() == chain.size() + 1)
+      out.push_back({gp, gc->second});
+  }
+  return out;
+}
+
+std::vector<NodeTiling> maxPoolTilings(const NpuSchedule& s, const Graph& body, const hw::NpuConfig& cfg, size_t gp, size_t gc) {
+  std::map<std::string, const Node*> byName;
+  for (const auto& n : body.nodes()) byName[n->name()] = n.get();
+  const NodeTiling& current = s.groups[gc].tiling[0];
+  const Node& pool = *byName.at(s.groups[gp].nodes[0]);
+  const PoolGeometry q = poolGeometry(pool);
+  const ConvGeometry geo = convGeometry(*byName.at(current.node));
+  // Pooled tiles as wide as the convolution's current tile allows; per pass width (the current one, a half and a
+  // quarter: passes load the input again but leave the accumulator room for more rows, which overlap less), the
+  // most rows whose convolution tile and pooled tile fit half the accumulator (two tiles in flight), and half that.
+  // Columns of the map a tile of `c` pooled columns from the first reads (its left padding skipped).
+  const auto readCols = [&](int64_t c) { return std::min(q.W, (c - 1) * q.sW - q.pL + q.KW); };
+  int64_t pc = 1;
+  while (pc < q.OW && readCols(pc + 1) <= std::min(current.cols, q.W)) ++pc;
+  pc = ceilDiv(q.OW, ceilDiv(q.OW, pc));  // as many tiles, evenly wide
+  const int64_t width = std::min(current.coutPerPass > 0 ? current.coutPerPass : current.channels, geo.M);
+  const auto half = static_cast<int64_t>(cfg.bufferWords(static_cast<size_t>(Buffer::Accumulator)) / 2);
+  std::vector<NodeTiling> out;
+  for (int64_t cols : {pc, std::max<int64_t>(1, pc / 2), std::max<int64_t>(1, pc / 4)})
+    for (int64_t pass = width; pass >= std::min(width, current.channels) && pass * 4 >= width; pass /= 2) {
+      if (pass % current.channels != 0 && pass != width) break;
+      int64_t rows = 1;
+      while (rows < q.OH && (q.inRows(rows + 1) * q.inCols(cols) + (rows + 1) * cols) * pass <= half) ++rows;
+      for (int64_t r : {rows, std::max<int64_t>(1, rows / 2)}) {
+        NodeTiling t = current;
+        t.rows = r, t.cols = cols;
+        t.coutPerPass = pass;
+        t.maxPool = pool.name();
+        t.epilogue = s.groups[gp].tiling[0].epilogue;
+        if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(std::move(t));
+      }
+    }
+  return out;
+}
+
+NpuSchedule withMaxPool(const NpuSchedule& s, size_t gp, size_t gc, const NodeTiling& tiling) {
+  NpuSchedule out = s;
+  GroupSchedule& conv = out.groups[gc];
+  conv.tiling[0] = tiling;
+  conv.nodes.insert(conv.nodes.end(), s.groups[gp].nodes.begin(), s.groups[gp].nodes.end());
+  out.groups.erase(out.groups.begin() + static_cast<long>(gp));
+  return out;
+}
+
+void chooseMaxPools(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg) {
+  std::vector<std::pair<std::string, NodeTiling>> chosen;  // (pool, the convolution's tiling)
+  for (const auto& [gp, gc] : maxPoolCandidates(schedule, body)) {
+    TESSEL_ASSERT(gc < gp, "npu schedule: a pool's group before its input's");
+    // Priced with the compiler's pricing window and with 8 tiles in flight, as the final program often runs: the
+    // merged group must win both (at 2 alone ShuffleNetV2's stem on tiny was priced 7 % cheaper merged and ran 18 %
+    // slower in the program).
+    uint64_t best = lower::modelledCost(body, cfg, schedule, {gc, gp}).cycles;
+    NpuSchedule wide = schedule;
+    wide.window = 8;
+    const uint64_t apart8 = lower::modelledCost(body, cfg, wide, {gc, gp}).cycles;
+    std::optional<NodeTiling> take;
+    for (const NodeTiling& t : maxPoolTilings(schedule, body, cfg, gp, gc)) {
+      std::optional<lower::ModelledCost> pooled = costIfItFits(body, cfg, withMaxPool(schedule, gp, gc, t), {gc});
+      const std::optional<lower::ModelledCost> pooled8 = costIfItFits(body, cfg, withMaxPool(wide, gp, gc, t), {gc});
+      if (!pooled8 || pooled8->cycles > apart8) pooled.reset();
+      if (pooled && pooled->cycles <= best) best = pooled->cycles, take = t;
+    }
+    if (take) chosen.push_back({schedule.groups[gp].nodes[0], *take});
+  }
+  for (const auto& [pool, tiling] : chosen) {
+    size_t gp = 0;
+    while (schedule.groups[gp].nodes[0] != pool) ++gp;
+    schedule = withMaxPool(schedule, gp, groupOfTiling(schedule, tiling.node), tiling);
+  }
+}
+
 std::vector<std::pair<size_t, size_t>> inputNormCandidates(const NpuSchedule& s, const Graph& body) {
   std::map<std::string, const Node*> byName;
   for (const auto& n : body.nodes()) byName[n->name()] = n.get();

@@ -447,6 +447,7 @@ NpuSchedule compilerSchedule(const Graph& body, const hw::NpuConfig& cfg, const 
   if (fusion) {
     chooseFusion(s, body, cfg);
     chooseChannelChains(s, body, cfg);  // depthwise -> 1x1 pairs the row-tile fusion left (their windows did not fit)
+    chooseMaxPools(s, body, cfg);       // max pools of the convolutions left alone, from their accumulator tiles
   }
   chooseGlobalPoolEpilogues(s, body, cfg);  // squeeze-and-excitation's pools from their producers' tiles, when cheaper
   s.window = 0;  // chosen when the program is scheduled (S0.6)
@@ -458,6 +459,7 @@ std::vector<NodeTiling> tilingOptions(const Node& n, const NodeTiling& current, 
   auto add = [&](NodeTiling t) {  // what the node does besides its tiles stays (its epilogue, work on loads and stores)
     t.epilogue = current.epilogue;
     t.inputScale = current.inputScale, t.inputNorm = current.inputNorm, t.globalPool = current.globalPool;
+    t.maxPool = current.maxPool;
     if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(std::move(t));
   };
   if (current.onMatrixUnit()) {

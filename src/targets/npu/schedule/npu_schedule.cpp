@@ -51,6 +51,7 @@ std::string describeTiling(const NodeTiling& t) {
   s += fmt::format(", {} slots", t.slots);
   for (const std::string& e : t.epilogue) s += fmt::format(", + {}", e);
   if (!t.globalPool.empty()) s += fmt::format(", then {} reduced from the output tiles", t.globalPool);
+  if (!t.maxPool.empty()) s += fmt::format(", {} from the accumulator tiles (tiles of its output)", t.maxPool);
   return s;
 }
 
@@ -63,7 +64,7 @@ json tilingJson(const NodeTiling& t) {
               {"matrix_every", t.matrixEvery}, {"group_pack", t.groupPack},
               {"residual_in_acc", t.residualInAcc}, {"bias_gemm", t.biasGemm}, {"window_in_acc", t.windowInAcc},
               {"epilogue", t.epilogue}, {"input_scale", t.inputScale}, {"input_norm", t.inputNorm},
-              {"global_pool", t.globalPool}};
+              {"global_pool", t.globalPool}, {"max_pool", t.maxPool}};
 }
 
 /// Typed field access with errors naming the origin and the JSON path.
@@ -127,6 +128,7 @@ NodeTiling tilingFromJson(const JsonReader& r, const json& j, const std::string&
   // Absent in files written before the fields existed.
   if (j.contains("input_scale")) t.inputScale = r.string(j, path, "input_scale");
   if (j.contains("global_pool")) t.globalPool = r.string(j, path, "global_pool");
+  if (j.contains("max_pool")) t.maxPool = r.string(j, path, "max_pool");
   if (j.contains("input_norm"))
     for (const json& e : r.array(j, path, "input_norm")) {
       if (!e.is_string()) r.fail(path + ".input_norm", "expected node names");
@@ -228,6 +230,50 @@ void checkGlobalPool(const NodeTiling& t, const GroupSchedule& g, const Graph& b
   if (!lower::globalPoolFromTiles(*body.nodes()[pool->second], *body.nodes()[node->second],
                                   body.nodes()[result->second]->output(0)))
     problems.push_back(fmt::format("node '{}': '{}' is no global pool of its result", t.node, t.globalPool));
+}
+
+/// A tiling's max pool (NodeTiling::maxPool): a MaxPool alone reading the result of the tiling's convolution
+/// (lower::maxPoolFromTiles), listed in the group after it and followed there by the tiling's epilogue (unary steps
+/// of the pool's result); the group runs layer by layer; the accumulator holds a convolution tile and its pooled
+/// tile.
+void checkMaxPool(const NodeTiling& t, const GroupSchedule& g, const Graph& body, const hw::NpuConfig& cfg,
+                  const std::map<std::string, size_t>& position, std::vector<std::string>& problems) {
+  auto pool = position.find(t.maxPool), node = position.find(t.node);
+  if (pool == position.end() || node == position.end()) {
+    problems.push_back(fmt::format("node '{}': max pool '{}' is not a node of the subgraph", t.node, t.maxPool));
+    return;
+  }
+  const Node& conv = *body.nodes()[node->second];
+  const Node& p = *body.nodes()[pool->second];
+  if (!t.onMatrixUnit() || !lower::maxPoolFromTiles(body, p, conv)) {
+    problems.push_back(fmt::format("node '{}': '{}' is no MaxPool that alone reads the result of this matrix-unit convolution",
+                                   t.node, t.maxPool));
+    return;
+  }
+  std::vector<std::string> expected{t.node, t.maxPool};
+  expected.insert(expected.end(), t.epilogue.begin(), t.epilogue.end());
+  if (g.tiling.size() != 1 || g.rowTiles != 1 || g.channelChain || g.nodes != expected)
+    problems.push_back(fmt::format("node '{}': a max pool from the accumulator tiles needs a layer-by-layer group of the "
+                                   "convolution, the pool and the pool's epilogue, in that order", t.node));
+  if (t.residualInAcc || !t.globalPool.empty() || !t.inputScale.empty() || !t.inputNorm.empty() || t.groupPack != 1)
+    problems.push_back(fmt::format("node '{}': a max pool from the accumulator tiles excludes residual_in_acc, a global pool, "
+                                   "input scales and norms and packed groups", t.node));
+  std::vector<const Node*> chain;
+  for (const std::string& e : t.epilogue)
+    if (auto it = position.find(e); it != position.end()) chain.push_back(body.nodes()[it->second].get());
+  const auto steps = chain.size() == t.epilogue.size() ? lower::epilogueSteps(p.output(0), chain) : std::nullopt;
+  if (!steps || std::any_of(steps->begin(), steps->end(), [](const lower::EpilogueStep& e) { return !e.unary; }))
+    problems.push_back(fmt::format("node '{}': the epilogue of a max pool from the accumulator tiles must be unary steps of "
+                                   "the pool's result", t.node));
+  const PoolGeometry q = poolGeometry(p);
+  const ConvGeometry geo = convGeometry(conv);
+  const int64_t rows = std::min(t.rows, q.OH), cols = std::min(t.cols, q.OW);
+  const int64_t block = std::min(t.coutPerPass > 0 ? t.coutPerPass : t.channels, geo.M / geo.group);
+  const int64_t words = (q.inRows(rows) * q.inCols(cols) + rows * cols) * block;
+  const uint64_t capacity = cfg.bufferWords(static_cast<size_t>(Buffer::Accumulator));
+  if (static_cast<uint64_t>(words) > capacity)
+    problems.push_back(fmt::format("node '{}': a convolution tile for {}x{} pooled pixels and the pooled tile need {} "
+                                   "accumulator words, the buffer holds {}", t.node, rows, cols, words, capacity));
 }
 
 /// A convolution with an input scale or normalisation or a global pool, layer by layer (fused groups tile it differently), keeps a per-channel vector in the output buffer across its
@@ -518,6 +564,7 @@ void verifySchedule(const NpuSchedule& schedule, const Graph& body, const hw::Np
       if (!t.inputScale.empty()) checkInputScale(t, g, body, cfg, position, problems);
       if (!t.inputNorm.empty()) checkInputNorm(t, g, body, cfg, position, problems);
       if (!t.globalPool.empty()) checkGlobalPool(t, g, body, position, problems);
+      if (!t.maxPool.empty()) checkMaxPool(t, g, body, cfg, position, problems);
       const bool matrixVariant = t.onMatrixUnit() || t.variant == "vector";
       if ((!t.inputScale.empty() || !t.inputNorm.empty() || !t.globalPool.empty()) && g.rowTiles == 1 && g.tiling.size() == 1 &&
           matrixVariant && problems.empty())
