@@ -23,6 +23,9 @@ TEST(PassesSingleNode, SpatialReduceBecomesGlobalPool) { expectPassCase("reduce_
 // A max pool after an activation that never decreases (Relu, Clip with constant bounds) takes its place: the
 // activation runs on the pooled map; HardSwish (not monotone), an average pool and a shared activation stay.
 TEST(PassesSingleNode, MaxPoolMovesBeforeMonotoneActivation) { expectPassCase("pool_before_activation", "pool-before-activation"); }
+// A max pool of a channel Concat read by nothing else pools each part (ceil_mode and padding kept; axis -3 is the
+// channel axis too); a Concat along H, one that is also an output, and an average pool stay.
+TEST(PassesSingleNode, MaxPoolOfAChannelConcatPoolsEachPart) { expectPassCase("pool_before_concat", "pool-before-concat"); }
 // DenseNet's transition (1x1 conv, then a 2x2/2 average pool): the pool moves before the convolution, which then
 // runs on a quarter of the pixels. Left alone: a padded pool, a 3x3 conv, ceil_mode, a max pool, a conv whose result
 // is also an output.
