@@ -172,15 +172,16 @@ bool foldGlobalPool(NpuSchedule& schedule, const Graph& body, const std::string&
 /// (NodeTiling::maxPool). Returns (pool group, convolution group) index pairs.
 std::vector<std::pair<size_t, size_t>> maxPoolCandidates(const NpuSchedule& schedule, const Graph& body);
 /// The convolution's tiling options for pooling candidate (gp, gc) of `schedule`: pooled tiles as wide as the
-/// current convolution tile allows, per pass width (the current one, a half, a quarter) the most rows whose tiles
-/// fit half the accumulator and half as many, each with maxPool set and the pool's epilogue as the tiling's epilogue.
+/// current convolution tile allows, half and a quarter as wide, per width the current pass width and half of it, each
+/// with the most rows whose tiles fit half the accumulator, maxPool set and the pool's epilogue as the tiling's epilogue.
 std::vector<NodeTiling> maxPoolTilings(const NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg, size_t gp,
                                        size_t gc);
 /// `schedule` with the pool group gp done by the convolution of group gc with `tiling` (one of maxPoolTilings).
 NpuSchedule withMaxPool(const NpuSchedule& schedule, size_t gp, size_t gc, const NodeTiling& tiling);
-/// Moves each candidate MaxPool into its convolution's tiles (the tiling option priced cheapest) where the
-/// instruction scheduler models that no slower than the two groups apart: row-tile fusion of a convolution and the
-/// pool reading it (S0), the map never stored. Run with fusion, after chooseFusion.
+/// Moves each candidate MaxPool into its convolution's tiles (the option priced cheapest that the instruction
+/// scheduler models no slower than the two groups apart, both with the pricing window and with 8 tiles in flight):
+/// row-tile fusion of a convolution and the pool reading it (S0), the map never stored. Run with fusion, after
+/// chooseFusion.
 void chooseMaxPools(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg);
 
 /// Groups of a schedule that can run as one fused group (S0.2): joined by values every use of which is the

@@ -203,9 +203,10 @@ std::vector<NodeTiling> maxPoolTilings(const NpuSchedule& s, const Graph& body, 
   const Node& pool = *byName.at(s.groups[gp].nodes[0]);
   const PoolGeometry q = poolGeometry(pool);
   const ConvGeometry geo = convGeometry(*byName.at(current.node));
-  // Pooled tiles as wide as the convolution's current tile allows; per pass width (the current one, a half and a
-  // quarter: passes load the input again but leave the accumulator room for more rows, which overlap less), the
-  // most rows whose convolution tile and pooled tile fit half the accumulator (two tiles in flight), and half that.
+  // Pooled tiles as wide as the convolution's current tile allows, half and a quarter as wide; per width the output
+  // channels per pass as chosen and half as many (more passes load the input again but leave the accumulator room
+  // for more rows, which overlap less), each with the most rows whose convolution tile and pooled tile fit half the
+  // accumulator (two tiles in flight). Few options: each is priced on the whole convolution.
   // Columns of the map a tile of `c` pooled columns from the first reads (its left padding skipped).
   const auto readCols = [&](int64_t c) { return std::min(q.W, (c - 1) * q.sW - q.pL + q.KW); };
   int64_t pc = 1;
@@ -215,18 +216,16 @@ std::vector<NodeTiling> maxPoolTilings(const NpuSchedule& s, const Graph& body, 
   const auto half = static_cast<int64_t>(cfg.bufferWords(static_cast<size_t>(Buffer::Accumulator)) / 2);
   std::vector<NodeTiling> out;
   for (int64_t cols : {pc, std::max<int64_t>(1, pc / 2), std::max<int64_t>(1, pc / 4)})
-    for (int64_t pass = width; pass >= std::min(width, current.channels) && pass * 4 >= width; pass /= 2) {
-      if (pass % current.channels != 0 && pass != width) break;
+    for (int64_t pass : {width, width / 2}) {
+      if (pass < 1 || (pass != width && (pass < current.channels || pass % current.channels != 0))) continue;
       int64_t rows = 1;
       while (rows < q.OH && (q.inRows(rows + 1) * q.inCols(cols) + (rows + 1) * cols) * pass <= half) ++rows;
-      for (int64_t r : {rows, std::max<int64_t>(1, rows / 2)}) {
-        NodeTiling t = current;
-        t.rows = r, t.cols = cols;
-        t.coutPerPass = pass;
-        t.maxPool = pool.name();
-        t.epilogue = s.groups[gp].tiling[0].epilogue;
-        if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(std::move(t));
-      }
+      NodeTiling t = current;
+      t.rows = rows, t.cols = cols;
+      t.coutPerPass = pass;
+      t.maxPool = pool.name();
+      t.epilogue = s.groups[gp].tiling[0].epilogue;
+      if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(std::move(t));
     }
   return out;
 }
@@ -244,19 +243,25 @@ void chooseMaxPools(NpuSchedule& schedule, const Graph& body, const hw::NpuConfi
   std::vector<std::pair<std::string, NodeTiling>> chosen;  // (pool, the convolution's tiling)
   for (const auto& [gp, gc] : maxPoolCandidates(schedule, body)) {
     TESSEL_ASSERT(gc < gp, "npu schedule: a pool's group before its input's");
-    // Priced with the compiler's pricing window and with 8 tiles in flight, as the final program often runs: the
-    // merged group must win both (at 2 alone ShuffleNetV2's stem on tiny was priced 7 % cheaper merged and ran 18 %
-    // slower in the program).
-    uint64_t best = lower::modelledCost(body, cfg, schedule, {gc, gp}).cycles;
-    NpuSchedule wide = schedule;
-    wide.window = 8;
-    const uint64_t apart8 = lower::modelledCost(body, cfg, wide, {gc, gp}).cycles;
+    // Priced with the compiler's pricing window; the cheapest options no slower than the two groups apart are then
+    // priced with 8 tiles in flight, as the final program often runs, and the first that wins there too is taken (at
+    // window 2 alone ShuffleNetV2's stem on tiny was priced 7 % cheaper merged and ran 18 % slower in the program).
+    const uint64_t apart = lower::modelledCost(body, cfg, schedule, {gc, gp}).cycles;
+    std::vector<std::pair<uint64_t, NodeTiling>> cheaper;
+    for (const NodeTiling& t : maxPoolTilings(schedule, body, cfg, gp, gc))
+      if (const auto pooled = costIfItFits(body, cfg, withMaxPool(schedule, gp, gc, t), {gc}); pooled && pooled->cycles <= apart)
+        cheaper.push_back({pooled->cycles, t});
+    std::stable_sort(cheaper.begin(), cheaper.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     std::optional<NodeTiling> take;
-    for (const NodeTiling& t : maxPoolTilings(schedule, body, cfg, gp, gc)) {
-      std::optional<lower::ModelledCost> pooled = costIfItFits(body, cfg, withMaxPool(schedule, gp, gc, t), {gc});
-      const std::optional<lower::ModelledCost> pooled8 = costIfItFits(body, cfg, withMaxPool(wide, gp, gc, t), {gc});
-      if (!pooled8 || pooled8->cycles > apart8) pooled.reset();
-      if (pooled && pooled->cycles <= best) best = pooled->cycles, take = t;
+    if (!cheaper.empty()) {
+      NpuSchedule wide = schedule;
+      wide.window = 8;
+      const uint64_t apart8 = lower::modelledCost(body, cfg, wide, {gc, gp}).cycles;
+      for (const auto& [cycles, t] : cheaper)
+        if (const auto pooled8 = costIfItFits(body, cfg, withMaxPool(wide, gp, gc, t), {gc}); pooled8 && pooled8->cycles <= apart8) {
+          take = t;
+          break;
+        }
     }
     if (take) chosen.push_back({schedule.groups[gp].nodes[0], *take});
   }
