@@ -4,6 +4,7 @@
 // share one input load, input channels in blocks, weights resident per pass or streamed per tile.
 #include <algorithm>
 #include <fmt/format.h>
+#include <functional>
 #include <limits>
 #include <map>
 #include <tuple>
@@ -261,22 +262,27 @@ MatrixConv::MatrixConv(LowerContext& ctx, const Node& node, const ConvProblem& p
   if (t.phased) ph_ = p.sH, pw_ = p.sW;
 }
 
-void MatrixConv::lower() {
-  if (p_.maxPool) return lowerPooled();
+void MatrixConv::forEachTile(int64_t OH, int64_t OW, const std::function<void(int64_t, int64_t, int64_t, int64_t, int64_t)>& tile) {
   for (int64_t g = 0; g < p_.group; ++g)
     for (int64_t m0 = 0; m0 < Mg_; m0 += pass_) {
       bool first = true;
       for (int64_t n = 0; n < p_.N; ++n)
-        for (int64_t oy0 = 0; oy0 < p_.OH; oy0 += t_.rows)
-          for (int64_t ox0 = 0; ox0 < p_.OW; ox0 += t_.cols) {
+        for (int64_t oy0 = 0; oy0 < OH; oy0 += t_.rows)
+          for (int64_t ox0 = 0; ox0 < OW; ox0 += t_.cols) {
             ctx_.beginTile(node_, tileIndex_++);
             if (first) beginPass(g, m0, std::min(pass_, Mg_ - m0));
             first = false;
-            const int64_t rows = std::min(t_.rows, p_.OH - oy0), cols = std::min(t_.cols, p_.OW - ox0);
-            const int32_t acc = computeTile(n, oy0, rows, ox0, cols, nullptr);
-            finishTile(ctx_, p_, acc, rows, cols, mk_, bias_, TileAt{(n * p_.OH + oy0) * p_.OW + ox0, passChannel()}, &poolSums_);
+            tile(n, oy0, std::min(t_.rows, OH - oy0), ox0, std::min(t_.cols, OW - ox0));
           }
     }
+}
+
+void MatrixConv::lower() {
+  if (p_.maxPool) return lowerPooled();
+  forEachTile(p_.OH, p_.OW, [&](int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols) {
+    const int32_t acc = computeTile(n, oy0, rows, ox0, cols, nullptr);
+    finishTile(ctx_, p_, acc, rows, cols, mk_, bias_, TileAt{(n * p_.OH + oy0) * p_.OW + ox0, passChannel()}, &poolSums_);
+  });
 }
 
 namespace {
@@ -299,55 +305,45 @@ void MatrixConv::lowerPooled() {
   const PoolGeometry& q = *p_.maxPool;
   ConvProblem out = p_;  // the stores and the epilogue address the pool's result
   out.OH = q.OH, out.OW = q.OW;
-  for (int64_t g = 0; g < p_.group; ++g)
-    for (int64_t m0 = 0; m0 < Mg_; m0 += pass_) {
-      bool first = true;
-      for (int64_t n = 0; n < p_.N; ++n)
-        for (int64_t py0 = 0; py0 < q.OH; py0 += t_.rows)
-          for (int64_t px0 = 0; px0 < q.OW; px0 += t_.cols) {
-            ctx_.beginTile(node_, tileIndex_++);
-            if (first) beginPass(g, m0, std::min(pass_, Mg_ - m0));
-            first = false;
-            const int64_t pr = std::min(t_.rows, q.OH - py0), pc = std::min(t_.cols, q.OW - px0);
-            const int64_t cy0 = std::max<int64_t>(0, py0 * q.sH - q.pT), cy1 = std::min(q.H, (py0 + pr - 1) * q.sH - q.pT + q.KH);
-            const int64_t cx0 = std::max<int64_t>(0, px0 * q.sW - q.pL), cx1 = std::min(q.W, (px0 + pc - 1) * q.sW - q.pL + q.KW);
-            const int64_t tr = cy1 - cy0, tc = cx1 - cx0, v = mk_;
-            const int32_t acc = computeTile(n, cy0, tr, cx0, tc, nullptr);
-            const int32_t pooled = ctx_.region(Buffer::Accumulator, static_cast<uint64_t>(pr * pc * v));
-            struct Tap {
-              int64_t kh, kw, r0, r1, c0, c1;
-            };
-            std::vector<Tap> taps, whole;
-            for (int64_t kh = 0; kh < q.KH; ++kh)
-              for (int64_t kw = 0; kw < q.KW; ++kw) {
-                const auto [r0, r1] = tapRange(py0, py0 + pr, kh, q.sH, q.pT, q.H);
-                const auto [c0, c1] = tapRange(px0, px0 + pc, kw, q.sW, q.pL, q.W);
-                if (r0 >= r1 || c0 >= c1) continue;
-                (r0 == py0 && r1 == py0 + pr && c0 == px0 && c1 == px0 + pc && whole.size() < 2 ? whole : taps)
-                    .push_back({kh, kw, r0, r1, c0, c1});
-              }
-            const auto src = [&](const Tap& t) {  // the tap's conv pixels of its pooled outputs
-              const int64_t y = t.r0 * q.sH - q.pT + t.kh - cy0, x = t.c0 * q.sW - q.pL + t.kw - cx0;
-              return ctx_.at(acc, static_cast<uint64_t>((y * tc + x) * v), q.sH * tc * v, q.sW * v);
-            };
-            const auto dst = [&](const Tap& t) {
-              return ctx_.at(pooled, static_cast<uint64_t>(((t.r0 - py0) * pc + t.c0 - px0) * v), pc * v, v);
-            };
-            const auto count = [](int64_t a, int64_t b) { return static_cast<uint32_t>(b - a); };
-            const SramOperand tile = ctx_.at(pooled, 0, pc * v, v);
-            const auto R = count(0, pr), C = count(0, pc), V = count(0, v);
-            if (whole.size() == 2)
-              ctx_.emit(makeVecBinary(VecOp::Max, tile, src(whole[0]), src(whole[1]), R, C, V), pooled, acc, acc);
-            else if (whole.size() == 1)
-              ctx_.emit(makeVecUnary(VecOp::Copy, tile, src(whole[0]), R, C, V), pooled, acc);
-            else
-              ctx_.emit(makeVecUnary(VecOp::Fill, tile, tile, R, C, V, -std::numeric_limits<float>::infinity()), pooled);
-            for (const Tap& t : taps)
-              ctx_.emit(makeVecBinary(VecOp::Max, dst(t), dst(t), src(t), count(t.r0, t.r1), count(t.c0, t.c1), V), pooled,
-                        pooled, acc);
-            finishTile(ctx_, out, pooled, pr, pc, v, bias_, TileAt{(n * q.OH + py0) * q.OW + px0, passChannel()});
-          }
-    }
+  forEachTile(q.OH, q.OW, [&](int64_t n, int64_t py0, int64_t pr, int64_t px0, int64_t pc) {
+    const int64_t cy0 = std::max<int64_t>(0, py0 * q.sH - q.pT), cy1 = std::min(q.H, (py0 + pr - 1) * q.sH - q.pT + q.KH);
+    const int64_t cx0 = std::max<int64_t>(0, px0 * q.sW - q.pL), cx1 = std::min(q.W, (px0 + pc - 1) * q.sW - q.pL + q.KW);
+    const int64_t tr = cy1 - cy0, tc = cx1 - cx0, v = mk_;
+    const int32_t acc = computeTile(n, cy0, tr, cx0, tc, nullptr);
+    const int32_t pooled = ctx_.region(Buffer::Accumulator, static_cast<uint64_t>(pr * pc * v));
+    struct Tap {
+      int64_t kh, kw, r0, r1, c0, c1;
+    };
+    std::vector<Tap> taps, whole;
+    for (int64_t kh = 0; kh < q.KH; ++kh)
+      for (int64_t kw = 0; kw < q.KW; ++kw) {
+        const auto [r0, r1] = tapRange(py0, py0 + pr, kh, q.sH, q.pT, q.H);
+        const auto [c0, c1] = tapRange(px0, px0 + pc, kw, q.sW, q.pL, q.W);
+        if (r0 >= r1 || c0 >= c1) continue;
+        (r0 == py0 && r1 == py0 + pr && c0 == px0 && c1 == px0 + pc && whole.size() < 2 ? whole : taps)
+            .push_back({kh, kw, r0, r1, c0, c1});
+      }
+    const auto src = [&](const Tap& t) {  // the tap's conv pixels of its pooled outputs
+      const int64_t y = t.r0 * q.sH - q.pT + t.kh - cy0, x = t.c0 * q.sW - q.pL + t.kw - cx0;
+      return ctx_.at(acc, static_cast<uint64_t>((y * tc + x) * v), q.sH * tc * v, q.sW * v);
+    };
+    const auto dst = [&](const Tap& t) {
+      return ctx_.at(pooled, static_cast<uint64_t>(((t.r0 - py0) * pc + t.c0 - px0) * v), pc * v, v);
+    };
+    const auto count = [](int64_t a, int64_t b) { return static_cast<uint32_t>(b - a); };
+    const SramOperand tile = ctx_.at(pooled, 0, pc * v, v);
+    const auto R = count(0, pr), C = count(0, pc), V = count(0, v);
+    if (whole.size() == 2)
+      ctx_.emit(makeVecBinary(VecOp::Max, tile, src(whole[0]), src(whole[1]), R, C, V), pooled, acc, acc);
+    else if (whole.size() == 1)
+      ctx_.emit(makeVecUnary(VecOp::Copy, tile, src(whole[0]), R, C, V), pooled, acc);
+    else
+      ctx_.emit(makeVecUnary(VecOp::Fill, tile, tile, R, C, V, -std::numeric_limits<float>::infinity()), pooled);
+    for (const Tap& t : taps)
+      ctx_.emit(makeVecBinary(VecOp::Max, dst(t), dst(t), src(t), count(t.r0, t.r1), count(t.c0, t.c1), V), pooled,
+                pooled, acc);
+    finishTile(ctx_, out, pooled, pr, pc, v, bias_, TileAt{(n * q.OH + py0) * q.OW + px0, passChannel()});
+  });
 }
 
 std::vector<int64_t> MatrixConv::phaseCols(int64_t th, int64_t tw) const {

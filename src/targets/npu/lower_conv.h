@@ -3,6 +3,7 @@
 // windows (PoolWindows) that read their input from DRAM or from a window held on chip (fused groups).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -95,6 +96,9 @@ class MatrixConv {
   int64_t passWidth() const { return mk_; }
 
  private:
+  /// Every pass, image and tile of an OH x OW output (the convolution's, or its pool's with NodeTiling::maxPool) in
+  /// order: the tile begun, the pass begun on its first tile, then `tile(n, oy0, rows, ox0, cols)`.
+  void forEachTile(int64_t OH, int64_t OW, const std::function<void(int64_t, int64_t, int64_t, int64_t, int64_t)>& tile);
   /// NodeTiling::maxPool: every pass and pooled tile, the convolution's tile pooled in the accumulator.
   void lowerPooled();
   std::vector<int64_t> phaseCols(int64_t th, int64_t tw) const;

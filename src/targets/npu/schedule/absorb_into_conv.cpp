@@ -265,11 +265,8 @@ void chooseMaxPools(NpuSchedule& schedule, const Graph& body, const hw::NpuConfi
     }
     if (take) chosen.push_back({schedule.groups[gp].nodes[0], *take});
   }
-  for (const auto& [pool, tiling] : chosen) {
-    size_t gp = 0;
-    while (schedule.groups[gp].nodes[0] != pool) ++gp;
-    schedule = withMaxPool(schedule, gp, groupOfTiling(schedule, tiling.node), tiling);
-  }
+  for (const auto& [pool, tiling] : chosen)
+    schedule = withMaxPool(schedule, groupOfTiling(schedule, pool), groupOfTiling(schedule, tiling.node), tiling);
 }
 
 std::vector<std::pair<size_t, size_t>> inputNormCandidates(const NpuSchedule& s, const Graph& body) {
