@@ -531,7 +531,7 @@ NpuCheck checkOnNpu(const Model& model, const std::string& configPath, uint64_t 
       out.channelChains += g.channelChain;
       out.expandChains += g.channelChain && g.tiling.size() == 3;
       for (const npu::NodeTiling& t : g.tiling) out.inputNorms += !t.inputNorm.empty(), out.residualsInAcc += t.residualInAcc,
-                                                  out.maxPools += !t.maxPool.empty();
+                                                  out.maxPools += !t.maxPool.empty(), out.passesInside += t.inputResident;
     }
   }
   for (const auto& n : compiled.cpuPart->graph->nodes())
@@ -608,6 +608,7 @@ std::vector<std::string> checkRandomGraph(uint64_t seed, const std::vector<std::
     stats.expandChains += c.expandChains;
     stats.residualsInAcc += c.residualsInAcc;
     stats.maxPools += c.maxPools;
+    stats.passesInside += c.passesInside;
     for (const std::string& op : c.hostOps) stats.hostOps[op]++;
     if (!c.problems.empty()) failures.push_back(describeFailure(seed, fs::path(config).filename().string(), *model, c));
     return c;

@@ -462,19 +462,21 @@ TEST(NpuLower, SqueezeExcitationMulScalesTheConsumersInputLoads) {
   for (const Case& k : {Case{8, 3, 2, 1, "matrix", false}, Case{8, 3, 2, 1, "matrix", true}, Case{8, 3, 2, 1, "packed", true},
                         Case{8, 3, 1, 1, "stacked", false}, Case{8, 3, 2, 1, "stacked", true}, Case{40, 3, 1, 2, "matrix", false},
                         Case{40, 1, 1, 1, "matrix", false}})
-    for (const char* cfgName : {"default.json", "tiny.json"}) {
-      SCOPED_TRACE(fmt::format("{}x{} consumer of {} channels, stride {}, group {}, {}{}, {}", k.k, k.k, k.c, k.stride, k.group,
-                               k.variant, k.phased ? " phased" : "", cfgName));
-      Graph g;
-      squeezeExcitation(g, k.c, H, W, M, k.k, k.stride, k.group);
-      checkAgainstInterpreter(g, cfgName, [&](npu::NpuSchedule& s) {
-        scaleProjInput(s);
-        npu::NodeTiling& t = *s.tilingOf("proj");
-        t.variant = k.variant, t.phased = k.phased;
-        t.rows = 3, t.cols = 5, t.channels = 16, t.inChannels = std::min<int64_t>(16, k.c / k.group), t.coutPerPass = 0;
-        t.weightsResident = std::string(cfgName) == "default.json";
-      });
-    }
+    for (const char* cfgName : {"default.json", "tiny.json"})
+      for (bool passesInside : {false, true}) {  // NodeTiling::inputResident: the scaled blocks read by both passes
+        SCOPED_TRACE(fmt::format("{}x{} consumer of {} channels, stride {}, group {}, {}{}, {}{}", k.k, k.k, k.c, k.stride, k.group,
+                                 k.variant, k.phased ? " phased" : "", cfgName, passesInside ? ", passes inside the tiles" : ""));
+        Graph g;
+        squeezeExcitation(g, k.c, H, W, M, k.k, k.stride, k.group);
+        checkAgainstInterpreter(g, cfgName, [&](npu::NpuSchedule& s) {
+          scaleProjInput(s);
+          npu::NodeTiling& t = *s.tilingOf("proj");
+          t.variant = k.variant, t.phased = k.phased;
+          t.rows = 3, t.cols = 5, t.channels = 16, t.inChannels = std::min<int64_t>(16, k.c / k.group), t.coutPerPass = 0;
+          t.weightsResident = std::string(cfgName) == "default.json";
+          t.inputResident = passesInside;
+        });
+      }
   Graph g;
   squeezeExcitation(g, C, H, W, M, 1, 1, 1);
   const hw::HardwareConfig defaultCfg = config("default.json");
@@ -569,6 +571,113 @@ TEST(NpuLower, MaxPoolFromTheConvsAccumulatorTiles) {
       wrong.groups[0].tiling[0].epilogue.clear();
       EXPECT_THROW(npu::verifySchedule(wrong, g, npuCfg), UserError);
     }
+}
+
+// The passes of output channels inside each tile (NodeTiling::inputResident): every input block of a tile loaded once
+// and read by all passes, on odd tiles and channel counts (a narrower last pass and block), batch 2, weights resident
+// (all passes' at once) and streamed, strided and split into phases, grouped, a few-channel stem stacked, a residual
+// Add loaded into the accumulator, a global pool reduced per pass from the tiles, and a max pool from the accumulator
+// tiles. Such a tiling reads from DRAM exactly what one pass of all the output channels over the same tiles reads
+// (the input once per tile, the weights once, or once per tile when streamed): a lowering that loaded the input per
+// pass, or reloaded a pass's resident weights per tile, would read more. A schedule keeping a window larger than the
+// input buffer, or resident weights larger than the weight buffer, is refused.
+TEST(NpuLower, PassesInsideEachTileLoadItsInputOnce) {
+  struct Case {
+    const char* what;
+    int64_t n, cin, cout, h, w, k, stride, pad, group;
+    const char* variant;
+    bool phased, residual, globalPool, maxPool;
+  };
+  for (const Case& c : {Case{"plain", 2, 40, 50, 11, 13, 3, 1, 1, 1, "matrix", false, false, false, false},
+                        Case{"strided", 1, 24, 37, 15, 14, 3, 2, 1, 1, "matrix", true, false, false, false},
+                        Case{"grouped", 1, 32, 48, 9, 10, 3, 1, 1, 2, "matrix", false, false, false, false},
+                        Case{"stem", 1, 3, 40, 19, 17, 7, 2, 3, 1, "stacked", false, false, false, false},
+                        Case{"residual", 1, 20, 36, 9, 11, 1, 1, 0, 1, "matrix", false, true, false, false},
+                        Case{"global pool", 2, 24, 40, 9, 7, 3, 1, 1, 1, "matrix", false, false, true, false},
+                        Case{"max pool", 1, 20, 36, 13, 11, 3, 1, 1, 1, "matrix", false, false, false, true}})
+    for (const char* cfgName : {"default.json", "tiny.json"})
+      for (bool resident : {true, false}) {
+        const bool tiny = std::string(cfgName) == "tiny.json";
+        const int64_t Cg = c.cin / c.group, Mg = c.cout / c.group;
+        if (tiny && resident && Cg * c.k * c.k * Mg > 2048) continue;  // every pass's weights exceed tiny's weight buffer
+        SCOPED_TRACE(fmt::format("{}: {}x{}x{} conv k{} s{} group {} -> {}, {}, weights {}", c.what, c.cin, c.h, c.w, c.k,
+                                 c.stride, c.group, c.cout, cfgName, resident ? "resident" : "streamed"));
+        Graph g;
+        Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {c.n, c.cin, c.h, c.w}));
+        Value* y = conv(g, x, c.cin, c.cout, c.k, c.stride, c.pad, c.group, true, 61);
+        const std::string producer = y->producer()->name();
+        if (c.residual) {
+          Value* r = g.addInput("r", TensorType::fromShape(DType::Float32, {c.n, c.cout, c.h, c.w}));
+          y = g.addNode("Add", {y, r}, {"sum"}, "add")->output(0);
+        }
+        if (c.maxPool) {  // the Relu behind the pool (its epilogue), where pool-before-activation puts it
+          Node* pool = g.addNode("MaxPool", {y}, {"p"}, "pool");
+          pool->setAttr("kernel_shape", std::vector<int64_t>{3, 3});
+          pool->setAttr("strides", std::vector<int64_t>{2, 2});
+          pool->setAttr("pads", std::vector<int64_t>{1, 1, 1, 1});
+          y = pool->output(0);
+        }
+        y = g.addNode("Relu", {y}, {"relu_out"}, "relu")->output(0);
+        if (c.globalPool) y = g.addNode("GlobalAveragePool", {y}, {"pooled"}, "gap")->output(0);
+        g.addOutput(y);
+        inferShapes(g);
+        const hw::HardwareConfig cfg = config(cfgName);
+        const hw::NpuConfig& npuCfg = cfg.firstNpu()->npu;
+        // The conv tiled as forced, its pool computed from its tiles when the case has one: passes of 16 output
+        // channels inside the tiles, or (`inside` false) one pass of all of them.
+        auto force = [&](npu::NpuSchedule& s, bool inside) {
+          if (c.maxPool) {
+            const auto found = npu::maxPoolCandidates(s, g);
+            ASSERT_EQ(found.size(), 1u) << s.toText();
+            s = npu::withMaxPool(s, found[0].first, found[0].second,
+                                 npu::maxPoolTilings(s, g, npuCfg, found[0].first, found[0].second).at(0));
+          }
+          if (c.globalPool && std::erase_if(s.groups, [](const npu::GroupSchedule& grp) {
+                return grp.nodes == std::vector<std::string>{"gap"};
+              })) {  // the compiler reduces it from the tiles already
+            for (npu::GroupSchedule& grp : s.groups)
+              if (grp.tiling.size() == 1 && grp.tiling[0].node == producer) grp.nodes.push_back("gap");
+            s.tilingOf(producer)->globalPool = "gap";
+          }
+          if (c.globalPool) ASSERT_EQ(s.tilingOf(producer)->globalPool, "gap") << s.toText();
+          npu::NodeTiling& t = *s.tilingOf(producer);
+          t.variant = c.variant, t.phased = c.phased;
+          t.rows = c.maxPool ? 1 : tiny ? 2 : 3, t.cols = tiny ? 2 : 4, t.channels = 16;
+          t.inChannels = std::min<int64_t>(16, Cg), t.coutPerPass = inside ? 16 : Mg;
+          t.weightsResident = resident, t.inputResident = inside;
+          if (c.residual) EXPECT_TRUE(t.residualInAcc) << s.toText();
+          if (inside) EXPECT_EQ(npu::NpuSchedule::fromJson(s.toJson(), "test"), s);  // input_resident written and read back
+        };
+        const npu::SimReport passesInside = checkAgainstInterpreter(g, cfgName, [&](npu::NpuSchedule& s) { force(s, true); });
+        const npu::SimReport onePass = checkAgainstInterpreter(g, cfgName, [&](npu::NpuSchedule& s) { force(s, false); });
+        EXPECT_EQ(passesInside.dramBytesRead, onePass.dramBytesRead);
+        EXPECT_EQ(passesInside.dramBytesWritten, onePass.dramBytesWritten);
+        // Without the passes inside, the 16-channel passes load the input again each.
+        const npu::SimReport perPass = checkAgainstInterpreter(g, cfgName, [&](npu::NpuSchedule& s) {
+          force(s, true);
+          s.tilingOf(producer)->inputResident = false;
+        });
+        EXPECT_GT(perPass.dramBytesRead, passesInside.dramBytesRead);
+      }
+  // Refused on tiny (1,024 input and 2,048 weight words): a window larger than the input buffer kept for all passes,
+  // all passes' weights resident beyond the weight buffer.
+  Graph g;
+  Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 96, 12, 12}));
+  Value* y = conv(g, x, 96, 32, 3, 1, 1, 1, true, 63);
+  const std::string producer = y->producer()->name();
+  g.addOutput(y);
+  inferShapes(g);
+  const hw::HardwareConfig tinyCfg = config("tiny.json");
+  const hw::NpuConfig& tiny = tinyCfg.firstNpu()->npu;
+  npu::NpuSchedule s = npu::compilerSchedule(g, tiny, "test", false);
+  npu::NodeTiling& t = *s.tilingOf(producer);
+  t.variant = "matrix", t.phased = false, t.channels = 16, t.inChannels = 16, t.coutPerPass = 16, t.inputResident = true;
+  t.rows = 1, t.cols = 1, t.weightsResident = false;
+  EXPECT_NO_THROW(npu::verifySchedule(s, g, tiny));  // a 3 x 3 window of 96 channels: 864 words
+  t.cols = 2;
+  EXPECT_THROW(npu::verifySchedule(s, g, tiny), UserError);  // 3 x 4 x 96 = 1,152 words
+  t.cols = 1, t.weightsResident = true;
+  EXPECT_THROW(npu::verifySchedule(s, g, tiny), UserError);  // 96 x 9 x 32 = 27,648 weight words
 }
 
 // Two global pools (max and average) of one conv's result: the compiler reduces at most one from the conv's tiles,

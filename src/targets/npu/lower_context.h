@@ -141,7 +141,7 @@ class LowerContext {
     builder.setNode(node.name());
   }
   /// A new SRAM region of the current tile.
-  int32_t region(Buffer b, uint64_t words) { return builder.region(b, words); }
+  int32_t region(Buffer b, uint64_t words, bool workspace = false) { return builder.region(b, words, workspace); }
   /// An operand addressing a region.
   SramOperand at(int32_t region, uint64_t offset = 0, uint64_t strideOuter = 0, uint64_t strideInner = 0) const {
     return builder.at(region, offset, strideOuter, strideInner);

@@ -206,13 +206,19 @@ void loadBox(LowerContext& ctx, const ConvProblem& p, int32_t r, SramOperand dst
   ctx.emit(ld, r);
 }
 
+/// Where a load puts an input window: a new `inp` region (region -1), or `offset` words into an existing one.
+struct InputSlot {
+  int32_t region = -1;
+  uint64_t offset = 0;
+};
+
 /// Loads phase (py, px) of the input window of the tile whose first output is (oy0, ox0), channels [c0, c0+cb)
-/// of image n, into a new `inp` region of rows x cols x cb; rows and columns outside the image are zeros.
+/// of image n, as rows x cols x cb words into `into`; rows and columns outside the image are zeros. Returns the region.
 int32_t loadPhase(LowerContext& ctx, const ConvProblem& p, const Phasing& ph, int64_t n, int64_t oy0, int64_t ox0, int64_t c0,
-                  int64_t cb, int64_t py, int64_t px, int64_t rows, int64_t cols) {
-  const int32_t r = ctx.region(Buffer::Input, static_cast<uint64_t>(rows * cols * cb));
-  loadBox(ctx, p, r, ctx.at(r, 0, cols * cb, cb), n, c0, cb, oy0 * p.sH - p.pT + py, ph.ph, rows, ox0 * p.sW - p.pL + px, ph.pw,
-          cols);
+                  int64_t cb, int64_t py, int64_t px, int64_t rows, int64_t cols, InputSlot into = {}) {
+  const int32_t r = into.region >= 0 ? into.region : ctx.region(Buffer::Input, static_cast<uint64_t>(rows * cols * cb));
+  loadBox(ctx, p, r, ctx.at(r, into.offset, cols * cb, cb), n, c0, cb, oy0 * p.sH - p.pT + py, ph.ph, rows,
+          ox0 * p.sW - p.pL + px, ph.pw, cols);
   return r;
 }
 
@@ -220,14 +226,14 @@ int32_t loadPhase(LowerContext& ctx, const ConvProblem& p, const Phasing& ph, in
 /// output row, holding for each of the phase's `cols` columns the phase's kernel rows side by side
 /// ([row][col][kernel row][channel]), one load (or fill, when all padding) per kernel row.
 int32_t loadStacked(LowerContext& ctx, const ConvProblem& p, const Phasing& ph, int64_t n, int64_t oy0, int64_t ox0, int64_t c0,
-                    int64_t cb, int64_t py, int64_t px, int64_t rows, int64_t cols) {
+                    int64_t cb, int64_t py, int64_t px, int64_t rows, int64_t cols, InputSlot into) {
   std::vector<int64_t> khs;
   for (int64_t kh = 0; kh < p.KH; ++kh)
     if ((kh * p.dH) % ph.ph == py) khs.push_back(kh);
   const int64_t pixel = static_cast<int64_t>(khs.size()) * cb;
-  const int32_t r = ctx.region(Buffer::Input, static_cast<uint64_t>(rows * cols * pixel));
+  const int32_t r = into.region >= 0 ? into.region : ctx.region(Buffer::Input, static_cast<uint64_t>(rows * cols * pixel));
   for (size_t i = 0; i < khs.size(); ++i)
-    loadBox(ctx, p, r, ctx.at(r, static_cast<uint64_t>(static_cast<int64_t>(i) * cb), cols * pixel, pixel), n, c0, cb,
+    loadBox(ctx, p, r, ctx.at(r, into.offset + static_cast<uint64_t>(static_cast<int64_t>(i) * cb), cols * pixel, pixel), n, c0, cb,
             oy0 * p.sH - p.pT + khs[i] * p.dH, p.sH, rows, ox0 * p.sW - p.pL + px, ph.pw, cols);
   return r;
 }
@@ -263,7 +269,21 @@ MatrixConv::MatrixConv(LowerContext& ctx, const Node& node, const ConvProblem& p
 }
 
 void MatrixConv::forEachTile(int64_t OH, int64_t OW, const std::function<void(int64_t, int64_t, int64_t, int64_t, int64_t)>& tile) {
-  for (int64_t g = 0; g < p_.group; ++g)
+  for (int64_t g = 0; g < p_.group; ++g) {
+    if (t_.inputResident) {  // tiles outer: each tile's input blocks loaded once, read by every pass
+      passes_.clear(), streamed_.clear();
+      for (int64_t n = 0; n < p_.N; ++n)
+        for (int64_t oy0 = 0; oy0 < OH; oy0 += t_.rows)
+          for (int64_t ox0 = 0; ox0 < OW; ox0 += t_.cols) {
+            tileRegion_ = -1, tileOffset_.clear(), tileLoaded_.clear();
+            for (int64_t m0 = 0; m0 < Mg_; m0 += pass_) {  // each pass a tile of the window, as without
+              ctx_.beginTile(node_, tileIndex_++);
+              beginPass(g, m0, std::min(pass_, Mg_ - m0));
+              tile(n, oy0, std::min(t_.rows, OH - oy0), ox0, std::min(t_.cols, OW - ox0));
+            }
+          }
+      continue;
+    }
     for (int64_t m0 = 0; m0 < Mg_; m0 += pass_) {
       bool first = true;
       for (int64_t n = 0; n < p_.N; ++n)
@@ -275,13 +295,14 @@ void MatrixConv::forEachTile(int64_t OH, int64_t OW, const std::function<void(in
             tile(n, oy0, std::min(t_.rows, OH - oy0), ox0, std::min(t_.cols, OW - ox0));
           }
     }
+  }
 }
 
 void MatrixConv::lower() {
   if (p_.maxPool) return lowerPooled();
   forEachTile(p_.OH, p_.OW, [&](int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols) {
     const int32_t acc = computeTile(n, oy0, rows, ox0, cols, nullptr);
-    finishTile(ctx_, p_, acc, rows, cols, mk_, bias_, TileAt{(n * p_.OH + oy0) * p_.OW + ox0, passChannel()}, &poolSums_);
+    finishTile(ctx_, p_, acc, rows, cols, mk_, bias_, TileAt{(n * p_.OH + oy0) * p_.OW + ox0, passChannel()}, &poolSums_[m0_]);
   });
 }
 
@@ -355,18 +376,36 @@ std::vector<int64_t> MatrixConv::phaseCols(int64_t th, int64_t tw) const {
 
 void MatrixConv::beginPass(int64_t g, int64_t m0, int64_t mk) {
   g_ = g, m0_ = m0, mk_ = mk;
-  resident_ = bias_ = scale_ = -1;
-  norm_ = {};
+  if (t_.inputResident) {  // a later tile: the pass's weights and bias are on chip already
+    if (auto it = passes_.find(m0); it != passes_.end() && it->second.loaded) {
+      resident_ = it->second.resident, bias_ = it->second.bias, residentOffset_ = it->second.residentOffset;
+      return;
+    }
+  } else {
+    streamed_.clear();
+  }
+  // What a pass stages per group: per pass, or with the passes inside each tile by the group's first pass only (the
+  // input scale or normalisation vectors, and the resident weights of every pass).
+  const bool groupStart = !t_.inputResident || passes_.empty();
+  bias_ = -1;
+  if (groupStart) scale_ = -1, norm_ = {}, resident_ = -1;
   residentOffset_.clear();
-  streamed_.clear();
   const Phasing ph{ph_, pw_};
-  if (t_.weightsResident) {
-    // The packing order of the weights does not depend on the tile's size.
+  if (t_.weightsResident && !groupStart) {
+    residentOffset_ = passes_.at(m0).residentOffset;  // packed by the group's first pass
+  } else if (t_.weightsResident) {
+    // The packing order of the weights does not depend on the tile's size. With the passes inside the tiles, every
+    // pass's weights go into one region loaded by the group's first pass (one allocation: regions of passes loaded
+    // one by one could be split by the holes other long-lived regions leave and never find room for the last).
     std::vector<float> all;
     const std::vector<int64_t> cols = phaseCols(std::min(t_.rows, p_.OH), std::min(t_.cols, p_.OW));
-    for (int64_t c0 = 0; c0 < Cg_; c0 += cb_) {
-      residentOffset_.push_back(all.size());
-      packWeights(p_, reductionSlices(p_, ph, red_, c0, std::min(cb_, Cg_ - c0), cols, gemmN_), g, m0, mk, gemmN_, all);
+    for (int64_t m = t_.inputResident ? 0 : m0; m < (t_.inputResident ? Mg_ : m0 + 1); m += pass_) {
+      std::vector<uint64_t>& offsets = m == m0 ? residentOffset_ : passes_[m].residentOffset;
+      for (int64_t c0 = 0; c0 < Cg_; c0 += cb_) {
+        offsets.push_back(all.size());
+        packWeights(p_, reductionSlices(p_, ph, red_, c0, std::min(cb_, Cg_ - c0), cols, gemmN_), g, m, std::min(pass_, Mg_ - m),
+                    gemmN_, all);
+      }
     }
     resident_ = ctx_.region(Buffer::Weight, all.size());
     loadContiguous(ctx_, resident_, 0, ctx_.addConstant(all), all.size());
@@ -376,6 +415,8 @@ void MatrixConv::beginPass(int64_t g, int64_t m0, int64_t mk) {
     std::vector<float> b(p_.bias.begin() + g * Mg_ + m0, p_.bias.begin() + g * Mg_ + m0 + mk);
     loadContiguous(ctx_, bias_, 0, ctx_.addConstant(b), static_cast<uint64_t>(mk));
   }
+  if (t_.inputResident) passes_[m0] = {resident_, bias_, residentOffset_, true};
+  if (!groupStart) return;
   if (p_.inputScale) {
     scale_ = ctx_.region(Buffer::Output, static_cast<uint64_t>(Cg_));
     loadContiguous(ctx_, scale_, 0, *p_.inputScale + static_cast<uint64_t>(inChannel(g)), static_cast<uint64_t>(Cg_));
@@ -386,8 +427,8 @@ void MatrixConv::beginPass(int64_t g, int64_t m0, int64_t mk) {
   }
 }
 
-void MatrixConv::prepareInput(int32_t region, int64_t outer, int64_t inner, int64_t c0, int64_t cb) {
-  const SramOperand tile = ctx_.at(region, 0, inner * cb, cb);
+void MatrixConv::prepareInput(int32_t region, uint64_t offset, int64_t outer, int64_t inner, int64_t c0, int64_t cb) {
+  const SramOperand tile = ctx_.at(region, offset, inner * cb, cb);
   const auto o = static_cast<uint32_t>(outer), i = static_cast<uint32_t>(inner), v = static_cast<uint32_t>(cb);
   if (scale_ >= 0)
     ctx_.emit(makeVecBinary(VecOp::Mul, tile, tile, ctx_.at(scale_, static_cast<uint64_t>(c0)), o, i, v), region, region, scale_);
@@ -421,6 +462,7 @@ void MatrixConv::computeBlock(int64_t n, int64_t oy0, int64_t rows, int64_t ox0,
   const std::vector<int64_t> pcols = window ? std::vector<int64_t>{window->cols} : phaseCols(rows, cols);
   const std::vector<ReductionSlice> slices = reductionSlices(p_, ph, red_, c0, cbk, pcols, gemmN_);
   std::vector<int32_t> regions(pcols.size(), -1);
+  std::vector<uint64_t> offsets(pcols.size(), 0);  // of each phase's window in its region
   uint64_t base = 0;  // offset of the tile's first output pixel's window in an on-chip input
   if (window) {
     regions[0] = window->region;
@@ -437,7 +479,7 @@ void MatrixConv::computeBlock(int64_t n, int64_t oy0, int64_t rows, int64_t ox0,
       while (s1 < slices.size() && words + static_cast<uint64_t>(slices[s1].k * mk_) <= chunkLimit)
         words += static_cast<uint64_t>(slices[s1++].k * mk_);
       // Packed once per pass; every tile streams the same DRAM words.
-      auto [it, fresh] = streamed_.try_emplace({block, s0}, 0, 0);
+      auto [it, fresh] = streamed_.try_emplace({m0_, block, s0}, 0, 0);
       if (fresh) {
         std::vector<float> mine;
         packWeights(p_, {slices.begin() + static_cast<long>(s0), slices.begin() + static_cast<long>(s1)}, g_, m0_, mk_, gemmN_, mine);
@@ -454,11 +496,21 @@ void MatrixConv::computeBlock(int64_t n, int64_t oy0, int64_t rows, int64_t ox0,
         const int64_t py = sl.phase / pw_, px = sl.phase % pw_;
         const auto [prow, pcol] = p_.phaseExtent(ph_, pw_, py, px, rows, cols);
         const bool stacked = red_ == Reduction::Stacked;
-        regions[phase] = stacked ? loadStacked(ctx_, p_, ph, n, oy0, ox0, inChannel(g_) + c0, cbk, py, px, rows, pcol)
-                                 : loadPhase(ctx_, p_, ph, n, oy0, ox0, inChannel(g_) + c0, cbk, py, px, prow, pcol);
-        // A stacked region holds, per output row, each column's kernel rows side by side: pcol x taps pixels.
-        if (scale_ >= 0 || norm_.scale >= 0)
-          prepareInput(regions[phase], stacked ? rows : prow, stacked ? pcol * p_.rowTaps(ph_, py) : pcol, c0, cbk);
+        InputSlot into;
+        bool load = true;
+        if (t_.inputResident) {  // the tile's window: one region for every block and phase, loaded by the first pass
+          if (tileRegion_ < 0) layoutTileInput(rows, cols);
+          into = {tileRegion_, tileOffset_.at({block, sl.phase})};
+          load = tileLoaded_.insert({block, sl.phase}).second;
+        }
+        regions[phase] = into.region, offsets[phase] = into.offset;
+        if (load) {
+          regions[phase] = stacked ? loadStacked(ctx_, p_, ph, n, oy0, ox0, inChannel(g_) + c0, cbk, py, px, rows, pcol, into)
+                                   : loadPhase(ctx_, p_, ph, n, oy0, ox0, inChannel(g_) + c0, cbk, py, px, prow, pcol, into);
+          // A stacked region holds, per output row, each column's kernel rows side by side: pcol x taps pixels.
+          if (scale_ >= 0 || norm_.scale >= 0)
+            prepareInput(regions[phase], into.offset, stacked ? rows : prow, stacked ? pcol * p_.rowTaps(ph_, py) : pcol, c0, cbk);
+        }
       }
       // Words from one output row (column) to the next in the phase's region.
       const int64_t pixel = (red_ == Reduction::Stacked ? p_.rowTaps(ph_, sl.phase / pw_) : 1) * cbk;
@@ -468,7 +520,7 @@ void MatrixConv::computeBlock(int64_t n, int64_t oy0, int64_t rows, int64_t ox0,
         const int64_t nb = std::min(gemmN_, mk_ - j0);
         Instruction gm;
         gm.opcode = Opcode::Gemm;
-        gm.srcA = ctx_.at(regions[phase], base + static_cast<uint64_t>(sl.offset), rowStep, colStep);
+        gm.srcA = ctx_.at(regions[phase], base + offsets[phase] + static_cast<uint64_t>(sl.offset), rowStep, colStep);
         gm.srcB = ctx_.at(wgt, woff);
         gm.dst = ctx_.at(acc, static_cast<uint64_t>(j0), cols * mk_, mk_);
         gm.outer = static_cast<uint32_t>(rows), gm.inner = static_cast<uint32_t>(cols);
@@ -482,6 +534,21 @@ void MatrixConv::computeBlock(int64_t n, int64_t oy0, int64_t rows, int64_t ox0,
     }
     s0 = s1;
   }
+}
+
+void MatrixConv::layoutTileInput(int64_t rows, int64_t cols) {
+  uint64_t words = 0;
+  for (int64_t c0 = 0, block = 0; c0 < Cg_; c0 += cb_, ++block) {
+    const int64_t cbk = std::min(cb_, Cg_ - c0);
+    for (int64_t py = 0; py < ph_; ++py)
+      for (int64_t px = 0; px < pw_; ++px) {
+        const auto [prow, pcol] = p_.phaseExtent(ph_, pw_, py, px, rows, cols);
+        if (prow == 0) continue;  // no kernel tap reads this phase
+        tileOffset_[{block, py * pw_ + px}] = words;
+        words += static_cast<uint64_t>(red_ == Reduction::Stacked ? rows * pcol * p_.rowTaps(ph_, py) * cbk : prow * pcol * cbk);
+      }
+  }
+  tileRegion_ = ctx_.region(Buffer::Input, words, /*workspace=*/true);
 }
 
 DepthwiseConv::DepthwiseConv(LowerContext& ctx, const Node& node, const ConvProblem& p, const NodeTiling& t)

@@ -5,7 +5,9 @@
 
 #include <functional>
 #include <map>
+#include <tuple>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -107,7 +109,11 @@ class MatrixConv {
   /// Applies the load-side work to a loaded input region of outer x inner pixels of `cb` channels (from channel c0
   /// of the group) in place: the pass's input scale (NodeTiling::inputScale) or normalisation and its unary steps
   /// (NodeTiling::inputNorm).
-  void prepareInput(int32_t region, int64_t outer, int64_t inner, int64_t c0, int64_t cb);
+  void prepareInput(int32_t region, uint64_t offset, int64_t outer, int64_t inner, int64_t c0, int64_t cb);
+  /// NodeTiling::inputResident: the region holding the whole input window of a rows x cols output tile (every input
+  /// block and stride phase at its own offset), loaded by the tile's first pass and read by all its passes. One
+  /// region, so it never waits for space left in pieces.
+  void layoutTileInput(int64_t rows, int64_t cols);
 
   LowerContext& ctx_;
   const Node& node_;
@@ -122,9 +128,20 @@ class MatrixConv {
   int32_t resident_ = -1, bias_ = -1, scale_ = -1;
   StagedNorm norm_;  ///< NodeTiling::inputNorm's vectors, staged per pass
   std::vector<uint64_t> residentOffset_;  ///< per input block: its weights' offset in the resident region
-  std::map<std::pair<int64_t, size_t>, std::pair<uint64_t, uint64_t>> streamed_;  ///< (block, first slice) -> DRAM, words
+  /// (pass, block, first slice) -> DRAM, words
+  std::map<std::tuple<int64_t, int64_t, size_t>, std::pair<uint64_t, uint64_t>> streamed_;
   std::vector<bool> started_;  ///< per gemm block of the tile: accumulating already
-  int32_t poolSums_ = -1;      ///< NodeTiling::globalPool: the current image and pass's pooled vector
+  std::map<int64_t, int32_t> poolSums_;  ///< NodeTiling::globalPool: per pass, the current image's pooled vector
+  /// NodeTiling::inputResident: per pass of the current group, its resident weights and bias (loaded by the first tile)
+  struct PassRegions {
+    int32_t resident = -1, bias = -1;
+    std::vector<uint64_t> residentOffset;  ///< per input block: its weights' offset in `resident`
+    bool loaded = false;                   ///< begun by a tile (else only its weights' offsets are known)
+  };
+  std::map<int64_t, PassRegions> passes_;
+  int32_t tileRegion_ = -1;  ///< inputResident: the current tile's input window (layoutTileInput)
+  std::map<std::pair<int64_t, int64_t>, uint64_t> tileOffset_;  ///< (block, phase) -> offset in tileRegion_
+  std::set<std::pair<int64_t, int64_t>> tileLoaded_;            ///< (block, phase) loaded into it already
 };
 
 /// A depthwise convolution on the vector unit (one multiply-accumulate per tap with a per-channel weight

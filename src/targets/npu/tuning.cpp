@@ -111,8 +111,8 @@ namespace {
 std::string tilingText(const NodeTiling& t) {
   std::string s = fmt::format("{} {}x{}x{}", t.variant, t.rows, t.cols, t.channels);
   if (t.onMatrixUnit())
-    s += fmt::format(" cin {} cout/pass {}{}{}", t.inChannels, t.coutPerPass, t.weightsResident ? "" : " streamed",
-                     t.phased ? " phased" : "");
+    s += fmt::format(" cin {} cout/pass {}{}{}{}", t.inChannels, t.coutPerPass, t.weightsResident ? "" : " streamed",
+                     t.phased ? " phased" : "", t.inputResident ? " passes-inside" : "");
   if (t.variant == "vector") s += fmt::format(" matrix-every {}", t.matrixEvery);
   return s;
 }

@@ -37,6 +37,13 @@ struct NodeTiling {
   int64_t coutPerPass = 0;      ///< matrix: output channels computed from one input load (0 = one block)
   bool weightsResident = true;  ///< matrix: a node's weight blocks stay in SRAM for all its tiles
   bool phased = false;          ///< matrix/packed, strided: the input window is held as one region per stride phase
+  /// matrix/packed/stacked in a layer-by-layer group: the passes of output channels run inside each tile (tiles
+  /// outer), so the tile's input blocks are loaded once and every pass's gemms read them, instead of the input being
+  /// loaded again per pass (`coutPerPass` narrower than the output). The tile's whole input window then stays in the
+  /// input buffer; resident weights are every pass's (of the convolution group), loaded once, and streamed weights
+  /// load per tile and pass. A convolution with one tile per image (a classifier over a small map) then reads its
+  /// input and its weights from DRAM exactly once.
+  bool inputResident = false;
   int64_t slots = 2;            ///< buffer depth: tiles of this node in flight (2 = double buffering)
   /// "vector" (depthwise): 0 runs every tile on the vector unit; k >= 1 runs every k-th tile on the matrix unit
   /// instead (one block-diagonal gemm per tap and DIM channels, the bias as a one-row gemm), so both units share
@@ -243,7 +250,8 @@ std::vector<GroupSchedule> expandChainOptions(const NpuSchedule& schedule, size_
 void chooseChannelChains(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg);
 
 /// The tilings the search may give node `n` instead of `current` (which comes first): a convolution's Pareto
-/// front of matrix tilings (cycles vs DRAM bytes), a depthwise convolution's best tiling per channel block and
+/// front of matrix tilings (cycles vs DRAM bytes), then those of them whose passes can run inside each tile for fewer DRAM
+/// bytes (NodeTiling::inputResident; last, so the front's order is kept), a depthwise convolution's best tiling per channel block and
 /// matrix-unit share, a pool's windows in `inp` or in the accumulator. Other nodes: only `current`. Every option
 /// keeps `current`'s epilogue and its work on loads and stores (inputScale, inputNorm, globalPool).
 std::vector<NodeTiling> tilingOptions(const Node& n, const NodeTiling& current, const Graph& body, const hw::NpuConfig& cfg);

@@ -27,6 +27,7 @@
 #include "tessel/ops/registry.h"
 #include "tessel/support/error.h"
 #include "tessel/targets/npu/schedule.h"
+#include "tiling_cost.h"
 
 namespace tessel::npu {
 
@@ -214,14 +215,24 @@ std::vector<NodeTiling> maxPoolTilings(const NpuSchedule& s, const Graph& body, 
   pc = ceilDiv(q.OW, ceilDiv(q.OW, pc));  // as many tiles, evenly wide
   const int64_t width = std::min(current.coutPerPass > 0 ? current.coutPerPass : current.channels, geo.M);
   const auto half = static_cast<int64_t>(cfg.bufferWords(static_cast<size_t>(Buffer::Accumulator)) / 2);
+  const auto inputWords = static_cast<int64_t>(cfg.bufferWords(static_cast<size_t>(Buffer::Input)));
+  const int64_t Cg = geo.C / geo.group;
+  const int64_t cb = current.variant == "matrix" ? std::min(current.inChannels > 0 ? current.inChannels : Cg, Cg) : Cg;
   std::vector<NodeTiling> out;
   for (int64_t cols : {pc, std::max<int64_t>(1, pc / 2), std::max<int64_t>(1, pc / 4)})
     for (int64_t pass : {width, width / 2}) {
       if (pass < 1 || (pass != width && (pass < current.channels || pass % current.channels != 0))) continue;
+      // The convolution's largest input region (one input block, one stride phase) for a pooled tile of r rows.
+      const int64_t convCols = std::min(q.W, q.inCols(cols));
+      const auto window = [&](int64_t r) {
+        return tileWindowWordsPerChannel(geo, current, std::min(q.H, q.inRows(r)), convCols, true) * cb;
+      };
+      if (window(1) > inputWords) continue;
       int64_t rows = 1;
-      while (rows < q.OH && (q.inRows(rows + 1) * q.inCols(cols) + (rows + 1) * cols) * pass <= half) ++rows;
+      while (rows < q.OH && (q.inRows(rows + 1) * q.inCols(cols) + (rows + 1) * cols) * pass <= half && window(rows + 1) <= inputWords)
+        ++rows;
       NodeTiling t = current;
-      t.rows = rows, t.cols = cols;
+      t.rows = rows, t.cols = cols, t.inputResident = false;
       t.coutPerPass = pass;
       t.maxPool = pool.name();
       t.epilogue = s.groups[gp].tiling[0].epilogue;

@@ -130,7 +130,7 @@ std::vector<GroupSchedule> chainOptions(const GroupSchedule* ge, const GroupSche
     const int64_t dwWeights = depthwiseWeightWords(dg.KH * dg.KW, cb, d.matrixEvery > 0, cfg.dim) * ceilDiv(dg.C, cb);
     if (dwWeights + cb * cg.M + (ge ? eg.C * cb : 0) > words(Buffer::Weight)) continue;
     NodeTiling c = gc.tiling[0];
-    c.rows = d.rows, c.cols = d.cols;
+    c.rows = d.rows, c.cols = d.cols, c.inputResident = false;
     c.channels = std::min<int64_t>(cfg.dim, cg.M), c.inChannels = cb, c.coutPerPass = cg.M;
     c.weightsResident = dwWeights + cg.C * cg.M <= words(Buffer::Weight) / 2;
     c.biasGemm = true;
@@ -142,6 +142,7 @@ std::vector<GroupSchedule> chainOptions(const GroupSchedule* ge, const GroupSche
     g.onChip = {resultOf(d, byName)->name()};
     if (ge) {
       NodeTiling e = ge->tiling[0];
+      e.inputResident = false;
       e.rows = std::min(dg.inRows(d.rows), dg.H), e.cols = std::min(dg.inCols(d.cols), dg.W);
       e.channels = std::min<int64_t>(cfg.dim, cb), e.inChannels = eg.C, e.coutPerPass = cb;
       // Its weights resident when they fit beside the others' in half the buffer, else each block's per tile.

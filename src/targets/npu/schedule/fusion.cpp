@@ -155,6 +155,7 @@ GroupSchedule fuse(const NpuSchedule& s, const std::vector<size_t>& members, con
     const GroupSchedule& src = s.groups[g];
     f.nodes.insert(f.nodes.end(), src.nodes.begin(), src.nodes.end());
     NodeTiling t = src.tiling[0];
+    t.inputResident = false;  // a fused stage's tiles carry every output channel
     const Node& n = *byName.at(t.node);
     const Spatial sp = *spatialOf(n);
     const bool onChip = intermediatesOnChip && produced.count(n.input(0)) != 0;

@@ -132,14 +132,16 @@ class ListScheduler {
         firstUse_[static_cast<size_t>(r)] = std::min<uint64_t>(firstUse_[static_cast<size_t>(r)], i);
       }
     }
-    // A region used by instructions of more than one tile outlives its tile.
+    // A region used by instructions of more than one tile outlives its tile (unless it is the working data of a run
+    // of one node's tiles, Region::workspace).
     longLived_.assign(R, false);
     std::vector<uint32_t> firstTile(R, ~uint32_t{0});
     for (size_t i = 0; i < n_; ++i)
       for (int32_t r : regionsOf_[i]) {
         const uint32_t t = p_.instructions[i].tile;
         if (firstTile[static_cast<size_t>(r)] == ~uint32_t{0}) firstTile[static_cast<size_t>(r)] = t;
-        if (firstTile[static_cast<size_t>(r)] != t) longLived_[static_cast<size_t>(r)] = true;
+        if (firstTile[static_cast<size_t>(r)] != t && !p_.regions[static_cast<size_t>(r)].workspace)
+          longLived_[static_cast<size_t>(r)] = true;
       }
     // Per buffer, the regions in order of first use.
     for (size_t r = 0; r < R; ++r) fifo_[static_cast<size_t>(p_.regions[r].buffer)].push_back(static_cast<uint32_t>(r));

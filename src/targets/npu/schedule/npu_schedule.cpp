@@ -40,6 +40,7 @@ std::string describeTiling(const NodeTiling& t) {
   if (t.coutPerPass) s += fmt::format(", {} out-ch per input load", t.coutPerPass);
   if (t.onMatrixUnit()) s += t.weightsResident ? ", weights resident" : ", weights streamed";
   if (t.phased) s += ", input split into stride phases";
+  if (t.inputResident) s += ", passes inside each tile (its input loaded once)";
   if (t.groupPack > 1) s += fmt::format(", {} groups per block", t.groupPack);
   if (t.residualInAcc && !t.epilogue.empty()) s += fmt::format(", {}'s other operand loaded into the accumulator", t.epilogue.front());
   if (t.biasGemm) s += ", bias by a gemm";
@@ -60,7 +61,7 @@ json tilingJson(const NodeTiling& t) {
               {"variant", t.variant},   {"rows", t.rows},
               {"cols", t.cols},         {"channels", t.channels},
               {"in_channels", t.inChannels}, {"cout_per_pass", t.coutPerPass},
-              {"weights_resident", t.weightsResident}, {"phased", t.phased}, {"slots", t.slots},
+              {"weights_resident", t.weightsResident}, {"phased", t.phased}, {"input_resident", t.inputResident}, {"slots", t.slots},
               {"matrix_every", t.matrixEvery}, {"group_pack", t.groupPack},
               {"residual_in_acc", t.residualInAcc}, {"bias_gemm", t.biasGemm}, {"window_in_acc", t.windowInAcc},
               {"epilogue", t.epilogue}, {"input_scale", t.inputScale}, {"input_norm", t.inputNorm},
@@ -129,6 +130,7 @@ NodeTiling tilingFromJson(const JsonReader& r, const json& j, const std::string&
   if (j.contains("input_scale")) t.inputScale = r.string(j, path, "input_scale");
   if (j.contains("global_pool")) t.globalPool = r.string(j, path, "global_pool");
   if (j.contains("max_pool")) t.maxPool = r.string(j, path, "max_pool");
+  if (j.contains("input_resident")) t.inputResident = r.boolean(j, path, "input_resident");
   if (j.contains("input_norm"))
     for (const json& e : r.array(j, path, "input_norm")) {
       if (!e.is_string()) r.fail(path + ".input_norm", "expected node names");
@@ -274,6 +276,35 @@ void checkMaxPool(const NodeTiling& t, const GroupSchedule& g, const Graph& body
   if (static_cast<uint64_t>(words) > capacity)
     problems.push_back(fmt::format("node '{}': a convolution tile for {}x{} pooled pixels and the pooled tile need {} "
                                    "accumulator words, the buffer holds {}", t.node, rows, cols, words, capacity));
+}
+
+/// NodeTiling::inputResident: a matrix-unit convolution in a layer-by-layer group whose tile's whole input window (every
+/// input channel of a convolution group) fits the input buffer and, with resident weights, every pass's weights the
+/// weight buffer.
+void checkInputResident(const NodeTiling& t, const GroupSchedule& g, const Graph& body, const hw::NpuConfig& cfg,
+                        const std::map<std::string, size_t>& position, std::vector<std::string>& problems) {
+  auto node = position.find(t.node);
+  if (!t.onMatrixUnit() || g.rowTiles != 1 || g.tiling.size() != 1 || g.channelChain || node == position.end() ||
+      lower::opFamily(*body.nodes()[node->second]) != lower::OpFamily::Matrix) {
+    problems.push_back(fmt::format("node '{}': input_resident needs a matrix-unit convolution in a layer-by-layer group", t.node));
+    return;
+  }
+  const ConvGeometry geo = packGroups(convGeometry(*body.nodes()[node->second]), t.groupPack);
+  int64_t th = std::min(t.rows, geo.OH), tw = std::min(t.cols, geo.OW);
+  if (!t.maxPool.empty())
+    if (auto pool = position.find(t.maxPool); pool != position.end()) {  // the convolution's rows its pooled tile reads
+      const PoolGeometry q = poolGeometry(*body.nodes()[pool->second]);
+      th = std::min(q.inRows(std::min(t.rows, q.OH)), q.H), tw = std::min(q.inCols(std::min(t.cols, q.OW)), q.W);
+    }
+  const int64_t Cg = geo.C / geo.group, Mg = geo.M / geo.group;
+  const int64_t pixels = tileWindowWordsPerChannel(geo, t, th, tw);
+  const auto cap = [&](Buffer b) { return static_cast<int64_t>(cfg.bufferWords(static_cast<size_t>(b))); };
+  if (pixels * Cg > cap(Buffer::Input))
+    problems.push_back(fmt::format("node '{}': input_resident keeps a tile's input window of {} words, the input buffer holds {}",
+                                   t.node, pixels * Cg, cap(Buffer::Input)));
+  if (t.weightsResident && Cg * geo.KH * geo.KW * Mg > cap(Buffer::Weight))
+    problems.push_back(fmt::format("node '{}': input_resident with resident weights keeps every pass's {} weight words, the "
+                                   "weight buffer holds {}", t.node, Cg * geo.KH * geo.KW * Mg, cap(Buffer::Weight)));
 }
 
 /// A convolution with an input scale or normalisation or a global pool, layer by layer (fused groups tile it differently), keeps a per-channel vector in the output buffer across its
@@ -565,6 +596,7 @@ void verifySchedule(const NpuSchedule& schedule, const Graph& body, const hw::Np
       if (!t.inputNorm.empty()) checkInputNorm(t, g, body, cfg, position, problems);
       if (!t.globalPool.empty()) checkGlobalPool(t, g, body, position, problems);
       if (!t.maxPool.empty()) checkMaxPool(t, g, body, cfg, position, problems);
+      if (t.inputResident) checkInputResident(t, g, body, cfg, position, problems);
       const bool matrixVariant = t.onMatrixUnit() || t.variant == "vector";
       if ((!t.inputScale.empty() || !t.inputNorm.empty() || !t.globalPool.empty()) && g.rowTiles == 1 && g.tiling.size() == 1 &&
           matrixVariant && problems.empty())

@@ -71,6 +71,18 @@ int64_t reductionSlicesPerBlock(const ConvGeometry& p, Reduction r, bool phased,
   return slices;
 }
 
+int64_t tileWindowWordsPerChannel(const ConvGeometry& p, const NodeTiling& t, int64_t th, int64_t tw, bool largestPhase) {
+  const int64_t ph = t.phased ? p.sH : 1, pw = t.phased ? p.sW : 1;
+  int64_t words = 0;
+  for (int64_t py = 0; py < ph; ++py)
+    for (int64_t px = 0; px < pw; ++px) {
+      const auto [r, cl] = p.phaseExtent(ph, pw, py, px, th, tw);
+      const int64_t w = t.variant == "stacked" ? (r == 0 ? 0 : th * cl * p.rowTaps(ph, py)) : r * cl;
+      words = largestPhase ? std::max(words, w) : words + w;
+    }
+  return words;
+}
+
 MatrixCost matrixCost(const ConvGeometry& p, const NodeTiling& t, const hw::NpuConfig& cfg, const EpilogueShape& e) {
   MatrixCost c;
   const int64_t DIM = cfg.dim, Cg = p.C / p.group, Mg = p.M / p.group;
@@ -110,9 +122,14 @@ MatrixCost matrixCost(const ConvGeometry& p, const NodeTiling& t, const hw::NpuC
       const int64_t slicesHere = phaseSlices(p, red, ph, pw, py, px, cb, DIM);
       stream.push_back({ld, static_cast<uint64_t>(slicesHere * ceilDiv(cp, gemmN)) * gemmCycles});
     }
+  // NodeTiling::inputResident: the tile's input is loaded once for all its passes (groups x tiles times, not passes
+  // x tiles), and all of it stays in `inp` while the passes run.
+  const int64_t inputLoads = t.inputResident ? p.group * tiles : passes * tiles;
+  const uint64_t regionWords = c.inpWords;
+  if (t.inputResident) c.inpWords = static_cast<uint64_t>(tileWindowWordsPerChannel(p, t, th, tw) * Cg);
   // The input regions stream through `inp`: with room for two, the load of the next waits for the gemms on the
   // current one; with room for one, nothing overlaps.
-  const uint64_t depth = c.inpWords ? cfg.bufferWords(static_cast<size_t>(Buffer::Input)) / c.inpWords : 0;
+  const uint64_t depth = regionWords ? cfg.bufferWords(static_cast<size_t>(Buffer::Input)) / regionWords : 0;
   uint64_t streamStall = 0;
   for (size_t k = 0; k < stream.size(); ++k) {
     const uint64_t before = stream[(k + stream.size() - 1) % stream.size()].second;
@@ -125,7 +142,9 @@ MatrixCost matrixCost(const ConvGeometry& p, const NodeTiling& t, const hw::NpuC
   // Streamed: chunks of whole reduction slices (at most DIM rows of the pass's weights each) of up to half the buffer,
   // so one slice of a wide pass can exceed that half, and the buffer.
   const uint64_t sliceWords = static_cast<uint64_t>(std::min(DIM, cb * taps) * cp);
-  c.wgtWords = t.weightsResident ? passWeights
+  // Resident with the passes inside each tile: every pass's weights, loaded once per convolution group.
+  const uint64_t groupWeights = static_cast<uint64_t>(Cg * taps * Mg);
+  c.wgtWords = t.weightsResident ? (t.inputResident ? groupWeights : passWeights)
                                  : std::max(sliceWords, std::min<uint64_t>(passWeights / static_cast<uint64_t>(blocks), wgtCap / 2));
   // A residual loaded into the accumulator (EpilogueShape::accTensor) needs no tile of `out`.
   c.outWords = (e.bias ? static_cast<uint64_t>(cp) : 0) + static_cast<uint64_t>(e.tensorSteps + e.savedSteps) * c.accWords;
@@ -135,9 +154,9 @@ MatrixCost matrixCost(const ConvGeometry& p, const NodeTiling& t, const hw::NpuC
   c.units[1] = gemms * gemmOverhead + static_cast<uint64_t>(pixels * blocks * slices * jTotal);
   // Loads: the input window of each tile and block once per pass (dense when the block is every channel),
   // the weights once per pass when resident, else per tile.
-  c.units[0] = static_cast<uint64_t>(passes * tiles * blocks) * inputLoad;
-  c.dramBytes = static_cast<uint64_t>(passes * tiles * blocks) * inputWords * 4;
-  if (t.weightsResident) {
+  c.units[0] = static_cast<uint64_t>(inputLoads * blocks) * inputLoad;
+  c.dramBytes = static_cast<uint64_t>(inputLoads * blocks) * inputWords * 4;
+  if (t.weightsResident) {  // once per pass (its tiles inside, or with the passes inside the tiles its first tile)
     c.units[0] += static_cast<uint64_t>(passes) * contiguousLoadCycles(cfg, passWeights);
     c.dramBytes += static_cast<uint64_t>(passes) * passWeights * 4;
   } else {
@@ -160,12 +179,21 @@ MatrixCost matrixCost(const ConvGeometry& p, const NodeTiling& t, const hw::NpuC
   const uint64_t wgtNeed = t.weightsResident ? c.wgtWords : 2 * c.wgtWords;
   c.fits = c.inpWords <= cap(Buffer::Input) && c.accWords <= cap(Buffer::Accumulator) && c.wgtWords <= wgtCap &&
            c.outWords <= cap(Buffer::Output) && (t.weightsResident || c.wgtWords * 1 <= wgtCap);
-  c.overlaps = 2 * c.inpWords <= cap(Buffer::Input) && 2 * c.accWords <= cap(Buffer::Accumulator) && wgtNeed <= wgtCap &&
+  // With the passes inside the tiles, consecutive passes overlap whenever the tiles' other regions do. Such a tiling
+  // is offered only where the next tile's window loads while this one's passes run (two windows fit), or where there
+  // is no next tile (one tile per image and convolution group): a window filling the buffer serialises the tiles in
+  // ways the estimate's no-overlap sum does not rank right (SqueezeNet's expand convolutions on `tiny`: 9 % slower).
+  const bool inputTwice = 2 * c.inpWords <= cap(Buffer::Input);
+  if (t.inputResident && !inputTwice && tiles != p.N) c.fits = false;
+  c.overlaps = (inputTwice || t.inputResident) && 2 * c.accWords <= cap(Buffer::Accumulator) && wgtNeed <= wgtCap &&
                2 * c.outWords <= cap(Buffer::Output);
-  c.streamStall = static_cast<uint64_t>(passes * tiles * blocks) * streamStall;
-  // Resident weights of the next pass load while the current pass runs only if both fit.
-  if (t.weightsResident && 2 * passWeights >= wgtCap)
+  c.streamStall = static_cast<uint64_t>(inputLoads * blocks) * streamStall;
+  // Resident weights of the next pass load while the current pass runs only if both fit; with the passes inside the
+  // tiles, every pass's load at the group's start while the node before runs only if both fit.
+  if (t.weightsResident && !t.inputResident && 2 * passWeights >= wgtCap)
     c.streamStall += static_cast<uint64_t>(passes) * contiguousLoadCycles(cfg, passWeights);
+  if (t.weightsResident && t.inputResident && 2 * groupWeights >= wgtCap)
+    c.streamStall += static_cast<uint64_t>(p.group) * contiguousLoadCycles(cfg, groupWeights);
   const uint64_t steady = std::max(*std::max_element(c.units.begin(), c.units.end()), c.units[1] + c.streamStall);
   // Fill and drain: one tile's work on every unit, of which the window schedule hides most under the neighbouring
   // groups' tiles (kFillDrainShare). Counting all of it preferred many small tiles, and their fixed per-gemm and

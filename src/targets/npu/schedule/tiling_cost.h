@@ -43,6 +43,11 @@ int64_t depthwiseWeightWords(int64_t taps, int64_t cb, bool matrix, int64_t dim)
 /// Reduction slices (gemms per output block) of one input block of `cb` channels.
 int64_t reductionSlicesPerBlock(const ConvGeometry& p, Reduction r, bool phased, int64_t cb, int64_t dim);
 
+/// Words per input channel of the input window a th x tw output tile of tiling `t` loads (matrix/packed/stacked): the
+/// whole window, or the stride phases that kernel taps read; stacked: per output row the kernel rows side by side.
+/// `largestPhase`: only the largest phase's region (the phases of a block stream through the buffer one by one).
+int64_t tileWindowWordsPerChannel(const ConvGeometry& p, const NodeTiling& t, int64_t th, int64_t tw, bool largestPhase = false);
+
 MatrixCost matrixCost(const ConvGeometry& p, const NodeTiling& t, const hw::NpuConfig& cfg, const EpilogueShape& e);
 
 /// The legal tilings of a convolution (or Gemm/MatMul) on the matrix unit that no other beats in both cycles

@@ -20,10 +20,10 @@ void ProgramBuilder::setNode(const std::string& node) {
   currentNode_ = static_cast<uint32_t>(it - program_.nodes.begin());
 }
 
-int32_t ProgramBuilder::region(Buffer buffer, uint64_t words) {
+int32_t ProgramBuilder::region(Buffer buffer, uint64_t words, bool workspace) {
   TESSEL_ASSERT(!program_.tiles.empty(), "npu lowering: region created outside a tile");
   TESSEL_ASSERT(words > 0, "npu lowering: empty region");
-  program_.regions.push_back(Region{buffer, words, currentTile_});
+  program_.regions.push_back(Region{buffer, words, currentTile_, workspace});
   return static_cast<int32_t>(program_.regions.size() - 1);
 }
 

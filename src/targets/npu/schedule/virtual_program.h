@@ -17,6 +17,10 @@ struct Region {
   Buffer buffer = Buffer::Input;
   uint64_t words = 0;
   uint32_t tile = 0;  ///< the tile that created it
+  /// Working data several consecutive tiles of one node share (NodeTiling::inputResident: a tile's input window read
+  /// by every pass, each pass a tile of the window): placed like a tile's own regions, not on the stack of regions
+  /// that outlive their tile (a large region released early there would leave a hole the next tile cannot use).
+  bool workspace = false;
 };
 
 /// A tile: the unit the sliding window admits and retires (S0.6). Tiles are numbered in priority order.
@@ -47,8 +51,9 @@ class ProgramBuilder {
   uint32_t beginTile(uint32_t group, uint32_t index);
   /// The node subsequent instructions do the work of.
   void setNode(const std::string& node);
-  /// A new region of `words` words in `buffer`, owned by the current tile.
-  int32_t region(Buffer buffer, uint64_t words);
+  /// A new region of `words` words in `buffer`, owned by the current tile (Region::workspace: shared with the tiles of
+  /// the node that follow it).
+  int32_t region(Buffer buffer, uint64_t words, bool workspace = false);
   /// An operand addressing `region` at `offset` with the given strides (all in words).
   SramOperand at(int32_t region, uint64_t offset = 0, uint64_t strideOuter = 0, uint64_t strideInner = 0) const;
   /// Emits an instruction; its operands' regions are given in the order dst, srcA, srcB, srcC.
