@@ -678,6 +678,18 @@ TEST(NpuLower, PassesInsideEachTileLoadItsInputOnce) {
   EXPECT_THROW(npu::verifySchedule(s, g, tiny), UserError);  // 3 x 4 x 96 = 1,152 words
   t.cols = 1, t.weightsResident = true;
   EXPECT_THROW(npu::verifySchedule(s, g, tiny), UserError);  // 96 x 9 x 32 = 27,648 weight words
+  // Every pass's bias stays in the output buffer: 520 words are more than half of tiny's 1,024.
+  Graph wide;
+  Value* w = wide.addInput("x", TensorType::fromShape(DType::Float32, {1, 16, 2, 2}));
+  Value* z = conv(wide, w, 16, 520, 1, 1, 0, 1, true, 65);
+  wide.addOutput(z);
+  inferShapes(wide);
+  npu::NpuSchedule ws = npu::compilerSchedule(wide, tiny, "test", false);
+  npu::NodeTiling& wt = *ws.tilingOf(z->producer()->name());
+  wt.variant = "matrix", wt.rows = wt.cols = 1, wt.channels = 16, wt.inChannels = 16, wt.coutPerPass = 16, wt.weightsResident = false;
+  EXPECT_NO_THROW(npu::verifySchedule(ws, wide, tiny));
+  wt.inputResident = true;
+  EXPECT_THROW(npu::verifySchedule(ws, wide, tiny), UserError);
 }
 
 // Two global pools (max and average) of one conv's result: the compiler reduces at most one from the conv's tiles,

@@ -151,20 +151,35 @@ bool foldGlobalPool(NpuSchedule& schedule, const Graph& body, const std::string&
 }
 
 void chooseGlobalPoolEpilogues(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg) {
-  std::vector<std::pair<std::string, std::string>> chosen;  // (pool, convolution)
+  struct Choice {
+    std::string pool, conv;
+    bool passesOutside = false;  ///< the convolution's passes taken out of its tiles (NodeTiling::inputResident)
+  };
+  std::vector<Choice> chosen;
   std::set<size_t> taken;  // a convolution reduces one pool from its tiles (a second pool of its result stays apart)
   for (const auto& [gp, gc] : globalPoolCandidates(schedule, body)) {
     TESSEL_ASSERT(gc < gp, "npu schedule: a pool's group before its input's");
     if (taken.count(gc)) continue;
     const lower::ModelledCost apart = lower::modelledCost(body, cfg, schedule, {gc, gp});
-    const std::optional<lower::ModelledCost> pooled = costIfItFits(body, cfg, withGlobalPool(schedule, gp, gc), {gc});
+    NpuSchedule trial = withGlobalPool(schedule, gp, gc);
+    // With the passes inside the tiles every pass's pool vector stays on chip: without room for them, outside.
+    bool outside = false;
+    if (trial.groups[gc].tiling.back().inputResident) try {
+        verifySchedule(trial, body, cfg);
+      } catch (const UserError&) {
+        trial.groups[gc].tiling.back().inputResident = false, outside = true;
+      }
+    const std::optional<lower::ModelledCost> pooled = costIfItFits(body, cfg, trial, {gc});
     if (pooled && pooled->cycles <= apart.cycles) {
-      chosen.push_back({schedule.groups[gp].nodes[0], schedule.groups[gc].tiling.back().node});
+      chosen.push_back({schedule.groups[gp].nodes[0], schedule.groups[gc].tiling.back().node, outside});
       taken.insert(gc);
     }
   }
-  for (const auto& [pool, conv] : chosen)
-    schedule = withGlobalPool(schedule, groupOfTiling(schedule, pool), groupOfTiling(schedule, conv));
+  for (const Choice& c : chosen) {
+    const size_t gc = groupOfTiling(schedule, c.conv);
+    if (c.passesOutside) schedule.groups[gc].tiling.back().inputResident = false;
+    schedule = withGlobalPool(schedule, groupOfTiling(schedule, c.pool), gc);
+  }
 }
 
 std::vector<std::pair<size_t, size_t>> maxPoolCandidates(const NpuSchedule& s, const Graph& body) {

@@ -302,6 +302,13 @@ void checkInputResident(const NodeTiling& t, const GroupSchedule& g, const Graph
   if (pixels * Cg > cap(Buffer::Input))
     problems.push_back(fmt::format("node '{}': input_resident keeps a tile's input window of {} words, the input buffer holds {}",
                                    t.node, pixels * Cg, cap(Buffer::Input)));
+  // Every pass's bias (and global pool vector) stays in the output buffer for all the tiles: at most half of it, the
+  // rest for the tiles' epilogue regions.
+  const Node& n = *body.nodes()[node->second];
+  const int64_t vectors = (n.hasInput(2) ? Mg : 0) + (t.globalPool.empty() ? 0 : Mg);
+  if (vectors > cap(Buffer::Output) / 2)
+    problems.push_back(fmt::format("node '{}': input_resident keeps every pass's bias and pool vectors, {} words, more than "
+                                   "half the output buffer ({} words)", t.node, vectors, cap(Buffer::Output)));
   if (t.weightsResident && Cg * geo.KH * geo.KW * Mg > cap(Buffer::Weight))
     problems.push_back(fmt::format("node '{}': input_resident with resident weights keeps every pass's {} weight words, the "
                                    "weight buffer holds {}", t.node, Cg * geo.KH * geo.KW * Mg, cap(Buffer::Weight)));

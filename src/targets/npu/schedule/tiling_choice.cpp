@@ -147,7 +147,9 @@ MatrixCost matrixCost(const ConvGeometry& p, const NodeTiling& t, const hw::NpuC
   c.wgtWords = t.weightsResident ? (t.inputResident ? groupWeights : passWeights)
                                  : std::max(sliceWords, std::min<uint64_t>(passWeights / static_cast<uint64_t>(blocks), wgtCap / 2));
   // A residual loaded into the accumulator (EpilogueShape::accTensor) needs no tile of `out`.
-  c.outWords = (e.bias ? static_cast<uint64_t>(cp) : 0) + static_cast<uint64_t>(e.tensorSteps + e.savedSteps) * c.accWords;
+  // With the passes inside the tiles every pass's bias stays on chip for all the tiles.
+  c.outWords = (e.bias ? static_cast<uint64_t>(t.inputResident ? Mg : cp) : 0) +
+               static_cast<uint64_t>(e.tensorSteps + e.savedSteps) * c.accWords;
   // Matrix unit: every gemm pays setup + a weight shift; rows are the output pixels.
   const uint64_t gemmOverhead = cfg.matrix.setupCycles + cfg.dim;
   const uint64_t gemms = static_cast<uint64_t>(tiles * blocks * slices * jTotal);
