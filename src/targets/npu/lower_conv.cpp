@@ -271,11 +271,11 @@ MatrixConv::MatrixConv(LowerContext& ctx, const Node& node, const ConvProblem& p
 void MatrixConv::forEachTile(int64_t OH, int64_t OW, const std::function<void(int64_t, int64_t, int64_t, int64_t, int64_t)>& tile) {
   for (int64_t g = 0; g < p_.group; ++g) {
     if (t_.inputResident) {  // tiles outer: each tile's input blocks loaded once, read by every pass
-      passes_.clear(), streamed_.clear();
+      passBias_.clear(), streamed_.clear();
       for (int64_t n = 0; n < p_.N; ++n)
         for (int64_t oy0 = 0; oy0 < OH; oy0 += t_.rows)
           for (int64_t ox0 = 0; ox0 < OW; ox0 += t_.cols) {
-            tileRegion_ = -1, tileOffset_.clear(), tileLoaded_.clear();
+            tileRegion_ = -1, tileOffset_.clear();
             for (int64_t m0 = 0; m0 < Mg_; m0 += pass_) {  // each pass a tile of the window, as without
               ctx_.beginTile(node_, tileIndex_++);
               beginPass(g, m0, std::min(pass_, Mg_ - m0));
@@ -376,46 +376,44 @@ std::vector<int64_t> MatrixConv::phaseCols(int64_t th, int64_t tw) const {
 
 void MatrixConv::beginPass(int64_t g, int64_t m0, int64_t mk) {
   g_ = g, m0_ = m0, mk_ = mk;
-  if (t_.inputResident) {  // a later tile: the pass's weights and bias are on chip already
-    if (auto it = passes_.find(m0); it != passes_.end() && it->second.loaded) {
-      resident_ = it->second.resident, bias_ = it->second.bias, residentOffset_ = it->second.residentOffset;
+  if (t_.inputResident) {  // begun by an earlier tile: the pass's weights and bias are on chip already
+    if (auto it = passBias_.find(m0); it != passBias_.end()) {
+      bias_ = it->second;
       return;
     }
   } else {
     streamed_.clear();
   }
-  // What a pass stages per group: per pass, or with the passes inside each tile by the group's first pass only (the
-  // input scale or normalisation vectors, and the resident weights of every pass).
-  const bool groupStart = !t_.inputResident || passes_.empty();
-  bias_ = -1;
-  if (groupStart) scale_ = -1, norm_ = {}, resident_ = -1;
-  residentOffset_.clear();
+  // Staged per pass, or with the passes inside the tiles once per group by its first pass: the resident weights (then
+  // every pass's, in one region: regions of passes loaded one by one could be split by the holes other long-lived
+  // regions leave and never find room for the last) and the input scale or normalisation vectors.
+  const bool groupStart = !t_.inputResident || passBias_.empty();
+  if (groupStart) {
+    resident_ = scale_ = -1;
+    norm_ = {};
+    residentOffsets_.clear();
+  }
   const Phasing ph{ph_, pw_};
-  if (t_.weightsResident && !groupStart) {
-    residentOffset_ = passes_.at(m0).residentOffset;  // packed by the group's first pass
-  } else if (t_.weightsResident) {
-    // The packing order of the weights does not depend on the tile's size. With the passes inside the tiles, every
-    // pass's weights go into one region loaded by the group's first pass (one allocation: regions of passes loaded
-    // one by one could be split by the holes other long-lived regions leave and never find room for the last).
+  if (t_.weightsResident && groupStart) {
+    // The packing order of the weights does not depend on the tile's size.
     std::vector<float> all;
     const std::vector<int64_t> cols = phaseCols(std::min(t_.rows, p_.OH), std::min(t_.cols, p_.OW));
-    for (int64_t m = t_.inputResident ? 0 : m0; m < (t_.inputResident ? Mg_ : m0 + 1); m += pass_) {
-      std::vector<uint64_t>& offsets = m == m0 ? residentOffset_ : passes_[m].residentOffset;
+    for (int64_t m = t_.inputResident ? 0 : m0; m < (t_.inputResident ? Mg_ : m0 + 1); m += pass_)
       for (int64_t c0 = 0; c0 < Cg_; c0 += cb_) {
-        offsets.push_back(all.size());
-        packWeights(p_, reductionSlices(p_, ph, red_, c0, std::min(cb_, Cg_ - c0), cols, gemmN_), g, m, std::min(pass_, Mg_ - m),
-                    gemmN_, all);
+        residentOffsets_[m].push_back(all.size());
+        packWeights(p_, reductionSlices(p_, ph, red_, c0, std::min(cb_, Cg_ - c0), cols, gemmN_), g, m,
+                    m == m0 ? mk : std::min(pass_, Mg_ - m), gemmN_, all);
       }
-    }
     resident_ = ctx_.region(Buffer::Weight, all.size());
     loadContiguous(ctx_, resident_, 0, ctx_.addConstant(all), all.size());
   }
+  bias_ = -1;
   if (!p_.bias.empty()) {
     bias_ = ctx_.region(Buffer::Output, static_cast<uint64_t>(mk));
     std::vector<float> b(p_.bias.begin() + g * Mg_ + m0, p_.bias.begin() + g * Mg_ + m0 + mk);
     loadContiguous(ctx_, bias_, 0, ctx_.addConstant(b), static_cast<uint64_t>(mk));
   }
-  if (t_.inputResident) passes_[m0] = {resident_, bias_, residentOffset_, true};
+  if (t_.inputResident) passBias_[m0] = bias_;
   if (!groupStart) return;
   if (p_.inputScale) {
     scale_ = ctx_.region(Buffer::Output, static_cast<uint64_t>(Cg_));
@@ -470,7 +468,7 @@ void MatrixConv::computeBlock(int64_t n, int64_t oy0, int64_t rows, int64_t ox0,
   }
   const uint64_t chunkLimit = std::max<uint64_t>(1, ctx_.cfg.bufferWords(static_cast<size_t>(Buffer::Weight)) / 2);
   int32_t wgt = resident_;
-  uint64_t woff = t_.weightsResident ? residentOffset_.at(static_cast<size_t>(window ? 0 : block)) : 0;
+  uint64_t woff = t_.weightsResident ? residentOffsets_.at(m0_).at(static_cast<size_t>(window ? 0 : block)) : 0;
   for (size_t s0 = 0; s0 < slices.size();) {
     size_t s1 = slices.size();
     if (!t_.weightsResident) {
@@ -501,7 +499,7 @@ void MatrixConv::computeBlock(int64_t n, int64_t oy0, int64_t rows, int64_t ox0,
         if (t_.inputResident) {  // the tile's window: one region for every block and phase, loaded by the first pass
           if (tileRegion_ < 0) layoutTileInput(rows, cols);
           into = {tileRegion_, tileOffset_.at({block, sl.phase})};
-          load = tileLoaded_.insert({block, sl.phase}).second;
+          load = m0_ == 0;
         }
         regions[phase] = into.region, offsets[phase] = into.offset;
         if (load) {

@@ -5,10 +5,9 @@
 
 #include <functional>
 #include <map>
-#include <tuple>
 #include <optional>
-#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "geometry.h"
@@ -99,7 +98,8 @@ class MatrixConv {
 
  private:
   /// Every pass, image and tile of an OH x OW output (the convolution's, or its pool's with NodeTiling::maxPool) in
-  /// order: the tile begun, the pass begun on its first tile, then `tile(n, oy0, rows, ox0, cols)`.
+  /// order: the tile begun, the pass begun on its first tile, then `tile(n, oy0, rows, ox0, cols)`. With
+  /// NodeTiling::inputResident the images and tiles are outer and the passes inner, each pass a tile of the window.
   void forEachTile(int64_t OH, int64_t OW, const std::function<void(int64_t, int64_t, int64_t, int64_t, int64_t)>& tile);
   /// NodeTiling::maxPool: every pass and pooled tile, the convolution's tile pooled in the accumulator.
   void lowerPooled();
@@ -127,21 +127,16 @@ class MatrixConv {
   int64_t g_ = 0, m0_ = 0, mk_ = 0;  ///< current pass
   int32_t resident_ = -1, bias_ = -1, scale_ = -1;
   StagedNorm norm_;  ///< NodeTiling::inputNorm's vectors, staged per pass
-  std::vector<uint64_t> residentOffset_;  ///< per input block: its weights' offset in the resident region
+  /// Per pass (its first output channel): per input block, its weights' offset in the resident region.
+  std::map<int64_t, std::vector<uint64_t>> residentOffsets_;
   /// (pass, block, first slice) -> DRAM, words
   std::map<std::tuple<int64_t, int64_t, size_t>, std::pair<uint64_t, uint64_t>> streamed_;
   std::vector<bool> started_;  ///< per gemm block of the tile: accumulating already
   std::map<int64_t, int32_t> poolSums_;  ///< NodeTiling::globalPool: per pass, the current image's pooled vector
-  /// NodeTiling::inputResident: per pass of the current group, its resident weights and bias (loaded by the first tile)
-  struct PassRegions {
-    int32_t resident = -1, bias = -1;
-    std::vector<uint64_t> residentOffset;  ///< per input block: its weights' offset in `resident`
-    bool loaded = false;                   ///< begun by a tile (else only its weights' offsets are known)
-  };
-  std::map<int64_t, PassRegions> passes_;
-  int32_t tileRegion_ = -1;  ///< inputResident: the current tile's input window (layoutTileInput)
+  /// NodeTiling::inputResident: the passes of the current group begun by its first tile, and their bias regions.
+  std::map<int64_t, int32_t> passBias_;
+  int32_t tileRegion_ = -1;  ///< inputResident: the current tile's input window (layoutTileInput), loaded by pass 0
   std::map<std::pair<int64_t, int64_t>, uint64_t> tileOffset_;  ///< (block, phase) -> offset in tileRegion_
-  std::set<std::pair<int64_t, int64_t>> tileLoaded_;            ///< (block, phase) loaded into it already
 };
 
 /// A depthwise convolution on the vector unit (one multiply-accumulate per tap with a per-channel weight
