@@ -273,6 +273,35 @@ TEST(NpuLower, DepthwiseTilesOnTheMatrixUnit) {
         }
 }
 
+// A channel block loads the parameters of the units its tiles run on: the vector unit's per-tap weights and bias
+// (9 x 16 + 16 words) only when one of its tiles runs there, the matrix unit's diagonal blocks, bias row and the
+// word 1.0 (9 x 16 x 16 + 16 + 1 words) only when one runs there. With one tile per block (a 7x7 map, 64 channels in
+// blocks of 16), one tile in `every` on the matrix unit puts 4 / every blocks there: the DRAM reads exceed those of
+// the all-vector tiling by that many blocks' matrix parameters less their vector ones, and match the interpreter.
+TEST(NpuLower, DepthwiseBlocksLoadTheParametersOfTheirUnitsOnly) {
+  const int64_t C = 64, H = 7, W = 7, taps = 9, lanes = 16;
+  Graph g;
+  Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, C, H, W}));
+  Value* y = conv(g, x, C, C, 3, 1, 1, C, true, 4);  // depthwise, with bias
+  g.addOutput(g.addNode("Relu", {y}, {"r"})->output(0));
+  inferShapes(g);
+  const std::string dw = y->producer()->name();
+  auto run = [&](int64_t every) {
+    SCOPED_TRACE(fmt::format("one tile in {} on the matrix unit", every));
+    return checkAgainstInterpreter(g, "default.json", [&](npu::NpuSchedule& s) {
+      ASSERT_NE(s.tilingOf(dw), nullptr);
+      npu::NodeTiling& t = *s.tilingOf(dw);
+      t.variant = "vector", t.rows = H, t.cols = W, t.channels = lanes, t.inChannels = lanes, t.matrixEvery = every;
+    });
+  };
+  const uint64_t vectorOnly = run(0).dramBytesRead;
+  const uint64_t vectorWords = taps * lanes + lanes, matrixWords = taps * lanes * lanes + lanes + 1;
+  for (int64_t every : {1, 2, 4}) {
+    const uint64_t onMatrix = static_cast<uint64_t>(C / lanes / every);
+    EXPECT_EQ(run(every).dramBytesRead, vectorOnly + 4 * onMatrix * (matrixWords - vectorWords)) << "one tile in " << every;
+  }
+}
+
 // SiLU (x * Sigmoid(x)) fused into a conv's and a depthwise conv's epilogue is one `silu` vector pass per tile:
 // no copy of the tile, no sigmoid, no multiply (and either operand order of the Mul); the result matches the
 // interpreter. The lower bound prices the pair as one complex pass: the Mul adds nothing to the vector work.

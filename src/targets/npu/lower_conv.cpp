@@ -559,7 +559,7 @@ void DepthwiseConv::lower() {
       for (int64_t oy0 = 0; oy0 < p_.OH; oy0 += t_.rows)
         for (int64_t ox0 = 0; ox0 < p_.OW; ox0 += t_.cols) {
           ctx_.beginTile(node_, tileIndex_++);
-          if (first) beginBlock(c0);
+          if (first) beginBlock(c0, unitsOf(c0, p_.N * ceilDiv(p_.OH, t_.rows) * ceilDiv(p_.OW, t_.cols), false));
           first = false;
           const int64_t rows = std::min(t_.rows, p_.OH - oy0), cols = std::min(t_.cols, p_.OW - ox0);
           const int32_t acc = computeTile(n, oy0, rows, ox0, cols, nullptr);
@@ -568,39 +568,56 @@ void DepthwiseConv::lower() {
   }
 }
 
-void DepthwiseConv::beginBlock(int64_t c0) {
-  const int64_t taps = p_.KH * p_.KW, DIM = ctx_.cfg.dim;
+DepthwiseConv::BlockUnits DepthwiseConv::unitsOf(int64_t c0, int64_t spatialTiles, bool blocksInner) const {
+  BlockUnits u;
+  const int64_t every = t_.matrixEvery, block = c0 / t_.channels, blocks = ceilDiv(p_.C, t_.channels);
+  for (int64_t s = 0; s < spatialTiles; ++s) {
+    const int64_t k = blocksInner ? s * blocks + block : block * spatialTiles + s;  // the tile's index (tilesComputed_)
+    (every > 0 && k % every == every - 1 ? u.matrix : u.vector) = true;
+  }
+  return u;
+}
+
+void DepthwiseConv::beginBlock(int64_t c0, BlockUnits units) {
   c0_ = c0, cbk_ = std::min(t_.channels, p_.C - c0);
   cur_ = Block{};
+  if (units.vector) vectorParameters();
+  if (units.matrix && t_.matrixEvery > 0) matrixParameters();
+  blocks_[c0] = cur_;
+}
+
+void DepthwiseConv::vectorParameters() {
+  const int64_t taps = p_.KH * p_.KW;
   std::vector<float> packed;  // [tap][channel]
   for (int64_t tap = 0; tap < taps; ++tap)
-    for (int64_t c = 0; c < cbk_; ++c) packed.push_back(p_.weights[(c0 + c) * taps + tap]);
+    for (int64_t c = 0; c < cbk_; ++c) packed.push_back(p_.weights[(c0_ + c) * taps + tap]);
   cur_.wgt = ctx_.region(Buffer::Weight, packed.size());
   loadContiguous(ctx_, cur_.wgt, 0, ctx_.addConstant(packed), packed.size());
   if (!p_.bias.empty()) {
     cur_.bias = ctx_.region(Buffer::Output, static_cast<uint64_t>(cbk_));
-    std::vector<float> b(p_.bias.begin() + c0, p_.bias.begin() + c0 + cbk_);
+    std::vector<float> b(p_.bias.begin() + c0_, p_.bias.begin() + c0_ + cbk_);
     loadContiguous(ctx_, cur_.bias, 0, ctx_.addConstant(b), static_cast<uint64_t>(cbk_));
   }
-  if (t_.matrixEvery > 0) {
-    // Per DIM channels j: per tap a k x k diagonal block (k = the channels of j), then the bias row (1 x k).
-    std::vector<float> blocks;
-    for (int64_t j = 0; j < cbk_; j += DIM) {
-      const int64_t k = std::min(DIM, cbk_ - j);
-      for (int64_t tap = 0; tap < taps; ++tap)
-        for (int64_t r = 0; r < k; ++r)
-          for (int64_t c = 0; c < k; ++c) blocks.push_back(r == c ? p_.weights[(c0 + j + r) * taps + tap] : 0.0f);
-      if (!p_.bias.empty())
-        for (int64_t c = 0; c < k; ++c) blocks.push_back(p_.bias[c0 + j + c]);
-    }
-    cur_.mmWgt = ctx_.region(Buffer::Weight, blocks.size());
-    loadContiguous(ctx_, cur_.mmWgt, 0, ctx_.addConstant(blocks), blocks.size());
-    if (!p_.bias.empty()) {
-      cur_.one = ctx_.region(Buffer::Input, 1);
-      loadContiguous(ctx_, cur_.one, 0, ctx_.addConstant({1.0f}), 1);
-    }
+}
+
+void DepthwiseConv::matrixParameters() {
+  const int64_t taps = p_.KH * p_.KW, DIM = ctx_.cfg.dim;
+  // Per DIM channels j: per tap a k x k diagonal block (k = the channels of j), then the bias row (1 x k).
+  std::vector<float> blocks;
+  for (int64_t j = 0; j < cbk_; j += DIM) {
+    const int64_t k = std::min(DIM, cbk_ - j);
+    for (int64_t tap = 0; tap < taps; ++tap)
+      for (int64_t r = 0; r < k; ++r)
+        for (int64_t c = 0; c < k; ++c) blocks.push_back(r == c ? p_.weights[(c0_ + j + r) * taps + tap] : 0.0f);
+    if (!p_.bias.empty())
+      for (int64_t c = 0; c < k; ++c) blocks.push_back(p_.bias[c0_ + j + c]);
   }
-  blocks_[c0] = cur_;
+  cur_.mmWgt = ctx_.region(Buffer::Weight, blocks.size());
+  loadContiguous(ctx_, cur_.mmWgt, 0, ctx_.addConstant(blocks), blocks.size());
+  if (!p_.bias.empty()) {
+    cur_.one = ctx_.region(Buffer::Input, 1);
+    loadContiguous(ctx_, cur_.one, 0, ctx_.addConstant({1.0f}), 1);
+  }
 }
 
 void DepthwiseConv::useBlock(int64_t c0) {
@@ -658,6 +675,9 @@ int32_t DepthwiseConv::computeTile(int64_t n, int64_t oy0, int64_t rows, int64_t
   }
   const int32_t acc = ctx_.region(Buffer::Accumulator, static_cast<uint64_t>(rows * cols * cbk_));
   const bool onMatrix = t_.matrixEvery > 0 && tilesComputed_++ % t_.matrixEvery == t_.matrixEvery - 1;
+  TESSEL_ASSERT(onMatrix ? cur_.mmWgt >= 0 : cur_.wgt >= 0,
+                fmt::format("npu lowering: depthwise block {} of '{}' computes a tile on the {} unit without its parameters", c0_,
+                            node_.name(), onMatrix ? "matrix" : "vector"));
   if (onMatrix) {
     matrixTaps(acc, in, base, winCols, winChannels, rows, cols);
     return acc;

@@ -146,8 +146,17 @@ class DepthwiseConv {
  public:
   DepthwiseConv(LowerContext& ctx, const Node& node, const ConvProblem& p, const NodeTiling& t);
   void lower();
-  /// Loads the weights and bias of channel block c0 (in the current tile) and makes it the current block.
-  void beginBlock(int64_t c0);
+  /// The units a channel block's tiles run on (NodeTiling::matrixEvery): which parameters it loads.
+  struct BlockUnits {
+    bool vector = false, matrix = false;
+  };
+  /// The units of channel block c0 when the node computes `spatialTiles` tiles per block in order, the blocks one after
+  /// the other (lower()) or, with `blocksInner`, every block in each spatial tile (channel chains).
+  BlockUnits unitsOf(int64_t c0, int64_t spatialTiles, bool blocksInner) const;
+  /// Loads the parameters of channel block c0 (in the current tile) that `units` use and makes it the current block:
+  /// the vector unit's weight vectors and bias, the matrix unit's diagonal blocks (16x its weights), bias rows and
+  /// the word 1.0. A block with no tile on the matrix unit does not load its diagonal blocks.
+  void beginBlock(int64_t c0, BlockUnits units = {true, true});
   /// Makes the already loaded channel block c0 the current one.
   void useBlock(int64_t c0);
   /// Output tile of the current channel block; bias included, epilogue not. Returns the accumulator region. The input
@@ -171,6 +180,10 @@ class DepthwiseConv {
   struct Block {
     int32_t wgt = -1, bias = -1, mmWgt = -1, one = -1;
   };
+  /// Loads the current block's parameters for the vector unit (per-tap weight vectors, bias) or for the matrix unit
+  /// (diagonal blocks, bias rows, the word 1.0).
+  void vectorParameters();
+  void matrixParameters();
   /// One tile on the matrix unit: per DIM channels the bias as a gemm of a 1.0 by the bias row, then one
   /// accumulating gemm per tap with a diagonal weight block.
   void matrixTaps(int32_t acc, int32_t in, int64_t base, int64_t winCols, int64_t winChannels, int64_t rows, int64_t cols);

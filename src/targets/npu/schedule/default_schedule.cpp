@@ -120,10 +120,7 @@ std::array<uint64_t, 4> depthwiseUnits(const ConvGeometry& p, const NodeTiling& 
   int64_t tile = 0;
   for (int64_t c0 = 0; c0 < p.C; c0 += t.channels) {
     const int64_t ck = std::min(t.channels, p.C - c0);
-    Instruction w;
-    w.opcode = Opcode::Load, w.outer = 1, w.inner = 1;
-    w.vecLen = static_cast<uint32_t>(depthwiseWeightWords(taps, ck, t.matrixEvery > 0, DIM) + (bias ? ck : 0));
-    u[0] += instructionCost(w, cfg).occupancy;
+    bool onVector = false, onMatrix = false;  // the units this block's tiles run on (which parameters it loads)
     for (int64_t oy0 = 0; oy0 < p.OH; oy0 += t.rows)
       for (int64_t ox0 = 0; ox0 < p.OW; ox0 += t.cols, ++tile) {
         const int64_t rows = std::min(t.rows, p.OH - oy0), cols = std::min(t.cols, p.OW - ox0);
@@ -139,6 +136,7 @@ std::array<uint64_t, 4> depthwiseUnits(const ConvGeometry& p, const NodeTiling& 
         v.outer = io.outer, v.inner = io.inner, v.vecLen = io.vecLen;
         const uint64_t vecOp = instructionCost(v, cfg).occupancy;
         if (t.matrixEvery > 0 && tile % t.matrixEvery == t.matrixEvery - 1) {
+          onMatrix = true;
           for (int64_t j = 0; j < ck; j += DIM) {
             Instruction gm;
             gm.opcode = Opcode::Gemm, gm.outer = io.outer, gm.inner = io.inner;
@@ -147,9 +145,18 @@ std::array<uint64_t, 4> depthwiseUnits(const ConvGeometry& p, const NodeTiling& 
           }
           u[2] += static_cast<uint64_t>(epilogueOps) * vecOp;
         } else {
+          onVector = true;
           u[2] += static_cast<uint64_t>(taps + epilogueOps) * vecOp;  // the bias rides on the first tap (affine)
         }
       }
+    // DepthwiseConv loads a block's vector weights and bias, and its diagonal blocks and bias rows, with its first
+    // tile on each unit.
+    Instruction w;
+    w.opcode = Opcode::Load, w.outer = 1, w.inner = 1;
+    const int64_t vectorWords = taps * ck + (bias ? ck : 0);
+    const int64_t matrixWords = depthwiseWeightWords(taps, ck, true, DIM) - taps * ck;
+    for (const int64_t words : {onVector ? vectorWords : 0, onMatrix ? matrixWords : 0})
+      if (words > 0) w.vecLen = static_cast<uint32_t>(words), u[0] += instructionCost(w, cfg).occupancy;
   }
   return u;
 }
