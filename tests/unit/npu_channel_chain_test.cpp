@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 #include <map>
+#include <set>
 #include <string>
 
 #include "tessel/interp/interpreter.h"
@@ -158,6 +159,35 @@ TEST(NpuChannelChain, InvertedResidualsMatchTheInterpreterForEveryOption) {
       // The compiler's own choice (a chain or not) matches too.
       expectMatches(g, dev, compilerSchedule(g, dev.npu, "block"), b, std::string(config) + " compiler's choice");
     }
+}
+
+// A chain's depthwise blocks hold the matrix unit's diagonal blocks (16x their weights) only when one of their tiles
+// runs there: 576 channels on 7x7 in blocks of 16 take 36 x 2,464 words with diagonal blocks in every block, more
+// than `default`'s 65,536-word weight buffer, but with one tile in 2, 3 or 4 on the matrix unit (one spatial tile:
+// the block index decides) 18, 12 or 9 blocks need them. Such options are offered, verified and match the
+// interpreter.
+TEST(NpuChannelChain, OnlyTheBlocksWithMatrixTilesHoldDiagonalBlocks) {
+  Block b;
+  b.cin = 96, b.hidden = 576, b.cout = 96, b.H = 7, b.W = 7;
+  Graph g;
+  invertedResidual(g, b);
+  hw::HardwareConfig cfg = test::shippedConfig("default.json");
+  const hw::Device& dev = *cfg.firstNpu();
+  const NpuSchedule layered = tiledSchedule(g, dev.npu, "block");
+  const std::vector<std::pair<size_t, size_t>> candidates = channelChainCandidates(layered, g);
+  ASSERT_EQ(candidates.size(), 1u);
+  std::set<int64_t> everies;
+  for (const GroupSchedule& option : channelChainOptions(layered, candidates[0].first, candidates[0].second, g, dev.npu, 8)) {
+    const NodeTiling& d = option.tiling[0];
+    if (d.matrixEvery == 0) continue;
+    everies.insert(d.matrixEvery);
+    ASSERT_EQ(d.channels, 16);
+    ASSERT_EQ(std::make_pair(d.rows, d.cols), std::make_pair(int64_t{7}, int64_t{7}));
+    NpuSchedule s = layered;
+    replaceByFusedGroups(s, {{{candidates[0].first, candidates[0].second}, option}});
+    expectMatches(g, dev, s, b, fmt::format("one tile in {} on the matrix unit", d.matrixEvery));
+  }
+  EXPECT_EQ(everies, (std::set<int64_t>{2, 3, 4}));
 }
 
 TEST(NpuChannelChain, VerifierRefusesWhatIsNoChainAndJsonKeepsTheFlag) {

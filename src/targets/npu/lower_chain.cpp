@@ -154,8 +154,8 @@ class ChannelChain {
   /// the first tile (they stay for the group).
   void loadParameters() {
     ctx_.builder.setNode(dwNode_->name());
-    const int64_t spatialTiles = cp_.N * ceilDiv(cp_.OH, dwt_->rows) * ceilDiv(cp_.OW, dwt_->cols);  // lower()'s tiles
-    for (int64_t c0 = 0; c0 < dwp_.C; c0 += dwt_->channels) dw_->beginBlock(c0, dw_->unitsOf(c0, spatialTiles, true));
+    for (int64_t c0 = 0; c0 < dwp_.C; c0 += dwt_->channels)
+      dw_->beginBlock(c0, dw_->unitsOf(c0, chainSpatialTiles(dwp_, *dwt_), true));  // lower()'s tiles
     ctx_.builder.setNode(convNode_->name());
     weights_.stage(ctx_, packWeights(), ct_->weightsResident);
     if (!cp_.bias.empty()) {

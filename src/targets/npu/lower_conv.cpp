@@ -568,17 +568,7 @@ void DepthwiseConv::lower() {
   }
 }
 
-DepthwiseConv::BlockUnits DepthwiseConv::unitsOf(int64_t c0, int64_t spatialTiles, bool blocksInner) const {
-  BlockUnits u;
-  const int64_t every = t_.matrixEvery, block = c0 / t_.channels, blocks = ceilDiv(p_.C, t_.channels);
-  for (int64_t s = 0; s < spatialTiles; ++s) {
-    const int64_t k = blocksInner ? s * blocks + block : block * spatialTiles + s;  // the tile's index (tilesComputed_)
-    (every > 0 && k % every == every - 1 ? u.matrix : u.vector) = true;
-  }
-  return u;
-}
-
-void DepthwiseConv::beginBlock(int64_t c0, BlockUnits units) {
+void DepthwiseConv::beginBlock(int64_t c0, DepthwiseBlockUnits units) {
   c0_ = c0, cbk_ = std::min(t_.channels, p_.C - c0);
   cur_ = Block{};
   if (units.vector) vectorParameters();

@@ -12,6 +12,7 @@
 
 #include "geometry.h"
 #include "lower_context.h"
+#include "schedule/tiling_cost.h"
 
 namespace tessel::npu::lower {
 
@@ -146,17 +147,15 @@ class DepthwiseConv {
  public:
   DepthwiseConv(LowerContext& ctx, const Node& node, const ConvProblem& p, const NodeTiling& t);
   void lower();
-  /// The units a channel block's tiles run on (NodeTiling::matrixEvery): which parameters it loads.
-  struct BlockUnits {
-    bool vector = false, matrix = false;
-  };
-  /// The units of channel block c0 when the node computes `spatialTiles` tiles per block in order, the blocks one after
-  /// the other (lower()) or, with `blocksInner`, every block in each spatial tile (channel chains).
-  BlockUnits unitsOf(int64_t c0, int64_t spatialTiles, bool blocksInner) const;
+  /// The units channel block c0 runs tiles on (depthwiseBlockUnits) when the node computes `spatialTiles` tiles per
+  /// block, the blocks one after another (lower()) or, with `blocksInner`, every block in each spatial tile.
+  DepthwiseBlockUnits unitsOf(int64_t c0, int64_t spatialTiles, bool blocksInner) const {
+    return depthwiseBlockUnits(ceilDiv(p_.C, t_.channels), t_.matrixEvery, c0 / t_.channels, spatialTiles, blocksInner);
+  }
   /// Loads the parameters of channel block c0 (in the current tile) that `units` use and makes it the current block:
   /// the vector unit's weight vectors and bias, the matrix unit's diagonal blocks (16x its weights), bias rows and
   /// the word 1.0. A block with no tile on the matrix unit does not load its diagonal blocks.
-  void beginBlock(int64_t c0, BlockUnits units = {true, true});
+  void beginBlock(int64_t c0, DepthwiseBlockUnits units = {true, true});
   /// Makes the already loaded channel block c0 the current one.
   void useBlock(int64_t c0);
   /// Output tile of the current channel block; bias included, epilogue not. Returns the accumulator region. The input

@@ -127,7 +127,10 @@ std::vector<GroupSchedule> chainOptions(const GroupSchedule* ge, const GroupSche
     NodeTiling d = gd.tiling[0];
     d.channels = d.inChannels = cb, d.matrixEvery = every, d.windowInAcc = inAcc;
     d.rows = tile->first, d.cols = tile->second;
-    const int64_t dwWeights = depthwiseWeightWords(dg.KH * dg.KW, cb, d.matrixEvery > 0, cfg.dim) * ceilDiv(dg.C, cb);
+    // Every block's parameters of the units its tiles run on, and one block's of both within the buffer (the
+    // verifier's rule for any depthwise tiling).
+    const int64_t dwWeights = depthwiseNodeWeightWords(dg.C, dg.KH * dg.KW, cb, every, chainSpatialTiles(dg, d), true, cfg.dim);
+    if (depthwiseWeightWords(dg.KH * dg.KW, cb, every > 0, cfg.dim) > words(Buffer::Weight)) continue;
     if (dwWeights + cb * cg.M + (ge ? eg.C * cb : 0) > words(Buffer::Weight)) continue;
     NodeTiling c = gc.tiling[0];
     c.rows = d.rows, c.cols = d.cols, c.inputResident = false;

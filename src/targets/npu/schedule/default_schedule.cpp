@@ -347,6 +347,27 @@ int64_t depthwiseWeightWords(int64_t taps, int64_t cb, bool matrix, int64_t dim)
   return words;
 }
 
+DepthwiseBlockUnits depthwiseBlockUnits(int64_t blocks, int64_t every, int64_t block, int64_t spatialTiles, bool blocksInner) {
+  DepthwiseBlockUnits u;
+  for (int64_t s = 0; s < spatialTiles && !(u.vector && u.matrix); ++s) {
+    const int64_t k = blocksInner ? s * blocks + block : block * spatialTiles + s;  // the node's k-th tile
+    (every > 0 && k % every == every - 1 ? u.matrix : u.vector) = true;
+  }
+  return u;
+}
+
+int64_t depthwiseNodeWeightWords(int64_t C, int64_t taps, int64_t cb, int64_t every, int64_t spatialTiles, bool blocksInner,
+                                 int64_t dim) {
+  const int64_t blocks = ceilDiv(C, cb);
+  int64_t words = 0;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t ck = std::min(cb, C - b * cb);
+    const DepthwiseBlockUnits u = depthwiseBlockUnits(blocks, every, b, spatialTiles, blocksInner);
+    words += (u.vector ? taps * ck : 0) + (u.matrix ? depthwiseWeightWords(taps, ck, true, dim) - taps * ck : 0);
+  }
+  return words;
+}
+
 NpuSchedule tiledSchedule(const Graph& body, const hw::NpuConfig& cfg, const std::string& subgraph) {
   NpuSchedule s = defaultSchedule(body, cfg, subgraph);
   std::map<std::string, const Node*> byName;

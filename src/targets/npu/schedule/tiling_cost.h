@@ -40,6 +40,24 @@ struct EpilogueShape {
 /// with tiles on the matrix unit (`matrix`) the diagonal blocks and bias rows.
 int64_t depthwiseWeightWords(int64_t taps, int64_t cb, bool matrix, int64_t dim);
 
+/// The units a depthwise convolution's channel block runs tiles on (NodeTiling::matrixEvery: every `every`-th tile on
+/// the matrix unit): which parameters it loads.
+struct DepthwiseBlockUnits {
+  bool vector = false, matrix = false;
+};
+/// Of channel block `block` of `blocks`, computing `spatialTiles` tiles per block, the blocks one after another
+/// (DepthwiseConv::lower) or, with `blocksInner`, every block in each spatial tile (channel chains).
+DepthwiseBlockUnits depthwiseBlockUnits(int64_t blocks, int64_t every, int64_t block, int64_t spatialTiles, bool blocksInner);
+/// Weight-buffer words of all the channel blocks of `C` channels in blocks of `cb`: each block's weight vectors if one
+/// of its tiles runs on the vector unit, its diagonal blocks and bias rows if one runs on the matrix unit.
+int64_t depthwiseNodeWeightWords(int64_t C, int64_t taps, int64_t cb, int64_t every, int64_t spatialTiles, bool blocksInner,
+                                 int64_t dim);
+
+/// The spatial tiles of a channel chain whose depthwise stage has tiling `d` (every block computed in each).
+inline int64_t chainSpatialTiles(const ConvGeometry& dg, const NodeTiling& d) {
+  return dg.N * ceilDiv(dg.OH, d.rows) * ceilDiv(dg.OW, d.cols);
+}
+
 /// Reduction slices (gemms per output block) of one input block of `cb` channels.
 int64_t reductionSlicesPerBlock(const ConvGeometry& p, Reduction r, bool phased, int64_t cb, int64_t dim);
 
