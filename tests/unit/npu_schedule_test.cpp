@@ -266,6 +266,28 @@ TEST(NpuSchedule, FusedWindowAndGreedySchedulesMatchTheInterpreter) {
 // A fan-out the fusion may join (p feeding two 1x1 convs) where one branch's result is read by a grouped conv
 // that runs between the branches (RegNet's blocks): the fused group would take the last branch's place, after
 // its reader, so the candidate is dropped and the schedule verifies; the lowering matches the interpreter.
+// chooseFusion's rule: a fused option no slower than its members layer by layer is taken; a slower one only within
+// 3 % and when it saves a fifth of the context's traffic, or a tenth and at least what the load unit moves in the
+// extra cycles (32 bytes per cycle on `default`). The figures are ResNet-18's layer1.0 on `edge` as priced in context.
+TEST(NpuSchedule, FusionPaysOffWhenItsSavedTrafficOutweighsItsExtraCycles) {
+  const hw::NpuConfig cfg = defaultNpu();
+  ASSERT_EQ(cfg.loadBytesPerCycle, 32u);
+  const PricedOption layered{1'603'646, 10'514'688};
+  const uint64_t traffic = 10'071'552;
+  EXPECT_TRUE(fusionPaysOff(layered, {1'633'366, 8'964'352}, traffic, cfg));  // 1.55 MB saved for 29,720 cycles (0.95 MB)
+  EXPECT_TRUE(fusionPaysOff(layered, {1'603'646, 10'600'000}, traffic, cfg));  // not slower: taken whatever it moves
+  EXPECT_FALSE(fusionPaysOff(layered, {1'633'366, 9'700'000}, traffic, cfg));  // 0.81 MB saved: less than 0.95 MB
+  EXPECT_TRUE(fusionPaysOff(layered, {1'643'646, 9'234'688}, traffic, cfg));   // exactly 40,000 x 32 bytes saved
+  EXPECT_FALSE(fusionPaysOff(layered, {1'643'646, 9'234'689}, traffic, cfg));  // one byte fewer
+  EXPECT_FALSE(fusionPaysOff(layered, {1'651'756, 0}, traffic, cfg));          // all traffic saved, but 3.0 % slower
+  EXPECT_TRUE(fusionPaysOff(layered, {1'651'755, 8'500'000}, traffic, cfg));   // a fifth of the traffic, 2.99 % slower
+  EXPECT_TRUE(fusionPaysOff(layered, {1'651'755, 8'600'000}, traffic, cfg));   // 1.91 MB: below the fifth, above 48,109 x 32
+  EXPECT_FALSE(fusionPaysOff(layered, {1'651'755, 9'014'688}, traffic, cfg));  // 1.50 MB: below both
+  // A tenth of the traffic at least: 1,007,156 bytes here, more than the 0.19 MB of load time of 6,000 cycles.
+  EXPECT_TRUE(fusionPaysOff(layered, {1'609'646, 9'507'532}, traffic, cfg));
+  EXPECT_FALSE(fusionPaysOff(layered, {1'609'646, 9'507'533}, traffic, cfg));
+}
+
 TEST(NpuSchedule, FusionCandidatesNeverPlaceAValueAfterItsReader) {
   Graph g;
   Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 16, 12, 12}));

@@ -201,6 +201,17 @@ std::vector<std::vector<size_t>> fusionCandidates(const NpuSchedule& schedule, c
 /// windows fit the input buffer.
 void chooseFusion(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg);
 
+/// Cycles and DRAM bytes of a group or groups as the instruction scheduler models them (chooseFusion's prices).
+struct PricedOption {
+  uint64_t cycles = 0, dramBytes = 0;
+};
+/// Whether chooseFusion takes a fused option priced `fused` over its members layer by layer (`layered`, both in the
+/// same context; `traffic`: the context's DRAM bytes beyond its constants): when it is not slower, or at most 3 %
+/// slower and it saves a fifth of that traffic, or a tenth and at least the bytes the load unit moves in the extra
+/// cycles (at full bandwidth: traffic that would cost more cycles than the option adds, were the loads the
+/// bottleneck).
+bool fusionPaysOff(const PricedOption& layered, const PricedOption& fused, uint64_t traffic, const hw::NpuConfig& cfg);
+
 /// Replaces groups by fused groups: each entry's group takes the place of its last member, the other members go.
 void replaceByFusedGroups(NpuSchedule& schedule, const std::vector<std::pair<std::vector<size_t>, GroupSchedule>>& fused);
 
