@@ -155,7 +155,7 @@ class ChannelChain {
   void loadParameters() {
     ctx_.builder.setNode(dwNode_->name());
     for (int64_t c0 = 0; c0 < dwp_.C; c0 += dwt_->channels)
-      dw_->beginBlock(c0, dw_->unitsOf(c0, chainSpatialTiles(dwp_, *dwt_), true));  // lower()'s tiles
+      dw_->beginBlock(c0, dw_->unitsOf(c0, spatialTiles(dwp_, *dwt_), true));  // lower()'s tiles
     ctx_.builder.setNode(convNode_->name());
     weights_.stage(ctx_, packWeights(), ct_->weightsResident);
     if (!cp_.bias.empty()) {

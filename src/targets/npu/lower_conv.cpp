@@ -559,7 +559,7 @@ void DepthwiseConv::lower() {
       for (int64_t oy0 = 0; oy0 < p_.OH; oy0 += t_.rows)
         for (int64_t ox0 = 0; ox0 < p_.OW; ox0 += t_.cols) {
           ctx_.beginTile(node_, tileIndex_++);
-          if (first) beginBlock(c0, unitsOf(c0, p_.N * ceilDiv(p_.OH, t_.rows) * ceilDiv(p_.OW, t_.cols), false));
+          if (first) beginBlock(c0, unitsOf(c0, spatialTiles(p_, t_), false));
           first = false;
           const int64_t rows = std::min(t_.rows, p_.OH - oy0), cols = std::min(t_.cols, p_.OW - ox0);
           const int32_t acc = computeTile(n, oy0, rows, ox0, cols, nullptr);
@@ -664,7 +664,7 @@ int32_t DepthwiseConv::computeTile(int64_t n, int64_t oy0, int64_t rows, int64_t
     in = loaded >= 0 ? loaded : loadWindow(n, oy0, rows, ox0, cols, c0_);
   }
   const int32_t acc = ctx_.region(Buffer::Accumulator, static_cast<uint64_t>(rows * cols * cbk_));
-  const bool onMatrix = t_.matrixEvery > 0 && tilesComputed_++ % t_.matrixEvery == t_.matrixEvery - 1;
+  const bool onMatrix = depthwiseTileOnMatrix(tilesComputed_++, t_.matrixEvery);
   TESSEL_ASSERT(onMatrix ? cur_.mmWgt >= 0 : cur_.wgt >= 0,
                 fmt::format("npu lowering: depthwise block {} of '{}' computes a tile on the {} unit without its parameters", c0_,
                             node_.name(), onMatrix ? "matrix" : "vector"));

@@ -123,7 +123,7 @@ LowerContext::LowerContext(const Graph& body, const hw::NpuConfig& config, const
       const int64_t taps = geo.KH * geo.KW;
       for (int64_t c0 = 0; c0 < geo.C; c0 += t->channels) {
         const int64_t ck = std::min(t->channels, geo.C - c0);
-        constantBound += static_cast<uint64_t>(depthwiseWeightWords(taps, ck, true, cfg.dim) - taps * ck + 1);
+        constantBound += static_cast<uint64_t>(depthwiseMatrixWords(taps, ck, cfg.dim) + 1);
       }
     }
   }

@@ -129,7 +129,7 @@ std::vector<GroupSchedule> chainOptions(const GroupSchedule* ge, const GroupSche
     d.rows = tile->first, d.cols = tile->second;
     // Every block's parameters of the units its tiles run on, and one block's of both within the buffer (the
     // verifier's rule for any depthwise tiling).
-    const int64_t dwWeights = depthwiseNodeWeightWords(dg.C, dg.KH * dg.KW, cb, every, chainSpatialTiles(dg, d), true, cfg.dim);
+    const int64_t dwWeights = depthwiseNodeWeightWords(dg.C, dg.KH * dg.KW, cb, every, spatialTiles(dg, d), true, cfg.dim);
     if (depthwiseWeightWords(dg.KH * dg.KW, cb, every > 0, cfg.dim) > words(Buffer::Weight)) continue;
     if (dwWeights + cb * cg.M + (ge ? eg.C * cb : 0) > words(Buffer::Weight)) continue;
     NodeTiling c = gc.tiling[0];

@@ -117,10 +117,10 @@ std::array<uint64_t, 4> depthwiseUnits(const ConvGeometry& p, const NodeTiling& 
                                        const hw::NpuConfig& cfg) {
   std::array<uint64_t, 4> u{};
   const int64_t taps = p.KH * p.KW, DIM = cfg.dim;
+  const int64_t blocks = ceilDiv(p.C, t.channels), blockTiles = ceilDiv(p.OH, t.rows) * ceilDiv(p.OW, t.cols);
   int64_t tile = 0;
   for (int64_t c0 = 0; c0 < p.C; c0 += t.channels) {
     const int64_t ck = std::min(t.channels, p.C - c0);
-    bool onVector = false, onMatrix = false;  // the units this block's tiles run on (which parameters it loads)
     for (int64_t oy0 = 0; oy0 < p.OH; oy0 += t.rows)
       for (int64_t ox0 = 0; ox0 < p.OW; ox0 += t.cols, ++tile) {
         const int64_t rows = std::min(t.rows, p.OH - oy0), cols = std::min(t.cols, p.OW - ox0);
@@ -135,8 +135,7 @@ std::array<uint64_t, 4> depthwiseUnits(const ConvGeometry& p, const NodeTiling& 
         v.opcode = Opcode::VecBinary, v.vecOp = VecOp::MulAcc;
         v.outer = io.outer, v.inner = io.inner, v.vecLen = io.vecLen;
         const uint64_t vecOp = instructionCost(v, cfg).occupancy;
-        if (t.matrixEvery > 0 && tile % t.matrixEvery == t.matrixEvery - 1) {
-          onMatrix = true;
+        if (depthwiseTileOnMatrix(tile, t.matrixEvery)) {
           for (int64_t j = 0; j < ck; j += DIM) {
             Instruction gm;
             gm.opcode = Opcode::Gemm, gm.outer = io.outer, gm.inner = io.inner;
@@ -145,17 +144,16 @@ std::array<uint64_t, 4> depthwiseUnits(const ConvGeometry& p, const NodeTiling& 
           }
           u[2] += static_cast<uint64_t>(epilogueOps) * vecOp;
         } else {
-          onVector = true;
           u[2] += static_cast<uint64_t>(taps + epilogueOps) * vecOp;  // the bias rides on the first tap (affine)
         }
       }
-    // DepthwiseConv loads a block's vector weights and bias, and its diagonal blocks and bias rows, with its first
-    // tile on each unit.
+    // DepthwiseConv loads a block's vector weights and bias, and its diagonal blocks and bias rows, for the units its
+    // tiles run on.
+    const DepthwiseBlockUnits units = depthwiseBlockUnits(blocks, t.matrixEvery, c0 / t.channels, blockTiles, false);
     Instruction w;
     w.opcode = Opcode::Load, w.outer = 1, w.inner = 1;
-    const int64_t vectorWords = taps * ck + (bias ? ck : 0);
-    const int64_t matrixWords = depthwiseWeightWords(taps, ck, true, DIM) - taps * ck;
-    for (const int64_t words : {onVector ? vectorWords : 0, onMatrix ? matrixWords : 0})
+    const int64_t vectorWords = taps * ck + (bias ? ck : 0), matrixWords = depthwiseMatrixWords(taps, ck, DIM);
+    for (const int64_t words : {units.vector ? vectorWords : 0, units.matrix ? matrixWords : 0})
       if (words > 0) w.vecLen = static_cast<uint32_t>(words), u[0] += instructionCost(w, cfg).occupancy;
   }
   return u;
@@ -340,18 +338,21 @@ uint64_t bytesOf(const Value* v) { return v && v->type.isStatic() ? 4 * static_c
 
 }  // namespace
 
-int64_t depthwiseWeightWords(int64_t taps, int64_t cb, bool matrix, int64_t dim) {
-  int64_t words = taps * cb;
-  if (matrix)
-    for (int64_t j = 0; j < cb; j += dim) words += taps * std::min(dim, cb - j) * std::min(dim, cb - j) + std::min(dim, cb - j);
+int64_t depthwiseMatrixWords(int64_t taps, int64_t cb, int64_t dim) {
+  int64_t words = 0;
+  for (int64_t j = 0; j < cb; j += dim) words += taps * std::min(dim, cb - j) * std::min(dim, cb - j) + std::min(dim, cb - j);
   return words;
+}
+
+int64_t depthwiseWeightWords(int64_t taps, int64_t cb, bool matrix, int64_t dim) {
+  return taps * cb + (matrix ? depthwiseMatrixWords(taps, cb, dim) : 0);
 }
 
 DepthwiseBlockUnits depthwiseBlockUnits(int64_t blocks, int64_t every, int64_t block, int64_t spatialTiles, bool blocksInner) {
   DepthwiseBlockUnits u;
   for (int64_t s = 0; s < spatialTiles && !(u.vector && u.matrix); ++s) {
     const int64_t k = blocksInner ? s * blocks + block : block * spatialTiles + s;  // the node's k-th tile
-    (every > 0 && k % every == every - 1 ? u.matrix : u.vector) = true;
+    (depthwiseTileOnMatrix(k, every) ? u.matrix : u.vector) = true;
   }
   return u;
 }
@@ -363,7 +364,7 @@ int64_t depthwiseNodeWeightWords(int64_t C, int64_t taps, int64_t cb, int64_t ev
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t ck = std::min(cb, C - b * cb);
     const DepthwiseBlockUnits u = depthwiseBlockUnits(blocks, every, b, spatialTiles, blocksInner);
-    words += (u.vector ? taps * ck : 0) + (u.matrix ? depthwiseWeightWords(taps, ck, true, dim) - taps * ck : 0);
+    words += (u.vector ? taps * ck : 0) + (u.matrix ? depthwiseMatrixWords(taps, ck, dim) : 0);
   }
   return words;
 }

@@ -426,7 +426,7 @@ void checkChannelChain(const GroupSchedule& g, size_t gi, const Graph& body, con
   need(Buffer::Input, "input", exInput + window + rows * cols * cb + (convBias ? 1 : 0));
   need(Buffer::Accumulator, "accumulator", exAcc + rows * cols * (cg.M + cb));
   need(Buffer::Weight, "weight",
-       exWeights + depthwiseNodeWeightWords(dg.C, dg.KH * dg.KW, cb, d.matrixEvery, chainSpatialTiles(dg, d), true, cfg.dim) +
+       exWeights + depthwiseNodeWeightWords(dg.C, dg.KH * dg.KW, cb, d.matrixEvery, spatialTiles(dg, d), true, cfg.dim) +
            (c.weightsResident ? cg.C * cg.M : cb * cg.M) + convBias);
   // The 1x1 convolution's epilogue needs a tile of the output buffer when it combines with a tensor loaded from
   // DRAM (other than a residual loaded into the accumulator).

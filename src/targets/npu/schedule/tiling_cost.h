@@ -39,6 +39,11 @@ struct EpilogueShape {
 /// Words of the weight buffer a depthwise channel block of `cb` channels needs: the per-tap weight vectors, and
 /// with tiles on the matrix unit (`matrix`) the diagonal blocks and bias rows.
 int64_t depthwiseWeightWords(int64_t taps, int64_t cb, bool matrix, int64_t dim);
+/// Of those, the matrix unit's: per DIM channels a diagonal block per tap and the bias row.
+int64_t depthwiseMatrixWords(int64_t taps, int64_t cb, int64_t dim);
+/// Whether a depthwise convolution's k-th tile (in the order it computes them) runs on the matrix unit: every
+/// `every`-th (NodeTiling::matrixEvery; 0: none).
+inline bool depthwiseTileOnMatrix(int64_t k, int64_t every) { return every > 0 && k % every == every - 1; }
 
 /// The units a depthwise convolution's channel block runs tiles on (NodeTiling::matrixEvery: every `every`-th tile on
 /// the matrix unit): which parameters it loads.
@@ -53,9 +58,9 @@ DepthwiseBlockUnits depthwiseBlockUnits(int64_t blocks, int64_t every, int64_t b
 int64_t depthwiseNodeWeightWords(int64_t C, int64_t taps, int64_t cb, int64_t every, int64_t spatialTiles, bool blocksInner,
                                  int64_t dim);
 
-/// The spatial tiles of a channel chain whose depthwise stage has tiling `d` (every block computed in each).
-inline int64_t chainSpatialTiles(const ConvGeometry& dg, const NodeTiling& d) {
-  return dg.N * ceilDiv(dg.OH, d.rows) * ceilDiv(dg.OW, d.cols);
+/// The spatial tiles (images x row tiles x column tiles) of an output of geometry `g` in tiles of `t`.
+inline int64_t spatialTiles(const ConvGeometry& g, const NodeTiling& t) {
+  return g.N * ceilDiv(g.OH, t.rows) * ceilDiv(g.OW, t.cols);
 }
 
 /// Reduction slices (gemms per output block) of one input block of `cb` channels.
