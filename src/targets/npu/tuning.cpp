@@ -230,7 +230,7 @@ NpuTuning::NpuTuning(const Model& model, const std::string& modelPath, const hw:
       s.chains.push_back(std::move(c));
     }
     for (const auto& [gp, gc] : maxPoolCandidates(s.base, body)) {
-      Space::MaxPoolSite m{s.base.groups[gp].nodes[0], maxPoolTilings(s.base, body, s.device.npu, gp, gc)};
+      Space::MaxPoolSite m{s.base.groups[gp].nodes[0], maxPoolTilings(s.base, body, s.device.npu, gp, gc, true)};
       // The compiler's choice: the convolution's tiling if it pools (an option of its own if it is none of these).
       uint32_t chosen = 0;
       const std::string& conv = s.base.groups[gc].tiling[0].node;

@@ -212,7 +212,8 @@ std::vector<std::pair<size_t, size_t>> maxPoolCandidates(const NpuSchedule& s, c
   return out;
 }
 
-std::vector<NodeTiling> maxPoolTilings(const NpuSchedule& s, const Graph& body, const hw::NpuConfig& cfg, size_t gp, size_t gc) {
+std::vector<NodeTiling> maxPoolTilings(const NpuSchedule& s, const Graph& body, const hw::NpuConfig& cfg, size_t gp, size_t gc,
+                                       bool overlapping) {
   std::map<std::string, const Node*> byName;
   for (const auto& n : body.nodes()) byName[n->name()] = n.get();
   const NodeTiling& current = s.groups[gc].tiling[0];
@@ -242,16 +243,21 @@ std::vector<NodeTiling> maxPoolTilings(const NpuSchedule& s, const Graph& body, 
       const auto window = [&](int64_t r) {
         return tileWindowWordsPerChannel(geo, current, std::min(q.H, q.inRows(r)), convCols, true) * cb;
       };
-      if (window(1) > inputWords) continue;
-      int64_t rows = 1;
-      while (rows < q.OH && (q.inRows(rows + 1) * q.inCols(cols) + (rows + 1) * cols) * pass <= half && window(rows + 1) <= inputWords)
-        ++rows;
-      NodeTiling t = current;
-      t.rows = rows, t.cols = cols, t.inputResident = false;
-      t.coutPerPass = pass;
-      t.maxPool = pool.name();
-      t.epilogue = s.groups[gp].tiling[0].epilogue;
-      if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(std::move(t));
+      // The most rows whose input region fills the buffer, and with `overlapping` the most whose region fits twice,
+      // so the next tile's region loads while this one's gemms run (ShuffleNet v2's stem: a region of 88 % of the
+      // buffer serialised every tile's load and gemms).
+      for (const int64_t room : {inputWords, inputWords / 2}) {
+        if (window(1) > room || (room != inputWords && !overlapping)) continue;
+        int64_t rows = 1;
+        while (rows < q.OH && (q.inRows(rows + 1) * q.inCols(cols) + (rows + 1) * cols) * pass <= half && window(rows + 1) <= room)
+          ++rows;
+        NodeTiling t = current;
+        t.rows = rows, t.cols = cols, t.inputResident = false;
+        t.coutPerPass = pass;
+        t.maxPool = pool.name();
+        t.epilogue = s.groups[gp].tiling[0].epilogue;
+        if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(std::move(t));
+      }
     }
   return out;
 }
