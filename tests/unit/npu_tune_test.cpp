@@ -102,6 +102,52 @@ TEST(NpuTune, TheCompilersGenomeDerivesTheCompilersSchedule) {
   }
 }
 
+// A stem (3 -> 24, 3x3 stride 2, then a 3x3 stride-2 max pool): the compiler pools the convolution's accumulator tiles,
+// a group holding the same nodes as the fusion site of the two. That group was taken for the compiler's fusion, and
+// the compiler's genome derived a fused group of one row tile (the whole image), which the modelling rejected: the
+// search then never had the compiler's schedule in its population (SqueezeNet, MobileNetV2, ShuffleNet v2).
+TEST(NpuTune, TheCompilersGenomeOfAConvPoolingItsTilesIsTheCompilersScheduleAndFits) {
+  auto m = std::make_unique<Model>();
+  m->opsetImports[""] = 17;
+  m->graph = std::make_unique<Graph>();
+  Graph& g = *m->graph;
+  Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 3, 112, 112}));
+  Value* w = g.addConstant("w", test::randomTensor({24, 3, 3, 3}, 3));
+  Value* b = g.addConstant("b", test::randomTensor({24}, 4));
+  Node* c = g.addNode("Conv", {x, w, b}, {"c"}, "conv");
+  c->setAttr("pads", std::vector<int64_t>{1, 1, 1, 1});
+  c->setAttr("strides", std::vector<int64_t>{2, 2});
+  c->setAttr("kernel_shape", std::vector<int64_t>{3, 3});
+  Value* r = g.addNode("Relu", {c->output(0)}, {"r"}, "relu")->output(0);
+  Node* pool = g.addNode("MaxPool", {r}, {"p"}, "pool");
+  pool->setAttr("kernel_shape", std::vector<int64_t>{3, 3});
+  pool->setAttr("strides", std::vector<int64_t>{2, 2});
+  pool->setAttr("pads", std::vector<int64_t>{1, 1, 1, 1});
+  g.addOutput(pool->output(0));
+  inferShapes(g);
+  const hw::HardwareConfig config = test::shippedConfig("default.json");
+  const std::map<std::string, NpuSchedule> want = compilerSchedules(*m, config);
+  bool pooled = false;
+  for (const auto& [name, s] : want)
+    for (const GroupSchedule& grp : s.groups)
+      for (const NodeTiling& t : grp.tiling) pooled = pooled || !t.maxPool.empty();
+  ASSERT_TRUE(pooled) << "the compiler pools the stem's accumulator tiles";
+  const ModelFile file(*m, "stem");
+  const NpuTuning tuning(*m, file.path, config, 2);
+  std::set<std::string> kinds;
+  tune::Genome d;
+  for (const tune::Site& s : tuning.problem().sites) d.push_back(s.defaultOption), kinds.insert(s.kind);
+  EXPECT_TRUE(kinds.count("fusion") && kinds.count("max-pool")) << "a fusion site and a max-pool site over the same nodes";
+  std::map<std::string, NpuSchedule> derived = tuning.derive(d);
+  for (auto& [name, s] : derived) {
+    s.window = want.at(name).window;
+    EXPECT_EQ(s.toText(), want.at(name).toText()) << name;
+  }
+  const std::vector<uint64_t> fitness = tuning.problem().evaluate({d});
+  ASSERT_EQ(fitness.size(), 1u);
+  EXPECT_NE(fitness[0], tune::kRejected) << "the compiler's genome is rejected";
+}
+
 TEST(NpuTune, ATunedRecordCompilesToAProgramThatMatchesTheInterpreter) {
   const hw::HardwareConfig config = test::shippedConfig("tiny.json");
   const auto model = chainModel(32);

@@ -181,12 +181,15 @@ NpuTuning::NpuTuning(const Model& model, const std::string& modelPath, const hw:
         } catch (const std::exception&) {
         }
       }
-      // The compiler's choice: the group of the compiled schedule holding the same nodes, if it fused them.
+      // The compiler's choice: the group of the compiled schedule holding the same nodes, if it fused them in row
+      // tiles (one tiling per member). A convolution pooling its own accumulator tiles holds the same nodes in one
+      // tiling: taking that for a fusion derived the compiler's genome as a fused group of one row tile, the whole
+      // image, which no buffer holds (SqueezeNet's, MobileNetV2's and ShuffleNet v2's compiler genomes were rejected).
       std::vector<std::string> nodes;
       for (size_t m : members) nodes.insert(nodes.end(), s.base.groups[m].nodes.begin(), s.base.groups[m].nodes.end());
       uint32_t chosen = 0;
       for (const GroupSchedule& g : s.compiler.groups)
-        if (g.nodes == nodes) {
+        if (g.nodes == nodes && g.tiling.size() == members.size() && !g.channelChain) {
           const FusionLayout layout{g.rowTiles, !g.onChip.empty()};
           auto it = std::find(f.layouts.begin(), f.layouts.end(), layout);
           if (it == f.layouts.end()) it = f.layouts.insert(f.layouts.end(), layout);
