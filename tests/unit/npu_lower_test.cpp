@@ -692,7 +692,8 @@ TEST(NpuLower, StreamedWeightsEstimateLoadsEachInputBlocksChunksApart) {
     t.weightsResident = false, t.inputResident = false, t.phased = false;
     forced = t;
   });
-  const hw::NpuConfig& cfg = config("default.json").firstNpu()->npu;
+  const hw::HardwareConfig hwConfig = config("default.json");
+  const hw::NpuConfig& cfg = hwConfig.firstNpu()->npu;
   const npu::MatrixCost c = npu::matrixCost(npu::convGeometry(*y->producer()), forced, cfg, npu::EpilogueShape{});
   const auto simulated = static_cast<double>(r.units[0].busyCycles);
   EXPECT_GE(r.units[0].instructions, static_cast<uint64_t>(2 * C / 16));  // an input and a weight load per block
