@@ -182,9 +182,10 @@ NpuTuning::NpuTuning(const Model& model, const std::string& modelPath, const hw:
         }
       }
       // The compiler's choice: the group of the compiled schedule holding the same nodes, if it fused them in row
-      // tiles (one tiling per member). A convolution pooling its own accumulator tiles holds the same nodes in one
-      // tiling: taking that for a fusion derived the compiler's genome as a fused group of one row tile, the whole
-      // image, which no buffer holds (SqueezeNet's, MobileNetV2's and ShuffleNet v2's compiler genomes were rejected).
+      // tiles (one tiling per member, not a channel chain). A convolution pooling its own accumulator tiles holds the
+      // same nodes in one tiling, a channel chain with its expand stage those of three members: taking either for a
+      // fusion derived the compiler's genome as a fused group of one row tile, the whole image, which no buffer holds
+      // (SqueezeNet's, MobileNetV2's and ShuffleNet v2's compiler genomes were rejected).
       std::vector<std::string> nodes;
       for (size_t m : members) nodes.insert(nodes.end(), s.base.groups[m].nodes.begin(), s.base.groups[m].nodes.end());
       uint32_t chosen = 0;
