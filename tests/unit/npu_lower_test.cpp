@@ -604,6 +604,80 @@ TEST(NpuLower, MaxPoolFromTheConvsAccumulatorTiles) {
     }
 }
 
+// A residual block's shortcut convolution computed into the accumulator of the convolution it is added to
+// (NodeTiling::residualConv): every option residualConvTilings offers and forced odd ones (tiles of 3x5, passes inside
+// the tile or outside, narrow input blocks, streamed weights), on ResNet's strided 1x1 downsampling, a stride-1 1x1
+// widening one (ResNet-50's first block), a padded 3x3 shortcut, batch 2, the Add's operands either way round, with
+// and without biases. The shortcut's result is never stored: the DRAM traffic drops by at least its store and load.
+// Schedules naming a convolution whose result something else reads, or not listing it in the group, are refused.
+TEST(NpuLower, ResidualConvComputedIntoTheAccumulator) {
+  struct Case {
+    int64_t n, cin, mid, cout, h, w, stride, dk, dpad;
+    bool shortcutFirst, bias;
+  };
+  for (const Case& c : {Case{1, 16, 32, 32, 14, 13, 2, 1, 0, false, true}, Case{2, 20, 16, 40, 9, 11, 1, 1, 0, true, true},
+                        Case{1, 24, 24, 24, 10, 10, 2, 3, 1, false, false}, Case{1, 40, 48, 36, 8, 7, 2, 1, 0, true, true}})
+    for (const char* cfgName : {"default.json", "tiny.json"}) {
+      Graph g;
+      Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {c.n, c.cin, c.h, c.w}));
+      Value* a = g.addNode("Relu", {conv(g, x, c.cin, c.mid, 3, c.stride, 1, 1, true, 71)}, {"a"})->output(0);
+      Value* b = conv(g, a, c.mid, c.cout, 3, 1, 1, 1, c.bias, 73);
+      Value* d = conv(g, x, c.cin, c.cout, c.dk, c.stride, c.dpad, 1, c.bias, 75);
+      Node* add = g.addNode("Add", c.shortcutFirst ? std::vector<Value*>{d, b} : std::vector<Value*>{b, d}, {"sum"}, "add");
+      g.addOutput(g.addNode("Relu", {add->output(0)}, {"out"}, "relu")->output(0));
+      inferShapes(g);
+      const std::string shortcut = d->producer()->name(), reader = b->producer()->name();
+      const hw::HardwareConfig cfg = config(cfgName);
+      const hw::NpuConfig& npuCfg = cfg.firstNpu()->npu;
+      const npu::NpuSchedule base = npu::compilerSchedule(g, npuCfg, "test", false);
+      const auto candidates = npu::residualConvCandidates(base, g);
+      ASSERT_EQ(candidates.size(), 1u) << cfgName;
+      ASSERT_EQ(base.groups[candidates[0].first].nodes, std::vector<std::string>{shortcut});
+      ASSERT_EQ(base.groups[candidates[0].second].tiling[0].node, reader);
+      std::vector<npu::NodeTiling> options = npu::residualConvTilings(base, g, npuCfg, candidates[0].first, candidates[0].second);
+      ASSERT_FALSE(options.empty()) << cfgName;
+      for (bool inside : {false, true}) {
+        npu::NodeTiling odd = options[0];
+        odd.rows = 3, odd.cols = 5, odd.coutPerPass = 16, odd.channels = 16, odd.inChannels = 16, odd.weightsResident = true;
+        odd.inputResident = inside, odd.residualInChannels = 8, odd.residualWeightsResident = inside;
+        for (bool resident : {true, false}) {
+          odd.weightsResident = resident;
+          if (npu::residualConvOverflow(*b->producer(), *d->producer(), odd, npuCfg).empty()) {
+            options.push_back(odd);
+            break;
+          }
+        }
+      }
+      if (std::string(cfgName) == "default.json") ASSERT_EQ(options.size(), npu::residualConvTilings(base, g, npuCfg, candidates[0].first, candidates[0].second).size() + 2);
+      const int64_t OH = (c.h - 1) / c.stride + 1, OW = (c.w - 1) / c.stride + 1;
+      const npu::SimReport apart = checkAgainstInterpreter(g, cfgName, [](npu::NpuSchedule&) {});  // unfused: the shortcut stored
+      EXPECT_EQ(apart.dramBytesWritten, static_cast<uint64_t>(4 * c.n * OH * OW * (c.mid + 2 * c.cout)));
+      for (const npu::NodeTiling& t : options) {
+        SCOPED_TRACE(fmt::format("{}x{}x{} -> {}, shortcut k{} s{}, {}: tile {}x{}, {} per pass{}, shortcut blocks of {}, weights {}",
+                                 c.cin, c.h, c.w, c.cout, c.dk, c.stride, cfgName, t.rows, t.cols, t.coutPerPass,
+                                 t.inputResident ? " inside" : "", t.residualInChannels, t.residualWeightsResident ? "resident" : "streamed"));
+        const npu::SimReport r = checkAgainstInterpreter(g, cfgName, [&](npu::NpuSchedule& s) {
+          const auto found = npu::residualConvCandidates(s, g);
+          ASSERT_EQ(found.size(), 1u);
+          s = npu::withResidualConv(s, found[0].first, found[0].second, t);
+          EXPECT_EQ(npu::NpuSchedule::fromJson(s.toJson(), "test"), s);  // residual_conv written and read back
+          EXPECT_EQ(s.groups.back().nodes, (std::vector<std::string>{shortcut, reader, "add", "relu"}));
+        });
+        // Only the first convolution's result and the block's are stored.
+        EXPECT_EQ(r.dramBytesWritten, static_cast<uint64_t>(4 * c.n * OH * OW * (c.mid + c.cout)));
+      }
+      // Refused: the group does not list the shortcut (it is left in a group of its own), or the named node is no
+      // convolution whose result only the Add reads.
+      npu::NpuSchedule unlisted = npu::withResidualConv(base, candidates[0].first, candidates[0].second, options[0]);
+      unlisted.groups.back().nodes.erase(unlisted.groups.back().nodes.begin());
+      unlisted.groups.insert(unlisted.groups.end() - 1, base.groups[candidates[0].first]);
+      EXPECT_THROW(npu::verifySchedule(unlisted, g, npuCfg), UserError);
+      npu::NpuSchedule notConv = npu::withResidualConv(base, candidates[0].first, candidates[0].second, options[0]);
+      notConv.groups.back().tiling[0].residualConv = a->producer()->name();
+      EXPECT_THROW(npu::verifySchedule(notConv, g, npuCfg), UserError);
+    }
+}
+
 // ShuffleNet v2's stem (3 -> 24, 3x3 stride 2 on 224x224, then a 3x3 stride-2 max pool): the pooled tile with the most
 // rows whose input region fits the input buffer takes 88 % of it, so no tile's region loads while the one before runs
 // its gemms. A tile whose region fits twice is offered too (to `tessel tune`, not to the compiler's pricing); taken,

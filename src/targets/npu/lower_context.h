@@ -109,6 +109,11 @@ bool globalPoolFromTiles(const Node& pool, const Node& producer, const Value* re
 /// NPU lowers, of a non-depthwise Conv's result, which nothing else reads and which is no output of `body`.
 bool maxPoolFromTiles(const Graph& body, const Node& pool, const Node& conv);
 
+/// Whether the Conv `residual` can be computed into the accumulator of the Conv `conv` (NodeTiling::residualConv): a
+/// Conv of groups of one with constant weights and bias, whose result, of `conv`'s output shape, only an Add of
+/// `conv`'s result reads, and which is no output of `body`.
+bool residualConvInto(const Graph& body, const Node& residual, const Node& conv);
+
 /// Where a tensor of the subgraph lives in DRAM and how it is viewed: `pixels` rows of `channels` words
 /// (rank 4: N*H*W pixels of C channels, channels-last; otherwise the last axis is the channel axis).
 struct TensorLoc {
@@ -181,6 +186,8 @@ class LowerContext {
   const Node* globalPool(const Node& node) const;
   /// The MaxPool the schedule computes from `node`'s accumulator tiles (NodeTiling::maxPool), or nullptr.
   const Node* maxPool(const Node& node) const;
+  /// The convolution the schedule computes into `node`'s accumulator tiles (NodeTiling::residualConv), or nullptr.
+  const Node* residualConv(const Node& node) const;
 
   const Graph& body() const { return body_; }
   bool isBodyOutput(const Value* v) const;

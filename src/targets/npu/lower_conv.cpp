@@ -259,6 +259,28 @@ std::vector<float> packPointwiseWeights(const ConvProblem& p, int64_t c0, int64_
   return out;
 }
 
+struct MatrixConv::Residual {
+  ConvProblem p;
+  NodeTiling t;
+  std::unique_ptr<MatrixConv> conv;
+};
+
+namespace {
+
+/// The residual convolution `r` of a convolution (NodeTiling::residualConv) as a problem: its input from DRAM, no bias
+/// (added to the other's), no epilogue, nothing stored.
+ConvProblem residualProblem(LowerContext& ctx, const Node& r) {
+  ConvProblem p;
+  static_cast<ConvGeometry&>(p) = convGeometry(r);
+  p.weights = constantFloats(r.input(1)->constant());
+  const TensorLoc& in = ctx.loc(r.input(0));
+  p.inAddr = in.addr, p.inStride = in.pixelStride();
+  p.storeResult = false;
+  return p;
+}
+
+}  // namespace
+
 MatrixConv::MatrixConv(LowerContext& ctx, const Node& node, const ConvProblem& p, const NodeTiling& t)
     : ctx_(ctx), node_(node), p_(p), t_(t), DIM_(ctx.cfg.dim), Cg_(p.C / p.group), Mg_(p.M / p.group) {
   red_ = reductionOf(t.variant);
@@ -266,16 +288,45 @@ MatrixConv::MatrixConv(LowerContext& ctx, const Node& node, const ConvProblem& p
   pass_ = t.coutPerPass > 0 ? std::min(t.coutPerPass, Mg_) : std::min(t.channels, Mg_);
   gemmN_ = std::min({t.channels, DIM_, Mg_});
   if (t.phased) ph_ = p.sH, pw_ = p.sW;
+  if (!t.residualConv.empty()) {
+    const Node& r = *ctx.residualConv(node);
+    TESSEL_ASSERT(p.residualInAcc && p.group == 1 && !p.maxPool,
+                  fmt::format("npu lowering: {}: a residual convolution needs residual_in_acc, groups of one, no max pool", node.name()));
+    residual_ = std::make_shared<Residual>();
+    residual_->p = residualProblem(ctx, r);
+    residual_->t = residualConvTiling(t, r);
+    residual_->conv = std::make_unique<MatrixConv>(ctx, r, residual_->p, residual_->t);
+    TESSEL_ASSERT(residual_->conv->pass_ == pass_ && residual_->conv->gemmN_ == gemmN_ && residual_->p.OH == p.OH &&
+                      residual_->p.OW == p.OW && residual_->p.N == p.N,
+                  fmt::format("npu lowering: the residual convolution of {} has other tiles", node.name()));
+  }
+}
+
+void MatrixConv::startGroup() {
+  passBias_.clear(), streamed_.clear();
+  if (residual_) residual_->conv->startGroup();
+}
+
+void MatrixConv::startTile() {
+  tileRegion_ = -1, tileOffset_.clear();
+  if (residual_) residual_->conv->startTile();
+}
+
+void MatrixConv::accumulateTile(int32_t acc, int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols) {
+  started_.assign(static_cast<size_t>(ceilDiv(mk_, gemmN_)), false);
+  for (int64_t c0 = 0, block = 0; c0 < Cg_; c0 += cb_, ++block) computeBlock(n, oy0, rows, ox0, cols, c0, block, acc, nullptr);
+  TESSEL_ASSERT(std::all_of(started_.begin(), started_.end(), [](bool b) { return b; }),
+                fmt::format("npu lowering: the residual convolution {} left part of a tile unwritten", node_.name()));
 }
 
 void MatrixConv::forEachTile(int64_t OH, int64_t OW, const std::function<void(int64_t, int64_t, int64_t, int64_t, int64_t)>& tile) {
   for (int64_t g = 0; g < p_.group; ++g) {
     if (t_.inputResident) {  // tiles outer: each tile's input blocks loaded once, read by every pass
-      passBias_.clear(), streamed_.clear();
+      startGroup();
       for (int64_t n = 0; n < p_.N; ++n)
         for (int64_t oy0 = 0; oy0 < OH; oy0 += t_.rows)
           for (int64_t ox0 = 0; ox0 < OW; ox0 += t_.cols) {
-            tileRegion_ = -1, tileOffset_.clear();
+            startTile();
             for (int64_t m0 = 0; m0 < Mg_; m0 += pass_) {  // each pass a tile of the window, as without
               ctx_.beginTile(node_, tileIndex_++);
               beginPass(g, m0, std::min(pass_, Mg_ - m0));
@@ -375,6 +426,7 @@ std::vector<int64_t> MatrixConv::phaseCols(int64_t th, int64_t tw) const {
 }
 
 void MatrixConv::beginPass(int64_t g, int64_t m0, int64_t mk) {
+  if (residual_) residual_->conv->beginPass(g, m0, mk);  // its weights first: its gemms start each tile
   g_ = g, m0_ = m0, mk_ = mk;
   if (t_.inputResident) {  // begun by an earlier tile: the pass's weights and bias are on chip already
     if (auto it = passBias_.find(m0); it != passBias_.end()) {
@@ -439,7 +491,9 @@ int32_t MatrixConv::computeTile(int64_t n, int64_t oy0, int64_t rows, int64_t ox
                 "npu lowering: an on-chip input needs an unphased, ungrouped, unstacked, unscaled conv");
   const int32_t acc = ctx_.region(Buffer::Accumulator, static_cast<uint64_t>(rows * cols * mk_));
   started_.assign(static_cast<size_t>(ceilDiv(mk_, gemmN_)), p_.residualInAcc);
-  if (p_.residualInAcc) {  // the residual's tile first; every gemm accumulates onto it
+  if (residual_) {  // the residual convolution's gemms start the tile; every gemm of this one accumulates onto them
+    residual_->conv->accumulateTile(acc, n, oy0, rows, ox0, cols);
+  } else if (p_.residualInAcc) {  // the residual's tile first; every gemm accumulates onto it
     const TensorLoc& o = p_.epilogueLoc.front();
     const TileAt at{(n * p_.OH + oy0) * p_.OW + ox0, passChannel()};
     ctx_.emit(makeLoad(ctx_.at(acc, 0, cols * mk_, mk_), at.in(o.addr, o.pixelStride()), p_.OW * o.pixelStride(), o.pixelStride(),
@@ -804,7 +858,16 @@ ConvProblem convProblem(LowerContext& ctx, const Node& n) {
   p.inAddr = in.addr, p.inStride = in.pixelStride();
   p.outAddr = out.addr, p.outStride = out.pixelStride();
   p.epilogue = ctx.epilogue(n);
-  for (const EpilogueStep& e : p.epilogue) p.epilogueLoc.push_back(e.other && e.saved < 0 ? ctx.loc(e.other) : TensorLoc{});
+  // NodeTiling::residualConv: the residual Add's other operand is computed in the accumulator, never stored; its
+  // convolution's bias is added with this one's.
+  const Node* residual = ctx.residualConv(n);
+  for (const EpilogueStep& e : p.epilogue)
+    p.epilogueLoc.push_back(e.other && e.saved < 0 && !(residual && p.epilogueLoc.empty()) ? ctx.loc(e.other) : TensorLoc{});
+  if (residual && residual->hasInput(2)) {
+    const std::vector<float> b = constantFloats(residual->input(2)->constant());
+    if (p.bias.empty()) p.bias.assign(b.size(), 0.0f);
+    for (size_t j = 0; j < b.size(); ++j) p.bias[j] += b[j];
+  }
   p.residualInAcc = ctx.tiling(n).residualInAcc;
   TESSEL_ASSERT(!p.residualInAcc || (residualFirst(p.epilogue) && ctx.tiling(n).groupPack == 1),
                 fmt::format("npu lowering: {}: residual_in_acc without a residual Add first in the epilogue", n.name()));

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -115,6 +116,13 @@ class MatrixConv {
   /// block and stride phase at its own offset), loaded by the tile's first pass and read by all its passes. One
   /// region, so it never waits for space left in pieces.
   void layoutTileInput(int64_t rows, int64_t cols);
+  /// A new group of tiles (inputResident: the passes' weights and biases loaded again) or a new tile (its input window
+  /// laid out again), for this convolution and its residual one.
+  void startGroup();
+  void startTile();
+  /// NodeTiling::residualConv: this (residual) convolution's gemms of the current pass for a tile, starting the
+  /// accumulator region `acc` of the convolution it is computed into.
+  void accumulateTile(int32_t acc, int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols);
 
   LowerContext& ctx_;
   const Node& node_;
@@ -138,6 +146,9 @@ class MatrixConv {
   std::map<int64_t, int32_t> passBias_;
   int32_t tileRegion_ = -1;  ///< inputResident: the current tile's input window (layoutTileInput), loaded by pass 0
   std::map<std::pair<int64_t, int64_t>, uint64_t> tileOffset_;  ///< (block, phase) -> offset in tileRegion_
+  /// NodeTiling::residualConv: the residual convolution's problem, tiling and emitter.
+  struct Residual;
+  std::shared_ptr<Residual> residual_;
 };
 
 /// A depthwise convolution on the vector unit (one multiply-accumulate per tap with a per-channel weight

@@ -360,6 +360,32 @@ const Node* LowerContext::maxPool(const Node& node) const {
   return nullptr;
 }
 
+const Node* LowerContext::residualConv(const Node& node) const {
+  const std::string& name = tiling(node).residualConv;
+  if (name.empty()) return nullptr;
+  for (const auto& n : body_.nodes())
+    if (n->name() == name) {
+      TESSEL_ASSERT(residualConvInto(body_, *n, node),
+                    fmt::format("npu lowering: {} cannot be computed into the accumulator of {}", n->describe(), node.describe()));
+      return n.get();
+    }
+  TESSEL_ASSERT(false, fmt::format("npu lowering: the residual convolution '{}' of {} is not a node", name, node.describe()));
+  return nullptr;
+}
+
+bool residualConvInto(const Graph& body, const Node& residual, const Node& conv) {
+  if (&residual == &conv || !isOp(residual, "Conv") || !isOp(conv, "Conv") || residual.numInputs() < 2) return false;
+  if (!residual.input(1)->isConstant() || (residual.hasInput(2) && !residual.input(2)->isConstant())) return false;
+  if (convGeometry(residual).group != 1) return false;
+  const Value* v = residual.output(0);
+  const auto& outs = body.outputs();
+  if (v->uses().size() != 1 || std::find(outs.begin(), outs.end(), v) != outs.end() || !v->type.isStatic()) return false;
+  const Node& add = *v->uses()[0].node;
+  if (!isOp(add, "Add") || add.numInputs() != 2 || add.input(0) == add.input(1)) return false;
+  const Value* other = add.input(0) == v ? add.input(1) : add.input(0);
+  return other == conv.output(0) && conv.output(0)->type.isStatic() && v->type.staticShape() == other->type.staticShape();
+}
+
 namespace {
 
 /// Epilogue nodes the schedule fuses into their producer are applied in place before storing.
@@ -565,6 +591,7 @@ sched::VirtualProgram lowerToVirtual(const Graph& body, const hw::Device& device
       LoweredOp op{n.name(), n.opType(), 0, ""};
       findLowering(n)->lower(n, ctx);
       if (!t.maxPool.empty()) op.tiling = "then " + t.maxPool + " from its accumulator tiles";
+      if (!t.residualConv.empty()) op.tiling = t.residualConv + " into its accumulator first";
       for (const std::string& e : t.epilogue) op.tiling += (op.tiling.empty() ? "+ " : ", ") + e;
       out.ops.push_back(op);
     }

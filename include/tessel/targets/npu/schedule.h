@@ -98,6 +98,17 @@ struct NodeTiling {
   /// through DRAM. The pool and its epilogue are listed in the node's group after it and are not lowered on their
   /// own. Empty: none.
   std::string maxPool;
+  /// matrix/packed/stacked with residual_in_acc in a layer-by-layer group: the convolution whose result is the
+  /// residual Add's other operand (ResNet's downsampling shortcut: a 1x1 strided convolution of the block's input),
+  /// computed into each tile's accumulator by its own gemms before this node's, instead of being stored by a group
+  /// of its own and loaded back into the accumulator: its result never goes through DRAM. It has this node's output
+  /// shape, groups of one, no epilogue, and the Add alone reads it; its tiles are this node's (rows x cols, passes,
+  /// passes inside the tile when input_resident), its input blocks `residualInChannels` wide (0: all its channels),
+  /// its weights resident or streamed as `residualWeightsResident` says, its input split into stride phases when
+  /// strided, and its bias added to this node's. It is listed in the group before this node. Empty: none.
+  std::string residualConv;
+  int64_t residualInChannels = 0;
+  bool residualWeightsResident = true;
 
   /// A convolution, Gemm or MatMul on the matrix unit: variant matrix, packed or stacked.
   bool onMatrixUnit() const { return variant == "matrix" || variant == "packed" || variant == "stacked"; }
@@ -193,6 +204,25 @@ NpuSchedule withMaxPool(const NpuSchedule& schedule, size_t gp, size_t gc, const
 /// row-tile fusion of a convolution and the pool reading it (S0), the map never stored. Run with fusion, after
 /// chooseFusion.
 void chooseMaxPools(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg);
+
+/// The tiling a convolution's residual convolution (NodeTiling::residualConv) runs with: the convolution's tiles and
+/// passes, its own input blocks, weights and stride phases, nothing absorbed.
+NodeTiling residualConvTiling(const NodeTiling& conv, const Node& residual);
+/// The layer-by-layer groups of one matrix-unit convolution alone (no epilogue, nothing absorbed, groups of one) whose
+/// result only the residual Add of a later convolution's accumulator (NodeTiling::residualInAcc, a layer-by-layer
+/// group) reads, of the same shape: candidates for NodeTiling::residualConv. Returns (its group, the reader's group).
+std::vector<std::pair<size_t, size_t>> residualConvCandidates(const NpuSchedule& schedule, const Graph& body);
+/// The residual convolution's options for candidate (gr, gc): its input blocks all its channels, its current block
+/// width and halves of it down to DIM, each with resident weights when they fit beside the convolution's and streamed.
+std::vector<NodeTiling> residualConvTilings(const NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg, size_t gr,
+                                            size_t gc);
+/// `schedule` with the convolution of group gr computed into the accumulator of group gc's convolution (whose tiling
+/// becomes `tiling`, one of residualConvTilings), group gr removed.
+NpuSchedule withResidualConv(const NpuSchedule& schedule, size_t gr, size_t gc, const NodeTiling& tiling);
+/// Moves each candidate's convolution into its reader's accumulator (residualConvCandidates) where the instruction
+/// scheduler models the merged group no slower than the two apart, with the pricing window and with 8 tiles in flight
+/// (a fusion of two convolutions at the accumulator: the shortcut's result never stored). Run with fusion.
+void chooseResidualConvs(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg);
 
 /// Groups of a schedule that can run as one fused group (S0.2): joined by values every use of which is the
 /// first input of another member (convolutions, depthwise convolutions, pools), containing a preset operator of

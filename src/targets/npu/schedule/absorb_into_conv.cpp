@@ -15,9 +15,15 @@
 // (NodeTiling::inputNorm): one `vaffine` and one `vun` per block, on the vector unit that a matrix convolution
 // otherwise leaves idle, and the normalised map is never stored.
 //
+// A residual block's shortcut convolution (ResNet's strided 1x1 downsampling) is stored by a group of its own and
+// loaded back into the accumulator of the convolution it is added to. Its gemms can start that accumulator
+// instead (NodeTiling::residualConv): one more input window per tile, and its result never goes through DRAM.
+//
 // Each is chosen where the instruction scheduler models it cheaper than the separate pass (a convolution that
 // loads its input once per output-channel pass transforms it once per pass).
 #include <algorithm>
+#include <cstdlib>
+#include <fmt/format.h>
 #include <map>
 #include <optional>
 #include <set>
@@ -388,6 +394,166 @@ void chooseInputNorms(NpuSchedule& schedule, const Graph& body, const hw::NpuCon
 void chooseInputScaling(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg) {
   absorbOntoLoads(schedule, body, cfg, inputScaleCandidates(schedule, body), withInputScale, 1,
                   cfg.bufferWords(static_cast<size_t>(Buffer::Output)) / 4);
+}
+
+NodeTiling residualConvTiling(const NodeTiling& conv, const Node& residual) {
+  const ConvGeometry geo = convGeometry(residual);
+  NodeTiling t;
+  t.node = residual.name(), t.op = residual.opType(), t.variant = "matrix";
+  t.rows = conv.rows, t.cols = conv.cols, t.channels = conv.channels, t.coutPerPass = conv.coutPerPass;
+  t.inputResident = conv.inputResident, t.slots = conv.slots;
+  t.inChannels = conv.residualInChannels > 0 ? std::min(conv.residualInChannels, geo.C) : geo.C;
+  t.weightsResident = conv.residualWeightsResident;
+  t.phased = geo.sH > 1 || geo.sW > 1;
+  return t;
+}
+
+std::vector<std::pair<size_t, size_t>> residualConvCandidates(const NpuSchedule& s, const Graph& body) {
+  std::map<std::string, const Node*> byName;
+  for (const auto& n : body.nodes()) byName[n->name()] = n.get();
+  // Layer-by-layer groups of a convolution starting its accumulator with a residual (and nothing else absorbed), by
+  // the residual's producer.
+  std::map<std::string, size_t> readerOf;
+  for (size_t g = 0; g < s.groups.size(); ++g) {
+    const GroupSchedule& grp = s.groups[g];
+    if (grp.tiling.size() != 1 || grp.rowTiles != 1 || grp.channelChain) continue;
+    const NodeTiling& t = grp.tiling[0];
+    if (!t.onMatrixUnit() || !t.residualInAcc || !t.residualConv.empty() || !t.maxPool.empty() || !t.inputScale.empty() ||
+        !t.inputNorm.empty() || t.groupPack != 1 || t.epilogue.empty() || grp.nodes[0] != t.node)
+      continue;
+    const Node& add = *byName.at(t.epilogue.front());
+    const Node& conv = *byName.at(t.node);
+    for (int i = 0; i < 2 && add.numInputs() == 2; ++i)
+      if (add.input(i) == conv.output(0) && add.input(1 - i) && add.input(1 - i)->producer())
+        readerOf[add.input(1 - i)->producer()->name()] = g;
+  }
+  std::vector<std::pair<size_t, size_t>> out;
+  for (size_t gr = 0; gr < s.groups.size(); ++gr) {
+    const GroupSchedule& grp = s.groups[gr];
+    if (grp.tiling.size() != 1 || grp.rowTiles != 1 || grp.channelChain || grp.nodes.size() != 1) continue;
+    const NodeTiling& t = grp.tiling[0];
+    if (t.node != grp.nodes[0] || !t.onMatrixUnit() || !t.epilogue.empty() || t.residualInAcc || !t.globalPool.empty() ||
+        !t.maxPool.empty() || !t.inputScale.empty() || !t.inputNorm.empty() || t.groupPack != 1)
+      continue;
+    auto gc = readerOf.find(t.node);
+    if (gc == readerOf.end() || gc->second <= gr) continue;
+    if (lower::residualConvInto(body, *byName.at(t.node), *byName.at(s.groups[gc->second].tiling[0].node)))
+      out.push_back({gr, gc->second});
+  }
+  return out;
+}
+
+namespace {
+
+/// Input- and weight-buffer words a convolution tiled by `t` (the convolution computed into, or the residual one)
+/// holds per tile: its largest input region (with passes inside the tile, its whole window) and its resident weights
+/// (every pass's with passes inside the tile, else one pass's); streamed weights count half the weight buffer.
+std::pair<int64_t, int64_t> residentWords(const Node& n, const NodeTiling& t, const hw::NpuConfig& cfg) {
+  const ConvGeometry geo = convGeometry(n);
+  const int64_t th = std::min(t.rows, geo.OH), tw = std::min(t.cols, geo.OW), Cg = geo.C / geo.group, Mg = geo.M / geo.group;
+  const int64_t cb = t.variant == "matrix" ? std::min(t.inChannels > 0 ? t.inChannels : Cg, Cg) : Cg;
+  const int64_t input = t.inputResident ? tileWindowWordsPerChannel(geo, t, th, tw) * Cg
+                                        : tileWindowWordsPerChannel(geo, t, th, tw, true) * cb;
+  const int64_t pass = std::min(t.coutPerPass > 0 ? t.coutPerPass : t.channels, Mg);
+  const int64_t weights = t.weightsResident ? Cg * geo.KH * geo.KW * (t.inputResident ? Mg : pass)
+                                            : static_cast<int64_t>(cfg.bufferWords(static_cast<size_t>(Buffer::Weight)) / 2);
+  return {input, weights};
+}
+
+}  // namespace
+
+std::vector<NodeTiling> residualConvTilings(const NpuSchedule& s, const Graph& body, const hw::NpuConfig& cfg, size_t gr, size_t gc) {
+  std::map<std::string, const Node*> byName;
+  for (const auto& n : body.nodes()) byName[n->name()] = n.get();
+  const NodeTiling& current = s.groups[gc].tiling[0];
+  const NodeTiling& own = s.groups[gr].tiling[0];
+  const Node& conv = *byName.at(current.node);
+  const Node& residual = *byName.at(own.node);
+  const int64_t C = convGeometry(residual).C;
+  // Input blocks of all its channels, of the width its own tiling chose, and halves of that down to DIM.
+  const int64_t dim = cfg.dim;
+  std::vector<int64_t> widths{C};
+  for (int64_t w : {own.inChannels > 0 ? std::min(own.inChannels, C) : C, std::min(dim, C)})
+    if (std::find(widths.begin(), widths.end(), w) == widths.end()) widths.push_back(w);
+  // The convolution's tiling as chosen, then its next few options: one with fewer rows or narrower input blocks may
+  // leave room for the residual convolution's window (ResNet-18's layer2 on edge: the whole map's window of the
+  // 3x3 convolution and that of the 1x1 overflow the input buffer together).
+  std::vector<NodeTiling> options = tilingOptions(conv, current, body, cfg);
+  options.resize(std::min<size_t>(options.size(), 4));
+  std::vector<NodeTiling> out;
+  for (const NodeTiling& option : options)
+    for (int64_t width : widths)
+      for (bool resident : {true, false}) {
+        NodeTiling t = option;
+        t.residualInAcc = true;
+        t.residualConv = residual.name(), t.residualInChannels = width, t.residualWeightsResident = resident;
+        if (residualConvOverflow(conv, residual, t, cfg).empty()) out.push_back(std::move(t));
+      }
+  return out;
+}
+
+std::string residualConvOverflow(const Node& conv, const Node& residual, const NodeTiling& t, const hw::NpuConfig& cfg) {
+  const auto cap = [&](Buffer b) { return static_cast<int64_t>(cfg.bufferWords(static_cast<size_t>(b))); };
+  const auto [convInput, convWeights] = residentWords(conv, t, cfg);
+  const auto [input, weights] = residentWords(residual, residualConvTiling(t, residual), cfg);
+  // With passes inside the tile both windows stay; else one region of each is enough to go on.
+  const int64_t inputs = t.inputResident ? convInput + input : std::max(convInput, input);
+  if (inputs > cap(Buffer::Input))
+    return fmt::format("its input regions and the residual convolution's need {} input words, the buffer holds {}", inputs,
+                       cap(Buffer::Input));
+  if (convWeights + weights > cap(Buffer::Weight))
+    return fmt::format("its weights and the residual convolution's need {} weight words on chip, the buffer holds {}",
+                       convWeights + weights, cap(Buffer::Weight));
+  return "";
+}
+
+NpuSchedule withResidualConv(const NpuSchedule& s, size_t gr, size_t gc, const NodeTiling& tiling) {
+  NpuSchedule out = s;
+  GroupSchedule& conv = out.groups[gc];
+  conv.tiling[0] = tiling;
+  conv.nodes.insert(conv.nodes.begin(), s.groups[gr].nodes[0]);
+  out.groups.erase(out.groups.begin() + static_cast<long>(gr));
+  return out;
+}
+
+void chooseResidualConvs(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg) {
+  std::vector<NodeTiling> chosen;  // the convolutions' tilings, each naming its residual convolution
+  for (const auto& [gr, gc] : residualConvCandidates(schedule, body)) {
+    // As for max pools: priced with the pricing window, then the cheapest options no slower than the two groups apart
+    // with 8 tiles in flight; the first that wins there too is taken. The merged group is gc - 1 (gr comes first).
+    const lower::ModelledCost apart = lower::modelledCost(body, cfg, schedule, {gr, gc});
+    // As for a convolution's tiles (pickMatrixTiling): no slower, or within 2 % when it moves fewer DRAM bytes (it
+    // always stores and loads the shortcut's result less; its own input may load more often).
+    const auto good = [](const lower::ModelledCost& merged, const lower::ModelledCost& two) {
+      return merged.cycles <= two.cycles || (merged.cycles * 50 <= two.cycles * 51 && merged.dramBytes < two.dramBytes);
+    };
+    std::vector<std::pair<uint64_t, NodeTiling>> cheaper;
+    for (const NodeTiling& t : residualConvTilings(schedule, body, cfg, gr, gc))
+      if (const auto merged = costIfItFits(body, cfg, withResidualConv(schedule, gr, gc, t), {gc - 1}); merged && good(*merged, apart))
+        cheaper.push_back({merged->cycles, t});
+    if (std::getenv("TESSEL_DEBUG_RC")) {
+      fmt::print(stderr, "rc {} -> {}: apart {} {} options {}\n", schedule.groups[gr].nodes[0], schedule.groups[gc].nodes[0], apart.cycles, apart.dramBytes,
+                 residualConvTilings(schedule, body, cfg, gr, gc).size());
+      for (const NodeTiling& t : residualConvTilings(schedule, body, cfg, gr, gc)) {
+        try {
+          auto m = lower::modelledCost(body, cfg, withResidualConv(schedule, gr, gc, t), {gc - 1});
+          fmt::print(stderr, "   {}x{} p{} w{} r{}: {} {}\n", t.rows, t.cols, t.coutPerPass, t.residualInChannels, t.residualWeightsResident, m.cycles, m.dramBytes);
+        } catch (const std::exception& e) { fmt::print(stderr, "   w{} r{}: {}\n", t.residualInChannels, t.residualWeightsResident, e.what()); }
+      }
+    }
+    std::stable_sort(cheaper.begin(), cheaper.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    if (cheaper.empty()) continue;
+    NpuSchedule wide = schedule;
+    wide.window = 8;
+    const lower::ModelledCost apart8 = lower::modelledCost(body, cfg, wide, {gr, gc});
+    for (const auto& [cycles, t] : cheaper)
+      if (const auto merged8 = costIfItFits(body, cfg, withResidualConv(wide, gr, gc, t), {gc - 1}); merged8 && good(*merged8, apart8)) {
+        chosen.push_back(t);
+        break;
+      }
+  }
+  for (const NodeTiling& t : chosen)
+    schedule = withResidualConv(schedule, groupOfTiling(schedule, t.residualConv), groupOfTiling(schedule, t.node), t);
 }
 
 }  // namespace tessel::npu

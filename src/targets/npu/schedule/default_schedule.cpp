@@ -495,6 +495,7 @@ NpuSchedule compilerSchedule(const Graph& body, const hw::NpuConfig& cfg, const 
     chooseFusion(s, body, cfg);
     chooseChannelChains(s, body, cfg);  // depthwise -> 1x1 pairs the row-tile fusion left (their windows did not fit)
     chooseMaxPools(s, body, cfg);       // max pools of the convolutions left alone, from their accumulator tiles
+    chooseResidualConvs(s, body, cfg);  // shortcut convolutions computed into the accumulator they are added to
   }
   chooseGlobalPoolEpilogues(s, body, cfg);  // squeeze-and-excitation's pools from their producers' tiles, when cheaper
   s.window = 0;  // chosen when the program is scheduled (S0.6)
@@ -507,6 +508,8 @@ std::vector<NodeTiling> tilingOptions(const Node& n, const NodeTiling& current, 
     t.epilogue = current.epilogue;
     t.inputScale = current.inputScale, t.inputNorm = current.inputNorm, t.globalPool = current.globalPool;
     t.maxPool = current.maxPool;
+    t.residualConv = current.residualConv, t.residualInChannels = current.residualInChannels;
+    t.residualWeightsResident = current.residualWeightsResident;
     if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(std::move(t));
   };
   if (current.onMatrixUnit()) {

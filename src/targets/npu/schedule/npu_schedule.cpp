@@ -53,6 +53,9 @@ std::string describeTiling(const NodeTiling& t) {
   for (const std::string& e : t.epilogue) s += fmt::format(", + {}", e);
   if (!t.globalPool.empty()) s += fmt::format(", then {} reduced from the output tiles", t.globalPool);
   if (!t.maxPool.empty()) s += fmt::format(", {} from the accumulator tiles (tiles of its output)", t.maxPool);
+  if (!t.residualConv.empty())
+    s += fmt::format(", {} computed into the accumulator first ({} in-ch per load, weights {})", t.residualConv,
+                     t.residualInChannels, t.residualWeightsResident ? "resident" : "streamed");
   return s;
 }
 
@@ -65,7 +68,8 @@ json tilingJson(const NodeTiling& t) {
               {"matrix_every", t.matrixEvery}, {"group_pack", t.groupPack},
               {"residual_in_acc", t.residualInAcc}, {"bias_gemm", t.biasGemm}, {"window_in_acc", t.windowInAcc},
               {"epilogue", t.epilogue}, {"input_scale", t.inputScale}, {"input_norm", t.inputNorm},
-              {"global_pool", t.globalPool}, {"max_pool", t.maxPool}};
+              {"global_pool", t.globalPool}, {"max_pool", t.maxPool}, {"residual_conv", t.residualConv},
+              {"residual_in_channels", t.residualInChannels}, {"residual_weights_resident", t.residualWeightsResident}};
 }
 
 /// Typed field access with errors naming the origin and the JSON path.
@@ -130,6 +134,9 @@ NodeTiling tilingFromJson(const JsonReader& r, const json& j, const std::string&
   if (j.contains("input_scale")) t.inputScale = r.string(j, path, "input_scale");
   if (j.contains("global_pool")) t.globalPool = r.string(j, path, "global_pool");
   if (j.contains("max_pool")) t.maxPool = r.string(j, path, "max_pool");
+  if (j.contains("residual_conv")) t.residualConv = r.string(j, path, "residual_conv");
+  if (j.contains("residual_in_channels")) t.residualInChannels = r.integer(j, path, "residual_in_channels", 0, kMaxCount);
+  if (j.contains("residual_weights_resident")) t.residualWeightsResident = r.boolean(j, path, "residual_weights_resident");
   if (j.contains("input_resident")) t.inputResident = r.boolean(j, path, "input_resident");
   if (j.contains("input_norm"))
     for (const json& e : r.array(j, path, "input_norm")) {
@@ -276,6 +283,36 @@ void checkMaxPool(const NodeTiling& t, const GroupSchedule& g, const Graph& body
   if (static_cast<uint64_t>(words) > capacity)
     problems.push_back(fmt::format("node '{}': a convolution tile for {}x{} pooled pixels and the pooled tile need {} "
                                    "accumulator words, the buffer holds {}", t.node, rows, cols, words, capacity));
+}
+
+/// A tiling's residual convolution (NodeTiling::residualConv): a convolution whose result only the residual Add
+/// starting this convolution's accumulator reads (lower::residualConvInto), listed in the group just before it; the
+/// group runs layer by layer; the buffers hold both convolutions' input regions and weights.
+void checkResidualConv(const NodeTiling& t, const GroupSchedule& g, const Graph& body, const hw::NpuConfig& cfg,
+                       const std::map<std::string, size_t>& position, std::vector<std::string>& problems) {
+  auto residual = position.find(t.residualConv), node = position.find(t.node);
+  if (residual == position.end() || node == position.end()) {
+    problems.push_back(fmt::format("node '{}': residual convolution '{}' is not a node of the subgraph", t.node, t.residualConv));
+    return;
+  }
+  const Node& conv = *body.nodes()[node->second];
+  const Node& r = *body.nodes()[residual->second];
+  if (!t.onMatrixUnit() || !lower::residualConvInto(body, r, conv)) {
+    problems.push_back(fmt::format("node '{}': '{}' is no convolution (groups of one) whose result only an Add of this "
+                                   "matrix-unit convolution's result reads", t.node, t.residualConv));
+    return;
+  }
+  if (!t.residualInAcc || t.groupPack != 1 || !t.maxPool.empty() || !t.inputScale.empty() || !t.inputNorm.empty() ||
+      t.epilogue.empty() || position.find(t.epilogue.front()) == position.end() ||
+      body.nodes()[position.at(t.epilogue.front())].get() != r.output(0)->uses()[0].node)
+    problems.push_back(fmt::format("node '{}': a residual convolution needs residual_in_acc with its Add first in the epilogue, "
+                                   "and excludes a max pool, input scales and norms and packed groups", t.node));
+  if (g.tiling.size() != 1 || g.rowTiles != 1 || g.channelChain || g.nodes.size() < 2 || g.nodes[0] != t.residualConv ||
+      g.nodes[1] != t.node)
+    problems.push_back(fmt::format("node '{}': a residual convolution needs a layer-by-layer group listing it just before the "
+                                   "convolution", t.node));
+  if (const std::string overflow = residualConvOverflow(conv, r, t, cfg); !overflow.empty())
+    problems.push_back(fmt::format("node '{}' with residual convolution '{}': {}", t.node, t.residualConv, overflow));
 }
 
 /// NodeTiling::inputResident: a matrix-unit convolution in a layer-by-layer group whose tile's whole input window (every
@@ -603,6 +640,7 @@ void verifySchedule(const NpuSchedule& schedule, const Graph& body, const hw::Np
       if (!t.inputNorm.empty()) checkInputNorm(t, g, body, cfg, position, problems);
       if (!t.globalPool.empty()) checkGlobalPool(t, g, body, position, problems);
       if (!t.maxPool.empty()) checkMaxPool(t, g, body, cfg, position, problems);
+      if (!t.residualConv.empty()) checkResidualConv(t, g, body, cfg, position, problems);
       if (t.inputResident) checkInputResident(t, g, body, cfg, position, problems);
       const bool matrixVariant = t.onMatrixUnit() || t.variant == "vector";
       if ((!t.inputScale.empty() || !t.inputNorm.empty() || !t.globalPool.empty()) && g.rowTiles == 1 && g.tiling.size() == 1 &&

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -78,6 +79,11 @@ MatrixCost matrixCost(const ConvGeometry& p, const NodeTiling& t, const hw::NpuC
 /// simulator: the search tries them).
 std::vector<std::pair<NodeTiling, MatrixCost>> matrixTilingOptions(const Node& n, const ConvGeometry& p, const hw::NpuConfig& cfg,
                                                                   const EpilogueShape& e, size_t alsoFastest = 0);
+
+/// Why the buffers cannot hold the convolution `conv` tiled by `t` with its residual convolution `residual`
+/// (NodeTiling::residualConv) computed into its accumulator: their input regions (both windows with passes inside the
+/// tile) or their resident weights (streamed ones: half the weight buffer) overflow. Empty when they fit.
+std::string residualConvOverflow(const Node& conv, const Node& residual, const NodeTiling& t, const hw::NpuConfig& cfg);
 
 /// The option of `options` (matrixTilingOptions, not empty) the compiler takes: the cheapest in cycles, or within 2 %
 /// of it the one that moves the fewest DRAM bytes.
