@@ -190,4 +190,51 @@ TEST(NpuTune, ATunedRecordCompilesToAProgramThatMatchesTheInterpreter) {
   fs::remove(recordPath);
 }
 
+// A ResNet block with a strided 1x1 shortcut: the compiler computes the shortcut into the accumulator of the second
+// convolution (NodeTiling::residualConv); the search has a site for it whose default is the compiler's choice.
+TEST(NpuTune, TheCompilersGenomeOfAShortcutInTheAccumulatorIsTheCompilersSchedule) {
+  auto m = std::make_unique<Model>();
+  m->opsetImports[""] = 17;
+  m->graph = std::make_unique<Graph>();
+  Graph& g = *m->graph;
+  Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 64, 28, 28}));
+  const auto conv = [&](Value* in, int64_t cin, int64_t cout, int64_t k, int64_t stride, uint32_t seed, const std::string& name) {
+    Value* w = g.addConstant(name + "_w", test::randomTensor({cout, cin, k, k}, seed));
+    Value* b = g.addConstant(name + "_b", test::randomTensor({cout}, seed + 1));
+    Node* c = g.addNode("Conv", {in, w, b}, {name + "_y"}, name);
+    const int64_t pad = k / 2;
+    c->setAttr("pads", std::vector<int64_t>{pad, pad, pad, pad});
+    c->setAttr("strides", std::vector<int64_t>{stride, stride});
+    c->setAttr("kernel_shape", std::vector<int64_t>{k, k});
+    return c->output(0);
+  };
+  Value* a = g.addNode("Relu", {conv(x, 64, 128, 3, 2, 5, "conv1")}, {"a"}, "relu1")->output(0);
+  Value* b = conv(a, 128, 128, 3, 1, 7, "conv2");
+  Value* d = conv(x, 64, 128, 1, 2, 9, "downsample");
+  Value* sum = g.addNode("Add", {b, d}, {"sum"}, "add")->output(0);
+  g.addOutput(g.addNode("Relu", {sum}, {"out"}, "relu2")->output(0));
+  inferShapes(g);
+  const hw::HardwareConfig config = test::shippedConfig("default.json");
+  const std::map<std::string, NpuSchedule> want = compilerSchedules(*m, config);
+  bool merged = false;
+  for (const auto& [name, s] : want)
+    for (const GroupSchedule& grp : s.groups)
+      for (const NodeTiling& t : grp.tiling) merged = merged || t.residualConv == "downsample";
+  ASSERT_TRUE(merged) << "the compiler computes the shortcut into conv2's accumulator";
+  const ModelFile file(*m, "shortcut");
+  const NpuTuning tuning(*m, file.path, config, 2);
+  std::set<std::string> kinds;
+  tune::Genome d0;
+  for (const tune::Site& s : tuning.problem().sites) d0.push_back(s.defaultOption), kinds.insert(s.kind);
+  EXPECT_TRUE(kinds.count("residual-conv")) << "a residual-conv site";
+  std::map<std::string, NpuSchedule> derived = tuning.derive(d0);
+  for (auto& [name, s] : derived) {
+    s.window = want.at(name).window;
+    EXPECT_EQ(s.toText(), want.at(name).toText()) << name;
+  }
+  const std::vector<uint64_t> fitness = tuning.problem().evaluate({d0});
+  ASSERT_EQ(fitness.size(), 1u);
+  EXPECT_NE(fitness[0], tune::kRejected) << "the compiler's genome is rejected";
+}
+
 }  // namespace

@@ -55,12 +55,20 @@ struct NpuTuning::Space {
     std::string pool;
     std::vector<NodeTiling> options;
   };
+  /// A shortcut convolution computed into the accumulator of the convolution it is added to (NodeTiling::residualConv):
+  /// option 0 none, option k > 0 with that convolution's tiling options[k - 1]; applied when both are still
+  /// layer-by-layer groups after the fusions, chains and max pools.
+  struct ResidualSite {
+    std::string shortcut;
+    std::vector<NodeTiling> options;
+  };
   std::vector<TilingSite> tilings;
   std::vector<FusionSite> fusions;
   std::vector<ChainSite> chains;
   std::vector<MaxPoolSite> maxPools;
+  std::vector<ResidualSite> residuals;
   std::vector<PoolSite> pools;
-  size_t firstSite = 0;  ///< tilings, fusions, chains, max pools, global pools, then the window
+  size_t firstSite = 0;  ///< tilings, fusions, chains, max pools, residual convolutions, global pools, then the window
 
   NpuSchedule derive(const tune::Genome& g) const {
     NpuSchedule s = base;
@@ -95,6 +103,15 @@ struct NpuTuning::Space {
       for (const auto& [gp, gc] : maxPoolCandidates(s, *body))
         if (s.groups[gp].nodes[0] == m.pool) {
           s = withMaxPool(s, gp, gc, m.options.at(option - 1));
+          break;
+        }
+    }
+    for (const ResidualSite& r : residuals) {
+      const uint32_t option = g[i++];
+      if (option == 0) continue;
+      for (const auto& [gr, gc] : residualConvCandidates(s, *body))
+        if (s.groups[gr].nodes[0] == r.shortcut) {
+          s = withResidualConv(s, gr, gc, r.options.at(option - 1));
           break;
         }
     }
@@ -246,6 +263,22 @@ NpuTuning::NpuTuning(const Model& model, const std::string& modelPath, const hw:
       problem_.sites.push_back({fmt::format("{}: max pool {} from the accumulator tiles of {}", s.name, m.pool, conv), "max-pool",
                                 static_cast<uint32_t>(m.options.size() + 1), chosen, false});
       s.maxPools.push_back(std::move(m));
+    }
+    for (const auto& [gr, gc] : residualConvCandidates(s.base, body)) {
+      Space::ResidualSite r{s.base.groups[gr].nodes[0], residualConvTilings(s.base, body, s.device.npu, gr, gc)};
+      // The compiler's choice: the convolution's tiling if it computes the shortcut (an option of its own if it is none
+      // of these).
+      uint32_t chosen = 0;
+      const std::string& conv = s.base.groups[gc].tiling[0].node;
+      if (const NodeTiling* t = s.compiler.tilingOf(conv); t && t->residualConv == r.shortcut) {
+        auto it = std::find(r.options.begin(), r.options.end(), *t);
+        if (it == r.options.end()) it = r.options.insert(r.options.end(), *t);
+        chosen = static_cast<uint32_t>(it - r.options.begin()) + 1;
+      }
+      if (r.options.empty()) continue;
+      problem_.sites.push_back({fmt::format("{}: {} computed into the accumulator of {}", s.name, r.shortcut, conv), "residual-conv",
+                                static_cast<uint32_t>(r.options.size() + 1), chosen, false});
+      s.residuals.push_back(std::move(r));
     }
     for (const auto& [gp, gc] : globalPoolCandidates(s.base, body)) {
       Space::PoolSite p{s.base.groups[gp].nodes[0], s.base.groups[gc].tiling.back().node};
@@ -399,8 +432,9 @@ std::string NpuTuning::genomeText(const tune::Genome& genome) const {
   for (const auto& sp : spaces_) {
     const Space& s = *sp;
     size_t i = s.firstSite;
-    out += fmt::format("subgraph {}: {} tiling sites, {} fusion sites, {} chain sites, {} max-pool sites, {} pool sites, 1 window site\n",
-                       s.name, s.tilings.size(), s.fusions.size(), s.chains.size(), s.maxPools.size(), s.pools.size());
+    out += fmt::format("subgraph {}: {} tiling sites, {} fusion sites, {} chain sites, {} max-pool sites, {} residual-conv sites, "
+                       "{} pool sites, 1 window site\n", s.name, s.tilings.size(), s.fusions.size(), s.chains.size(),
+                       s.maxPools.size(), s.residuals.size(), s.pools.size());
     for (const auto& t : s.tilings) {
       const uint32_t o = genome[i];
       out += fmt::format("  [{:3}] tiling {:<40} option {:2} of {:2}{}: {}\n", i, s.base.groups[t.group].tiling[0].node, o,
@@ -435,6 +469,16 @@ std::string NpuTuning::genomeText(const tune::Genome& genome) const {
       const uint32_t o = genome[i];
       const std::string what = o == 0 ? "apart" : "from the accumulator tiles, " + tilingText(m.options[o - 1]);
       out += fmt::format("  [{:3}] max pool {} option {} of {}{}: {}\n", i, m.pool, o, m.options.size() + 1,
+                         o == problem_.sites[i].defaultOption ? " (compiler's)" : "", what);
+      ++i;
+    }
+    for (const auto& r : s.residuals) {
+      const uint32_t o = genome[i];
+      const std::string what =
+          o == 0 ? "apart"
+                 : fmt::format("into the accumulator, {}, its blocks of {} channels, weights {}", tilingText(r.options[o - 1]),
+                               r.options[o - 1].residualInChannels, r.options[o - 1].residualWeightsResident ? "resident" : "streamed");
+      out += fmt::format("  [{:3}] shortcut {} option {} of {}{}: {}\n", i, r.shortcut, o, r.options.size() + 1,
                          o == problem_.sites[i].defaultOption ? " (compiler's)" : "", what);
       ++i;
     }
