@@ -189,9 +189,12 @@ class RandomGraphBuilder {
     }
     // Sometimes a residual block: a "same" convolution (odd kernel, stride 1, as many channels) whose result is added
     // to its input, either operand order (NodeTiling::residualInAcc: the input is loaded into the accumulator).
+    // Or, half of those, a block with a shortcut convolution (ResNet's downsampling: 1x1, the block's stride, any
+    // number of channels) added instead of the input (NodeTiling::residualConv: computed into the accumulator).
     const bool residual = !unpadded && C <= 96 && chance(0.1);
+    const bool shortcut = residual && chance(0.5);
     if (residual) {
-      k = oneOf<int64_t>({1, 3, 3, 5}), dil = 1, group = 1, cout = C;
+      k = oneOf<int64_t>({1, 3, 3, 5}), dil = 1, group = 1, cout = shortcut ? pick(1, 64) : C;
       for (int64_t& p : pads) p = k / 2;
     }
     // Weights scaled by 1/sqrt(fan-in) keep values near 1 through chains of convolutions.
@@ -199,12 +202,22 @@ class RandomGraphBuilder {
     std::vector<Value*> ins{x, constant("w", uniformTensor({cout, C / group, k, k}, -bound, bound))};
     if (chance(0.7)) ins.push_back(constant("b", uniformTensor({cout}, -0.5f, 0.5f)));
     std::map<std::string, AttrValue> attrs{{"kernel_shape", std::vector<int64_t>{k, k}},
-                                           {"strides", residual ? std::vector<int64_t>{1, 1} : std::vector<int64_t>{sh, sw}},
+                                           {"strides", residual && !shortcut ? std::vector<int64_t>{1, 1} : std::vector<int64_t>{sh, sw}},
                                            {"pads", std::vector<int64_t>{pads[0], pads[1], pads[2], pads[3]}},
                                            {"group", group}};
     if (dil != 1 || chance(0.2)) attrs["dilations"] = std::vector<int64_t>{dil, dil};
     Value* y = node("Conv", ins, attrs);
-    if (residual) chance(0.5) ? node("Add", {y, x}) : node("Add", {x, y});
+    if (shortcut) {
+      const float sb = std::sqrt(3.0f / static_cast<float>(C));
+      std::vector<Value*> sins{x, constant("w", uniformTensor({cout, C, 1, 1}, -sb, sb))};
+      if (chance(0.7)) sins.push_back(constant("b", uniformTensor({cout}, -0.5f, 0.5f)));
+      Value* d = node("Conv", sins, {{"kernel_shape", std::vector<int64_t>{1, 1}}, {"strides", std::vector<int64_t>{sh, sw}},
+                                     {"pads", std::vector<int64_t>{0, 0, 0, 0}}});
+      Value* sum = chance(0.5) ? node("Add", {y, d}) : node("Add", {d, y});
+      if (chance(0.7)) node("Relu", {sum});
+    } else if (residual) {
+      chance(0.5) ? node("Add", {y, x}) : node("Add", {x, y});
+    }
   }
 
   void pool(Value* x) {
@@ -531,7 +544,8 @@ NpuCheck checkOnNpu(const Model& model, const std::string& configPath, uint64_t 
       out.channelChains += g.channelChain;
       out.expandChains += g.channelChain && g.tiling.size() == 3;
       for (const npu::NodeTiling& t : g.tiling) out.inputNorms += !t.inputNorm.empty(), out.residualsInAcc += t.residualInAcc,
-                                                  out.maxPools += !t.maxPool.empty(), out.passesInside += t.inputResident;
+                                                  out.maxPools += !t.maxPool.empty(), out.passesInside += t.inputResident,
+                                                  out.residualConvs += !t.residualConv.empty();
     }
   }
   for (const auto& n : compiled.cpuPart->graph->nodes())
@@ -607,6 +621,7 @@ std::vector<std::string> checkRandomGraph(uint64_t seed, const std::vector<std::
     stats.channelChains += c.channelChains;
     stats.expandChains += c.expandChains;
     stats.residualsInAcc += c.residualsInAcc;
+    stats.residualConvs += c.residualConvs;
     stats.maxPools += c.maxPools;
     stats.passesInside += c.passesInside;
     for (const std::string& op : c.hostOps) stats.hostOps[op]++;

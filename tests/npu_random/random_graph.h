@@ -33,6 +33,7 @@ struct NpuCheck {
   size_t inputNorms = 0;              ///< convolutions that normalise their loaded input blocks (NodeTiling::inputNorm)
   size_t residualsInAcc = 0;          ///< convolutions adding a residual in the accumulator (NodeTiling::residualInAcc)
   size_t maxPools = 0;                ///< convolutions pooling their accumulator tiles (NodeTiling::maxPool)
+  size_t residualConvs = 0;           ///< shortcut convolutions computed into an accumulator (NodeTiling::residualConv)
   size_t passesInside = 0;            ///< convolutions running their passes inside each tile (NodeTiling::inputResident)
   size_t channelChains = 0;           ///< groups running a depthwise and a 1x1 convolution as a channel chain
   size_t expandChains = 0;            ///< of those, chains with an expand stage first
@@ -58,6 +59,7 @@ struct RandomRunStats {
   size_t inputNorms = 0;   ///< NpuCheck::inputNorms summed
   size_t residualsInAcc = 0;  ///< NpuCheck::residualsInAcc summed
   size_t maxPools = 0;        ///< NpuCheck::maxPools summed
+  size_t residualConvs = 0;   ///< NpuCheck::residualConvs summed
   size_t passesInside = 0;    ///< NpuCheck::passesInside summed
   size_t channelChains = 0;   ///< NpuCheck::channelChains summed
   size_t expandChains = 0;    ///< NpuCheck::expandChains summed
