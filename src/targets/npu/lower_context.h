@@ -220,6 +220,10 @@ struct ModelledCost {
 };
 ModelledCost modelledCost(const Graph& body, const hw::NpuConfig& cfg, const NpuSchedule& schedule,
                           const std::vector<size_t>& groups);
+/// The same, or nothing when the buffers cannot hold the groups: verifySchedule refuses the schedule, or the list
+/// scheduler cannot place it (its internal error).
+std::optional<ModelledCost> modelledCostIfItFits(const Graph& body, const hw::NpuConfig& cfg, const NpuSchedule& schedule,
+                                                 const std::vector<size_t>& groups);
 /// The family of a node the NPU can lower (nullopt for other nodes).
 std::optional<OpFamily> opFamily(const Node& node);
 /// The table of op-family lowerings, by ONNX op type.

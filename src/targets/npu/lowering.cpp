@@ -634,6 +634,17 @@ lower::ModelledCost lower::modelledCost(const Graph& body, const hw::NpuConfig& 
   return cost;
 }
 
+std::optional<lower::ModelledCost> lower::modelledCostIfItFits(const Graph& body, const hw::NpuConfig& cfg,
+                                                              const NpuSchedule& schedule, const std::vector<size_t>& groups) {
+  try {
+    return modelledCost(body, cfg, schedule, groups);
+  } catch (const UserError&) {
+    return std::nullopt;
+  } catch (const InternalError&) {
+    return std::nullopt;
+  }
+}
+
 std::string dependencyGraphDot(const Graph& body, const hw::Device& device, const NpuSchedule& schedule, size_t first,
                                size_t count) {
   LoweredSubgraph out;

@@ -132,16 +132,10 @@ size_t groupOfTiling(const NpuSchedule& s, const std::string& node) {
 }
 
 /// The modelled cost of groups `groups` of `s`, or nothing when the vector kept on chip leaves too little room beside
-/// a tile: verifySchedule refuses the schedule, or the list scheduler cannot place it (its internal error).
+/// a tile (lower::modelledCostIfItFits).
 std::optional<lower::ModelledCost> costIfItFits(const Graph& body, const hw::NpuConfig& cfg, const NpuSchedule& s,
                                                 const std::vector<size_t>& groups) {
-  try {
-    return lower::modelledCost(body, cfg, s, groups);
-  } catch (const UserError&) {
-    return std::nullopt;
-  } catch (const InternalError&) {
-    return std::nullopt;
-  }
+  return lower::modelledCostIfItFits(body, cfg, s, groups);
 }
 
 }  // namespace
