@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cmath>
 #include <fmt/format.h>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -334,43 +335,37 @@ std::optional<InputNorm> LowerContext::inputNorm(const Node& node) const {
   return norm;
 }
 
-const Node* LowerContext::globalPool(const Node& node) const {
-  const std::string& name = tiling(node).globalPool;
+namespace {
+
+/// The node named `name` that the schedule has `node` do as its `what` (nullptr when the name is empty), checked with
+/// `legal` (the verifier refused the schedule otherwise).
+const Node* scheduledFor(const Graph& body, const std::string& name, const Node& node, const char* what,
+                         const std::function<bool(const Node&)>& legal) {
   if (name.empty()) return nullptr;
-  for (const auto& n : body_.nodes())
+  for (const auto& n : body.nodes())
     if (n->name() == name) {
-      TESSEL_ASSERT(globalPoolFromTiles(*n, node, resultValue(node)),
-                    fmt::format("npu lowering: {} cannot be computed from the tiles of {}", n->describe(), node.describe()));
+      TESSEL_ASSERT(legal(*n), fmt::format("npu lowering: {} cannot be the {} of {}", n->describe(), what, node.describe()));
       return n.get();
     }
-  TESSEL_ASSERT(false, fmt::format("npu lowering: the global pool '{}' of {} is not a node", name, node.describe()));
+  TESSEL_ASSERT(false, fmt::format("npu lowering: the {} '{}' of {} is not a node", what, name, node.describe()));
   return nullptr;
+}
+
+}  // namespace
+
+const Node* LowerContext::globalPool(const Node& node) const {
+  return scheduledFor(body_, tiling(node).globalPool, node, "global pool from its tiles",
+                      [&](const Node& n) { return globalPoolFromTiles(n, node, resultValue(node)); });
 }
 
 const Node* LowerContext::maxPool(const Node& node) const {
-  const std::string& name = tiling(node).maxPool;
-  if (name.empty()) return nullptr;
-  for (const auto& n : body_.nodes())
-    if (n->name() == name) {
-      TESSEL_ASSERT(maxPoolFromTiles(body_, *n, node),
-                    fmt::format("npu lowering: {} cannot be computed from the tiles of {}", n->describe(), node.describe()));
-      return n.get();
-    }
-  TESSEL_ASSERT(false, fmt::format("npu lowering: the max pool '{}' of {} is not a node", name, node.describe()));
-  return nullptr;
+  return scheduledFor(body_, tiling(node).maxPool, node, "max pool from its accumulator tiles",
+                      [&](const Node& n) { return maxPoolFromTiles(body_, n, node); });
 }
 
 const Node* LowerContext::residualConv(const Node& node) const {
-  const std::string& name = tiling(node).residualConv;
-  if (name.empty()) return nullptr;
-  for (const auto& n : body_.nodes())
-    if (n->name() == name) {
-      TESSEL_ASSERT(residualConvInto(body_, *n, node),
-                    fmt::format("npu lowering: {} cannot be computed into the accumulator of {}", n->describe(), node.describe()));
-      return n.get();
-    }
-  TESSEL_ASSERT(false, fmt::format("npu lowering: the residual convolution '{}' of {} is not a node", name, node.describe()));
-  return nullptr;
+  return scheduledFor(body_, tiling(node).residualConv, node, "residual convolution in its accumulator",
+                      [&](const Node& n) { return residualConvInto(body_, n, node); });
 }
 
 bool residualConvInto(const Graph& body, const Node& residual, const Node& conv) {
