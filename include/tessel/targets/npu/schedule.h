@@ -212,8 +212,9 @@ NodeTiling residualConvTiling(const NodeTiling& conv, const Node& residual);
 /// result only the residual Add of a later convolution's accumulator (NodeTiling::residualInAcc, a layer-by-layer
 /// group) reads, of the same shape: candidates for NodeTiling::residualConv. Returns (its group, the reader's group).
 std::vector<std::pair<size_t, size_t>> residualConvCandidates(const NpuSchedule& schedule, const Graph& body);
-/// The residual convolution's options for candidate (gr, gc): its input blocks all its channels, its current block
-/// width and halves of it down to DIM, each with resident weights when they fit beside the convolution's and streamed.
+/// The options for candidate (gr, gc): the convolution's current tiling and its next three options (tilingOptions),
+/// each with the residual convolution's input blocks of all its channels, its current block width or DIM, and its
+/// weights resident or streamed; those whose input regions and weights the buffers hold (residualConvOverflow).
 std::vector<NodeTiling> residualConvTilings(const NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg, size_t gr,
                                             size_t gc);
 /// `schedule` with the convolution of group gr computed into the accumulator of group gc's convolution (whose tiling

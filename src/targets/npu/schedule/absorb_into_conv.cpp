@@ -463,7 +463,7 @@ std::vector<NodeTiling> residualConvTilings(const NpuSchedule& s, const Graph& b
   const Node& conv = *byName.at(current.node);
   const Node& residual = *byName.at(own.node);
   const int64_t C = convGeometry(residual).C;
-  // Input blocks of all its channels, of the width its own tiling chose, and halves of that down to DIM.
+  // Input blocks of all its channels, of the width its own tiling chose, and of DIM channels.
   const int64_t dim = cfg.dim;
   std::vector<int64_t> widths{C};
   for (int64_t w : {own.inChannels > 0 ? std::min(own.inChannels, C) : C, std::min(dim, C)})
