@@ -220,9 +220,10 @@ std::vector<NodeTiling> residualConvTilings(const NpuSchedule& schedule, const G
 /// `schedule` with the convolution of group gr computed into the accumulator of group gc's convolution (whose tiling
 /// becomes `tiling`, one of residualConvTilings), group gr removed.
 NpuSchedule withResidualConv(const NpuSchedule& schedule, size_t gr, size_t gc, const NodeTiling& tiling);
-/// Moves each candidate's convolution into its reader's accumulator (residualConvCandidates) where the instruction
-/// scheduler models the merged group no slower than the two apart, with the pricing window and with 8 tiles in flight
-/// (a fusion of two convolutions at the accumulator: the shortcut's result never stored). Run with fusion.
+/// Moves each candidate's convolution into its reader's accumulator (residualConvCandidates) when, of the two groups
+/// apart and every merged option priced by the instruction scheduler, pickMatrixTiling's rule picks a merged one (the
+/// cheapest in cycles, or within 2 % of it the fewest DRAM bytes) and that one also wins with 8 tiles in flight (a
+/// fusion of two convolutions at the accumulator: the shortcut's result never stored). Run with fusion.
 void chooseResidualConvs(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg);
 
 /// Groups of a schedule that can run as one fused group (S0.2): joined by values every use of which is the

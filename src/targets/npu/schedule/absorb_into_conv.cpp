@@ -519,26 +519,21 @@ void chooseResidualConvs(NpuSchedule& schedule, const Graph& body, const hw::Npu
     // with 8 tiles in flight (no slower than the groups apart, or within 2 % and fewer bytes), as the final program
     // often runs. The merged group is gc - 1 (gr comes first).
     const lower::ModelledCost apart = lower::modelledCost(body, cfg, schedule, {gr, gc});
-    std::vector<std::pair<lower::ModelledCost, std::optional<NodeTiling>>> priced{{apart, std::nullopt}};
+    std::vector<std::pair<uint64_t, uint64_t>> costs{{apart.cycles, apart.dramBytes}};  // option 0: apart
+    std::vector<NodeTiling> merges;
     for (const NodeTiling& t : residualConvTilings(schedule, body, cfg, gr, gc))
       if (const auto merged = costIfItFits(body, cfg, withResidualConv(schedule, gr, gc, t), {gc - 1}))
-        priced.push_back({*merged, t});
-    uint64_t fastest = apart.cycles;
-    for (const auto& [cost, t] : priced) fastest = std::min(fastest, cost.cycles);
-    const std::pair<lower::ModelledCost, std::optional<NodeTiling>>* pick = nullptr;
-    for (const auto& p : priced)
-      if (p.first.cycles * 50 <= fastest * 51 &&
-          (!pick || p.first.dramBytes < pick->first.dramBytes ||
-           (p.first.dramBytes == pick->first.dramBytes && p.first.cycles < pick->first.cycles)))
-        pick = &p;
-    if (!pick->second) continue;
+        costs.push_back({merged->cycles, merged->dramBytes}), merges.push_back(t);
+    const size_t pick = pickCheapOrLight(costs);
+    if (pick == 0) continue;
+    const NodeTiling& take = merges[pick - 1];
     NpuSchedule wide = schedule;
     wide.window = 8;
     const lower::ModelledCost apart8 = lower::modelledCost(body, cfg, wide, {gr, gc});
-    const auto merged8 = costIfItFits(body, cfg, withResidualConv(wide, gr, gc, *pick->second), {gc - 1});
+    const auto merged8 = costIfItFits(body, cfg, withResidualConv(wide, gr, gc, take), {gc - 1});
     if (merged8 && (merged8->cycles <= apart8.cycles ||
                     (merged8->cycles * 50 <= apart8.cycles * 51 && merged8->dramBytes < apart8.dramBytes)))
-      chosen.push_back(*pick->second);
+      chosen.push_back(take);
   }
   for (const NodeTiling& t : chosen)
     schedule = withResidualConv(schedule, groupOfTiling(schedule, t.residualConv), groupOfTiling(schedule, t.node), t);

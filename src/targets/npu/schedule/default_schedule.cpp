@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <fmt/format.h>
-#include <limits>
 #include <optional>
 
 #include "../geometry.h"
@@ -393,29 +392,23 @@ void chooseInsideTiles(NpuSchedule& s, const Graph& body, const hw::NpuConfig& c
     const ConvGeometry geo = packGroups(convGeometry(*byName.at(t.node)), t.groupPack);
     const int64_t Mg = geo.M / geo.group, Cg = geo.C / geo.group, cols = std::min(t.cols, geo.OW);
     if (std::min(t.coutPerPass > 0 ? t.coutPerPass : t.channels, Mg) >= Mg) continue;  // one pass: loaded once
-    if (tileWindowWordsPerChannel(geo, t, std::min(t.rows, geo.OH), cols) * Cg <= inputWords) continue;  // the estimate's
+    const auto fits = [&](int64_t rows) { return tileWindowWordsPerChannel(geo, t, rows, cols) * Cg <= inputWords; };
+    if (fits(std::min(t.rows, geo.OH))) continue;  // the estimate's to offer
     int64_t rows = std::min(t.rows, geo.OH) / 2;
-    while (rows > 1 && tileWindowWordsPerChannel(geo, t, rows, cols) * Cg > inputWords) rows /= 2;
-    if (rows < 1 || tileWindowWordsPerChannel(geo, t, rows, cols) * Cg > inputWords) continue;
+    while (rows > 1 && !fits(rows)) rows /= 2;
+    if (rows < 1 || !fits(rows)) continue;
     const std::optional<lower::ModelledCost> now = lower::modelledCostIfItFits(body, cfg, s, {g});
     if (!now) continue;
-    std::vector<std::pair<lower::ModelledCost, NodeTiling>> priced;
+    std::vector<std::pair<uint64_t, uint64_t>> costs{{now->cycles, now->dramBytes}};  // option 0: the tiling as chosen
+    std::vector<NodeTiling> inside;
     for (const bool resident : {true, false}) {
       if (resident && !t.weightsResident) continue;
       NpuSchedule trial = s;
       NodeTiling& u = trial.groups[g].tiling[0];
       u.rows = rows, u.inputResident = true, u.weightsResident = resident;
-      if (const auto c = lower::modelledCostIfItFits(body, cfg, trial, {g})) priced.push_back({*c, u});
+      if (const auto c = lower::modelledCostIfItFits(body, cfg, trial, {g})) costs.push_back({c->cycles, c->dramBytes}), inside.push_back(u);
     }
-    uint64_t fastest = now->cycles;
-    for (const auto& [c, u] : priced) fastest = std::min(fastest, c.cycles);
-    lower::ModelledCost best = *now;
-    const NodeTiling* take = nullptr;
-    if (now->cycles * 50 > fastest * 51) best.dramBytes = std::numeric_limits<uint64_t>::max();  // the current is out
-    for (const auto& [c, u] : priced)
-      if (c.cycles * 50 <= fastest * 51 && (c.dramBytes < best.dramBytes || (c.dramBytes == best.dramBytes && c.cycles < best.cycles)))
-        best = c, take = &u;
-    if (take) grp.tiling[0] = *take;
+    if (const size_t pick = pickCheapOrLight(costs); pick > 0) grp.tiling[0] = inside[pick - 1];
   }
 }
 

@@ -282,17 +282,23 @@ std::vector<std::pair<NodeTiling, MatrixCost>> matrixTilingOptions(const Node& n
 }
 
 size_t pickMatrixTiling(const std::vector<std::pair<NodeTiling, MatrixCost>>& options) {
+  std::vector<std::pair<uint64_t, uint64_t>> costs;
+  for (const auto& [t, c] : options) costs.push_back({c.cycles, c.dramBytes});
+  return pickCheapOrLight(costs);
+}
+
+size_t pickCheapOrLight(const std::vector<std::pair<uint64_t, uint64_t>>& costs) {
   size_t best = 0;
   // The cheapest in cycles; among the options within 2 % of it, the one that moves the fewest DRAM bytes
   // (traffic the estimate does not see as cycles still costs energy and bandwidth other layers could use).
   // With 5 %, ResNet-18 took tilings whose resident weights reload between passes without overlap
   // (docs/scheduling.md, section 8.2: 1, 2, 3 and 5 % measured).
-  for (size_t k = 1; k < options.size(); ++k)
-    if (options[k].second.cycles < options[best].second.cycles) best = k;
-  const uint64_t limit = options[best].second.cycles + options[best].second.cycles / 50;
-  for (size_t k = 0; k < options.size(); ++k) {
-    const MatrixCost &c = options[k].second, &b = options[best].second;
-    if (c.cycles <= limit && (c.dramBytes < b.dramBytes || (c.dramBytes == b.dramBytes && c.cycles < b.cycles))) best = k;
+  for (size_t k = 1; k < costs.size(); ++k)
+    if (costs[k].first < costs[best].first) best = k;
+  const uint64_t limit = costs[best].first + costs[best].first / 50;
+  for (size_t k = 0; k < costs.size(); ++k) {
+    const auto &c = costs[k], &b = costs[best];
+    if (c.first <= limit && (c.second < b.second || (c.second == b.second && c.first < b.first))) best = k;
   }
   return best;
 }

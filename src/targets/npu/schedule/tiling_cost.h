@@ -88,5 +88,8 @@ std::string residualConvOverflow(const Node& conv, const Node& residual, const N
 /// The option of `options` (matrixTilingOptions, not empty) the compiler takes: the cheapest in cycles, or within 2 %
 /// of it the one that moves the fewest DRAM bytes.
 size_t pickMatrixTiling(const std::vector<std::pair<NodeTiling, MatrixCost>>& options);
+/// The same rule over options priced as (cycles, DRAM bytes), not empty (ties: fewer cycles, then the first): how
+/// the instruction scheduler's prices of schedule choices are picked from too.
+size_t pickCheapOrLight(const std::vector<std::pair<uint64_t, uint64_t>>& cyclesAndBytes);
 
 }  // namespace tessel::npu
