@@ -1,10 +1,13 @@
-// Pixel-tile convolution, NCHW in and out (groups == 1). The register tile is 7 output pixels by up to 64
+// Pixel-tile convolution, NCHW in and out (any groups). The register tile is 7 output pixels by up to 64
 // output channels: for each step k of the reduction (input channel x kernel tap) the 7 input values are
 // broadcast and 64 weights loaded as 4 zmm vectors, 28 FMAs into 28 accumulators. The weights are packed
 // as [Cout/64][K][64], so a tile streams one contiguous panel; the input is read in place for 1x1
-// stride-1 convs (7 consecutive pixels of one channel plane per k) and through im2col panels [K][8]
-// otherwise. On the way out each 7 x 16 block is transposed in registers so that every output channel
-// gets its 7 pixels as one masked store, with bias, residual and activation applied there.
+// stride-1 convs (7 consecutive pixels of one channel plane per k), through phase planes for strides 1-2
+// without dilation (the padded input split by stride phase, where every tap reads a tile's pixels as 7
+// consecutive floats: no im2col, ResNet-50's 3x3/2 128->128 on 56x56 1.72 -> 1.38 ms and 1x1/2 256->512
+// 1.59 -> 1.23 ms on Zen 5 at 1 thread, and grouped convolutions, one group per task) and through im2col
+// panels [K][8] otherwise (dilation). On the way out each 7 x 16 block is transposed in registers so that
+// every output channel gets its 7 pixels as one masked store, with bias, residual and activation applied.
 //
 // Against im2col + GEMM (C[Cout x pixels]) this wins where the pixel count is small or K is large: the
 // GEMM's 32-column tiles waste 15 of 64 columns on a 7x7 map, and its B packing is a full pass over the
@@ -12,9 +15,9 @@
 // on the way out costs more than the GEMM loses (selection in conv_registry.cpp).
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <vector>
 
-#include "im2col.h"
 #include "plane_rows.h"
 #include "weight_blocks.h"
 #include "tessel/rt/aligned_buffer.h"
@@ -36,6 +39,29 @@ constexpr int64_t kKC = 512;      // reduction block: a 512 x 64 weight panel is
 constexpr int kTilesPerPack = 8;  // im2col panels packed together (56 pixels, [K][8] each)
 
 int64_t reduction(const Conv2dShape& s) { return s.in_per_group() * s.kernel_h * s.kernel_w; }
+
+// Phase planes instead of im2col panels (PhasePlanes below): every convolution with a kernel larger than
+// 1x1 or a stride, strides 1-2, no dilation; the only way for grouped convolutions.
+bool phase_mode(const Conv2dShape& s) {
+  return !s.is_pointwise() && s.dilation_h == 1 && s.dilation_w == 1 && s.stride_h >= 1 && s.stride_h <= 2 &&
+         s.stride_w >= 1 && s.stride_w <= 2 && s.kernel_h <= 7 && s.kernel_w <= 7;
+}
+
+// One group's convolution (groups == 1: the whole one).
+[[maybe_unused]] Conv2dShape group_shape(const Conv2dShape& s) {
+  Conv2dShape g = s;
+  g.in_channels = s.in_per_group(), g.out_channels = s.out_per_group(), g.groups = 1;
+  return g;
+}
+int64_t group_packed_floats(const Conv2dShape& s) {
+  return detail::channel_blocked_size(s.out_per_group(), reduction(s), kBlockC);
+}
+// Where weight (group g, output channel m of the group, input channel c, tap) is packed.
+int64_t packed_index(const Conv2dShape& s, int64_t g, int64_t m, int64_t c, int64_t tap) {
+  const int64_t K = reduction(s), taps = s.kernel_h * s.kernel_w;
+  const int64_t k = phase_mode(s) ? tap * s.in_per_group() + c : c * taps + tap;
+  return g * group_packed_floats(s) + ((m / kBlockC) * K + k) * kBlockC + m % kBlockC;
+}
 [[maybe_unused]] int64_t channel_blocks(const Conv2dShape& s) { return (s.out_channels + kBlockC - 1) / kBlockC; }
 
 // Where one tile's output goes and what to do on the way: first/last reduction block, the epilogue at
@@ -56,45 +82,62 @@ struct TileOut {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-// Accumulates a tile of RP pixels x NP*16 channels over kc reduction steps and stores it. a[k * a_ks + r]
-// is pixel r's input at step k; w[k * kBlockC + 16 p + l] the weight of channel 16 p + l; pf > 0
-// prefetches pf floats ahead on each row of a (the in-place input, whose rows are a plane apart).
+// Accumulates a tile of RP pixels x NP*16 channels over the reduction steps of its input segments and
+// stores it. Segment s covers seg[s].n consecutive steps: seg[s].a[k * a_ks + r] is pixel r's input at
+// its step k (one segment for im2col panels and 1x1 convs read in place; one per kernel tap for phase
+// planes, below); w[k * kBlockC + 16 p + l] the weight of channel 16 p + l at the k-th step over all
+// segments; pf > 0 prefetches pf floats ahead on each row of a (input read in place, rows a plane apart).
 // Meanwhile it prefetches (to L2) `lines` cache lines from `next` (the next weight panel's share of
 // this tile), spread over the k steps.
+struct Segment {
+  const float* a;
+  int64_t n;
+};
+
 template <int RP, int NP>
-void pixel_tile(int64_t kc, const float* a, int64_t a_ks, int pf, const float* w, const char* next, int64_t lines,
+void pixel_tile(const Segment* seg, int nseg, int64_t a_ks, int pf, const float* w, const char* next, int64_t lines,
                 const TileOut& t) {
+  int64_t kc = 0;
+  for (int s = 0; s < nseg; ++s) kc += seg[s].n;
   const int64_t per_step = (lines + kc - 1) / std::max<int64_t>(kc, 1);
   __m512 acc[RP][NP];
 #pragma GCC unroll 8
   for (int r = 0; r < RP; ++r)
 #pragma GCC unroll 4
     for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_setzero_ps();
+  int64_t k_done = 0;  // steps of the earlier segments
+  for (int s = 0; s < nseg; ++s) {
+    const float* a = seg[s].a;
+    const int64_t n = seg[s].n;
 #pragma GCC unroll 2
-  for (int64_t k = 0; k < kc; ++k) {
-    if (pf) _mm_prefetch(reinterpret_cast<const char*>(a + k * a_ks + pf), _MM_HINT_T0);
-    for (int64_t q = k * per_step; q < std::min(lines, (k + 1) * per_step); ++q) _mm_prefetch(next + q * 64, _MM_HINT_T1);
-    // Two weight vectors at a time, the pixels broadcast once per pair: 28 accumulators + 2 weights + 1
-    // broadcast fit the 32 registers. With all four weight vectors loaded at once (33 registers) GCC kept one
-    // accumulator on the stack, and its store-and-reload took half the samples (256->256 3x3 on 14x14:
-    // 172 GFLOP/s on Zen 5).
+    for (int64_t k = 0; k < n; ++k) {
+      if (pf) _mm_prefetch(reinterpret_cast<const char*>(a + k * a_ks + pf), _MM_HINT_T0);
+      for (int64_t q = (k_done + k) * per_step; q < std::min(lines, (k_done + k + 1) * per_step); ++q)
+        _mm_prefetch(next + q * 64, _MM_HINT_T1);
+      // Two weight vectors at a time, the pixels broadcast once per pair: 28 accumulators + 2 weights + 1
+      // broadcast fit the 32 registers. With all four weight vectors loaded at once (33 registers) GCC kept one
+      // accumulator on the stack, and its store-and-reload took half the samples (256->256 3x3 on 14x14:
+      // 172 GFLOP/s on Zen 5).
 #pragma GCC unroll 2
-    for (int h = 0; h < NP; h += 2) {
-      __m512 wv[2];
-#pragma GCC unroll 2
-      for (int p = 0; p < 2; ++p)
-        if (h + p < NP) wv[p] = _mm512_load_ps(w + k * kBlockC + (h + p) * 16);
-#pragma GCC unroll 8
-      for (int r = 0; r < RP; ++r) {
-        // A volatile asm, so that GCC broadcasts again in the second half instead of keeping all seven
-        // broadcasts live (which spills accumulators just the same).
-        __m512 av;
-        asm volatile("vbroadcastss %1, %0" : "=v"(av) : "m"(a[k * a_ks + r]));
+      for (int h = 0; h < NP; h += 2) {
+        __m512 wv[2];
 #pragma GCC unroll 2
         for (int p = 0; p < 2; ++p)
-          if (h + p < NP) acc[r][h + p] = _mm512_fmadd_ps(av, wv[p], acc[r][h + p]);
+          if (h + p < NP) wv[p] = _mm512_load_ps(w + k * kBlockC + (h + p) * 16);
+#pragma GCC unroll 8
+        for (int r = 0; r < RP; ++r) {
+          // A volatile asm, so that GCC broadcasts again in the second half instead of keeping all seven
+          // broadcasts live (which spills accumulators just the same).
+          __m512 av;
+          asm volatile("vbroadcastss %1, %0" : "=v"(av) : "m"(a[k * a_ks + r]));
+#pragma GCC unroll 2
+          for (int p = 0; p < 2; ++p)
+            if (h + p < NP) acc[r][h + p] = _mm512_fmadd_ps(av, wv[p], acc[r][h + p]);
+        }
       }
     }
+    w += n * kBlockC;
+    k_done += n;
   }
   const Epilogue& ep = *t.ep;
   const __mmask8 pixels = static_cast<__mmask8>((1u << t.pixels) - 1);
@@ -147,7 +190,7 @@ void pixel_tile(int64_t kc, const float* a, int64_t a_ks, int pf, const float* w
   }
 }
 
-using TileFn = void (*)(int64_t, const float*, int64_t, int, const float*, const char*, int64_t, const TileOut&);
+using TileFn = void (*)(const Segment*, int, int64_t, int, const float*, const char*, int64_t, const TileOut&);
 
 // kTiles[rp - 1][np - 1]: the tile for rp pixels (in-place input needs the exact count) and np vectors.
 template <int RP>
@@ -158,26 +201,50 @@ constexpr std::array<std::array<TileFn, 4>, kTileP> kTiles = {tiles_for<1>(), ti
                                                              tiles_for<4>(), tiles_for<5>(), tiles_for<6>(),
                                                              tiles_for<7>()};
 
+// Phase planes: the zero-padded input split by stride phase, so that every kernel tap reads a tile's
+// pixels (consecutive outputs of one row) as consecutive floats, with no im2col panel to pack. For
+// stride s, padded row y = s i + a and column x = s j + b is phase (a, b)'s element (i, j); tap (ky, kx)
+// of output (oh, ow) is phase (ky % s, kx % s) at (oh + ky / s, ow + kx / s). Only the phases some tap
+// reads are built; planes [channel][phase][rows][cols], the rows those of output rows [oh0, oh1).
+struct PhasePlanes {
+  const float* buf = nullptr;
+  int64_t rows = 0, cols = 0, oh0 = 0;
+  int64_t chan_stride = 0;            // floats per channel (all its phases)
+  std::vector<int64_t> tap_offset;    // per tap ky * KW + kx: its phase plane and (ky / s, kx / s)
+};
+
 struct Job {
   const Conv2dShape& s;
-  const float* in;      // this image's input
-  const float* packed;  // [cb][K][64]
-  float* out;           // this image's output
+  const float* in;      // this image's input (this group's first channel)
+  const float* packed;  // [cb][K][64] (phase planes: K tap-major, k = tap * Cin + c)
+  float* out;           // this image's output (this group's first channel)
   const float* residual;
   const Epilogue& ep;
   int64_t K, plane, n_tiles;
   bool prefetch;  // several threads: pack_tiles prefetches its input rows (another core may have written them)
+  int64_t row_tiles = 0;               // > 0: tiles are ceil(OW / 7) per output row (phase planes), else 7 flat pixels
+  const PhasePlanes* phases = nullptr;
 };
 
+// Output pixel of a tile's first pixel, and its pixel count.
+int64_t tile_first_pixel(const Job& j, int64_t tile) {
+  if (j.row_tiles == 0) return tile * kTileP;
+  return tile / j.row_tiles * j.s.out_w() + tile % j.row_tiles * kTileP;
+}
+int tile_pixels(const Job& j, int64_t tile) {
+  if (j.row_tiles == 0) return static_cast<int>(std::min<int64_t>(kTileP, j.plane - tile * kTileP));
+  return static_cast<int>(std::min<int64_t>(kTileP, j.s.out_w() - tile % j.row_tiles * kTileP));
+}
+
 TileOut tile_out(const Job& j, int64_t cb, int64_t tile, int64_t k0, int64_t kc) {
-  const int64_t c0 = cb * kBlockC, p0 = tile * kTileP;
+  const int64_t c0 = cb * kBlockC, p0 = tile_first_pixel(j, tile);
   TileOut t;
   t.out = j.out + c0 * j.plane + p0;
   t.plane = j.plane;
   t.bias = j.ep.bias ? j.ep.bias + c0 : nullptr;
   t.residual = j.residual ? j.residual + c0 * j.plane + p0 : nullptr;
   t.ep = &j.ep;
-  t.pixels = static_cast<int>(std::min<int64_t>(kTileP, j.plane - p0));
+  t.pixels = tile_pixels(j, tile);
   t.channels = static_cast<int>(std::min<int64_t>(kBlockC, j.s.out_channels - c0));
   t.first = k0 == 0;
   t.last = k0 + kc >= j.K;
@@ -197,13 +264,18 @@ const char* next_panel(const Job& j, int64_t cb, int64_t cb0, int64_t cb1, int64
   return reinterpret_cast<const char*>(j.packed + (ncb * j.K + nk0) * kBlockC);
 }
 
-// Channel blocks [cb0, cb1) x tiles [t0, t1); a(tile) is the tile's first input value at k = 0 and a_ks
-// the distance between k steps (in place: a plane; packed: a panel row). While a panel's tiles run,
-// they prefetch the next panel to L2 between them: weights come from memory once per inference.
-template <class Input>
-void run_tiles(const Job& j, int64_t cb0, int64_t cb1, int64_t t0, int64_t t1, const Input& a, int64_t a_ks,
-               bool in_place) {
+// At most one segment per tap plus one (a reduction block may start and end inside a tap).
+constexpr int kMaxSegments = 7 * 7 + 1;
+
+// Channel blocks [cb0, cb1) x tiles [t0, t1); segments(tile, k0, kc, seg) writes the input segments of
+// steps [k0, k0 + kc) of a tile and returns their count, a_ks the distance between steps within a
+// segment (in place or phase planes: a plane; packed: a panel row). While a panel's tiles run, they
+// prefetch the next panel to L2 between them: weights come from memory once per inference.
+template <class Segments>
+void run_tiles(const Job& j, int64_t cb0, int64_t cb1, int64_t t0, int64_t t1, const Segments& segments,
+               int64_t a_ks, bool in_place) {
   const int64_t n = t1 - t0;
+  Segment seg[kMaxSegments];
   for (int64_t k0 = 0; k0 < j.K; k0 += kKC) {
     const int64_t kc = std::min(kKC, j.K - k0);
     for (int64_t cb = cb0; cb < cb1; ++cb) {
@@ -214,20 +286,140 @@ void run_tiles(const Job& j, int64_t cb0, int64_t cb1, int64_t t0, int64_t t1, c
       for (int64_t tile = t0; tile < t1; ++tile) {
         const TileOut t = tile_out(j, cb, tile, k0, kc);
         const int64_t first = std::min(lines, (tile - t0) * share), count = std::min(lines, first + share) - first;
+        const int nseg = segments(tile, k0, kc, seg);
         kTiles[in_place ? t.pixels - 1 : kTileP - 1][(t.channels + 15) / 16 - 1](
-            kc, a(tile) + k0 * a_ks, a_ks, in_place ? 16 : 0, w, next ? next + first * 64 : nullptr, count, t);
+            seg, nseg, a_ks, in_place ? 16 : 0, w, next ? next + first * 64 : nullptr, count, t);
       }
     }
   }
 }
 
+// One segment per reduction block: a(tile) is the tile's input at step 0, steps a_ks apart.
+template <class Input>
+auto single_segment(const Input& a, int64_t a_ks) {
+  return [&a, a_ks](int64_t tile, int64_t k0, int64_t kc, Segment* seg) {
+    seg[0] = {a(tile) + k0 * a_ks, kc};
+    return 1;
+  };
+}
+
 void run_in_place(const Job& j, int64_t cb0, int64_t cb1, int64_t t0, int64_t t1) {
-  run_tiles(j, cb0, cb1, t0, t1, [&](int64_t tile) { return j.in + tile * kTileP; }, j.plane, true);
+  const auto a = [&](int64_t tile) { return j.in + tile * kTileP; };
+  run_tiles(j, cb0, cb1, t0, t1, single_segment(a, j.plane), j.plane, true);
 }
 
 template <class Panels>
 void run_panels(const Job& j, int64_t cb0, int64_t cb1, int64_t t0, int64_t t1, const Panels& panels) {
-  run_tiles(j, cb0, cb1, t0, t1, panels, kPanelW, false);
+  run_tiles(j, cb0, cb1, t0, t1, single_segment(panels, kPanelW), kPanelW, false);
+}
+
+// Phase planes of output rows [oh0, oh1) of input channels [0, cin) into dst (sized by phase_floats).
+int64_t phase_count(const Conv2dShape& s, std::vector<int>* index) {
+  const int64_t sh = s.stride_h, sw = s.stride_w;
+  index->assign(static_cast<size_t>(sh * sw), -1);
+  int count = 0;
+  for (int64_t ky = 0; ky < s.kernel_h; ++ky)
+    for (int64_t kx = 0; kx < s.kernel_w; ++kx) {
+      int& i = (*index)[static_cast<size_t>(ky % sh * sw + kx % sw)];
+      if (i < 0) i = count++;
+    }
+  return count;
+}
+int64_t phase_rows(const Conv2dShape& s, int64_t oh0, int64_t oh1) { return oh1 - oh0 + (s.kernel_h - 1) / s.stride_h; }
+int64_t phase_cols(const Conv2dShape& s) { return s.out_w() + (s.kernel_w - 1) / s.stride_w; }
+size_t phase_floats(const Conv2dShape& s, int64_t cin, int64_t oh0, int64_t oh1) {
+  std::vector<int> index;
+  return static_cast<size_t>(cin * phase_count(s, &index) * phase_rows(s, oh0, oh1) * phase_cols(s));
+}
+
+void build_phases(const Conv2dShape& s, const float* in, int64_t cin, int64_t oh0, int64_t oh1, float* dst,
+                  PhasePlanes* out) {
+  std::vector<int> index;
+  const int64_t nph = phase_count(s, &index), sh = s.stride_h, sw = s.stride_w, H = s.in_h, W = s.in_w;
+  const int64_t rows = phase_rows(s, oh0, oh1), cols = phase_cols(s), plane = rows * cols;
+  out->buf = dst, out->rows = rows, out->cols = cols, out->oh0 = oh0, out->chan_stride = nph * plane;
+  out->tap_offset.clear();
+  for (int64_t ky = 0; ky < s.kernel_h; ++ky)
+    for (int64_t kx = 0; kx < s.kernel_w; ++kx)
+      out->tap_offset.push_back(index[static_cast<size_t>(ky % sh * sw + kx % sw)] * plane + ky / sh * cols + kx / sw);
+  const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  for (int64_t c = 0; c < cin; ++c) {
+    const float* src_plane = in + c * H * W;
+    for (int64_t a = 0; a < sh; ++a)
+      for (int64_t b = 0; b < sw; ++b) {
+        const int ph = index[static_cast<size_t>(a * sw + b)];
+        if (ph < 0) continue;
+        for (int64_t i = 0; i < rows; ++i) {
+          float* d = dst + c * out->chan_stride + ph * plane + i * cols;
+          const int64_t y = (oh0 + i) * sh + a - s.pad_top;  // input row
+          if (y < 0 || y >= H) {
+            std::fill(d, d + cols, 0.0f);
+            continue;
+          }
+          const float* src = src_plane + y * W;
+          // Column j reads input column x = j * sw + b - pad_left.
+          int64_t j = 0;
+          for (; j < cols && j * sw + b - s.pad_left < 0; ++j) d[j] = 0.0f;
+          if (sw == 1) {
+            const int64_t end = std::min(cols, W + s.pad_left - b);
+            if (end > j) std::memcpy(d + j, src + j + b - s.pad_left, static_cast<size_t>(end - j) * sizeof(float));
+            j = std::max(j, end);
+          } else if (sw == 2) {
+            for (; j + 16 <= cols && (j + 15) * 2 + b - s.pad_left + 1 < W; j += 16) {
+              const float* x = src + j * 2 + b - s.pad_left;
+              const __m512 lo = _mm512_loadu_ps(x), hi = _mm512_loadu_ps(x + 16);
+              _mm512_storeu_ps(d + j, _mm512_permutex2var_ps(lo, evens, hi));
+            }
+          }
+          for (; j < cols; ++j) {
+            const int64_t x = j * sw + b - s.pad_left;
+            d[j] = x >= 0 && x < W ? src[x] : 0.0f;
+          }
+        }
+      }
+  }
+}
+
+// The input segments of a tile's steps [k0, k0 + kc) in phase planes (K tap-major: k = tap * Cin + c).
+struct PhaseSegments {
+  const Job& j;
+  int operator()(int64_t tile, int64_t k0, int64_t kc, Segment* seg) const {
+    const PhasePlanes& p = *j.phases;
+    const int64_t cin = j.s.in_channels;
+    const int64_t base = (tile / j.row_tiles - p.oh0) * p.cols + tile % j.row_tiles * kTileP;
+    int n = 0;
+    for (int64_t k = k0; k < k0 + kc;) {
+      const int64_t tap = k / cin, c = k % cin, len = std::min(cin - c, k0 + kc - k);
+      seg[n++] = {p.buf + p.tap_offset[static_cast<size_t>(tap)] + c * p.chan_stride + base, len};
+      k += len;
+    }
+    return n;
+  }
+};
+
+// Output rows [oh0, oh1), channel blocks [cb0, cb1): builds the phase planes of those rows into this
+// thread's scratch, then runs the tiles a few at a time (their inputs stay in L2) over every block.
+// The rows go in bands whose planes fit half of L2 (kPhaseBandBytes).
+constexpr int64_t kPhaseBandBytes = 512 << 10;
+
+void run_phase_rows(const Job& j, int64_t oh0, int64_t oh1, int64_t cb0, int64_t cb1) {
+  if (oh0 >= oh1 || cb0 >= cb1) return;
+  static thread_local AlignedBuffer scratch;
+  const int64_t row_bytes = static_cast<int64_t>(phase_floats(j.s, j.s.in_channels, 0, 1) * sizeof(float)) /
+                            phase_rows(j.s, 0, 1);
+  const int64_t band = std::max<int64_t>(1, kPhaseBandBytes / std::max<int64_t>(1, row_bytes) - (j.s.kernel_h - 1) / j.s.stride_h);
+  for (int64_t r0 = oh0; r0 < oh1; r0 += band) {
+    const int64_t r1 = std::min(oh1, r0 + band);
+    PhasePlanes planes;
+    build_phases(j.s, j.in, j.s.in_channels, r0, r1, scratch.ensure(phase_floats(j.s, j.s.in_channels, r0, r1)),
+                 &planes);
+    Job jp = j;
+    jp.phases = &planes;
+    const PhaseSegments segments{jp};
+    const int64_t t0 = r0 * j.row_tiles, t1 = r1 * j.row_tiles;
+    for (int64_t b0 = t0; b0 < t1; b0 += kTilesPerPack)
+      run_tiles(jp, cb0, cb1, b0, std::min(t1, b0 + kTilesPerPack), segments, planes.chan_stride, true);
+  }
 }
 
 // Packs the im2col panels of tiles [t0, t1) into dst (tile t's [K][8] panel at (t - t0) * K * 8). A tile
@@ -343,6 +535,23 @@ void run_image(const Job& j, ThreadPool* pool) {
     for_blocks(j, pool, [&](int64_t c0, int64_t c1, int64_t t0, int64_t t1) { run_in_place(j, c0, c1, t0, t1); });
     return;
   }
+  if (j.row_tiles > 0) {
+    // Phase planes: each thread builds those of its own output rows (or, on a small map, of all rows for
+    // its own channel blocks), so no thread reads planes another core wrote.
+    const int64_t OH = j.s.out_h();
+    if (threads == 1) {
+      run_phase_rows(j, 0, OH, 0, ncb);
+      return;
+    }
+    const bool by_rows = OH >= 8 * threads || ncb < threads;
+    parallel_per_thread(pool, threads, [&](int r) {
+      if (by_rows)
+        run_phase_rows(j, r * OH / threads, (r + 1) * OH / threads, 0, ncb);
+      else
+        run_phase_rows(j, 0, OH, r * ncb / threads, (r + 1) * ncb / threads);
+    });
+    return;
+  }
   if (threads > 1 && j.n_tiles < 16 * threads) {
     // Few pixels: the (tile chunk, channel block) tasks of for_blocks, an equal run of them per thread;
     // each thread packs the panels of its own tiles (again where two threads share a tile chunk) and
@@ -377,14 +586,26 @@ void run_image(const Job& j, ThreadPool* pool) {
 
 }  // namespace
 
-bool conv2d_nchw_pixel_tile_applicable(const Conv2dShape& s) { return s.groups == 1; }
+bool conv2d_nchw_pixel_tile_applicable(const Conv2dShape& s) {
+  return s.groups == 1 || (!s.is_depthwise() && phase_mode(s));
+}
 
 size_t conv2d_nchw_pixel_tile_packed_size(const Conv2dShape& s) {
-  return static_cast<size_t>(detail::channel_blocked_size(s.out_channels, reduction(s), kBlockC));
+  return static_cast<size_t>(s.groups * group_packed_floats(s));
 }
 
 void conv2d_nchw_pixel_tile_pack(const Conv2dShape& s, const float* weights, float* packed) {
-  detail::pack_channel_blocked(weights, s.out_channels, reduction(s), kBlockC, packed);
+  if (!phase_mode(s)) {
+    detail::pack_channel_blocked(weights, s.out_channels, reduction(s), kBlockC, packed);
+    return;
+  }
+  std::fill(packed, packed + conv2d_nchw_pixel_tile_packed_size(s), 0.0f);
+  const int64_t taps = s.kernel_h * s.kernel_w, cin = s.in_per_group(), cout = s.out_per_group();
+  for (int64_t g = 0; g < s.groups; ++g)
+    for (int64_t m = 0; m < cout; ++m)
+      for (int64_t c = 0; c < cin; ++c)
+        for (int64_t tap = 0; tap < taps; ++tap)
+          packed[packed_index(s, g, m, c, tap)] = weights[((g * cout + m) * cin + c) * taps + tap];
 }
 
 void conv2d_nchw_pixel_tile(const Conv2dShape& s, const float* in, const float* packed, float* out,
@@ -392,30 +613,51 @@ void conv2d_nchw_pixel_tile(const Conv2dShape& s, const float* in, const float* 
   const int64_t K = reduction(s), plane = s.out_h() * s.out_w();
   const int64_t in_image = s.in_channels * s.in_h * s.in_w, out_image = s.out_channels * plane;
 #if defined(__AVX512F__)
-  for (int64_t n = 0; n < s.batch; ++n) {
-    Job j{s, in + n * in_image, packed, out + n * out_image, ep.residual ? ep.residual + n * out_image : nullptr,
-          ep, K, plane, (plane + kTileP - 1) / kTileP, thread_count(pool) > 1};
-    run_image(j, pool);
+  const int64_t row_tiles = phase_mode(s) ? (s.out_w() + kTileP - 1) / kTileP : 0;
+  const int64_t n_tiles = row_tiles ? s.out_h() * row_tiles : (plane + kTileP - 1) / kTileP;
+  if (s.groups == 1) {
+    for (int64_t n = 0; n < s.batch; ++n) {
+      Job j{s, in + n * in_image, packed, out + n * out_image, ep.residual ? ep.residual + n * out_image : nullptr,
+            ep, K, plane, n_tiles, thread_count(pool) > 1, row_tiles};
+      run_image(j, pool);
+    }
+    return;
   }
+  // Grouped: one (image, group) per task, each a convolution of its own on one thread.
+  const Conv2dShape gs = group_shape(s);
+  const int64_t cin = gs.in_channels, cout = gs.out_channels, in_plane = s.in_h * s.in_w;
+  parallel_for(pool, s.batch * s.groups, [&](int64_t b, int64_t e) {
+    for (int64_t ng = b; ng < e; ++ng) {
+      const int64_t n = ng / s.groups, g = ng % s.groups, out_off = n * out_image + g * cout * plane;
+      Epilogue eg = ep;
+      eg.bias = ep.bias ? ep.bias + g * cout : nullptr;
+      Job j{gs, in + n * in_image + g * cin * in_plane, packed + g * group_packed_floats(s), out + out_off,
+            ep.residual ? ep.residual + out_off : nullptr, eg, K, plane, n_tiles, false, row_tiles};
+      run_phase_rows(j, 0, s.out_h(), 0, channel_blocks(gs));
+    }
+  });
 #else
   // Without AVX-512 (a build for an older --march that was handed this kernel by a tuning file): the
   // same packed weights through plain loops, then the epilogue.
   (void)pool;
-  std::vector<float> col(static_cast<size_t>(K * kPanelW));
+  (void)K;
+  const int64_t taps = s.kernel_h * s.kernel_w, cin = s.in_per_group(), cout = s.out_per_group();
   for (int64_t n = 0; n < s.batch; ++n) {
     float* o = out + n * out_image;
-    for (int64_t p0 = 0; p0 < plane; p0 += kTileP) {
-      const int pixels = static_cast<int>(std::min<int64_t>(kTileP, plane - p0));
-      detail::pack_im2col_panel(s, in + n * in_image, p0, pixels, kPanelW, col.data());
-      for (int64_t m = 0; m < s.out_channels; ++m) {
-        const float* w = packed + (m / kBlockC) * K * kBlockC + m % kBlockC;
-        for (int r = 0; r < pixels; ++r) {
-          float acc = 0.0f;
-          for (int64_t k = 0; k < K; ++k) acc += col[k * kPanelW + r] * w[k * kBlockC];
-          o[m * plane + p0 + r] = acc;
-        }
-      }
-    }
+    for (int64_t g = 0; g < s.groups; ++g)
+      for (int64_t m = 0; m < cout; ++m)
+        for (int64_t oh = 0; oh < s.out_h(); ++oh)
+          for (int64_t ow = 0; ow < s.out_w(); ++ow) {
+            float acc = 0.0f;
+            for (int64_t c = 0; c < cin; ++c)
+              for (int64_t tap = 0; tap < taps; ++tap) {
+                const int64_t ih = oh * s.stride_h - s.pad_top + tap / s.kernel_w * s.dilation_h;
+                const int64_t iw = ow * s.stride_w - s.pad_left + tap % s.kernel_w * s.dilation_w;
+                if (ih < 0 || ih >= s.in_h || iw < 0 || iw >= s.in_w) continue;
+                acc += in[n * in_image + ((g * cin + c) * s.in_h + ih) * s.in_w + iw] * packed[packed_index(s, g, m, c, tap)];
+              }
+            o[(g * cout + m) * plane + oh * s.out_w() + ow] = acc;
+          }
     Epilogue e = ep;
     if (e.residual) e.residual += n * out_image;
     apply_epilogue_planar(o, s.out_channels, plane, e);

@@ -48,6 +48,14 @@ bool pixel_tile_beats_winograd(const Conv2dShape& s) {
   return s.out_channels <= 32 && winograd_tiles(s) <= 16 && pixel_tile_pays_off(s);
 }
 
+// Grouped convolutions with at least 32 output channels per group go to pixel tiles over phase planes (two
+// weight vectors per step against the grouped kernel's 8-channel register tiles, whose rows of 7 or 14
+// pixels leave most of a 16-lane vector empty). ResNeXt-50 32x4d on Zen 5 (AMD EPYC family 26), 1 thread,
+// `tessel compile --tune`'s timings: 1024->1024 (32 groups) on 7x7 0.31 against 0.67 ms, the same at
+// stride 2 from 14x14 0.56 against 0.76; with 16 per group (512 on 14x14) 0.45 against 0.38, and 8 per
+// group on 28x28 and 56x56 2.7-3.8x slower, so those stay grouped.
+bool pixel_tile_beats_grouped(const Conv2dShape& s) { return s.out_per_group() >= 32; }
+
 // Pixels as GEMM rows (AVX2) where the 16-column panels would pad the map's pixels by more than a tenth
 // over 6-row panels (7x7 maps: 49 pixels, 54 rows against 64 columns) and the reduction is long. Measured
 // on Zen 5 with --isa avx2 (AMD EPYC family 26, 1 thread): ResNet-50's 512->512 3x3 on 7x7 (K = 4608)
@@ -106,7 +114,11 @@ const Conv2dKernel* select_conv2d_kernel(const Conv2dShape& shape, ConvLayout la
     if (k.run == conv2d_winograd_f43_avx2 &&
         (!winograd_pays_off(shape) || (avx512 && pixel_tile_beats_winograd(shape))))
       continue;
-    if (k.run == conv2d_nchw_pixel_tile && !pixel_tile_pays_off(shape)) continue;
+    if (k.run == conv2d_nchw_grouped && avx512 && pixel_tile_beats_grouped(shape) && conv2d_nchw_pixel_tile_applicable(shape))
+      continue;
+    if (k.run == conv2d_nchw_pixel_tile &&
+        (shape.groups == 1 ? !pixel_tile_pays_off(shape) : !pixel_tile_beats_grouped(shape)))
+      continue;
     if (k.run == conv2d_nchw_gemm_pixel_rows && (avx512 || !pixel_rows_pay_off(shape))) continue;
     return &k;
   }

@@ -279,11 +279,54 @@ TEST(RtConv, PixelTileLongReductions) {
       {shape(1, 144, 28, 28, 48, 1, 1, 0, 0, 0, 0), true, "conv2d_nchw_1x1_gemm_avx2"},
       {shape(1, 144, 56, 56, 24, 1, 1, 0, 0, 0, 0), true, "conv2d_nchw_1x1_gemm_avx2"},
       {shape(1, 32, 28, 28, 192, 1, 1, 0, 0, 0, 0), true, "conv2d_nchw_1x1_gemm_avx2"},
+      // Grouped: 32 output channels per group (ResNeXt's layer4) on pixel tiles, fewer on the grouped kernel.
+      {shape(1, 1024, 7, 7, 1024, 3, 1, 1, 1, 1, 1, 1, 32), true, "conv2d_nchw_pixel_tile"},
+      {shape(1, 1024, 14, 14, 1024, 3, 2, 1, 1, 1, 1, 1, 32), true, "conv2d_nchw_pixel_tile"},
+      {shape(1, 1024, 7, 7, 1024, 3, 1, 1, 1, 1, 1, 1, 32), false, "conv2d_nchw_grouped"},
+      {shape(1, 512, 14, 14, 512, 3, 1, 1, 1, 1, 1, 1, 32), true, "conv2d_nchw_grouped"},
+      {shape(1, 48, 56, 56, 48, 3, 2, 1, 1, 1, 1, 1, 6), true, "conv2d_nchw_grouped"},
   };
   for (const auto& c : choices)
     EXPECT_STREQ(select_conv2d_kernel(c.s, ConvLayout::NCHW, c.avx512)->name, c.kernel)
         << "ci=" << c.s.in_channels << " hw=" << c.s.in_h << " k=" << c.s.kernel_h << " s=" << c.s.stride_h
         << " avx512=" << c.avx512;
+}
+
+// Pixel tiles over phase planes (every pixel-tile convolution with a kernel or stride, no dilation): widths
+// that leave 1-6 pixels after a row's 7-pixel tiles, widths of one tile or less, strides 1 and 2 in each
+// direction, asymmetric and oversized pads, 1x1 to 7x7 and rectangular kernels, 1-3 reduction blocks that
+// start and end inside taps (Cin 300: blocks of 512 steps), bands of one output row (Cin 1100 at stride 2:
+// one row's planes exceed the band budget), grouped convolutions with partial channel blocks, batch 2, and
+// 1-3 threads (row split on tall maps, channel-block split on short ones).
+TEST(RtConv, PixelTilePhasePlanesOddGeometry) {
+  const Conv2dKernel* k = find_conv2d_kernel("conv2d_nchw_pixel_tile");
+  ASSERT_NE(k, nullptr);
+  Conv2dShape rect = shape(1, 24, 13, 17, 40, 3, 1, 0, 2, 1, 0);
+  rect.kernel_h = 2, rect.kernel_w = 5, rect.stride_h = 1, rect.stride_w = 2;
+  const std::vector<Conv2dShape> shapes = {
+      shape(1, 300, 9, 23, 70, 3, 1, 1, 1, 1, 1),         // 23 = 3 x 7 + 2, K = 2700 (6 blocks inside taps)
+      shape(2, 64, 17, 31, 130, 3, 2, 1, 1, 1, 1),        // stride 2, odd sizes, 16 columns (2 + 2 per row)
+      shape(1, 40, 6, 5, 20, 3, 1, 1, 1, 1, 1),          // rows of 5 pixels (one short tile)
+      shape(1, 16, 12, 12, 33, 5, 2, 2, 1, 0, 3),         // 5x5/2, asymmetric pads
+      shape(1, 8, 11, 19, 17, 7, 1, 3, 3, 3, 3),          // 7x7/1, 49 taps of 8 channels
+      shape(1, 32, 9, 9, 48, 3, 1, 4, 0, 5, 1),           // pads past the kernel: rows and columns of zeros
+      shape(1, 300, 14, 14, 64, 1, 2, 0, 0, 0, 0),        // 1x1 stride 2: one phase
+      shape(1, 1100, 6, 40, 24, 3, 2, 1, 1, 1, 1),        // one-row bands
+      rect,                                               // 2x5 kernel, strides 1 x 2
+      shape(1, 64, 7, 7, 96, 3, 1, 1, 1, 1, 1, 1, 2),     // grouped: 48 per group (64 + partial vector)
+      shape(2, 96, 15, 15, 96, 3, 2, 1, 1, 1, 1, 1, 3),   // grouped, stride 2, odd map, batch 2
+      shape(1, 40, 10, 9, 36, 3, 1, 1, 1, 1, 1, 1, 4),    // grouped: 9 per group (one partial vector)
+  };
+  int64_t ran = 0;
+  for (const auto& s : shapes)
+    for (int threads : {1, 2, 3}) {
+      Epilogue ep = threads == 2 ? Epilogue::with_act(Activation::HardSwish) : Epilogue::with_act(Activation::Relu);
+      float dummy = 0;
+      ep.bias = &dummy;
+      ep.residual = threads != 3 ? &dummy : nullptr;
+      ran += check_kernel(*k, s, ep, threads, 2e-5 * std::sqrt(double(s.in_per_group() * s.kernel_h * s.kernel_w) / 64));
+    }
+  EXPECT_EQ(ran, 36);
 }
 
 // The layer shapes the networks actually have, where the kernels take their fast paths: depthwise on
