@@ -30,9 +30,18 @@ bool is_dense(const Conv2dShape& s) { return s.groups == 1; }
 // 78 against 117 at 2), and at most 32 output channels on maps up to 28x28, where the GEMM reads its B
 // as K strided rows (192->32 on 28x28: 91 against 103 us; 144->32: 70 against 77; 128->32 on 27x27:
 // 58 against 64); expands (K = 16-32) and 56x56 maps stay on the GEMM (24->144 on 56x56: 332 against 250).
-constexpr int64_t kPixelTileMinK = 256, kPixelTileMinKSmall = 128;
+// Since strided convolutions read phase planes instead of packing im2col panels (conv_pixel_tile.cpp), they
+// win at stride 2 on maps up to 28x28 from K = 32 as well (Zen 5, AMD EPYC family 26, 1 thread, `tessel
+// compile --tune`'s timings: ResNet-18's 1x1/2 64->128 on 56x56 0.093 against 0.105 ms, 128->256 on 28x28
+// 0.080 against 0.088; RegNetY's 48->104 0.072 against 0.078). The in-place 1x1 on 56x56 also won at 1
+// thread from K = 256 with 128+ outputs (256->128: 1.05 against 1.15 ms in ResNet-50, 1.18 against 1.32 in
+// ResNeXt-50), but not clearly at 2 threads (ResNeXt's 0.57-0.70 against 0.64-0.71 ms): left on the GEMM.
+constexpr int64_t kPixelTileMinK = 256, kPixelTileMinKSmall = 128, kPixelTileMinKStrided = 32;
 bool pixel_tile_pays_off(const Conv2dShape& s) {
   const int64_t k = s.in_per_group() * s.kernel_h * s.kernel_w, plane = s.out_h() * s.out_w();
+  if (s.stride_h == 2 && s.stride_w == 2 && s.dilation_h == 1 && s.dilation_w == 1 && k >= kPixelTileMinKStrided &&
+      plane <= 784)
+    return true;
   if (k >= kPixelTileMinKSmall && k < kPixelTileMinK)
     return plane <= 49 || (plane <= 784 && s.out_channels <= 32);
   if (k < kPixelTileMinK) return false;

@@ -279,6 +279,11 @@ TEST(RtConv, PixelTileLongReductions) {
       {shape(1, 144, 28, 28, 48, 1, 1, 0, 0, 0, 0), true, "conv2d_nchw_1x1_gemm_avx2"},
       {shape(1, 144, 56, 56, 24, 1, 1, 0, 0, 0, 0), true, "conv2d_nchw_1x1_gemm_avx2"},
       {shape(1, 32, 28, 28, 192, 1, 1, 0, 0, 0, 0), true, "conv2d_nchw_1x1_gemm_avx2"},
+      // Strided on phase planes from K = 32 up to 28x28 outputs; 1x1 on 56x56 on the GEMM.
+      {shape(1, 64, 56, 56, 128, 1, 2, 0, 0, 0, 0), true, "conv2d_nchw_pixel_tile"},
+      {shape(1, 48, 56, 56, 104, 1, 2, 0, 0, 0, 0), true, "conv2d_nchw_pixel_tile"},
+      {shape(1, 16, 56, 56, 104, 1, 2, 0, 0, 0, 0), true, "conv2d_nchw_im2col_gemm_avx2"},
+      {shape(1, 256, 56, 56, 128, 1, 1, 0, 0, 0, 0), true, "conv2d_nchw_1x1_gemm_avx2"},
       // Grouped: 32 output channels per group (ResNeXt's layer4) on pixel tiles, fewer on the grouped kernel.
       {shape(1, 1024, 7, 7, 1024, 3, 1, 1, 1, 1, 1, 1, 32), true, "conv2d_nchw_pixel_tile"},
       {shape(1, 1024, 14, 14, 1024, 3, 2, 1, 1, 1, 1, 1, 32), true, "conv2d_nchw_pixel_tile"},
