@@ -313,7 +313,7 @@ void run_panels(const Job& j, int64_t cb0, int64_t cb1, int64_t t0, int64_t t1, 
   run_tiles(j, cb0, cb1, t0, t1, single_segment(panels, kPanelW), kPanelW, false);
 }
 
-// Phase planes of output rows [oh0, oh1) of input channels [0, cin) into dst (sized by phase_floats).
+// The phases some tap reads: their count, and index[a * sw + b] = phase (a, b)'s plane (-1: none reads it).
 int64_t phase_count(const Conv2dShape& s, std::vector<int>* index) {
   const int64_t sh = s.stride_h, sw = s.stride_w;
   index->assign(static_cast<size_t>(sh * sw), -1);
@@ -325,6 +325,8 @@ int64_t phase_count(const Conv2dShape& s, std::vector<int>* index) {
     }
   return count;
 }
+// Rows and columns of a phase plane for output rows [oh0, oh1) (the taps below the last row and right of the
+// last column add (K - 1) / s), and the floats of all channels' planes.
 int64_t phase_rows(const Conv2dShape& s, int64_t oh0, int64_t oh1) { return oh1 - oh0 + (s.kernel_h - 1) / s.stride_h; }
 int64_t phase_cols(const Conv2dShape& s) { return s.out_w() + (s.kernel_w - 1) / s.stride_w; }
 size_t phase_floats(const Conv2dShape& s, int64_t cin, int64_t oh0, int64_t oh1) {
@@ -332,6 +334,8 @@ size_t phase_floats(const Conv2dShape& s, int64_t cin, int64_t oh0, int64_t oh1)
   return static_cast<size_t>(cin * phase_count(s, &index) * phase_rows(s, oh0, oh1) * phase_cols(s));
 }
 
+// Builds the phase planes of output rows [oh0, oh1) of input channels [0, cin) into dst (phase_floats of
+// them): interior runs copied (stride 2: two vectors' even lanes per 16 columns), padding written as zeros.
 void build_phases(const Conv2dShape& s, const float* in, int64_t cin, int64_t oh0, int64_t oh1, float* dst,
                   PhasePlanes* out) {
   std::vector<int> index;
@@ -407,7 +411,8 @@ void run_phase_rows(const Job& j, int64_t oh0, int64_t oh1, int64_t cb0, int64_t
   static thread_local AlignedBuffer scratch;
   const int64_t row_bytes = static_cast<int64_t>(phase_floats(j.s, j.s.in_channels, 0, 1) * sizeof(float)) /
                             phase_rows(j.s, 0, 1);
-  const int64_t band = std::max<int64_t>(1, kPhaseBandBytes / std::max<int64_t>(1, row_bytes) - (j.s.kernel_h - 1) / j.s.stride_h);
+  const int64_t halo = (j.s.kernel_h - 1) / j.s.stride_h;
+  const int64_t band = std::max<int64_t>(1, kPhaseBandBytes / std::max<int64_t>(1, row_bytes) - halo);
   for (int64_t r0 = oh0; r0 < oh1; r0 += band) {
     const int64_t r1 = std::min(oh1, r0 + band);
     PhasePlanes planes;
@@ -654,7 +659,8 @@ void conv2d_nchw_pixel_tile(const Conv2dShape& s, const float* in, const float* 
                 const int64_t ih = oh * s.stride_h - s.pad_top + tap / s.kernel_w * s.dilation_h;
                 const int64_t iw = ow * s.stride_w - s.pad_left + tap % s.kernel_w * s.dilation_w;
                 if (ih < 0 || ih >= s.in_h || iw < 0 || iw >= s.in_w) continue;
-                acc += in[n * in_image + ((g * cin + c) * s.in_h + ih) * s.in_w + iw] * packed[packed_index(s, g, m, c, tap)];
+                const float x = in[n * in_image + ((g * cin + c) * s.in_h + ih) * s.in_w + iw];
+                acc += x * packed[packed_index(s, g, m, c, tap)];
               }
             o[(g * cout + m) * plane + oh * s.out_w() + ow] = acc;
           }

@@ -39,8 +39,8 @@ bool is_dense(const Conv2dShape& s) { return s.groups == 1; }
 constexpr int64_t kPixelTileMinK = 256, kPixelTileMinKSmall = 128, kPixelTileMinKStrided = 32;
 bool pixel_tile_pays_off(const Conv2dShape& s) {
   const int64_t k = s.in_per_group() * s.kernel_h * s.kernel_w, plane = s.out_h() * s.out_w();
-  if (s.stride_h == 2 && s.stride_w == 2 && s.dilation_h == 1 && s.dilation_w == 1 && k >= kPixelTileMinKStrided &&
-      plane <= 784)
+  if (s.stride_h == 2 && s.stride_w == 2 && s.dilation_h == 1 && s.dilation_w == 1 && s.kernel_h <= 7 &&
+      s.kernel_w <= 7 && k >= kPixelTileMinKStrided && plane <= 784)
     return true;
   if (k >= kPixelTileMinKSmall && k < kPixelTileMinK)
     return plane <= 49 || (plane <= 784 && s.out_channels <= 32);
@@ -123,7 +123,8 @@ const Conv2dKernel* select_conv2d_kernel(const Conv2dShape& shape, ConvLayout la
     if (k.run == conv2d_winograd_f43_avx2 &&
         (!winograd_pays_off(shape) || (avx512 && pixel_tile_beats_winograd(shape))))
       continue;
-    if (k.run == conv2d_nchw_grouped && avx512 && pixel_tile_beats_grouped(shape) && conv2d_nchw_pixel_tile_applicable(shape))
+    if (k.run == conv2d_nchw_grouped && avx512 && pixel_tile_beats_grouped(shape) &&
+        conv2d_nchw_pixel_tile_applicable(shape))
       continue;
     if (k.run == conv2d_nchw_pixel_tile &&
         (shape.groups == 1 ? !pixel_tile_pays_off(shape) : !pixel_tile_beats_grouped(shape)))

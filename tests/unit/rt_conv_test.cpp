@@ -329,7 +329,8 @@ TEST(RtConv, PixelTilePhasePlanesOddGeometry) {
       float dummy = 0;
       ep.bias = &dummy;
       ep.residual = threads != 3 ? &dummy : nullptr;
-      ran += check_kernel(*k, s, ep, threads, 2e-5 * std::sqrt(double(s.in_per_group() * s.kernel_h * s.kernel_w) / 64));
+      const double taps = double(s.in_per_group() * s.kernel_h * s.kernel_w);
+      ran += check_kernel(*k, s, ep, threads, 2e-5 * std::sqrt(taps / 64));
     }
   EXPECT_EQ(ran, 36);
 }
