@@ -85,6 +85,7 @@ CONV_BENCH(BM_dw3x3_144_56_nchw, "conv2d_nchw_depthwise_avx2", conv_shape(144, 5
 CONV_BENCH(BM_conv3x3_512_7_winograd_f43, "conv2d_winograd_f43_avx2", conv_shape(512, 7, 512, 3, 1, 1))
 CONV_BENCH(BM_conv3x3_512_7_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", conv_shape(512, 7, 512, 3, 1, 1))
 CONV_BENCH(BM_conv3x3_512_7_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(512, 7, 512, 3, 1, 1))
+CONV_BENCH(BM_conv3x3_512_7_pixel_rows, "conv2d_nchw_gemm_pixel_rows", conv_shape(512, 7, 512, 3, 1, 1))
 
 // MobileNetV2 depthwise 3x3: stride 2 (96ch 112->56, 144ch 56->28) and small maps (384ch 14x14, 960ch 7x7).
 CONV_BENCH(BM_dw3x3s2_96_112_nchwc8, "conv2d_nchwc8_depthwise_avx2", conv_shape(96, 112, 96, 3, 2, 96))

@@ -231,6 +231,44 @@ inline void finish_row(float* c, __m256 v0, __m256 v1, int nr, const TileStore& 
   if (mr > 5) finish_row(c + 5 * ldc, c50, c51, nr, t, row + 5, col);
 }
 
+// Edge tiles of the 8-lane path: only the R (<= 6) rows and V (1 or 2) 8-column vectors that hold results, so
+// the last panel of a 7x7 map's 49 pixels (1 column of 16) or of 64 channels (4 rows of 6) costs a fraction of a
+// full 6x16 tile. R = 1 takes 3 loads per 2 FMAs (load-bound), still a quarter of the full tile's time.
+template <int R, int V>
+[[maybe_unused]] void sgemm_edge_avx2(int64_t kc, const float* a, const float* b, int64_t b_ks, float* c, int nr,
+                                      const TileStore& t, int64_t row, int64_t col) {
+  __m256 acc[R][V];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) acc[r][v] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+  for (int64_t k = 0; k < kc; ++k) {
+    __m256 bv[V];
+    for (int v = 0; v < V; ++v) bv[v] = _mm256_loadu_ps(b + 8 * v);
+    for (int r = 0; r < R; ++r) {
+      const __m256 av = _mm256_broadcast_ss(a + r);
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm256_fmadd_ps(av, bv[v], acc[r][v]);
+    }
+    a += MR;
+    b += b_ks;
+  }
+  for (int r = 0; r < R; ++r)
+    finish_row(c + r * t.ldc, acc[r][0], V > 1 ? acc[r][V - 1] : _mm256_setzero_ps(), nr, t, row + r, col);
+}
+
+// One tile of the 8-lane path: the 6x16 kernel, or the edge kernel of the rows and vectors that exist.
+[[maybe_unused]] void sgemm_tile_avx2(int64_t kc, const float* a, const float* b, int64_t b_ks, float* c, int mr,
+                                      int nr, const TileStore& t, int64_t row, int64_t col) {
+  using Edge = void (*)(int64_t, const float*, const float*, int64_t, float*, int, const TileStore&, int64_t, int64_t);
+  static constexpr Edge kEdge[MR][2] = {{sgemm_edge_avx2<1, 1>, sgemm_edge_avx2<1, 2>}, {sgemm_edge_avx2<2, 1>, sgemm_edge_avx2<2, 2>},
+                                        {sgemm_edge_avx2<3, 1>, sgemm_edge_avx2<3, 2>}, {sgemm_edge_avx2<4, 1>, sgemm_edge_avx2<4, 2>},
+                                        {sgemm_edge_avx2<5, 1>, sgemm_edge_avx2<5, 2>}, {sgemm_edge_avx2<6, 1>, nullptr}};
+  if (mr >= MR && nr > 8) {
+    sgemm_6x16_avx2(kc, a, b, b_ks, c, mr, nr, t, row, col);
+    return;
+  }
+  kEdge[std::min(mr, MR) - 1][nr > 8 ? 1 : 0](kc, a, b, b_ks, c, nr, t, row, col);
+}
+
 #if defined(__AVX512F__)
 // GCC 12's own intrinsic headers (the 512->256 casts) trip -Wmaybe-uninitialized; nothing here is.
 #pragma GCC diagnostic push
@@ -542,10 +580,10 @@ void gemm_task(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K, const 
         const float* ap = a_block + (ir / MR) * a_panel_stride;
         float* cp = C + (ic + ir) * t.ldc + jr;
         if (raw_b) {  // nr == NR
-          sgemm_6x16_avx2(kc, ap, b.raw + pc * b.ldb + jr, b.ldb, cp, mr, nr, t, ic + ir, jr);
+          sgemm_tile_avx2(kc, ap, b.raw + pc * b.ldb + jr, b.ldb, cp, mr, nr, t, ic + ir, jr);
           return;
         }
-        sgemm_6x16_avx2(kc, ap, b_block + ((jr - n0) / NR) * K * NR + pc * NR, NR, cp, mr, nr, t, ic + ir, jr);
+        sgemm_tile_avx2(kc, ap, b_block + ((jr - n0) / NR) * K * NR + pc * NR, NR, cp, mr, nr, t, ic + ir, jr);
       };
 #endif
       if (K <= kRowsOuterMaxK && !raw_b) {
