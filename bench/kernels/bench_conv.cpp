@@ -173,3 +173,11 @@ CONV_BENCH(BM_stem3x3s2p0_3_64_224_direct, "conv2d_nchw_direct_small_cin", unpad
 CONV_BENCH(BM_stem3x3s2p0_3_64_224_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", unpadded(conv_shape(3, 224, 64, 3, 2, 1)))
 
 }  // namespace
+
+// ResNeXt-50 32x4d grouped 3x3: layer3 (512, 32 groups of 16, 14x14), layer2 (256, 32 of 8, 28x28), layer4.0
+// (1024, 32 of 32, stride 2 from 14x14).
+CONV_BENCH(BM_grouped3x3_512_g32_14_grouped, "conv2d_nchw_grouped", conv_shape(512, 14, 512, 3, 1, 32))
+CONV_BENCH(BM_grouped3x3_512_g32_14_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(512, 14, 512, 3, 1, 32))
+CONV_BENCH(BM_grouped3x3_256_g32_28_grouped, "conv2d_nchw_grouped", conv_shape(256, 28, 256, 3, 1, 32))
+CONV_BENCH(BM_grouped3x3s2_1024_g32_14_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(1024, 14, 1024, 3, 2, 32))
+CONV_BENCH(BM_grouped3x3s2_1024_g32_14_grouped, "conv2d_nchw_grouped", conv_shape(1024, 14, 1024, 3, 2, 32))
