@@ -1,8 +1,9 @@
 // Direct NCHW convolution for few input channels (the stems: 3 -> 64 at 7x7/2, 3 -> 32 at 3x3/2).
 // im2col is a poor fit there: K = Cin*KH*KW is short, so packing the im2col panels costs as much as
 // the GEMM. Here each output row is computed from stride-phase-split copies of its KH input rows
-// (so the pixels a tap reads are contiguous whatever the stride), as 8 output channels x XB vectors of
-// output pixels in registers; weights are broadcast from a [co/8][ci][ky][kx][8] packing.
+// (so the pixels a tap reads are contiguous whatever the stride), as CR output channels (8, or 4 with
+// AVX2) x XB vectors of output pixels in registers; weights are broadcast from a [co/8][ci][ky][kx][8]
+// packing.
 // Vectors are planes::VecWide (plane_rows.h): 16 lanes when compiled for AVX-512, 8 with AVX2.
 #include <immintrin.h>
 
@@ -24,8 +25,12 @@ using T = planes::VecWide;
 using V = T::V;
 constexpr int L = T::L;
 
-constexpr int CB = 8;  // output channels per register block
-constexpr int XB = 3;  // pixel vectors per register block: CB * XB = 24 accumulators
+constexpr int CB = 8;  // output channels per packed weight block
+// Output channels per register block: all 8 of a weight block with AVX-512 (8 x 3 = 24 accumulators of 32
+// registers), half of one with AVX2 (4 x 3 = 12 of 16: with 8 the 24 accumulators, 3 inputs and a weight
+// took 28 of 16 ymm registers and spilled, 63 GFLOP/s on ResNet's 7x7/2 stem, Zen 5 AVX2 build).
+constexpr int CR = L == 16 ? 8 : 4;
+constexpr int XB = 3;  // pixel vectors per register block: CR * XB accumulators
 
 // Where one register block's results go: CB output-channel rows of one output row.
 struct BlockOut {
@@ -165,13 +170,13 @@ class RowCache {
   std::vector<int64_t> tags_;  // input row held by each slot
 };
 
-// One register block: NX (<= XB) pixel vectors starting at x0, CB channels of packed block wp.
-// kx_off[kx]: where tap kx's pixels start in a (ci, ky) row (phase and slot of kx * dilation).
+// One register block: NX (<= XB) pixel vectors starting at x0, CR channels of packed block wp (its first
+// channel at wp[0]; a tap's CB weights are CB floats apart).
 template <int NX>
 void block(const Conv2dShape& s, const int64_t* kx_off, const float* const* rows, const float* wp, int64_t x0,
            const BlockOut& o) {
-  V acc[CB][NX];
-  for (int c = 0; c < CB; ++c)
+  V acc[CR][NX];
+  for (int c = 0; c < CR; ++c)
     for (int x = 0; x < NX; ++x) acc[c][x] = T::zero();
   const int64_t n_rows = s.in_channels * s.kernel_h, KW = s.kernel_w;
   for (int64_t r = 0; r < n_rows; ++r) {
@@ -181,14 +186,14 @@ void block(const Conv2dShape& s, const int64_t* kx_off, const float* const* rows
         V xin[NX];
         for (int x = 0; x < NX; ++x) xin[x] = T::loadu(src + x * L);
 #pragma GCC unroll 8
-        for (int c = 0; c < CB; ++c) {
+        for (int c = 0; c < CR; ++c) {
           const V w = T::set1(wp[c]);
           for (int x = 0; x < NX; ++x) acc[c][x] = T::fmadd(w, xin[x], acc[c][x]);
         }
       }
   }
 #pragma GCC unroll 8
-  for (int c = 0; c < CB; ++c)  // constant trip count: acc stays in registers
+  for (int c = 0; c < CR; ++c)  // constant trip count: acc stays in registers
     if (c < o.nc)
       for (int x = 0; x < NX; ++x) store_pixels(o, c, x0 + x * L, acc[c][x]);
 }
@@ -228,11 +233,13 @@ void conv_row(const Conv2dShape& s, const RowPlan& p, RowCache& cache, const Tap
   const int64_t n_cb = ceil_div(s.out_channels, CB), taps = s.in_channels * s.kernel_h * s.kernel_w;
   const int64_t n_vec = p.ow_pad / L, OW = s.out_w();
   cache.rows_for(oy, rows.data());
-  for (int64_t cb = 0; cb < n_cb; ++cb) {
-    const float* wp = packed + cb * taps * CB;
-    const int64_t pos = cb * CB * plane;
-    const BlockOut o{row0 + pos, res0 ? res0 + pos : nullptr, ep.bias ? ep.bias + cb * CB : nullptr, plane, OW,
-                     static_cast<int>(std::min<int64_t>(CB, s.out_channels - cb * CB)), &ep};
+  for (int64_t rb = 0; rb < n_cb * (CB / CR); ++rb) {  // register blocks of CR channels
+    const int64_t c0 = rb * CR;
+    if (c0 >= s.out_channels) break;
+    const float* wp = packed + rb / (CB / CR) * taps * CB + rb % (CB / CR) * CR;
+    const int64_t pos = c0 * plane;
+    const BlockOut o{row0 + pos, res0 ? res0 + pos : nullptr, ep.bias ? ep.bias + c0 : nullptr, plane, OW,
+                     static_cast<int>(std::min<int64_t>(CR, s.out_channels - c0)), &ep};
     int64_t v = 0;
     for (; v + XB <= n_vec; v += XB) block<XB>(s, offs.off.data(), rows.data(), wp, v * L, o);
     if (n_vec - v == 2) block<2>(s, offs.off.data(), rows.data(), wp, v * L, o);
