@@ -304,6 +304,11 @@ template <int R, int V>
     a += MR;
     b += b_ks;
   }
+  if (const FastStore f = fast_store(t); f.on) {
+    for (int r = 0; r < R; ++r)
+      fast_row(c + r * t.ldc, acc[r][0], V > 1 ? acc[r][V - 1] : _mm256_setzero_ps(), nr, t, f, row + r, col);
+    return;
+  }
   for (int r = 0; r < R; ++r)
     finish_row(c + r * t.ldc, acc[r][0], V > 1 ? acc[r][V - 1] : _mm256_setzero_ps(), nr, t, row + r, col);
 }
