@@ -17,6 +17,9 @@
 #include "tessel/rt/aligned_buffer.h"
 #include "tessel/rt/conv.h"
 #include "tessel/rt/pool.h"
+#if defined(__AVX512F__)
+#include "tessel/rt/vmath512.h"
+#endif
 
 namespace tessel::rt {
 namespace {
@@ -32,7 +35,7 @@ constexpr int CB = 8;  // output channels per packed weight block
 constexpr int CR = L == 16 ? 8 : 4;
 constexpr int XB = 3;  // pixel vectors per register block: CR * XB accumulators
 
-// Where one register block's results go: CB output-channel rows of one output row.
+// Where one register block's results go: CR output-channel rows of one output row.
 struct BlockOut {
   float* out;           // channel co0, row oy
   const float* res;     // same position in the residual, or null
@@ -92,15 +95,10 @@ void split_row(const Conv2dShape& s, const RowPlan& p, const float* src, float* 
 #if defined(__AVX512F__)
   if (sw == 2) {
     // 16 slots of both phases from 32 consecutive padded elements: evens to phase 0, odds to phase 1.
-    const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    const __m512i width = _mm512_set1_epi32(static_cast<int>(W));
     auto load = [&](int64_t c) {  // input columns c .. c + 15, zero outside the row
-      const __m512i cols = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(c)), lanes);
-      const __mmask16 in_row =
-          _mm512_mask_cmplt_epi32_mask(_mm512_cmpge_epi32_mask(cols, _mm512_setzero_si512()), cols, width);
-      return _mm512_maskz_loadu_ps(in_row, src + c);
+      return _mm512_maskz_loadu_ps(vrange_mask512(c, W), src + c);
     };
     for (int64_t t = 0; t + 16 <= p.phase_len; t += 16) {
       const int64_t c = 2 * t - pl;
@@ -230,12 +228,11 @@ struct TapOffsets {
 void conv_row(const Conv2dShape& s, const RowPlan& p, RowCache& cache, const TapOffsets& offs,
               std::vector<const float*>& rows, const float* packed, const Epilogue& ep, int64_t oy, float* row0,
               const float* res0, int64_t plane) {
-  const int64_t n_cb = ceil_div(s.out_channels, CB), taps = s.in_channels * s.kernel_h * s.kernel_w;
+  const int64_t taps = s.in_channels * s.kernel_h * s.kernel_w;
   const int64_t n_vec = p.ow_pad / L, OW = s.out_w();
   cache.rows_for(oy, rows.data());
-  for (int64_t rb = 0; rb < n_cb * (CB / CR); ++rb) {  // register blocks of CR channels
+  for (int64_t rb = 0; rb < ceil_div(s.out_channels, CR); ++rb) {  // register blocks of CR channels
     const int64_t c0 = rb * CR;
-    if (c0 >= s.out_channels) break;
     const float* wp = packed + rb / (CB / CR) * taps * CB + rb % (CB / CR) * CR;
     const int64_t pos = c0 * plane;
     const BlockOut o{row0 + pos, res0 ? res0 + pos : nullptr, ep.bias ? ep.bias + c0 : nullptr, plane, OW,

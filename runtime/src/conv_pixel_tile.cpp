@@ -27,6 +27,7 @@
 #include <immintrin.h>
 
 #include "tessel/rt/epilogue_avx2.h"
+#include "tessel/rt/vmath512.h"
 #endif
 
 namespace tessel::rt {
@@ -334,21 +335,10 @@ size_t phase_floats(const Conv2dShape& s, int64_t cin, int64_t oh0, int64_t oh1)
 }
 
 // Builds the phase planes of output rows [oh0, oh1) of input channels [0, cin) into dst (phase_floats of
-// them): interior runs copied (stride 2: two vectors' even lanes per 16 columns), padding written as zeros.
+// them): 16 columns per masked load (stride 2: two loads' even lanes), padding written as zeros.
 // planes::fill_row (plane_rows.h) splits a row the same way but writes every column phase in vector-wide
 // rows; here only the phases some tap reads are built, compact (a 1x1/2 builds one): through fill_row
 // ResNet-50's 1x1/2 256->512 on 56x56 took 1.35 instead of 1.22 ms (Zen 5, 1 thread).
-// Lanes l of 16 with 0 <= x0 + l < w; the first n (clamped to 0..16) lanes.
-inline __mmask16 inside(int64_t x0, int64_t w) {
-  const __m512i x = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(x0)),
-                                     _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
-  return _mm512_mask_cmplt_epi32_mask(_mm512_cmpge_epi32_mask(x, _mm512_setzero_si512()), x,
-                                      _mm512_set1_epi32(static_cast<int>(w)));
-}
-inline __mmask16 first_lanes16(int64_t n) {
-  return n >= 16 ? static_cast<__mmask16>(0xFFFF) : n <= 0 ? 0 : static_cast<__mmask16>((1u << n) - 1);
-}
-
 void build_phases(const Conv2dShape& s, const float* in, int64_t cin, int64_t oh0, int64_t oh1, float* dst,
                   PhasePlanes* out) {
   std::vector<int> index;
@@ -381,9 +371,10 @@ void build_phases(const Conv2dShape& s, const float* in, int64_t cin, int64_t oh
           if (sw <= 2) {
             for (int64_t j = 0; j < cols; j += 16) {
               const int64_t x0 = j * sw + b - s.pad_left;
-              __m512 v = _mm512_maskz_loadu_ps(inside(x0, W), src + x0);
-              if (sw == 2) v = _mm512_permutex2var_ps(v, evens, _mm512_maskz_loadu_ps(inside(x0 + 16, W), src + x0 + 16));
-              _mm512_mask_storeu_ps(d + j, first_lanes16(cols - j), v);
+              __m512 v = _mm512_maskz_loadu_ps(vrange_mask512(x0, W), src + x0);
+              if (sw == 2)
+                v = _mm512_permutex2var_ps(v, evens, _mm512_maskz_loadu_ps(vrange_mask512(x0 + 16, W), src + x0 + 16));
+              _mm512_mask_storeu_ps(d + j, vtail_mask512(cols - j), v);
             }
             continue;
           }
@@ -446,8 +437,6 @@ void pack_tiles(const Job& j, int64_t t0, int64_t t1, float* dst) {
   const Conv2dShape& s = j.s;
   const int64_t H = s.in_h, W = s.in_w, OW = s.out_w(), sw = s.stride_w;
   const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 0, 0, 0, 0, 0, 0, 0);
-  const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i width = _mm512_set1_epi32(static_cast<int>(W));
   // Per tile: first input row and column of pixel 0 at tap (0, 0), and the lanes its pixels load.
   struct Geometry {
     int64_t ih0, iw0, p0, pixels;
@@ -491,9 +480,7 @@ void pack_tiles(const Job& j, int64_t t0, int64_t t1, float* dst) {
               continue;
             }
             // Lanes whose column is inside the row are loaded; the others are not read.
-            const __m512i cols = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(base)), lanes);
-            const __mmask16 valid = _mm512_mask_cmplt_epi32_mask(
-                _mm512_mask_cmpge_epi32_mask(g.lanes, cols, _mm512_setzero_si512()), cols, width);
+            const __mmask16 valid = g.lanes & vrange_mask512(base, W);
             const __m512 v = _mm512_maskz_loadu_ps(valid, plane + ih * W + base);
             _mm256_storeu_ps(d, _mm512_castps512_ps256(sw == 1 ? v : _mm512_permutexvar_ps(evens, v)));
             continue;

@@ -192,8 +192,6 @@ inline void finish_row(float* c, __m256 v0, __m256 v1, int nr, const TileStore& 
   }
 }
 
-// The micro-kernel: a 6x16 tile of C from a kc x 6 A panel and a kc x 16 B panel (b_ks = 16), or 16
-// columns of an unpacked row-major B (b_ks = its row stride); 12 accumulators.
 // The common single-pass epilogue of the 8-lane path (alpha 1, one K block, no C to add, bias per row or none,
 // a residual or none, ReLU / Clip / none) in registers: finish_row's general case, called out of line for each
 // row, took 12 % of a K = 64 1x1 convolution with its residual (ResNet-50's layer1, Zen 5 AVX2 build).
@@ -238,6 +236,8 @@ __attribute__((always_inline)) inline void fast_row(float* c, __m256 v0, __m256 
   _mm256_maskstore_ps(c + 8, m1, _mm256_min_ps(_mm256_max_ps(v1, f.lo), f.hi));
 }
 
+// The micro-kernel: a 6x16 tile of C from a kc x 6 A panel and a kc x 16 B panel (b_ks = 16), or 16
+// columns of an unpacked row-major B (b_ks = its row stride); 12 accumulators.
 [[maybe_unused]] void sgemm_6x16_avx2(int64_t kc, const float* a, const float* b, int64_t b_ks, float* c, int mr,
                                       int nr, const TileStore& t, int64_t row, int64_t col) {
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;

@@ -363,7 +363,7 @@ TEST(RtConv, NetworkShapesOnEveryApplicableKernel) {
       shape(2, 64, 7, 7, 64, 3, 1, 1, 1, 1, 1, 1, 2),
       shape(1, 16, 9, 70, 16, 5, 1, 2, 1, 2, 0, 1, 4),
       // ResNeXt's layer3, 16 per group on 14x14: 14 one-vector rows, register tiles of 3, 3, 3, 3 and 2 vectors
-      // with 16 lanes; 11 rows end in a single-vector tile.
+      // with 16 lanes; 11 rows: 3, 3, 3 and 2 (the 7x7 shape above ends in a 1-vector tile).
       shape(1, 64, 14, 14, 64, 3, 1, 1, 1, 1, 1, 1, 4),
       shape(1, 32, 11, 11, 32, 3, 1, 1, 1, 1, 1, 1, 2),
   };

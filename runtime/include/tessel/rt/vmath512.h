@@ -125,6 +125,14 @@ inline __mmask16 vtail_mask512(int64_t n) {
   return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
 }
 
+/// Mask of the lanes l (of 16) with 0 <= x0 + l < w: the columns x0 .. x0 + 15 that lie inside a row of w.
+inline __mmask16 vrange_mask512(int64_t x0, int64_t w) {
+  const __m512i x = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(x0)),
+                                     _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+  return _mm512_mask_cmplt_epi32_mask(_mm512_cmpge_epi32_mask(x, _mm512_setzero_si512()), x,
+                                      _mm512_set1_epi32(static_cast<int>(w)));
+}
+
 }  // namespace tessel::rt
 #pragma GCC diagnostic pop
 #endif
