@@ -86,6 +86,14 @@ CONV_BENCH(BM_conv3x3_512_7_winograd_f43, "conv2d_winograd_f43_avx2", conv_shape
 CONV_BENCH(BM_conv3x3_512_7_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", conv_shape(512, 7, 512, 3, 1, 1))
 CONV_BENCH(BM_conv3x3_512_7_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(512, 7, 512, 3, 1, 1))
 CONV_BENCH(BM_conv3x3_512_7_pixel_rows, "conv2d_nchw_gemm_pixel_rows", conv_shape(512, 7, 512, 3, 1, 1))
+// ResNet-50 layer4: 1x1 512->2048 with the residual, 2048->512, and the stride-2 3x3 and 1x1 into 7x7.
+CONV_BENCH_RESIDUAL(BM_conv1x1_512_2048_7_residual_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(512, 7, 2048, 1, 1, 1))
+CONV_BENCH_RESIDUAL(BM_conv1x1_512_2048_7_residual_pixel_rows, "conv2d_nchw_gemm_pixel_rows", conv_shape(512, 7, 2048, 1, 1, 1))
+CONV_BENCH(BM_conv1x1_2048_512_7_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(2048, 7, 512, 1, 1, 1))
+CONV_BENCH(BM_conv1x1_2048_512_7_pixel_rows, "conv2d_nchw_gemm_pixel_rows", conv_shape(2048, 7, 512, 1, 1, 1))
+CONV_BENCH(BM_conv3x3s2_512_14_pixel_rows, "conv2d_nchw_gemm_pixel_rows", conv_shape(512, 14, 512, 3, 2, 1))
+CONV_BENCH(BM_conv3x3s2_512_14_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", conv_shape(512, 14, 512, 3, 2, 1))
+CONV_BENCH(BM_conv1x1s2_1024_2048_14_pixel_rows, "conv2d_nchw_gemm_pixel_rows", conv_shape(1024, 14, 2048, 1, 2, 1))
 
 // MobileNetV2 depthwise 3x3: stride 2 (96ch 112->56, 144ch 56->28) and small maps (384ch 14x14, 960ch 7x7).
 CONV_BENCH(BM_dw3x3s2_96_112_nchwc8, "conv2d_nchwc8_depthwise_avx2", conv_shape(96, 112, 96, 3, 2, 96))
