@@ -87,9 +87,9 @@ void conv2d_nchw_im2col_gemm_avx2(const Conv2dShape& s, const float* in, const f
                        hw_out, e, pool);
         continue;
       }
-      // With several threads the GEMM's column blocks read every channel's planes, half of them built by the
-      // other core: ResNet-50's 3x3/2 on 56x56 took 1.82 against 1.70 ms at 2 threads (Zen 5), so the planes
-      // are for one thread (2.90 -> 2.51 ms there).
+      // Only with one thread (ResNet-50's 3x3/2 on 56x56: 2.90 -> 2.51 ms, Zen 5, AVX2): with several, the
+      // GEMM's column blocks read every channel's planes, half of them built by the other core, and the same
+      // conv took 1.82 against 1.70 ms at 2 threads.
       if (detail::Im2colPhases::applicable(s) && thread_count(pool) == 1) {
         PhasePanelPacker packer(s, build_phases(s, in_g, pool));
         sgemm_packed_a_custom_b(m, hw_out, k, 1.0f, packed + g * packed_a_size(m, k), packer, 0.0f, out + out_off,
