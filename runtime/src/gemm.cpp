@@ -775,10 +775,10 @@ void sgemm_tile(int64_t K, const float* a, int64_t a_panel_stride, const float* 
   else
     tile_avx512<1>(K, a, a_panel_stride, b, b_panel_stride, c, ldc, a_next);
 #else
-  (void)a_panel_stride;
   (void)a_next;
   (void)b_panel_stride;
   (void)ncols;
+  for (int p = 0; p < kGemmTileRows / MR; ++p, a += a_panel_stride, c += MR * ldc) {
   __m256 acc[MR][2];
   for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
 #pragma GCC unroll 4
@@ -795,6 +795,7 @@ void sgemm_tile(int64_t K, const float* a, int64_t a_panel_stride, const float* 
   for (int r = 0; r < MR; ++r) {
     _mm256_storeu_ps(c + r * ldc, acc[r][0]);
     _mm256_storeu_ps(c + r * ldc + 8, acc[r][1]);
+  }
   }
 #endif
 }
