@@ -778,24 +778,25 @@ void sgemm_tile(int64_t K, const float* a, int64_t a_panel_stride, const float* 
   (void)a_next;
   (void)b_panel_stride;
   (void)ncols;
+  // Two 6x16 passes (the two 6-row A panels) over the same B panel, which stays in L1 for the second.
   for (int p = 0; p < kGemmTileRows / MR; ++p, a += a_panel_stride, c += MR * ldc) {
-  __m256 acc[MR][2];
-  for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    __m256 acc[MR][2];
+    for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
 #pragma GCC unroll 4
-  for (int64_t k = 0; k < K; ++k) {
-    const __m256 b0 = _mm256_load_ps(b + k * NR), b1 = _mm256_load_ps(b + k * NR + 8);
+    for (int64_t k = 0; k < K; ++k) {
+      const __m256 b0 = _mm256_load_ps(b + k * NR), b1 = _mm256_load_ps(b + k * NR + 8);
+#pragma GCC unroll 6
+      for (int r = 0; r < MR; ++r) {
+        const __m256 av = _mm256_broadcast_ss(a + k * MR + r);
+        acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
+        acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
+      }
+    }
 #pragma GCC unroll 6
     for (int r = 0; r < MR; ++r) {
-      const __m256 av = _mm256_broadcast_ss(a + k * MR + r);
-      acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
-      acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
+      _mm256_storeu_ps(c + r * ldc, acc[r][0]);
+      _mm256_storeu_ps(c + r * ldc + 8, acc[r][1]);
     }
-  }
-#pragma GCC unroll 6
-  for (int r = 0; r < MR; ++r) {
-    _mm256_storeu_ps(c + r * ldc, acc[r][0]);
-    _mm256_storeu_ps(c + r * ldc + 8, acc[r][1]);
-  }
   }
 #endif
 }
