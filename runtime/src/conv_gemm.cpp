@@ -75,12 +75,13 @@ void conv2d_nchw_im2col_gemm_avx2(const Conv2dShape& s, const float* in, const f
                                   const Epilogue& ep, ThreadPool* pool) {
   const int64_t m = s.out_per_group(), k = group_k(s), hw_out = s.out_h() * s.out_w();
   const int64_t in_plane = s.in_h * s.in_w;
+  const bool phases = detail::Im2colPhases::applicable(s);
   for (int64_t n = 0; n < s.batch; ++n)
     for (int64_t g = 0; g < s.groups; ++g) {
       const float* in_g = in + (n * s.in_channels + g * s.in_per_group()) * in_plane;
       const int64_t out_off = (n * s.out_channels + g * m) * hw_out;
       const Epilogue e = slice_epilogue(ep, g * m, out_off);
-      if (detail::Im2colPhases::applicable(s) && s.kernel_h == 1 && s.kernel_w == 1) {
+      if (phases && s.kernel_h == 1 && s.kernel_w == 1) {
         // 1x1 with a stride: the subsampled input is B itself.
         const float* b = detail::Im2colPhases::col(build_phases(s, in_g, pool));
         sgemm_packed_a(m, hw_out, k, 1.0f, packed + g * packed_a_size(m, k), false, b, hw_out, 0.0f, out + out_off,
@@ -90,7 +91,7 @@ void conv2d_nchw_im2col_gemm_avx2(const Conv2dShape& s, const float* in, const f
       // Only with one thread (ResNet-50's 3x3/2 on 56x56: 2.90 -> 2.51 ms, Zen 5, AVX2): with several, the
       // GEMM's column blocks read every channel's planes, half of them built by the other core, and the same
       // conv took 1.82 against 1.70 ms at 2 threads.
-      if (detail::Im2colPhases::applicable(s) && thread_count(pool) == 1) {
+      if (phases && thread_count(pool) == 1) {
         PhasePanelPacker packer(s, build_phases(s, in_g, pool));
         sgemm_packed_a_custom_b(m, hw_out, k, 1.0f, packed + g * packed_a_size(m, k), packer, 0.0f, out + out_off,
                                 hw_out, e, pool);
@@ -131,9 +132,9 @@ void conv2d_nchw_gemm_pixel_rows(const Conv2dShape& s, const float* in, const fl
   static thread_local AlignedBuffer a_buf, c_buf;
   float* a = a_buf.ensure(packed_a_size(P, K));
   float* c = c_buf.ensure(static_cast<size_t>(P * M));
+  const bool phases = detail::Im2colPhases::applicable(s);
   for (int64_t n = 0; n < s.batch; ++n) {
     const float* in_n = in + n * in_image;
-    const bool phases = detail::Im2colPhases::applicable(s);
     const float* planes = phases ? build_phases(s, in_n, pool) : nullptr;
     parallel_for(pool, panels, [&](int64_t p0, int64_t p1) {
       for (int64_t p = p0; p < p1; ++p) {

@@ -61,8 +61,9 @@ void matmul_batched(const float* A, const int64_t* a_offsets, const float* B, co
 
 /// Register tile of sgemm_tile: 12 x 32 with AVX-512 (two 6-row A panels by two 16-column B panels),
 /// 12 x 16 with AVX2 (two 6x16 passes over the same B panel, which stays in L1: Winograd reads its V half as
-/// often as with 6-row tiles; ResNet-50's Winograd layers 11.8-12.1 -> 10.6-11.4 ms, Zen 5, 1 thread). Packed operands sized for it round rows up to kGemmTileRowsMax on every ISA, so
-/// a packing computed by one build (the compiler's) fits another (the model's).
+/// often as with 6-row tiles; ResNet-50's Winograd layers 11.8-12.1 -> 10.6-11.4 ms, Zen 5, 1 thread).
+/// Packed operands sized for it round rows up to kGemmTileRowsMax on every ISA, so a packing computed by one
+/// build (the compiler's) fits another (the model's).
 #if defined(__AVX512F__)
 inline constexpr int kGemmTileRows = 12, kGemmTileCols = 32;
 #else
