@@ -1,6 +1,8 @@
 // Convolution micro-benchmarks over the shared kernel list: ResNet/MobileNet layer shapes.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <vector>
 
 #include "tessel/rt/aligned_buffer.h"
@@ -13,6 +15,15 @@ ThreadPool* bench_pool(int threads);
 std::vector<float> bench_random(size_t n);
 
 namespace {
+
+// TESSEL_BENCH_COLD_WEIGHTS=1: every call's weights come from DRAM (see run_conv).
+bool cold_weights() {
+  static const bool cold = [] {
+    const char* v = std::getenv("TESSEL_BENCH_COLD_WEIGHTS");
+    return v != nullptr && v[0] == '1';
+  }();
+  return cold;
+}
 
 Conv2dShape conv_shape(int64_t ci, int64_t hw, int64_t co, int64_t k, int64_t stride, int64_t groups) {
   Conv2dShape s;
@@ -46,7 +57,24 @@ void run_conv(benchmark::State& state, const char* name, Conv2dShape s, bool res
   ep.bias = bias.data();
   std::vector<float> res(residual ? out.size() : 0, 0.5f);
   if (residual) ep.residual = res.data();
-  for (auto _ : state) k->run(s, in.data(), packed.data(), out.data(), ep, bench_pool(threads));
+  if (cold_weights()) {
+    // As inside a model: the weights come from DRAM (the other layers' weights went through the caches
+    // since the last call), the input and output were just touched by the neighbouring layers.
+    static std::vector<char> evict(size_t{64} << 20);
+    for (auto _ : state) {
+      state.PauseTiming();
+      std::fill(evict.begin(), evict.end(), static_cast<char>(evict[0] + 1));
+      float sum = 0.0f;
+      for (size_t i = 0; i < in.size(); i += 16) sum += in[i];
+      for (size_t i = 0; i < out.size(); i += 16) out[i] = sum;
+      for (size_t i = 0; i < res.size(); i += 16) sum += res[i];
+      benchmark::DoNotOptimize(sum);
+      state.ResumeTiming();
+      k->run(s, in.data(), packed.data(), out.data(), ep, bench_pool(threads));
+    }
+  } else {
+    for (auto _ : state) k->run(s, in.data(), packed.data(), out.data(), ep, bench_pool(threads));
+  }
   report_flops(state, 2.0 * s.macs(), threads);
 }
 
@@ -189,3 +217,16 @@ CONV_BENCH(BM_grouped3x3_512_g32_14_pixel_tile, "conv2d_nchw_pixel_tile", conv_s
 CONV_BENCH(BM_grouped3x3_256_g32_28_grouped, "conv2d_nchw_grouped", conv_shape(256, 28, 256, 3, 1, 32))
 CONV_BENCH(BM_grouped3x3s2_1024_g32_14_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(1024, 14, 1024, 3, 2, 32))
 CONV_BENCH(BM_grouped3x3s2_1024_g32_14_grouped, "conv2d_nchw_grouped", conv_shape(1024, 14, 1024, 3, 2, 32))
+
+// ResNet-50 / ResNeXt-50 bottleneck 1x1 convs (the bulk of both models' FLOPs): the expanding conv3 with its
+// residual on 56x56 and 14x14, the reducing conv1 on 56x56 and 14x14.
+CONV_BENCH_RESIDUAL(BM_conv1x1_128_256_56_residual_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(128, 56, 256, 1, 1, 1))
+CONV_BENCH_RESIDUAL(BM_conv1x1_512_1024_14_residual_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(512, 14, 1024, 1, 1, 1))
+CONV_BENCH_RESIDUAL(BM_conv1x1_512_1024_14_residual_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(512, 14, 1024, 1, 1, 1))
+CONV_BENCH(BM_conv1x1_1024_512_14_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(1024, 14, 512, 1, 1, 1))
+CONV_BENCH(BM_conv1x1_1024_512_14_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(1024, 14, 512, 1, 1, 1))
+CONV_BENCH_RESIDUAL(BM_conv1x1_256_512_28_residual_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(256, 28, 512, 1, 1, 1))
+CONV_BENCH(BM_conv1x1_512_256_28_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(512, 28, 256, 1, 1, 1))
+// MobileNetV2 / MnasNet / EfficientNet-B0 stem: 3x3/2 3->32 at 224.
+CONV_BENCH(BM_stem3x3s2_3_32_224_direct, "conv2d_nchw_direct_small_cin", conv_shape(3, 224, 32, 3, 2, 1))
+CONV_BENCH(BM_stem3x3s2_3_32_224_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", conv_shape(3, 224, 32, 3, 2, 1))
