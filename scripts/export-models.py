@@ -11,9 +11,10 @@ import torch
 import torchvision
 
 MODELS = ("resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1")
-# torchvision 0.14's other CNN classifiers that export at opset 13 (issue 18's wider set); not exported by default.
+# torchvision 0.14's other CNN classifiers that export at opset 13 (issue 18's wider set) and a ViT-B/16 (issue
+# 16's); not exported by default.
 MORE_MODELS = ("mobilenet_v3_small", "mobilenet_v3_large", "shufflenet_v2_x1_0", "densenet121", "googlenet", "mnasnet1_0",
-               "efficientnet_b0", "regnet_y_400mf", "resnext50_32x4d")
+               "efficientnet_b0", "regnet_y_400mf", "resnext50_32x4d", "vit_b_16")
 INPUT_SHAPE = (1, 3, 224, 224)
 OPSET = 13
 SEED = 0
@@ -48,6 +49,13 @@ def export_model(name, out_dir):
     paths = files_for(out_dir, name)
     torch.manual_seed(SEED)
     model = getattr(torchvision.models, name)(weights=None).eval()
+    # torchvision initialises ViT's classifier to zeros, so every output would be 0 whatever the network
+    # computed: random weights instead, so that comparing outputs checks the whole network.
+    head = getattr(getattr(model, "heads", None), "head", None)
+    if head is not None:
+        with torch.no_grad():
+            torch.nn.init.normal_(head.weight, std=0.02)
+            torch.nn.init.normal_(head.bias, std=0.02)
     # The input has its own seed so it does not depend on how many weights the model drew.
     generator = torch.Generator().manual_seed(SEED + 1)
     example = torch.randn(*INPUT_SHAPE, generator=generator)
