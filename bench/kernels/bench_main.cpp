@@ -104,6 +104,23 @@ static void BM_sgemm_plain(benchmark::State& state) {
 }
 BENCHMARK(BM_sgemm_plain)->Args({256, 784, 1152, 1})->Args({512, 512, 512, 1})->Unit(benchmark::kMicrosecond);
 
+// Transformer layers: activations [M x K] times pre-packed weights [K x N] (ViT-B/16: 197 tokens; QKV,
+// MLP up, MLP down).
+static void BM_sgemm_packed_b(benchmark::State& state) {
+  const int64_t M = state.range(0), N = state.range(1), K = state.range(2);
+  const int threads = static_cast<int>(state.range(3));
+  auto A = random_floats(M * K), W = random_floats(N * K);
+  std::vector<float> C(M * N);
+  AlignedBuffer pb(packed_b_size(N, K));
+  pack_b(true, N, K, W.data(), K, pb.data());
+  for (auto _ : state)
+    sgemm_packed_b(false, M, N, K, 1.0f, A.data(), K, pb.data(), 0.0f, C.data(), N, {}, pool_for(threads));
+  report_flops(state, 2.0 * M * N * K, threads);
+}
+BENCHMARK(BM_sgemm_packed_b)
+    ->Args({197, 2304, 768, 1})->Args({197, 3072, 768, 1})->Args({197, 768, 3072, 1})->Args({197, 3072, 768, 2})
+    ->Unit(benchmark::kMicrosecond);
+
 // FC layer at batch 1: 1 x 2048 -> 1000 with pre-packed weights (memory bound GEMV).
 static void BM_gemv_fc(benchmark::State& state) {
   const int64_t N = 1000, K = state.range(0);
