@@ -51,6 +51,11 @@ TEST(RtTensorOps, TransposeEveryPermutationKind) {
       {{2, 3, 4}, {0, 1, 2}},          // identity
       {{4, 1, 1, 6}, {3, 1, 2, 0}},
       {{2, 3, 4, 5}, {2, 3, 0, 1}},    // merged pairs
+      // Batches of 2-D transposes (tiled): ViT's K^T, tiles cut short on both sides, permuted outer axes.
+      {{1, 12, 197, 64}, {0, 1, 3, 2}},
+      {{2, 37, 45}, {0, 2, 1}},
+      {{4, 6, 17, 19}, {1, 0, 3, 2}},
+      {{3, 33, 16}, {2, 0, 1}},        // 16 x 99: one tile row
   };
   for (const auto& c : cases)
     for (int threads : {1, 2}) {
