@@ -94,7 +94,8 @@ TEST(RtTensorOps, MatmulBatchedWithBroadcastOffsets) {
 TEST(RtTensorOps, AttentionMatchesSoftmaxOfScaledScores) {
   const struct {
     int64_t batch, M, d, T, dv;
-  } cases[] = {{2, 8, 8, 8, 8}, {3, 37, 16, 29, 12}, {1, 1, 4, 1, 4}, {2, 700, 8, 50, 8}};  // last: several row blocks
+  } cases[] = {{2, 8, 8, 8, 8}, {3, 37, 16, 29, 12}, {1, 1, 4, 1, 4}, {2, 700, 8, 50, 8},  // several row blocks
+               {12, 197, 64, 197, 64}};  // ViT-B/16: heads of 197 rows in 3 blocks
   for (const auto& c : cases)
     for (int threads : {1, 2}) {
       auto q = random_vector(static_cast<size_t>(c.batch * c.M * c.d), 7, -2.0f, 2.0f);
