@@ -254,6 +254,11 @@ void conv_row(const Conv2dShape& s, const RowPlan& p, RowCache& cache, const Tap
               const float* res0, int64_t plane) {
   const int64_t taps = s.in_channels * s.kernel_h * s.kernel_w;
   const int64_t n_vec = p.ow_pad / L, OW = s.out_w();
+  // A lone last vector (7 = 3 + 3 + 1 on ResNet's 112-pixel rows) broadcasts CR weights for CR FMAs per tap;
+  // it goes with the block before it as two blocks of 2 (3 + 2 + 2). ResNet's 7x7/2 stem on Zen 5 (AMD EPYC
+  // family 26, AVX-512, 1 thread): the block of 1 ran at 130 GFLOP/s against 186 for the blocks of 3.
+  const int64_t pairs_from = n_vec % XB == 1 && n_vec > XB ? n_vec - (XB + 1) : n_vec;
+  const Blocks b = blocks_for(s);
   cache.rows_for(oy, rows.data());
   for (int64_t rb = 0; rb < ceil_div(s.out_channels, CR); ++rb) {  // register blocks of CR channels
     const int64_t c0 = rb * CR;
@@ -261,12 +266,7 @@ void conv_row(const Conv2dShape& s, const RowPlan& p, RowCache& cache, const Tap
     const int64_t pos = c0 * plane;
     const BlockOut o{row0 + pos, res0 ? res0 + pos : nullptr, ep.bias ? ep.bias + c0 : nullptr, plane, OW,
                      static_cast<int>(std::min<int64_t>(CR, s.out_channels - c0)), &ep};
-    // A lone last vector (7 = 3 + 3 + 1 on ResNet's 112-pixel rows) broadcasts CR weights for CR FMAs per
-    // tap; it goes with the block before it as two blocks of 2 (3 + 2 + 2). ResNet's 7x7/2 stem on Zen 5 (AMD
-    // EPYC family 26, AVX-512, 1 thread): the block of 1 ran at 130 GFLOP/s against 186 for the blocks of 3.
-    const int64_t pairs_from = n_vec % XB == 1 && n_vec > XB ? n_vec - (XB + 1) : n_vec;
     int64_t v = 0;
-    const Blocks b = blocks_for(s);
     for (; v + XB <= pairs_from; v += XB) b.b3(s, offs.off.data(), rows.data(), wp, v * L, o);
     for (; v + 2 <= n_vec; v += 2) b.b2(s, offs.off.data(), rows.data(), wp, v * L, o);
     if (v < n_vec) b.b1(s, offs.off.data(), rows.data(), wp, v * L, o);

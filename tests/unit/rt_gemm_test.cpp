@@ -130,17 +130,14 @@ TEST(RtGemm, ZeroKGivesBetaCPlusEpilogue) {
   run_case({5, 9, 0, false, false, 1.0f, 0.5f}, Epilogue::with_act(Activation::Relu), Variant::Plain, 1);
 }
 
-}  // namespace
-}  // namespace tessel::rt
-
 // Buffers of 4 MiB and more (packed weights, arenas) start on a 2 MiB boundary, so that the kernel can back them
 // with huge pages; small ones keep the cache-line alignment; growing keeps both, and every float is usable.
 TEST(RtAlignedBuffer, LargeBuffersOnHugePageBoundariesSmallOnCacheLines) {
   constexpr size_t kHuge = size_t{2} << 20;
-  tessel::rt::AlignedBuffer small(1000);
+  AlignedBuffer small(1000);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(small.data()) % 64, 0u);
   EXPECT_EQ(small.size(), 1000u);
-  tessel::rt::AlignedBuffer large((size_t{5} << 20) / sizeof(float) + 3);  // 5 MiB and a bit: not a whole number of pages
+  AlignedBuffer large((size_t{5} << 20) / sizeof(float) + 3);  // 5 MiB and a bit: not whole pages
   EXPECT_EQ(reinterpret_cast<uintptr_t>(large.data()) % kHuge, 0u);
   large.zero();
   large.data()[large.size() - 1] = 7.0f;  // the last float is inside the allocation
@@ -150,3 +147,6 @@ TEST(RtAlignedBuffer, LargeBuffersOnHugePageBoundariesSmallOnCacheLines) {
   EXPECT_EQ(reinterpret_cast<uintptr_t>(grown) % kHuge, 0u);
   EXPECT_EQ(small.ensure(10), grown);  // never shrinks
 }
+
+}  // namespace
+}  // namespace tessel::rt
