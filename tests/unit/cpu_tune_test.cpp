@@ -89,9 +89,12 @@ rt::Conv2dShape shapeOfKey(const std::string& key) {
 
 TEST(CpuTune, ChoicesAreTheFastestApplicableKernelsAndTheTunedModelMatchesTheInterpreter) {
   TuneModel m;
-  cpu::prepareModel(*m.model);
-  fs::path file = tempDir() / "tuning.json";
   cpu::CompileOptions o;
+  // NCHW everywhere: with `auto`, an AVX2-only host blocks some regions in NCHWc8, whose convs the tuner
+  // leaves to the runtime's rule, and the count below would depend on the machine.
+  o.layout = "nchw";
+  cpu::prepareModel(*m.model, o);
+  fs::path file = tempDir() / "tuning.json";
   o.tune = true;
   o.tuningFile = file.string();
   std::vector<std::string> progress;
@@ -108,6 +111,7 @@ TEST(CpuTune, ChoicesAreTheFastestApplicableKernelsAndTheTunedModelMatchesTheInt
   EXPECT_EQ(choices.size(), static_cast<size_t>(TuneModel::kDistinctGeometries));
   cpu::GeneratedModel source = cpu::generateModel(*m.model, [&] {
     cpu::CompileOptions replay;
+    replay.layout = "nchw";
     replay.tuningFile = file.string();
     return replay;
   }());
@@ -125,6 +129,7 @@ TEST(CpuTune, ChoicesAreTheFastestApplicableKernelsAndTheTunedModelMatchesTheInt
     double fastest = 1e30;
     for (const rt::Conv2dKernel& c : rt::conv2d_kernels()) {
       if (c.layout != rt::ConvLayout::NCHW || !c.applicable(s)) continue;
+      if (c.avx512_only && report.isa != "avx512") continue;  // not a candidate for AVX2 code
       ++applicable;
       ASSERT_TRUE(times.contains(c.name)) << key << ": " << c.name << " was not timed";
       ASSERT_TRUE(times.at(c.name).is_number()) << key << ": " << c.name;
