@@ -70,11 +70,14 @@ bool pixel_tile_beats_grouped(const Conv2dShape& s) { return s.out_per_group() >
 // on Zen 5 with --isa avx2 (AMD EPYC family 26, 1 thread): ResNet-50's 512->512 3x3 on 7x7 (K = 4608)
 // 4.6 -> 3.4 ms, its 2048->512 1x1 (K = 2048) 1.71 -> 1.62, but 512->2048 (K = 512) 1.70 -> 1.69 and
 // MobileNetV2 (7x7 1x1 convs with K = 160-960) slower as a whole (1.10x, noisy): hence K >= 1024.
+// On an AVX2-only Zen 2 (AMD EPYC family 23 model 49, 1 thread) the 1x1 convs lose even there: 2048->512
+// 1621 against 1536 us for the 1x1 GEMM, EfficientNet-B0's 1152->192 433 against 320 (the 3x3 512->512
+// keeps its gain: 3501 against 4147 for im2col): hence only convolutions that need an im2col.
 constexpr int64_t kPixelRowsMinK = 1024;
 bool pixel_rows_pay_off(const Conv2dShape& s) {
   const int64_t plane = s.out_h() * s.out_w(), k = s.in_per_group() * s.kernel_h * s.kernel_w;
   const int64_t rows = (plane + 5) / 6 * 6, cols = (plane + 15) / 16 * 16;
-  return k >= kPixelRowsMinK && rows * 11 < cols * 10;
+  return !s.is_pointwise() && k >= kPixelRowsMinK && rows * 11 < cols * 10;
 }
 
 size_t depthwise_nchw_size(const Conv2dShape& s) { return static_cast<size_t>(s.in_channels * s.kernel_h * s.kernel_w); }
