@@ -153,4 +153,12 @@ inline __m256i vtail_mask(int n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+/// Lane mask of the lanes l (of 8) with 0 <= x0 + l < w: the columns x0 .. x0 + 7 that lie inside a row of
+/// w (masked-off lanes of _mm256_maskload_ps are not read, so x0 may be negative or past the row).
+inline __m256i vrange_mask(int64_t x0, int64_t w) {
+  const __m256i x = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(x0)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  return _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_setzero_si256(), x),
+                             _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(w)), x));
+}
+
 }  // namespace tessel::rt
