@@ -6,6 +6,8 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
+#include <utility>
 #include <vector>
 
 #include "tessel/rt/conv.h"
@@ -173,12 +175,26 @@ __attribute__((noinline)) void direct_tile(const DirectCtx& c, const Tap* taps, 
   }
 }
 
-// Tiles of NB blocks x NW pixels for [ow, end), NW = the widest tile (12 / NB), then one narrower tile.
-template <int NB, int NW>
+using TileFn = void (*)(const DirectCtx&, const Tap*, int, int64_t, int64_t, int64_t);
+template <int NB, int... W>
+constexpr std::array<TileFn, sizeof...(W)> tile_table(std::integer_sequence<int, W...>) {
+  return {direct_tile<NB, W + 1>...};
+}
+
+// Pixels [ow, end) in the fewest tiles of at most 12 / NB pixels, their widths as equal as they can be
+// (49 = 4 x 6 + 5 x 5 rather than 8 x 6 + 1): a narrow tile has too few accumulators to hide the FMA
+// latency and costs nearly as much as a full one (a 1-pixel tile of 2 blocks: 2 dependent chains).
+template <int NB>
 void direct_tiles(const DirectCtx& c, const Tap* taps, int n, int64_t ob, int64_t oh, int64_t ow, int64_t end) {
-  for (; ow + NW <= end; ow += NW) direct_tile<NB, NW>(c, taps, n, ob, oh, ow);
-  if (ow < end) {
-    if constexpr (NW > 1) direct_tiles<NB, NW - 1>(c, taps, n, ob, oh, ow, end);
+  constexpr int kMax = 12 / NB;
+  static constexpr auto table = tile_table<NB>(std::make_integer_sequence<int, kMax>{});
+  const int64_t len = end - ow;
+  if (len <= 0) return;
+  const int64_t tiles = (len + kMax - 1) / kMax, base = len / tiles, extra = len % tiles;
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t w = base + (t < extra ? 1 : 0);
+    table[static_cast<size_t>(w - 1)](c, taps, n, ob, oh, ow);
+    ow += w;
   }
 }
 
@@ -202,7 +218,7 @@ void direct_row_range(const DirectCtx& c, int64_t ob, int64_t oh, int64_t p0, in
   const int64_t mid_end = std::min(hi, p1);
   if (ow < mid_end) {
     const int n = build_taps(c, oh, -1, taps);
-    direct_tiles<NB, 12 / NB>(c, taps.data(), n, ob, oh, ow, mid_end);
+    direct_tiles<NB>(c, taps.data(), n, ob, oh, ow, mid_end);
     ow = mid_end;
   }
   for (; ow < p1; ++ow) {  // right border
@@ -248,8 +264,10 @@ void conv2d_nchwc8_direct_avx2(const Conv2dShape& shape, const float* in, const 
   // Work items: (image, output-block pair, row, column chunk); long flattened rows are chunked so that
   // both threads get work on small channel counts.
   const int64_t pairs = (out_blocks + 1) / 2;
+  // The last chunk takes the remainder (196 = 48 + 48 + 48 + 52, not 4 x 48 + 4): tiled as evenly as
+  // direct_tiles can, with no lone narrow tile.
   const int64_t chunk = flat ? std::max<int64_t>(48, (OW + 7) / 8 / kChunkAlign * kChunkAlign) : OW;
-  const int64_t chunks = (OW + chunk - 1) / chunk;
+  const int64_t chunks = std::max<int64_t>(1, OW / chunk);
   const int64_t w_block_stride = in_blocks * s.kernel_h * s.kernel_w * 64;
   parallel_for(pool, s.batch * pairs * OH * chunks, [&](int64_t b, int64_t e) {
     static thread_local std::vector<Tap> taps;
@@ -259,7 +277,7 @@ void conv2d_nchwc8_direct_avx2(const Conv2dShape& shape, const float* in, const 
       const int64_t out_img = n * out_blocks * OH * OW * 8;
       DirectCtx c{s, in + n * in_blocks * s.in_h * s.in_w * 8, packed, out + out_img,
                   ep.residual ? ep.residual + out_img : nullptr, ep, in_blocks, out_blocks, OH, OW, w_block_stride};
-      const int64_t p0 = ch * chunk, p1 = std::min(OW, p0 + chunk);
+      const int64_t p0 = ch * chunk, p1 = ch + 1 == chunks ? OW : p0 + chunk;
       if (ob + 1 < out_blocks)
         direct_row_range<2>(c, ob, oh, p0, p1, lo, hi, taps);
       else
