@@ -151,11 +151,17 @@ namespace {
 void depthwise_c8_row_any(const DepthwiseC8Ctx& c, const float* src, const float* w, int64_t oh, float* dst,
                           const float* res, __m256 bias) {
   const Conv2dShape& s = c.s;
-  const bool fast3x3 = s.kernel_h == 3 && s.kernel_w == 3 && s.dilation_h == 1 && s.dilation_w == 1;
+  const bool undilated = s.dilation_h == 1 && s.dilation_w == 1;
+  const bool fast3x3 = s.kernel_h == 3 && s.kernel_w == 3 && undilated;
+  const bool fast5x5 = s.kernel_h == 5 && s.kernel_w == 5 && undilated;
   if (fast3x3 && s.stride_w == 1)
     depthwise_c8_row<3, 1>(c, src, w, oh, dst, res, bias);
   else if (fast3x3 && s.stride_w == 2)
     depthwise_c8_row<3, 2>(c, src, w, oh, dst, res, bias);
+  else if (fast5x5 && s.stride_w == 1)
+    depthwise_c8_row<5, 1>(c, src, w, oh, dst, res, bias);
+  else if (fast5x5 && s.stride_w == 2)
+    depthwise_c8_row<5, 2>(c, src, w, oh, dst, res, bias);
   else
     depthwise_c8_row<0, 0>(c, src, w, oh, dst, res, bias);
 }
