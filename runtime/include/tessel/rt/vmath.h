@@ -108,10 +108,26 @@ inline __m256 verf(__m256 x) {
   return detail::odd_rational(xc, p, q);
 }
 
-/// 1 / (1 + e^-x).
+/// 1 / (1 + e^-x), with e^-x = 2^t, t = -x log2(e) clamped to [-126, 126], split as n + f (|f| <= 1/2) by
+/// the 1.5 * 2^23 rounding trick; 2^f is a degree-5 near-minimax polynomial (relative error 7.5e-8, 2.3e-7
+/// evaluated in float), 2^n goes into the exponent bits. 17 vector operations against vexp's 24: on Zen 2
+/// (AVX2) SiLU took 0.68 ns per element through vexp, about as long as EfficientNet-B0's convolutions around
+/// it. The error of t itself (up to 126 x 6e-8) only matters where e^-x is far from 1 and the sigmoid
+/// saturates, so the absolute error stays within 2e-7.
 inline __m256 vsigmoid(__m256 x) {
-  const __m256 one = _mm256_set1_ps(1.0f);
-  return _mm256_div_ps(one, _mm256_add_ps(one, vexp(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+  const __m256 one = _mm256_set1_ps(1.0f), magic = _mm256_set1_ps(12582912.0f);
+  __m256 t = _mm256_mul_ps(x, _mm256_set1_ps(-1.44269504088896341f));
+  t = _mm256_min_ps(_mm256_max_ps(t, _mm256_set1_ps(-126.0f)), _mm256_set1_ps(126.0f));
+  const __m256 r = _mm256_add_ps(t, magic);  // 1.5 * 2^23 + round(t)
+  const __m256 f = _mm256_sub_ps(t, _mm256_sub_ps(r, magic));
+  __m256 p = _mm256_set1_ps(1.32765e-3f);
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.67554e-3f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.550713e-2f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.402212e-1f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.9314697e-1f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.00000007f));
+  const __m256i pow2n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_castps_si256(r), _mm256_set1_epi32(127 - 0x4B400000)), 23);
+  return _mm256_div_ps(one, _mm256_add_ps(one, _mm256_mul_ps(p, _mm256_castsi256_ps(pow2n))));
 }
 
 /// x * sigmoid(x) (SiLU / Swish).
