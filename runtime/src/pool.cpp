@@ -252,14 +252,70 @@ void maxpool_s2(const Pool2dShape& s, const float* in, float* out, ThreadPool* p
   });
 }
 #pragma GCC diagnostic pop
+#else
+// The same with 8 lanes (AVX2): in-lane shuffles separate the evens and odds of two vectors in the order
+// 0 2 8 10 4 6 12 14; the max is element-wise, so one 64-bit lane permute per reduced row restores the
+// order. Out-of-row columns are loaded masked and replaced by -inf. On Zen 2 (1 thread) the ring path took
+// 277 us for SqueezeNet's 128-channel 55x55 -> 27x27 MaxPool, 5x ONNX Runtime's time.
+bool maxpool_s2_applicable(const Pool2dShape& s) {
+  return s.stride_w == 2 && (s.kernel_w == 2 || s.kernel_w == 3) && s.out_h() > 0 && s.out_w() > 0;
+}
+
+void maxpool_s2_plane(const Pool2dShape& s, const float* plane, float* rows, float* out) {
+  const int64_t H = s.in_h, W = s.in_w, OH = s.out_h(), OW = s.out_w(), OWp = (OW + 7) / 8 * 8;
+  const __m256 ninf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  auto load = [&](const float* row, int64_t c) {  // columns c .. c + 7, -inf outside the row
+    const __m256i m = vrange_mask(c, W);
+    return _mm256_blendv_ps(ninf, _mm256_maskload_ps(row + c, m), _mm256_castsi256_ps(m));
+  };
+  auto order = [](__m256 v) {
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), _MM_SHUFFLE(3, 1, 2, 0)));
+  };
+  for (int64_t ih = 0; ih < H; ++ih) {
+    const float* row = plane + ih * W;
+    float* r = rows + ih * OWp;
+    for (int64_t ow = 0; ow < OWp; ow += 8) {
+      const int64_t c = 2 * ow - s.pad_left;
+      const __m256 a = load(row, c), b = load(row, c + 8);
+      __m256 m = _mm256_max_ps(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                               _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+      if (s.kernel_w == 3) {
+        const __m256 a2 = load(row, c + 2), b2 = load(row, c + 10);
+        m = _mm256_max_ps(m, _mm256_shuffle_ps(a2, b2, _MM_SHUFFLE(2, 0, 2, 0)));
+      }
+      _mm256_store_ps(r + ow, order(m));
+    }
+  }
+  for (int64_t oh = 0; oh < OH; ++oh) {
+    const int64_t r0 = oh * s.stride_h - s.pad_top;
+    const int64_t lo = std::max<int64_t>(r0, 0), hi = std::min(r0 + s.kernel_h, H);
+    for (int64_t ow = 0; ow < OW; ow += 8) {
+      __m256 m = ninf;
+      for (int64_t ih = lo; ih < hi; ++ih) m = _mm256_max_ps(m, _mm256_load_ps(rows + ih * OWp + ow));
+      const int64_t n = std::min<int64_t>(8, OW - ow);
+      if (n == 8)
+        _mm256_storeu_ps(out + oh * OW + ow, m);
+      else
+        _mm256_maskstore_ps(out + oh * OW + ow, vtail_mask(static_cast<int>(n)), m);
+    }
+  }
+}
+
+void maxpool_s2(const Pool2dShape& s, const float* in, float* out, ThreadPool* pool) {
+  const int64_t OWp = (s.out_w() + 7) / 8 * 8;
+  parallel_for(pool, s.batch * s.channels, [&](int64_t b, int64_t e) {
+    static thread_local AlignedBuffer rows_buffer;
+    float* rows = rows_buffer.ensure(static_cast<size_t>(s.in_h * OWp));
+    for (int64_t p = b; p < e; ++p)
+      maxpool_s2_plane(s, in + p * s.in_h * s.in_w, rows, out + p * s.out_h() * s.out_w());
+  });
+}
 #endif
 
 }  // namespace
 
 void maxpool2d_nchw(const Pool2dShape& s, const float* in, float* out, ThreadPool* pool) {
-#if defined(__AVX512F__)
   if (maxpool_s2_applicable(s)) return maxpool_s2(s, in, out, pool);
-#endif
   if (pool_fast_path(s)) return pool_fast<true>(s, in, out, pool);
   const int64_t plane = s.in_h * s.in_w, oplane = s.out_h() * s.out_w();
   for_each_output(s, s.batch * s.channels, pool, [&](int64_t p, int64_t o, const Window& wy, const Window& wx) {
