@@ -276,11 +276,14 @@ void maxpool_s2_plane(const Pool2dShape& s, const float* plane, float* rows, flo
     float* r = rows + ih * OWp;
     for (int64_t ow = 0; ow < OWp; ow += 8) {
       const int64_t c = 2 * ow - s.pad_left;
-      const __m256 a = load(row, c), b = load(row, c + 8);
+      const bool inside = c >= 0 && c + 18 <= W;  // plain loads for all four vectors
+      const __m256 a = inside ? _mm256_loadu_ps(row + c) : load(row, c);
+      const __m256 b = inside ? _mm256_loadu_ps(row + c + 8) : load(row, c + 8);
       __m256 m = _mm256_max_ps(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
                                _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
       if (s.kernel_w == 3) {
-        const __m256 a2 = load(row, c + 2), b2 = load(row, c + 10);
+        const __m256 a2 = inside ? _mm256_loadu_ps(row + c + 2) : load(row, c + 2);
+        const __m256 b2 = inside ? _mm256_loadu_ps(row + c + 10) : load(row, c + 10);
         m = _mm256_max_ps(m, _mm256_shuffle_ps(a2, b2, _MM_SHUFFLE(2, 0, 2, 0)));
       }
       _mm256_store_ps(r + ow, order(m));
