@@ -31,10 +31,15 @@ constexpr int64_t kMaxInPerGroup = 32;  // one scratch ring per input channel of
 int64_t taps(const Conv2dShape& s) { return s.in_per_group() * s.kernel_h * s.kernel_w; }
 int64_t blocks_m(const Conv2dShape& s) { return (s.out_per_group() + kBlockM - 1) / kBlockM; }
 
-// Vectors per register tile: kBlockM x NV accumulators + NV inputs + 1 broadcast weight must fit the
-// register file (32 zmm, 16 ymm).
+// Register tile: kTileM<T> output channels (a whole weight block of 8, or half of one) x kTileNV<T> vectors of
+// pixels; the accumulators + NV inputs + 1 broadcast weight must fit the register file (32 zmm, 16 ymm). With
+// AVX2, 4 x 3 (12 accumulators, 7 loads per 12 FMAs) rather than 8 x 1 (8 accumulators, too few to cover the
+// FMA latency, and 9 loads per 8 FMAs): ResNeXt-50's and RegNetY's grouped layers ran at 25-35 GFLOP/s on
+// Zen 2 with 8 x 1.
 template <class T>
-constexpr int kTileNV = T::L == 16 ? 3 : 1;
+constexpr int kTileNV = 3;
+template <class T>
+constexpr int kTileM = T::L == 16 ? 8 : 4;
 
 // The output vectors of a group in raster order (row, vector within the row): a register tile takes NV
 // consecutive ones, so rows narrower than NV vectors (14x14 and 7x7 maps with 16 lanes) still fill it.
@@ -58,14 +63,15 @@ struct GroupRows {
 // Stores the `mvalid` real channels (lanes past OW masked) with bias added. tap_off[kw]: the scratch offset of
 // tap column kw (RowGeometry::tap_offset, computed once per call: a division by the stride per tap cost a
 // quarter of the time on 14x14 maps). Out of line, so that every NV keeps its accumulators in registers.
-template <class T, int NV>
+// MB (8, or 4 for half a block: w then points at the half's first channel) channels of the block.
+template <class T, int NV, int MB>
 __attribute__((noinline)) void slot_tile(const Conv2dShape& s, const int64_t* tap_off, GroupRows<T>& rows,
                                          const float* w, const Slot* slot, int mvalid, const float* bias, float* out,
                                          int64_t plane) {
   using V = typename T::V;
   constexpr int L = T::L;
-  V acc[kBlockM][NV];
-  for (int m = 0; m < kBlockM; ++m)
+  V acc[MB][NV];
+  for (int m = 0; m < MB; ++m)
     for (int v = 0; v < NV; ++v) acc[m][v] = T::zero();
   const int64_t KH = s.kernel_h, KW = s.kernel_w;
   for (int64_t ci = 0; ci < s.in_per_group(); ++ci)
@@ -76,7 +82,7 @@ __attribute__((noinline)) void slot_tile(const Conv2dShape& s, const int64_t* ta
         const int64_t off = tap_off[kw];
         V in[NV];
         for (int v = 0; v < NV; ++v) in[v] = T::loadu(x[v] + off);
-        for (int m = 0; m < kBlockM; ++m) {
+        for (int m = 0; m < MB; ++m) {
           const V wm = T::set1(w[m]);
           for (int v = 0; v < NV; ++v) acc[m][v] = T::fmadd(wm, in[v], acc[m][v]);
         }
@@ -96,7 +102,7 @@ __attribute__((noinline)) void slot_tile(const Conv2dShape& s, const int64_t* ta
 template <class T>
 void grouped_run(const Conv2dShape& s, const float* in, const float* packed, float* out, const Epilogue& ep,
                  ThreadPool* pool) {
-  constexpr int L = T::L, NV = kTileNV<T>;
+  constexpr int L = T::L, NV = kTileNV<T>, MB = kTileM<T>;
   const int64_t OH = s.out_h(), OW = s.out_w(), plane = OH * OW, in_plane = s.in_h * s.in_w;
   const int64_t Cin = s.in_per_group(), Cout = s.out_per_group();
   const int64_t block_floats = taps(s) * kBlockM, vectors = (OW + L - 1) / L;
@@ -127,17 +133,19 @@ void grouped_run(const Conv2dShape& s, const float* in, const float* packed, flo
         const int nv = static_cast<int>(std::min<int64_t>(NV, nslots - q));
         rows.ensure(slots[q + nv - 1].oh);
         for (int64_t mb = 0; mb < blocks_m(s); ++mb) {
-          const float* w = packed + (grp * blocks_m(s) + mb) * block_floats;
-          const int mvalid = static_cast<int>(std::min<int64_t>(kBlockM, Cout - mb * kBlockM));
-          const float* bias = ep.bias ? ep.bias + c0 + mb * kBlockM : nullptr;
-          float* o = out_g + mb * kBlockM * plane;
-          // The last tile of a group may hold fewer vectors (14 rows of one vector each: 3+3+3+3+2).
-          if (nv == NV)
-            slot_tile<T, NV>(s, tap_off.data(), rows, w, &slots[q], mvalid, bias, o, plane);
-          else if (nv == 2)
-            slot_tile<T, 2>(s, tap_off.data(), rows, w, &slots[q], mvalid, bias, o, plane);
-          else
-            for (int i = 0; i < nv; ++i) slot_tile<T, 1>(s, tap_off.data(), rows, w, &slots[q + i], mvalid, bias, o, plane);
+          for (int64_t m0 = mb * kBlockM; m0 < std::min<int64_t>(Cout, (mb + 1) * kBlockM); m0 += MB) {
+            const float* w = packed + (grp * blocks_m(s) + mb) * block_floats + (m0 - mb * kBlockM);
+            const int mvalid = static_cast<int>(std::min<int64_t>(MB, Cout - m0));
+            const float* bias = ep.bias ? ep.bias + c0 + m0 : nullptr;
+            float* o = out_g + m0 * plane;
+            // The last tile of a group may hold fewer vectors (14 rows of one vector each: 3+3+3+3+2).
+            if (nv == NV)
+              slot_tile<T, NV, MB>(s, tap_off.data(), rows, w, &slots[q], mvalid, bias, o, plane);
+            else if (nv == 2)
+              slot_tile<T, 2, MB>(s, tap_off.data(), rows, w, &slots[q], mvalid, bias, o, plane);
+            else
+              slot_tile<T, 1, MB>(s, tap_off.data(), rows, w, &slots[q], mvalid, bias, o, plane);
+          }
         }
         q += nv;
       }
