@@ -431,15 +431,6 @@ PhasedPlane phased_plane_geometry(const Conv2dShape& s, int lanes) {
   return g;
 }
 
-// Lanes whose column index (first + lane * step) lies in [0, W).
-inline __m256i valid_columns(int64_t first, int step, int64_t W) {
-  const __m256i col = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(first)),
-                                       _mm256_mullo_epi32(_mm256_set1_epi32(step), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
-  const __m256i ge0 = _mm256_cmpgt_epi32(col, _mm256_set1_epi32(-1));
-  const __m256i ltw = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(W)), col);
-  return _mm256_and_si256(ge0, ltw);
-}
-
 // One input row (or nullptr for a padding row) -> one padded, phase-split scratch row, 8 columns at
 // a time with masked loads at the borders (no libc calls: rows of 7x7 maps are only a few vectors).
 void fill_phased_row(const Conv2dShape& s, const PhasedPlane& g, const float* src, float* dst) {
@@ -466,11 +457,11 @@ void fill_phased_row(const Conv2dShape& s, const PhasedPlane& g, const float* sr
       if (sw == 1) {
         // Masked-off lanes are never read (maskload does not touch them), so src + first may point
         // outside the row there.
-        const __m256i m = first >= 0 && first + 8 <= W ? _mm256_set1_epi32(-1) : valid_columns(first, 1, W);
+        const __m256i m = first >= 0 && first + 8 <= W ? _mm256_set1_epi32(-1) : vrange_mask(first, W);
         _mm256_store_ps(d + j0, _mm256_maskload_ps(src + first, m));
       } else if (sw == 2) {  // border chunk: masked loads, lanes outside the row are zero
-        const __m256 a = _mm256_maskload_ps(src + first, valid_columns(first, 1, W));
-        const __m256 b = _mm256_maskload_ps(src + first + 8, valid_columns(first + 8, 1, W));
+        const __m256 a = _mm256_maskload_ps(src + first, vrange_mask(first, W));
+        const __m256 b = _mm256_maskload_ps(src + first + 8, vrange_mask(first + 8, W));
         _mm256_store_ps(d + j0, _mm256_castpd_ps(_mm256_permute4x64_pd(
                                     _mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))), 0xD8)));
       } else {

@@ -117,22 +117,19 @@ void split_row(const Conv2dShape& s, const RowPlan& p, const float* src, float* 
   }
 #else
   if (sw == 2) {
-    // 8 slots of both phases from 16 consecutive padded elements: in-lane shuffles give the evens (odds)
-    // in the order 0 2 8 10 4 6 12 14, one 64-bit lane permute restores it. Element-wise this split took
-    // about a fifth of MobileNetV2's 3x3/2 stem (AVX2, Zen 2).
+    // 8 slots of both phases from 16 consecutive padded elements (T::deinterleave). Element-wise this split
+    // took about a fifth of MobileNetV2's 3x3/2 stem (AVX2, Zen 2).
     auto load = [&](int64_t c) {  // input columns c .. c + 7, zero outside the row
       return _mm256_maskload_ps(src + c, vrange_mask(c, W));
-    };
-    auto order = [](__m256 v) {
-      return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), _MM_SHUFFLE(3, 1, 2, 0)));
     };
     int64_t t = 0;
     for (; t + 8 <= p.phase_len; t += 8) {
       const int64_t c = 2 * t - pl;
       if (c >= W) break;
-      const __m256 a = load(c), b = load(c + 8);
-      _mm256_storeu_ps(dst + t, order(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))));
-      _mm256_storeu_ps(dst + p.phase_len + t, order(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))));
+      V even, odd;
+      T::deinterleave(load(c), load(c + 8), even, odd);
+      T::storeu(dst + t, even);
+      T::storeu(dst + p.phase_len + t, odd);
     }
     for (t = p.phase_len / 8 * 8; t < p.phase_len; ++t)  // the last partial 8 slots
       for (int64_t q = 0; q < 2; ++q) {

@@ -86,9 +86,9 @@ int build_taps(const DirectCtx& c, int64_t oh, int64_t ow, std::vector<Tap>& tap
   TESSEL_C8_PIX1(6, "(%%r10)", XO) TESSEL_C8_PIX1(7, "(%%r10,%[p])", XO)                            \
   TESSEL_C8_PIX1(8, "(%%r10,%[p],2)", XO) TESSEL_C8_PIX1(9, "(%%r9)", XO)                           \
   TESSEL_C8_PIX1(10, "(%%r9,%[p])", XO) TESSEL_C8_PIX1(11, "(%%r9,%[p],2)", XO)
-#define TESSEL_C8_STORE(J, SLOT) \
+#define TESSEL_C8_STORE(J)   \
   ".if %c[nw] > " #J "\n\t"      \
-  "vmovaps %%ymm" #J ", " #SLOT "*32(%[s])\n\t" \
+  "vmovaps %%ymm" #J ", " #J "*32(%[s])\n\t" \
   ".endif\n\t"
 #define TESSEL_C8_STORE2(J, J6) \
   ".if %c[nw] > " #J "\n\t"      \
@@ -130,9 +130,9 @@ void reduce_tile(const Tap* taps, int64_t n_taps, const float* in, const float* 
       "add $16, %[tp]\n\t"
       "dec %[n]\n\t"
       "jnz 1b\n\t"
-      TESSEL_C8_STORE(0, 0) TESSEL_C8_STORE(1, 1) TESSEL_C8_STORE(2, 2) TESSEL_C8_STORE(3, 3)
-      TESSEL_C8_STORE(4, 4) TESSEL_C8_STORE(5, 5) TESSEL_C8_STORE(6, 6) TESSEL_C8_STORE(7, 7)
-      TESSEL_C8_STORE(8, 8) TESSEL_C8_STORE(9, 9) TESSEL_C8_STORE(10, 10) TESSEL_C8_STORE(11, 11)
+      TESSEL_C8_STORE(0) TESSEL_C8_STORE(1) TESSEL_C8_STORE(2) TESSEL_C8_STORE(3)
+      TESSEL_C8_STORE(4) TESSEL_C8_STORE(5) TESSEL_C8_STORE(6) TESSEL_C8_STORE(7)
+      TESSEL_C8_STORE(8) TESSEL_C8_STORE(9) TESSEL_C8_STORE(10) TESSEL_C8_STORE(11)
       ".if %c[nb] > 1\n\t"
       TESSEL_C8_STORE2(0, 6) TESSEL_C8_STORE2(1, 7) TESSEL_C8_STORE2(2, 8) TESSEL_C8_STORE2(3, 9)
       TESSEL_C8_STORE2(4, 10) TESSEL_C8_STORE2(5, 11)
