@@ -19,7 +19,6 @@ bool is_winograd_f43(const Conv2dShape& s) {
 constexpr int64_t kWinogradMinTiles = 9;
 int64_t winograd_tiles(const Conv2dShape& s) { return ((s.out_h() + 3) / 4) * ((s.out_w() + 3) / 4); }
 bool winograd_pays_off(const Conv2dShape& s) { return winograd_tiles(s) >= kWinogradMinTiles; }
-bool is_dense(const Conv2dShape& s) { return s.groups == 1; }
 // Pixel tiles (AVX-512 only) against im2col/1x1 GEMM, measured on ResNet's layers at 1 thread: ahead on
 // every map of up to 14x14 from a reduction of 256 (7x7 3x3: 89-118 GF/s against 52-79; 1x1 K=2048 on
 // 7x7: 82-126 against 63-95), and on 28x28 for the im2col shapes (3x3 and 1x1 stride 2: 77-91 against
@@ -107,7 +106,7 @@ const std::vector<Conv2dKernel>& conv2d_kernels() {
        conv2d_nchw_im2col_gemm_pack, conv2d_nchw_im2col_gemm_avx2},
       {"conv2d_nchwc8_depthwise_avx2", ConvLayout::NCHWc8, is_depthwise, conv2d_nchwc8_depthwise_packed_size,
        conv2d_nchwc8_depthwise_pack, conv2d_nchwc8_depthwise_avx2},
-      {"conv2d_nchwc8_direct_avx2", ConvLayout::NCHWc8, is_dense, conv2d_nchwc8_direct_packed_size,
+      {"conv2d_nchwc8_direct_avx2", ConvLayout::NCHWc8, conv2d_nchwc8_direct_applicable, conv2d_nchwc8_direct_packed_size,
        conv2d_nchwc8_direct_pack, conv2d_nchwc8_direct_avx2},
   };
   return kernels;

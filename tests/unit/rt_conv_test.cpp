@@ -367,6 +367,11 @@ TEST(RtConv, NetworkShapesOnEveryApplicableKernel) {
       // with 16 lanes; 11 rows: 3, 3, 3 and 2 (the 7x7 shape above ends in a 1-vector tile).
       shape(1, 64, 14, 14, 64, 3, 1, 1, 1, 1, 1, 1, 4),
       shape(1, 32, 11, 11, 32, 3, 1, 1, 1, 1, 1, 1, 2),
+      // NCHWc8 block groups: ResNeXt's layer1 (4 channels per group, two merged per block group) at stride 2
+      // on odd sizes, 8 per group (one block each: single-block tiles), 1x1 grouped with 16 per group.
+      shape(1, 64, 15, 13, 64, 3, 2, 1, 1, 1, 1, 1, 16),
+      shape(1, 32, 9, 10, 32, 3, 1, 1, 1, 1, 1, 1, 4),
+      shape(1, 64, 6, 9, 32, 1, 1, 0, 0, 0, 0, 1, 4),
   };
   float dummy = 0;
   int runs = 0;

@@ -127,7 +127,10 @@ void conv2d_nchwc8_depthwise_avx2(const Conv2dShape&, const float* in, const flo
 size_t conv2d_nchwc8_depthwise_packed_size(const Conv2dShape&);
 void conv2d_nchwc8_depthwise_pack(const Conv2dShape&, const float* weights, float* packed);
 
-/// Direct convolution in NCHWc8 (groups == 1), register block 2 output-channel blocks x 6 pixels.
+/// Direct convolution in NCHWc8, register block 2 output-channel blocks x 6 pixels: dense, or grouped with
+/// whole 8-channel blocks per group (two narrow groups merged into one block-diagonal group when they have 4
+/// channels each, see conv2d_nchwc8_direct_applicable).
+bool conv2d_nchwc8_direct_applicable(const Conv2dShape&);
 void conv2d_nchwc8_direct_avx2(const Conv2dShape&, const float* in, const float* packed, float* out,
                                const Epilogue&, ThreadPool*);
 size_t conv2d_nchwc8_direct_packed_size(const Conv2dShape&);
