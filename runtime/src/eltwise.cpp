@@ -139,6 +139,19 @@ void binary_channel(BinaryOp op, const float* a, const float* b, float* y, int64
   });
 }
 
+void binary_channel_nchwc8(BinaryOp op, const float* a, const float* b, bool b_per_image, float* y, int64_t batch,
+                           int64_t channels, int64_t hw, ThreadPool* pool) {
+  const int64_t blocks = channels / 8;
+  parallel_for(pool, batch * blocks, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const __m256 s = _mm256_loadu_ps(b + (b_per_image ? r * 8 : r % blocks * 8));
+      const float* src = a + r * hw * 8;
+      float* dst = y + r * hw * 8;
+      for (int64_t i = 0; i < hw; ++i) _mm256_storeu_ps(dst + i * 8, binary_v(op, _mm256_loadu_ps(src + i * 8), s));
+    }
+  });
+}
+
 void channel_affine(const float* x, const float* scale, const float* shift, float* y, int64_t outer,
                     int64_t channels, int64_t inner, const Epilogue& ep, ThreadPool* pool) {
   parallel_for(pool, outer * channels, [&](int64_t r0, int64_t r1) {

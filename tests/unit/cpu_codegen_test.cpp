@@ -580,6 +580,35 @@ TEST(CpuCodegen, Nchwc8RegionsWithReordersOnTheirEdges) {
   }
 }
 
+// Squeeze-and-excitation inside an NCHWc8 region: the global pool reads the blocked value, the scale's
+// 1x1 convs and Sigmoid run on [N, C, 1, 1] (whose blocked layout is its NCHW one) and the Mul by the
+// per-image scale and an Add of a per-channel constant for both images run on the blocked buffer: batch 2,
+// 1 and 2 threads, one reorder in and one per output.
+TEST(CpuCodegen, Nchwc8RegionsKeepSqueezeExcitationBlocked) {
+  for (int threads : {1, 2}) {
+    Builder b;
+    Value* x = b.input("x", {2, 16, 9, 11});
+    Value* d = b.conv(b.conv(x, 16, 32, 1, 1, {0, 0, 0, 0}), 32, 32, 3, 1, {1, 1, 1, 1}, 32);
+    Value* g = b.node("GlobalAveragePool", {d});
+    Value* s = b.node("Sigmoid", {b.conv(b.node("Relu", {b.conv(g, 32, 8, 1, 1, {0, 0, 0, 0})}), 8, 32, 1, 1,
+                                         {0, 0, 0, 0})});
+    Value* scaled = b.node("Mul", {d, s});
+    Value* m = b.node("Add", {b.weight("shift", {1, 32, 1, 1}), scaled});
+    b.g.addOutput(b.conv(m, 32, 16, 1, 1, {0, 0, 0, 0}));
+    b.g.addOutput(scaled);  // a second use: fuse-elementwise leaves Mul and Add two nodes
+    cpu::CompileOptions options;
+    options.layout = "nchwc8";
+    const std::string name = "nchwc8_se_" + std::to_string(threads);
+    expectCompiledMatchesInterpreter(b, name, threads, {}, options);
+    const auto kernels = stepKernels(tempDir() / (name + ".so"));
+    EXPECT_TRUE(calls(kernels, "global_avgpool_nchwc8"));
+    EXPECT_EQ(std::count(kernels.begin(), kernels.end(), "binary_channel_nchwc8"), 2);
+    EXPECT_FALSE(calls(kernels, "binary_channel"));
+    EXPECT_EQ(std::count(kernels.begin(), kernels.end(), "reorder_nchw_to_nchwc8"), 1);
+    EXPECT_EQ(std::count(kernels.begin(), kernels.end(), "reorder_nchwc8_to_nchw"), 2);  // the two outputs
+  }
+}
+
 // Element-wise nodes inside an NCHWc8 region (a lone Div by a scalar, Neg, a Max of two blocked values)
 // run their flat kernels on the blocked buffers: no reorder between the convs, results as the interpreter's.
 TEST(CpuCodegen, Nchwc8RegionsRunElementwiseKernelsOnBlockedBuffers) {

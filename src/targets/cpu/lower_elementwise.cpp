@@ -122,6 +122,24 @@ bool Lowerer::lowerBinary(const Node* n) {
             {a, b}, {y}, big);
     return true;
   }
+  // In an NCHWc8 region (select-layout): a 4-D operand times one value per channel (squeeze-and-excitation's
+  // scale, [N or 1, C, 1, 1]); its blocked layout is its NCHW one.
+  if (runsBlocked(*n)) {
+    for (int side = 0; side < 2; ++side) {
+      int big = side == 0 ? a : b, small = side == 0 ? b : a;
+      if (side == 1 && !commutative) break;
+      const Shape& ss = plan_.tensors[small].shape;
+      if (plan_.tensors[big].shape != ys || ys.size() != 4 || ss.size() != 4 || ss[1] != ys[1] || ss[2] != 1 ||
+          ss[3] != 1 || (ss[0] != 1 && ss[0] != ys[0]))
+        continue;
+      addStep({n->name(), n->opType(), "binary_channel_nchwc8"}, comment,
+              fmt::format("rt::binary_channel_nchwc8({}, {}, {}, {}, {}, {}, {}, {}, pool);", op, ref(big), ref(small),
+                          ss[0] == ys[0] && ys[0] > 1 ? "true" : "false", ref(y), ys[0], ys[1], ys[2] * ys[3]),
+              {a, b}, {y}, big);
+      return true;
+    }
+    return false;
+  }
   // One operand varies along a single axis (per-channel bias/scale).
   for (int side = 0; side < 2; ++side) {
     int big = side == 0 ? a : b, small = side == 0 ? b : a;

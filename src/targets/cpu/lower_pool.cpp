@@ -56,6 +56,13 @@ bool Lowerer::lowerPool(const Node* n) {
   const Shape& xs = plan_.tensors[x].shape;
   std::string comment = fmt::format("{} '{}' -> {}", op, n->name(), shapeToString(plan_.tensors[y].shape));
   if (xs.size() != 4) return false;  // 1-D and 3-D pooling
+  if (isOp(*n, "GlobalAveragePool") && runsBlocked(*n)) {  // [N, C, 1, 1] blocked is [N, C, 1, 1] (C % 8 == 0)
+    addStep({n->name(), op, "global_avgpool_nchwc8"}, comment,
+            fmt::format("rt::global_avgpool_nchwc8({}, {}, {}, {}, {}, pool);", xs[0], xs[1], xs[2] * xs[3], ref(x),
+                        ref(y)),
+            {x}, {y});
+    return true;
+  }
   if (isOp(*n, "GlobalAveragePool")) {
     addStep({n->name(), op, "global_avgpool_nchw"}, comment, fmt::format("rt::global_avgpool_nchw({}, {}, {}, {}, {}, pool);", xs[0], xs[1], xs[2] * xs[3],
                                  ref(x), ref(y)),

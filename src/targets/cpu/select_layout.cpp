@@ -60,10 +60,27 @@ bool isGroupedNotDepthwise(const Node& n) { return isConvNode(n) && n.attrInt("g
 /// block their region (the NCHW layout is what mode auto serves on AVX2 targets only, see pipeline.cpp).
 bool nchwSmallMapDepthwise(const Node& n) {
   auto s = conv2dShape(n);
-  if (!s || !(s->kernel_w == 3 || s->kernel_w == 5) || !(s->stride_w == 1 || s->stride_w == 2) ||
-      s->dilation_h != 1 || s->dilation_w != 1 || s->out_w() > 28)
+  if (!s || s->kernel_w != 5 || !(s->stride_w == 1 || s->stride_w == 2) || s->dilation_h != 1 ||
+      s->dilation_w != 1 || s->out_w() > 28)
     return false;
-  return s->kernel_w == 5 || s->out_w() <= 14;
+  return true;
+}
+
+/// Mul or Add of a 4-D value by one value per channel ([N or 1, C, 1, 1]: squeeze-and-excitation's scale),
+/// which the runtime runs on the blocked value (binary_channel_nchwc8); the per-channel operand's blocked
+/// layout is its NCHW one.
+bool channelScale(const Node& n) {
+  if (!n.domain().empty() || !(isOp(n, "Mul") || isOp(n, "Add")) || n.numInputs() != 2 || !n.input(0) ||
+      !n.input(1))
+    return false;
+  const Value* y = n.output(0);
+  for (int side = 0; side < 2; ++side) {
+    const Value *big = n.input(side), *small = n.input(1 - side);
+    if (!(big->type == y->type) || !isRank4F32(small)) continue;
+    const auto ss = small->type.staticShape(), ys = y->type.staticShape();
+    if (ss[1] == ys[1] && ss[2] == 1 && ss[3] == 1 && (ss[0] == 1 || ss[0] == ys[0])) return true;
+  }
+  return false;
 }
 
 /// Max pooling, a channel Concat of such values, and element-wise ops (the registry's) that the runtime
@@ -72,6 +89,8 @@ bool nchwSmallMapDepthwise(const Node& n) {
 bool blockableOther(const Node& n) {
   if (!whole8(n.output(0)) || n.numOutputs() != 1) return false;
   if (isOp(n, "MaxPool")) return isRank4F32(n.input(0)) && !n.hasAttr("dilations");
+  if (isOp(n, "GlobalAveragePool")) return whole8(n.input(0));
+  if (channelScale(n)) return true;
   if (isOp(n, "Concat")) {
     if (n.attrInt("axis") != 1 && n.attrInt("axis") != -3) return false;
     for (Value* in : n.inputs())

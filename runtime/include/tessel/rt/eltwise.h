@@ -24,6 +24,11 @@ void binary_scalar(BinaryOp op, const float* a, float s, bool scalar_first, floa
 /// Per-channel broadcast: a is [outer][channels][inner], b is [channels]; y = a op b[c].
 void binary_channel(BinaryOp op, const float* a, const float* b, float* y, int64_t outer, int64_t channels,
                     int64_t inner, ThreadPool* pool = nullptr);
+/// The same in NCHWc8: y = op(a, b) over a [batch][channels / 8][hw][8] (channels a multiple of 8) and b one
+/// value per (image, channel), [batch][channels], or [channels] for every image when b_per_image is false
+/// (squeeze-and-excitation's scale inside a blocked region).
+void binary_channel_nchwc8(BinaryOp op, const float* a, const float* b, bool b_per_image, float* y, int64_t batch,
+                           int64_t channels, int64_t hw, ThreadPool* pool = nullptr);
 /// y = act(x * scale[c] + shift[c]) over x [outer][channels][inner] with ep's activation (bias and residual
 /// unused): inference BatchNormalization and the activation after it in one pass (in place allowed).
 void channel_affine(const float* x, const float* scale, const float* shift, float* y, int64_t outer,
