@@ -144,7 +144,9 @@ struct TileIO {
 // clamp of `io`, stored. Pixel j of tap t reads in + taps[t].in_off + j * pix_bytes / 4 (+ ci), block b reads
 // w + taps[t].w_off + b * w_stride_bytes / 4. With NB == 2 only pixels 0..5 exist, so ymm12-13 are free
 // for the bias and clamp vectors (J6 > 11 never assembles).
-template <int NB, int NW>
+// STEPS 8: a tap is one 8-channel input block (8 broadcasts per pixel, 8 weight vectors per block); STEPS 1: a
+// tap is one input value per pixel (an NCHW input of a few channels, the stems: one weight vector per block).
+template <int NB, int NW, int STEPS>
 void reduce_tile(const Tap* taps, int64_t n_taps, const float* in, const float* w, int64_t pix_bytes,
                  int64_t w_stride_bytes, const TileIO& io) {
   static_assert((NB == 1 && NW >= 1 && NW <= 12) || (NB == 2 && NW >= 1 && NW <= 6));
@@ -164,8 +166,11 @@ void reduce_tile(const Tap* taps, int64_t n_taps, const float* in, const float* 
       "add %[p], %%r10\n\t"
       "lea (%%r10,%[p],2), %%r9\n\t"
       "add %[p], %%r9\n\t"
-      TESSEL_C8_STEP(0, 0) TESSEL_C8_STEP(4, 32) TESSEL_C8_STEP(8, 64) TESSEL_C8_STEP(12, 96)
+      TESSEL_C8_STEP(0, 0)
+      ".if %c[steps] > 1\n\t"
+      TESSEL_C8_STEP(4, 32) TESSEL_C8_STEP(8, 64) TESSEL_C8_STEP(12, 96)
       TESSEL_C8_STEP(16, 128) TESSEL_C8_STEP(20, 160) TESSEL_C8_STEP(24, 192) TESSEL_C8_STEP(28, 224)
+      ".endif\n\t"
       "add $16, %[tp]\n\t"
       "dec %[n]\n\t"
       "jnz 1b\n\t"
@@ -186,7 +191,7 @@ void reduce_tile(const Tap* taps, int64_t n_taps, const float* in, const float* 
       TESSEL_C8_ALL(TESSEL_C8_OUT)
       : [tp] "+r"(taps), [n] "+r"(n_taps)
       : [in] "r"(in), [w] "r"(w), [p] "r"(pix_bytes), [ws] "r"(w_stride_bytes), [io] "r"(&io), [nb] "i"(NB),
-        [nw] "i"(NW)
+        [nw] "i"(NW), [steps] "i"(STEPS)
       : "rax", "rdx", "r9", "r10", "r11", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7",
         "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc", "memory");
 }
@@ -202,25 +207,28 @@ void reduce_tile(const Tap* taps, int64_t n_taps, const float* in, const float* 
 // NB (1 or 2) output blocks (ob..ob+NB-1) x NW consecutive pixels of one output row starting at ow0. Bias,
 // residual and ReLU / Clip are applied in the assembly's tail on the way out; other activations go through a
 // small buffer (the residual added there too, before the activation).
-template <int NB, int NW>
+template <int NB, int NW, int STEPS>
 __attribute__((noinline)) void direct_tile(const DirectCtx& c, const Tap* taps, int n_taps, int64_t ob, int64_t oh, int64_t ow0) {
   const Conv2dShape& s = c.s;
-  const int64_t pix = s.stride_w * 8;
-  const int64_t col0 = (ow0 * s.stride_w - s.pad_left) * 8;  // added to in_off: stays inside the image
+  constexpr int64_t lanes_in = STEPS == 8 ? 8 : 1;  // floats per input pixel in a tap's plane
+  const int64_t pix = s.stride_w * lanes_in;
+  const int64_t col0 = (ow0 * s.stride_w - s.pad_left) * lanes_in;  // added to in_off: stays inside the image
   const int64_t off = ((ob * c.oh_count + oh) * c.ow_count + ow0) * 8;
   const int64_t block_bytes = c.oh_count * c.ow_count * 32;
   const float* bias = c.bias + ob * 8;
   if (c.lohi || c.ep.act == Activation::None) {
     const TileIO io{bias, c.out + off, c.res ? c.res + off : nullptr, block_bytes, c.lohi};
     if (n_taps > 0) {
-      reduce_tile<NB, NW>(taps, n_taps, c.in + col0, c.w + ob * c.w_block_stride, pix * 4, c.w_block_stride * 4, io);
+      reduce_tile<NB, NW, STEPS>(taps, n_taps, c.in + col0, c.w + ob * c.w_block_stride, pix * 4,
+                                 c.w_block_stride * 4, io);
       return;
     }
   }
   alignas(32) float sums[NB * NW][8];
   if (n_taps > 0) {
     const TileIO io{bias, &sums[0][0], nullptr, NW * 32, nullptr};
-    reduce_tile<NB, NW>(taps, n_taps, c.in + col0, c.w + ob * c.w_block_stride, pix * 4, c.w_block_stride * 4, io);
+    reduce_tile<NB, NW, STEPS>(taps, n_taps, c.in + col0, c.w + ob * c.w_block_stride, pix * 4,
+                               c.w_block_stride * 4, io);
   } else {
     for (int b = 0; b < NB; ++b)
       for (int j = 0; j < NW; ++j) _mm256_store_ps(sums[b * NW + j], _mm256_load_ps(bias + b * 8));
@@ -245,18 +253,18 @@ __attribute__((noinline)) void direct_tile(const DirectCtx& c, const Tap* taps, 
 }
 
 using TileFn = void (*)(const DirectCtx&, const Tap*, int, int64_t, int64_t, int64_t);
-template <int NB, int... W>
+template <int NB, int STEPS, int... W>
 constexpr std::array<TileFn, sizeof...(W)> tile_table(std::integer_sequence<int, W...>) {
-  return {direct_tile<NB, W + 1>...};
+  return {direct_tile<NB, W + 1, STEPS>...};
 }
 
 // Pixels [ow, end) in the fewest tiles of at most 12 / NB pixels, their widths as equal as they can be
 // (49 = 4 x 6 + 5 x 5 rather than 8 x 6 + 1): a narrow tile has too few accumulators to hide the FMA
 // latency and costs nearly as much as a full one (a 1-pixel tile of 2 blocks: 2 dependent chains).
-template <int NB>
+template <int NB, int STEPS = 8>
 void direct_tiles(const DirectCtx& c, const Tap* taps, int n, int64_t ob, int64_t oh, int64_t ow, int64_t end) {
   constexpr int kMax = 12 / NB;
-  static constexpr auto table = tile_table<NB>(std::make_integer_sequence<int, kMax>{});
+  static constexpr auto table = tile_table<NB, STEPS>(std::make_integer_sequence<int, kMax>{});
   const int64_t len = end - ow;
   if (len <= 0) return;
   const int64_t tiles = (len + kMax - 1) / kMax, base = len / tiles, extra = len % tiles;
@@ -282,7 +290,7 @@ void direct_row_range(const DirectCtx& c, int64_t ob, int64_t oh, int64_t p0, in
   int64_t ow = p0;
   for (; ow < std::min(lo, p1); ++ow) {  // left border: per-pixel tap tables
     const int n = build_taps(c, oh, ow, taps);
-    direct_tile<NB, 1>(c, taps.data(), n, ob, oh, ow);
+    direct_tile<NB, 1, 8>(c, taps.data(), n, ob, oh, ow);
   }
   const int64_t mid_end = std::min(hi, p1);
   if (ow < mid_end) {
@@ -292,7 +300,7 @@ void direct_row_range(const DirectCtx& c, int64_t ob, int64_t oh, int64_t p0, in
   }
   for (; ow < p1; ++ow) {  // right border
     const int n = build_taps(c, oh, ow, taps);
-    direct_tile<NB, 1>(c, taps.data(), n, ob, oh, ow);
+    direct_tile<NB, 1, 8>(c, taps.data(), n, ob, oh, ow);
   }
 }
 
@@ -448,6 +456,82 @@ void conv2d_nchwc8_direct_avx2(const Conv2dShape& shape, const float* in, const 
         direct_row_range<2>(c, ob, oh, p0, p1, lo, hi, taps);
       else
         direct_row_range<1>(c, ob, oh, p0, p1, lo, hi, taps);
+    }
+  });
+}
+
+}  // namespace tessel::rt
+
+namespace tessel::rt {
+
+bool conv2d_stem_nchwc8_applicable(const Conv2dShape& s) {
+  return s.groups == 1 && s.in_channels <= 4 && s.kernel_h == 3 && s.kernel_w == 3 && s.dilation_h == 1 &&
+         s.dilation_w == 1;
+}
+
+// Packed [ob][ci][ky][kx][co]: one 8-channel weight vector per tap and output block.
+size_t conv2d_stem_nchwc8_packed_size(const Conv2dShape& s) {
+  return static_cast<size_t>((s.out_channels + 7) / 8 * s.in_channels * s.kernel_h * s.kernel_w * 8);
+}
+
+void conv2d_stem_nchwc8_pack(const Conv2dShape& s, const float* weights, float* packed) {
+  const int64_t taps = s.in_channels * s.kernel_h * s.kernel_w;
+  for (int64_t ob = 0; ob < (s.out_channels + 7) / 8; ++ob)
+    for (int64_t t = 0; t < taps; ++t)
+      for (int64_t co = 0; co < 8; ++co) {
+        const int64_t o = ob * 8 + co;
+        packed[(ob * taps + t) * 8 + co] = o < s.out_channels ? weights[o * taps + t] : 0.0f;
+      }
+}
+
+// The input is copied with its zero padding on every side (a few channels: 600 KB for a 224x224 image), so
+// each output row has one tap table of Cin x KH x KW single values, and the NCHWc8 register tiles (1 value
+// broadcast per pixel and tap, one weight vector per output block) cover whole rows. MobileNetV2's 3->32
+// 3x3/2 stem wrote NCHW through the few-channel kernel and was reordered to NCHWc8 after it.
+void conv2d_stem_nchwc8_avx2(const Conv2dShape& shape, const float* in, const float* packed, float* out,
+                             const Epilogue& ep, ThreadPool* pool) {
+  Conv2dShape s = shape;
+  s.in_h += shape.pad_top + shape.pad_bottom;
+  s.in_w += shape.pad_left + shape.pad_right;
+  s.pad_top = s.pad_left = s.pad_bottom = s.pad_right = 0;
+  const int64_t planes = s.batch * s.in_channels, plane = s.in_h * s.in_w;
+  float* padded = copy_buffer(static_cast<size_t>(planes * plane));
+  parallel_for(pool, planes * s.in_h, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t pl = r / s.in_h, y = r % s.in_h - shape.pad_top;
+      float* dst = padded + r * s.in_w;
+      std::fill(dst, dst + s.in_w, 0.0f);
+      if (y >= 0 && y < shape.in_h)
+        std::copy(in + (pl * shape.in_h + y) * shape.in_w, in + (pl * shape.in_h + y + 1) * shape.in_w,
+                  dst + shape.pad_left);
+    }
+  });
+  const int64_t out_blocks = (s.out_channels + 7) / 8, OH = s.out_h(), OW = s.out_w();
+  const int64_t pairs = (out_blocks + 1) / 2, w_block_stride = s.in_channels * s.kernel_h * s.kernel_w * 8;
+  static thread_local AlignedBuffer bias_buf;
+  float* bias = bias_buf.ensure(static_cast<size_t>((out_blocks + 1) * 8));
+  std::fill(bias, bias + (out_blocks + 1) * 8, 0.0f);
+  if (ep.bias) std::copy(ep.bias, ep.bias + s.out_channels, bias);
+  alignas(8) const float clamp[2] = {ep.act == Activation::Clip ? ep.alpha : 0.0f,
+                                     ep.act == Activation::Clip ? ep.beta : std::numeric_limits<float>::infinity()};
+  const float* lohi = ep.act == Activation::Relu || ep.act == Activation::Clip ? clamp : nullptr;
+  parallel_for(pool, s.batch * pairs * OH, [&](int64_t b, int64_t e) {
+    std::vector<Tap> taps;
+    for (int64_t task = b; task < e; ++task) {
+      const int64_t oh = task % OH, ob = task / OH % pairs * 2, n = task / (OH * pairs);
+      taps.clear();
+      for (int64_t ci = 0; ci < s.in_channels; ++ci)
+        for (int64_t ky = 0; ky < s.kernel_h; ++ky)
+          for (int64_t kx = 0; kx < s.kernel_w; ++kx)
+            taps.push_back({ci * plane + (oh * s.stride_h + ky) * s.in_w + kx, ((ci * s.kernel_h + ky) * s.kernel_w + kx) * 8});
+      const int64_t out_img = n * out_blocks * OH * OW * 8;
+      DirectCtx c{s, padded + n * s.in_channels * plane, packed, out + out_img,
+                  ep.residual ? ep.residual + out_img : nullptr, ep, bias, lohi, 0, out_blocks, OH, OW, w_block_stride};
+      const int n_taps = static_cast<int>(taps.size());
+      if (ob + 1 < out_blocks)
+        direct_tiles<2, 1>(c, taps.data(), n_taps, ob, oh, 0, OW);
+      else
+        direct_tiles<1, 1>(c, taps.data(), n_taps, ob, oh, 0, OW);
     }
   });
 }

@@ -106,6 +106,8 @@ const std::vector<Conv2dKernel>& conv2d_kernels() {
        conv2d_nchw_im2col_gemm_pack, conv2d_nchw_im2col_gemm_avx2},
       {"conv2d_nchwc8_depthwise_avx2", ConvLayout::NCHWc8, is_depthwise, conv2d_nchwc8_depthwise_packed_size,
        conv2d_nchwc8_depthwise_pack, conv2d_nchwc8_depthwise_avx2},
+      {"conv2d_stem_nchwc8_avx2", ConvLayout::NCHWc8, conv2d_stem_nchwc8_applicable, conv2d_stem_nchwc8_packed_size,
+       conv2d_stem_nchwc8_pack, conv2d_stem_nchwc8_avx2, false, true},
       {"conv2d_nchwc8_direct_avx2", ConvLayout::NCHWc8, conv2d_nchwc8_direct_applicable, conv2d_nchwc8_direct_packed_size,
        conv2d_nchwc8_direct_pack, conv2d_nchwc8_direct_avx2},
   };

@@ -609,6 +609,26 @@ TEST(CpuCodegen, Nchwc8RegionsKeepSqueezeExcitationBlocked) {
   }
 }
 
+// A 3x3 stem of a few input channels at the start of an NCHWc8 region reads the NCHW input and writes the
+// blocked layout itself (conv2d_stem_nchwc8_avx2): no reorder into the region; odd sizes, stride 2 with
+// asymmetric padding, batch 2, HardSwish (the buffered epilogue) and Clip (the assembly tail).
+TEST(CpuCodegen, Nchwc8StemReadsTheNchwInput) {
+  for (const char* act : {"HardSwish", "Relu"}) {
+    Builder b;
+    Value* x = b.input("x", {2, 3, 17, 20});
+    Value* stem = b.node(act, {b.conv(x, 3, 24, 3, 2, {1, 0, 0, 1})});
+    Value* d = b.conv(stem, 24, 24, 3, 1, {1, 1, 1, 1}, 24);
+    b.g.addOutput(b.conv(d, 24, 16, 1, 1, {0, 0, 0, 0}));
+    cpu::CompileOptions options;
+    options.layout = "nchwc8";
+    const std::string name = std::string("nchwc8_stem_") + act;
+    expectCompiledMatchesInterpreter(b, name, 2, {}, options);
+    const auto kernels = stepKernels(tempDir() / (name + ".so"));
+    EXPECT_TRUE(calls(kernels, "conv2d_stem_nchwc8_avx2"));
+    EXPECT_FALSE(calls(kernels, "reorder_nchw_to_nchwc8"));
+  }
+}
+
 // Element-wise nodes inside an NCHWc8 region (a lone Div by a scalar, Neg, a Max of two blocked values)
 // run their flat kernels on the blocked buffers: no reorder between the convs, results as the interpreter's.
 TEST(CpuCodegen, Nchwc8RegionsRunElementwiseKernelsOnBlockedBuffers) {

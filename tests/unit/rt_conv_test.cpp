@@ -96,7 +96,7 @@ bool check_kernel(const Conv2dKernel& k, const Conv2dShape& s, Epilogue ep, int 
     got.assign(want.size(), -7.0f);
     k.run(s, in.data(), packed.data(), got.data(), ep, &pool);
   } else {
-    auto in8 = to_nchwc8(in, s.batch, s.in_channels, s.in_h * s.in_w);
+    auto in8 = k.nchw_input ? in : to_nchwc8(in, s.batch, s.in_channels, s.in_h * s.in_w);
     auto res8 = to_nchwc8(res, s.batch, s.out_channels, OH * OW);
     if (ep.residual) ep.residual = res8.data();
     std::vector<float> out8(nchwc8_size(s.batch, s.out_channels, OH * OW), -7.0f);

@@ -357,7 +357,16 @@ bool Lowerer::lowerNode(const Node* n) {
 
 bool Lowerer::blockedOperand(const Node* n, size_t i) {
   const Value* v = n->input(i);
-  if (isConvNode(*n)) return i == 0 || i == 3;  // the input and the residual; weights and bias stay as they are
+  if (isConvNode(*n)) {
+    // The input and the residual; weights and bias stay as they are. A stem kernel reads its input in NCHW.
+    if (i == 0) {
+      auto it = n->meta.find("kernel");
+      const std::string* name = it == n->meta.end() ? nullptr : std::get_if<std::string>(&it->second);
+      const rt::Conv2dKernel* k = name ? rt::find_conv2d_kernel(name->c_str()) : nullptr;
+      return !(k && k->nchw_input);
+    }
+    return i == 3;
+  }
   return v->type.isStatic() && v->type.rank() == 4 && v->type.staticSize() > 1;  // not a scalar
 }
 
@@ -433,8 +442,12 @@ void Lowerer::lowerNodes(const Graph& g) {
     const bool blocked = runsBlocked(*n);
     for (size_t i = 0; i < n->numInputs(); ++i) {
       const Value* v = n->input(i);
-      if (v && blocked != (blocked_.count(v) > 0) && (blocked ? blockedOperand(n, i) : !isConst(v)))
-        operandOverride_[v] = reordered(v, blocked);
+      if (!v || isConst(v)) {
+        if (v && blocked && blockedOperand(n, i) && !blocked_.count(v)) operandOverride_[v] = reordered(v, true);
+        continue;
+      }
+      const bool wanted = blocked && blockedOperand(n, i);  // the layout this operand is read in
+      if (wanted != (blocked_.count(v) > 0)) operandOverride_[v] = reordered(v, wanted);
     }
     const bool typed = staticTensorsOnly(n);
     bool done = !n->subgraphs().empty() && typed && !blocked && lowerControlFlow(n);

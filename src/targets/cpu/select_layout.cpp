@@ -38,8 +38,10 @@ bool blockableConv(const Node& n, bool avx512) {
   if (group != 1 && !depthwise && !rt::conv2d_nchwc8_direct_applicable(*shape)) return false;
   const rt::Conv2dKernel* nchw = rt::select_conv2d_kernel(*shape, rt::ConvLayout::NCHW, avx512);
   const std::string name = nchw ? nchw->name : "";
-  return name != "conv2d_winograd_f43_avx2" && name != "conv2d_nchw_pixel_tile" &&
-         name != "conv2d_nchw_direct_small_cin";
+  // A few-channel stem joins a region when its NCHWc8 stem kernel applies (3x3: it reads the NCHW input and
+  // writes the region's layout, no reorder after it); others (7x7) keep the NCHW stem kernel.
+  if (name == "conv2d_nchw_direct_small_cin") return rt::conv2d_stem_nchwc8_applicable(*shape);
+  return name != "conv2d_winograd_f43_avx2" && name != "conv2d_nchw_pixel_tile";
 }
 
 bool isDepthwise(const Node& n) {

@@ -66,6 +66,8 @@ struct Conv2dKernel {
   /// Fast only with AVX-512 (without it, a plain-loop fallback for correctness): neither selected nor
   /// offered to --tune for other targets.
   bool avx512_only = false;
+  /// An NCHWc8 kernel whose input stays NCHW (the few-channel stems): only its output is blocked.
+  bool nchw_input = false;
 };
 
 /// Every convolution kernel, best-first within a layout (selection, tests and benchmarks share it).
@@ -135,6 +137,14 @@ void conv2d_nchwc8_direct_avx2(const Conv2dShape&, const float* in, const float*
                                const Epilogue&, ThreadPool*);
 size_t conv2d_nchwc8_direct_packed_size(const Conv2dShape&);
 void conv2d_nchwc8_direct_pack(const Conv2dShape&, const float* weights, float* packed);
+
+/// The 3x3 stems (at most 4 input channels, undilated) from an NCHW input into an NCHWc8 output: the NCHWc8
+/// direct kernel's register tiles with one input value per tap (Conv2dKernel::nchw_input).
+bool conv2d_stem_nchwc8_applicable(const Conv2dShape&);
+void conv2d_stem_nchwc8_avx2(const Conv2dShape&, const float* in, const float* packed, float* out, const Epilogue&,
+                             ThreadPool*);
+size_t conv2d_stem_nchwc8_packed_size(const Conv2dShape&);
+void conv2d_stem_nchwc8_pack(const Conv2dShape&, const float* weights, float* packed);
 
 /// Direct NCHW convolution for few input channels (<= 4, not 1x1): the network stems. Any stride,
 /// padding and dilation; weights packed as [Cout/8][Cin][KH][KW][8].
