@@ -256,6 +256,26 @@ TEST(PassesSchedule, LayoutAutoBlocksOnlyWideDepthwiseRegions) {
   }
 }
 
+// Mode auto blocks a region of dense convs when it has a channel Concat (fire and inception modules), and
+// leaves the same convs joined by an Add in NCHW.
+TEST(PassesSchedule, LayoutAutoBlocksConcatRegions) {
+  for (bool concat : {true, false}) {
+    const std::string text = fmt::format(R"(tessel.model opset{{"": 13}}
+graph @main(%x: f32[1,16,10,10]) -> (%y: f32[1,{0},10,10]) {{
+  const %w: f32[16,16,1,1] = @side(offset=0, bytes=1024)
+  %a = Conv(%x, %w) {{kernel_shape=[1, 1]}} : f32[1,16,10,10]
+  %b = Conv(%x, %w) {{kernel_shape=[1, 1]}} : f32[1,16,10,10]
+  %y = {1} : f32[1,{0},10,10]
+}})", concat ? 32 : 16, concat ? "Concat(%a, %b) {axis=1}" : "Add(%a, %b)");
+    auto m = parseModelText(text, "concat_region.tir", std::string(1024, '\0'));
+    PassOptions options;
+    options.values["select-layout.mode"] = "auto";
+    PassPipeline({"select-layout"}).run(*m, options);
+    for (const char* name : {"a", "b", "y"})
+      EXPECT_EQ(metaString(m->graph->findNode(name), "layout"), concat ? "nchwc8" : "") << name << " concat " << concat;
+  }
+}
+
 // Element-wise nodes join a region when the runtime computes them element by element (the registry's
 // Elementwise ops with an activation, rt::unary or two-operand rt::binary kernel) on operands of their
 // shape or scalars; a Clip whose bound is computed has no such kernel and stays NCHW.

@@ -123,8 +123,8 @@ TESSEL_REGISTER_COMMAND(compile, 40, [](CLI::App& app) {
   cmd->add_option("--cxx", o->compile.cxx, "C++ compiler (default $CXX, else g++)");
   cmd->add_option("--layout", o->compile.layout,
                   "activation layout: nchw, nchwc8 (blocked regions around direct convolutions, reorders on their "
-                  "edges) or auto (default: without AVX-512 the blocked regions that have a grouped conv, or a depthwise "
-                  "conv on a map wider than the NCHW small-map kernel takes; with AVX-512 nchw)")
+                  "edges) or auto (default: without AVX-512 the blocked regions that have a grouped conv, a channel Concat, "
+                  "or a depthwise conv other than a 5x5 on a small map; with AVX-512 nchw)")
       ->check(CLI::IsMember({"auto", "nchw", "nchwc8"}));
   cmd->add_flag("--tune", o->compile.tune, "choose each convolution's kernel by timing the candidates here");
   cmd->add_option("--tuning-file", o->compile.tuningFile,

@@ -4,9 +4,9 @@
 // multiple of 8 channels (no padding lanes). Convolutions the runtime runs faster in NCHW (Winograd,
 // AVX-512 pixel tiles) stay NCHW. The IR stays NCHW semantically; the choice is node->meta["layout"] =
 // "nchwc8", and the cpu code generator puts reorders on the region edges. Options: select-layout.mode =
-// "nchw" keeps everything in NCHW, "auto" blocks only regions with a depthwise convolution that the NCHW
-// depthwise kernel does not run on its small-map path (see nchwSmallMapDepthwise); select-layout.avx512 = 1
-// for an AVX-512 target.
+// "nchw" keeps everything in NCHW, "auto" blocks only regions with a grouped convolution, a channel Concat or
+// a depthwise convolution that the NCHW depthwise kernel does not run faster on its small-map path (see
+// nchwSmallMapDepthwise); select-layout.avx512 = 1 for an AVX-512 target.
 #include <fmt/format.h>
 #include <numeric>
 
@@ -58,8 +58,9 @@ bool isGroupedNotDepthwise(const Node& n) { return isConvNode(n) && n.attrInt("g
 /// A depthwise conv that the AVX2 NCHW kernel (runtime/src/conv_depthwise_nchw.cpp) runs on its small-map
 /// path with channels in the vector lanes (dw_lanes_stream): kernel width 3 or 5, stride 1 or 2, undilated,
 /// at most 28 output columns, and for 3x3 at most 14 (kStream3x3MaxOutW with 8 lanes; wider 3x3 maps take
-/// the 3x3 row path). On these shapes the NCHW kernel beats the NCHWc8 one, so they do not make mode auto
-/// block their region (the NCHW layout is what mode auto serves on AVX2 targets only, see pipeline.cpp).
+/// the 3x3 row path). Since the NCHWc8 tiles' assembly tail (2026-12-04) the NCHW kernel beats the NCHWc8 one
+/// on the 5x5 ones only (Zen 2, ReLU: 1152 on 7x7 87 against 98 us; the 3x3s 0.87-0.89x in NCHWc8), so only
+/// those do not make mode auto block their region (mode auto blocks on AVX2 targets only, see pipeline.cpp).
 bool nchwSmallMapDepthwise(const Node& n) {
   auto s = conv2dShape(n);
   if (!s || s->kernel_w != 5 || !(s->stride_w == 1 || s->stride_w == 2) || s->dilation_h != 1 ||
@@ -155,12 +156,23 @@ class SelectLayoutPass : public Pass {
     // another build, this rule / the old auto (two runs, 10x20 and 14x30): MobileNetV3-large 0.939 / 0.899,
     // -small 0.892 / 0.843, MobileNetV2 1.000 / 0.995 (plain nchw 1.032 / 1.006), MnasNet 1.003 / 0.987,
     // ShuffleNetV2 0.997 / 0.991, EfficientNet-B0 0.891 / 1.045 (noise; minima 21.9 ms both, nchw 20.4).
-    std::vector<bool> regionHasConv(nodes.size());
+    // Mode auto also blocks a region with a channel Concat and a conv: the inception and fire modules, whose
+    // branches' 1x1 convs (short reductions, the NCHWc8 tiles' best case) write their slices of the Concat in
+    // place. bench/ab.py, Zen 2, 1 thread, every conv region blocked against the rule without concats:
+    // SqueezeNet 1.1 0.956, GoogLeNet 0.958, DenseNet-121 0.993; but ResNet-18 1.088 and ResNet-50 1.026
+    // (their 1x1 convs sit between NCHW Winograd convs: a reorder on each edge), which have no Concat.
+    std::vector<bool> regionHasConv(nodes.size()), regionHasConcat(nodes.size()), regionAnyConv(nodes.size());
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (!capable[i]) continue;
+      const size_t root = findRoot(parent, i);
+      if (hasConv[i]) regionAnyConv[root] = true;
+      if (isOp(*nodes[i], "Concat")) regionHasConcat[root] = true;
+      if (hasConv[i] && (mode == "nchwc8" || (isDepthwise(*nodes[i]) && !nchwSmallMapDepthwise(*nodes[i])) ||
+                         isGroupedNotDepthwise(*nodes[i])))
+        regionHasConv[root] = true;
+    }
     for (size_t i = 0; i < nodes.size(); ++i)
-      if (capable[i] && hasConv[i] &&
-          (mode == "nchwc8" || (isDepthwise(*nodes[i]) && !nchwSmallMapDepthwise(*nodes[i])) ||
-           isGroupedNotDepthwise(*nodes[i])))
-        regionHasConv[findRoot(parent, i)] = true;
+      if (regionHasConcat[i] && regionAnyConv[i]) regionHasConv[i] = true;
     for (size_t i = 0; i < nodes.size(); ++i)
       if (capable[i] && regionHasConv[findRoot(parent, i)]) {
         nodes[i]->meta["layout"] = std::string("nchwc8");
