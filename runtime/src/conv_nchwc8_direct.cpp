@@ -316,6 +316,26 @@ int64_t block_groups(const Conv2dShape& s) {
   return 0;
 }
 
+// What the tiles' assembly tail reads besides the output: each block's 8 biases (whole blocks, zeros past the
+// channels or without a bias; one block more, read and unused by single-block tiles) and the clamp bounds.
+struct TileEpilogue {
+  const float* bias;
+  alignas(8) float clamp[2];
+  bool clamped;  // ReLU or Clip
+  const float* lohi() const { return clamped ? clamp : nullptr; }
+};
+
+TileEpilogue tile_epilogue(const Epilogue& ep, int64_t out_channels) {
+  static thread_local AlignedBuffer bias_buf;
+  const int64_t floats = ((out_channels + 7) / 8 + 1) * 8;
+  float* bias = bias_buf.ensure(static_cast<size_t>(floats));
+  std::fill(bias, bias + floats, 0.0f);
+  if (ep.bias) std::copy(ep.bias, ep.bias + out_channels, bias);
+  const bool clip = ep.act == Activation::Clip;
+  return {bias, {clip ? ep.alpha : 0.0f, clip ? ep.beta : std::numeric_limits<float>::infinity()},
+          clip || ep.act == Activation::Relu};
+}
+
 // This thread's buffer for a copy of the input (strided 1x1 inputs subsampled, rows with their padding).
 float* copy_buffer(size_t floats) {
   static thread_local AlignedBuffer buf;
@@ -419,13 +439,8 @@ void conv2d_nchwc8_direct_avx2(const Conv2dShape& shape, const float* in, const 
   const int64_t chunk = flat ? std::max<int64_t>(48, (OW + 7) / 8 / kChunkAlign * kChunkAlign) : OW;
   const int64_t chunks = std::max<int64_t>(1, OW / chunk);
   const int64_t w_block_stride = in_blocks * s.kernel_h * s.kernel_w * 64;
-  static thread_local AlignedBuffer bias_buf;
-  float* bias = bias_buf.ensure(static_cast<size_t>((out_blocks + 1) * 8));
-  std::fill(bias, bias + (out_blocks + 1) * 8, 0.0f);
-  if (ep.bias) std::copy(ep.bias, ep.bias + s.out_channels, bias);
-  alignas(8) const float clamp[2] = {ep.act == Activation::Clip ? ep.alpha : 0.0f,
-                                     ep.act == Activation::Clip ? ep.beta : std::numeric_limits<float>::infinity()};
-  const float* lohi = ep.act == Activation::Relu || ep.act == Activation::Clip ? clamp : nullptr;
+  const TileEpilogue te = tile_epilogue(ep, s.out_channels);
+  const float *bias = te.bias, *lohi = te.lohi();
   parallel_for(pool, s.batch * pairs * OH * chunks, [&](int64_t b, int64_t e) {
     static thread_local std::vector<Tap> taps;
     for (int64_t task = b; task < e; ++task) {
@@ -508,13 +523,8 @@ void conv2d_stem_nchwc8_avx2(const Conv2dShape& shape, const float* in, const fl
   });
   const int64_t out_blocks = (s.out_channels + 7) / 8, OH = s.out_h(), OW = s.out_w();
   const int64_t pairs = (out_blocks + 1) / 2, w_block_stride = s.in_channels * s.kernel_h * s.kernel_w * 8;
-  static thread_local AlignedBuffer bias_buf;
-  float* bias = bias_buf.ensure(static_cast<size_t>((out_blocks + 1) * 8));
-  std::fill(bias, bias + (out_blocks + 1) * 8, 0.0f);
-  if (ep.bias) std::copy(ep.bias, ep.bias + s.out_channels, bias);
-  alignas(8) const float clamp[2] = {ep.act == Activation::Clip ? ep.alpha : 0.0f,
-                                     ep.act == Activation::Clip ? ep.beta : std::numeric_limits<float>::infinity()};
-  const float* lohi = ep.act == Activation::Relu || ep.act == Activation::Clip ? clamp : nullptr;
+  const TileEpilogue te = tile_epilogue(ep, s.out_channels);
+  const float *bias = te.bias, *lohi = te.lohi();
   parallel_for(pool, s.batch * pairs * OH, [&](int64_t b, int64_t e) {
     std::vector<Tap> taps;
     for (int64_t task = b; task < e; ++task) {
