@@ -57,4 +57,9 @@ std::optional<rt::Conv2dShape> conv2dShape(const Node& n) {
   return s;
 }
 
+bool channelScaleOperand(const Shape& small, const Shape& out) {
+  return out.size() == 4 && small.size() == 4 && small[1] == out[1] && small[2] == 1 && small[3] == 1 &&
+         (small[0] == 1 || small[0] == out[0]);
+}
+
 }  // namespace tessel::cpu

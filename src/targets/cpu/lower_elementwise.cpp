@@ -129,9 +129,7 @@ bool Lowerer::lowerBinary(const Node* n) {
       int big = side == 0 ? a : b, small = side == 0 ? b : a;
       if (side == 1 && !commutative) break;
       const Shape& ss = plan_.tensors[small].shape;
-      if (plan_.tensors[big].shape != ys || ys.size() != 4 || ss.size() != 4 || ss[1] != ys[1] || ss[2] != 1 ||
-          ss[3] != 1 || (ss[0] != 1 && ss[0] != ys[0]))
-        continue;
+      if (plan_.tensors[big].shape != ys || !channelScaleOperand(ss, ys)) continue;
       addStep({n->name(), n->opType(), "binary_channel_nchwc8"}, comment,
               fmt::format("rt::binary_channel_nchwc8({}, {}, {}, {}, {}, {}, {}, {}, pool);", op, ref(big), ref(small),
                           ss[0] == ys[0] && ys[0] > 1 ? "true" : "false", ref(y), ys[0], ys[1], ys[2] * ys[3]),

@@ -79,9 +79,8 @@ bool channelScale(const Node& n) {
   const Value* y = n.output(0);
   for (int side = 0; side < 2; ++side) {
     const Value *big = n.input(side), *small = n.input(1 - side);
-    if (!(big->type == y->type) || !isRank4F32(small)) continue;
-    const auto ss = small->type.staticShape(), ys = y->type.staticShape();
-    if (ss[1] == ys[1] && ss[2] == 1 && ss[3] == 1 && (ss[0] == 1 || ss[0] == ys[0])) return true;
+    if (big->type == y->type && isRank4F32(small) && channelScaleOperand(small->type.staticShape(), y->type.staticShape()))
+      return true;
   }
   return false;
 }
