@@ -104,6 +104,8 @@ const std::vector<Conv2dKernel>& conv2d_kernels() {
        conv2d_nchw_im2col_gemm_pack, conv2d_nchw_1x1_gemm_avx2},
       {"conv2d_nchw_im2col_gemm_avx2", ConvLayout::NCHW, always, conv2d_nchw_im2col_gemm_packed_size,
        conv2d_nchw_im2col_gemm_pack, conv2d_nchw_im2col_gemm_avx2},
+      {"conv2d_winograd_f43_nchwc8_avx2", ConvLayout::NCHWc8, conv2d_winograd_f43_nchwc8_applicable,
+       conv2d_winograd_f43_packed_size, conv2d_winograd_f43_pack, conv2d_winograd_f43_nchwc8_avx2},
       {"conv2d_nchwc8_depthwise_avx2", ConvLayout::NCHWc8, is_depthwise, conv2d_nchwc8_depthwise_packed_size,
        conv2d_nchwc8_depthwise_pack, conv2d_nchwc8_depthwise_avx2},
       {"conv2d_stem_nchwc8_avx2", ConvLayout::NCHWc8, conv2d_stem_nchwc8_applicable, conv2d_stem_nchwc8_packed_size,
@@ -127,6 +129,7 @@ const Conv2dKernel* select_conv2d_kernel(const Conv2dShape& shape, ConvLayout la
     if (k.run == conv2d_winograd_f43_avx2 &&
         (!winograd_pays_off(shape) || (avx512 && pixel_tile_beats_winograd(shape))))
       continue;
+    if (k.run == conv2d_winograd_f43_nchwc8_avx2 && !winograd_pays_off(shape)) continue;
     if (k.run == conv2d_nchw_grouped && avx512 && pixel_tile_beats_grouped(shape) &&
         conv2d_nchw_pixel_tile_applicable(shape))
       continue;

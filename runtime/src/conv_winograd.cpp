@@ -71,6 +71,7 @@ struct WinoPlan {
   int64_t n_blocks;
   int64_t v_cols;        // columns of V: block_groups * kCols
   int64_t co_blocks;     // groups of kRows output channels
+  bool c8 = false;       // input and output in NCHWc8 (conv2d_winograd_f43_nchwc8_avx2)
 };
 
 // V of one block (36 x Cin x block columns) stays in about half of L2 while every channel block reads it.
@@ -285,6 +286,68 @@ void transform_input(const Conv2dShape& s, const WinoPlan& p, const float* in, i
   }
 }
 
+// The NCHWc8 input transform of 8 tiles [t, t+8) of every input channel into V, the same V as
+// transform_input: here the 6x6 windows are plain 8-channel vector loads (no gathers), transformed with the
+// channels in the lanes, one tile at a time; an 8x8 transpose per xi then turns 8 tiles x 8 channels into the
+// tiles-in-lanes rows of V.
+void transform_input_c8(const Conv2dShape& s, const WinoPlan& p, const float* in, int64_t t, int64_t t_end,
+                        int64_t local, float* V, bool prefetch) {
+  const int64_t xi_stride = v_xi_stride(s, p);
+  const int64_t panel_off = (local / 16) * s.in_channels * 16 + local % 16;
+  if (t >= t_end) {
+    for (int64_t ci = 0; ci < s.in_channels; ++ci)
+      for (int x = 0; x < kXi; ++x) _mm256_storeu_ps(V + ci * 16 + panel_off + x * xi_stride, _mm256_setzero_ps());
+    return;
+  }
+  const int64_t H = s.in_h, W = s.in_w, block = H * W * 8;
+  const int n = static_cast<int>(std::min<int64_t>(8, t_end - t));
+  // Per tile: its window's top-left input pixel and which of its rows / columns lie inside the plane.
+  int64_t ih0[8], iw0[8];
+  unsigned rows_in[8], cols_in[8];
+  for (int l = 0; l < n; ++l) {
+    ih0[l] = ((t + l) / p.tiles_w) * kOut - s.pad_top;
+    iw0[l] = ((t + l) % p.tiles_w) * kOut - s.pad_left;
+    rows_in[l] = cols_in[l] = 0;
+    for (int r = 0; r < kTile; ++r) {
+      if (ih0[l] + r >= 0 && ih0[l] + r < H) rows_in[l] |= 1u << r;
+      if (iw0[l] + r >= 0 && iw0[l] + r < W) cols_in[l] |= 1u << r;
+    }
+  }
+  const int64_t last = t + n - 1;
+  const int64_t r0 = std::max<int64_t>(0, (t / p.tiles_w) * kOut - s.pad_top);
+  const int64_t r1 = std::min<int64_t>(H, (last / p.tiles_w) * kOut - s.pad_top + kTile);
+  alignas(32) float buf[kXi][8][8];  // [xi][tile][channel]
+  if (n < 8) std::fill(&buf[0][0][0], &buf[0][0][0] + kXi * 64, 0.0f);
+  for (int64_t cb = 0; cb < s.in_channels / 8; ++cb) {
+    const float* blk = in + cb * block;
+    if (prefetch && cb + 1 < s.in_channels / 8) planes::prefetch_rows(blk + block, W * 8, r0, r1, 0, W * 8);
+    for (int l = 0; l < n; ++l) {
+      __m256 d[kTile][kTile], tmp[kTile][kTile], v[kTile][kTile];
+      const float* win = blk + (ih0[l] * W + iw0[l]) * 8;
+      if (rows_in[l] == 0x3F && cols_in[l] == 0x3F) {
+        for (int r = 0; r < kTile; ++r)
+          for (int c = 0; c < kTile; ++c) d[r][c] = _mm256_loadu_ps(win + (r * W + c) * 8);
+      } else {
+        for (int r = 0; r < kTile; ++r)
+          for (int c = 0; c < kTile; ++c)
+            d[r][c] = (rows_in[l] >> r & cols_in[l] >> c & 1u) ? _mm256_loadu_ps(win + (r * W + c) * 8)
+                                                               : _mm256_setzero_ps();
+      }
+      for (int c = 0; c < kTile; ++c) input_1d(&d[0][c], kTile, &tmp[0][c], kTile);  // B^T d
+      for (int i = 0; i < kTile; ++i) input_1d(&tmp[i][0], 1, &v[i][0], 1);           // (B^T d) B
+      for (int i = 0; i < kTile; ++i)
+        for (int j = 0; j < kTile; ++j) _mm256_store_ps(buf[i * kTile + j][l], v[i][j]);
+    }
+    float* dst = V + cb * 8 * 16 + panel_off;
+    for (int x = 0; x < kXi; ++x) {
+      __m256 r[8];
+      for (int l = 0; l < 8; ++l) r[l] = _mm256_load_ps(buf[x][l]);
+      planes::Vec8::transpose(r);  // r[c]: channel c of the 8 tiles
+      for (int c = 0; c < 8; ++c) _mm256_storeu_ps(dst + c * 16 + x * xi_stride, r[c]);
+    }
+  }
+}
+
 // Stores the output rows of `lanes` consecutive tiles from t (buf row i: output row i of the tiles as
 // consecutive pixels, row stride ld) into channel co, with residual and activation: the lanes of one
 // tile row are consecutive pixels, stored as runs of 8-wide vectors.
@@ -370,6 +433,62 @@ void transform_output(const WinoPlan& p, const float* m_row, int64_t xi_stride, 
   store_tile_rows(p, t, static_cast<int>(t_end - t), &buf[0][0], ld, co, out, res, ep);
 }
 
+// The NCHWc8 output of channel block cb x tiles [t, t_end) from its products m (as transform_output reads
+// them): per 8 tiles, each channel's inverse transform (tiles in lanes) into y, then per 8-channel block (or
+// the 4-channel half of one that this 12-channel block shares with its neighbour) and output position an 8x8
+// transpose gives each tile's pixel as one vector of channels, stored with bias, residual and activation.
+void transform_output_c8(const Conv2dShape& s, const WinoPlan& p, const float* m, int64_t cb, int64_t t,
+                         int64_t t_end, float* out, const float* res, const Epilogue& ep) {
+  using T = planes::Vec8;
+  const int64_t co0 = cb * kRows, co1 = std::min(s.out_channels, co0 + kRows);
+  alignas(32) float y[kRows][kOut * kOut][8];  // [channel][output position][tile]
+  for (int64_t u = t; u < t_end; u += 8) {
+    const int lanes = static_cast<int>(std::min<int64_t>(8, t_end - u));
+    for (int64_t co = co0; co < co1; ++co) {
+      const float* m_row = m + (co - co0) * kCols + (u - t);
+      __m256 mv[kTile][kTile], tmp[kOut][kTile], yy[kOut][kOut];
+      for (int i = 0; i < kTile; ++i)
+        for (int j = 0; j < kTile; ++j) mv[i][j] = _mm256_loadu_ps(m_row + (i * kTile + j) * kRows * kCols);
+      for (int j = 0; j < kTile; ++j) output_1d<T>(&mv[0][j], kTile, &tmp[0][j], kTile);
+      for (int i = 0; i < kOut; ++i) output_1d<T>(&tmp[i][0], 1, &yy[i][0], 1);
+      for (int i = 0; i < kOut; ++i)
+        for (int j = 0; j < kOut; ++j) _mm256_store_ps(y[co - co0][i * kOut + j], yy[i][j]);
+    }
+    int64_t oy[8], ox[8];
+    for (int l = 0; l < lanes; ++l) {
+      oy[l] = ((u + l) / p.tiles_w) * kOut;
+      ox[l] = ((u + l) % p.tiles_w) * kOut;
+    }
+    for (int64_t c = co0; c < co1;) {
+      const int64_t blk = c / 8, lo = c % 8, width = std::min<int64_t>(8 - lo, co1 - c);  // 8, or 4 (half)
+      const __m256 bias = !ep.bias ? _mm256_setzero_ps()
+                          : width == 8 ? _mm256_loadu_ps(ep.bias + c)
+                                       : _mm256_castps128_ps256(_mm_loadu_ps(ep.bias + c));
+      float* out_blk = out + blk * p.oh * p.ow * 8 + lo;
+      const float* res_blk = res ? res + blk * p.oh * p.ow * 8 + lo : nullptr;
+      for (int q = 0; q < kOut * kOut; ++q) {
+        __m256 r[8];
+        for (int k = 0; k < 8; ++k) r[k] = k < width ? _mm256_load_ps(y[c - co0 + k][q]) : _mm256_setzero_ps();
+        T::transpose(r);  // r[l]: the channels of tile l at output position q
+        const int64_t dy = q / kOut, dx = q % kOut;
+        for (int l = 0; l < lanes; ++l) {
+          if (oy[l] + dy >= p.oh || ox[l] + dx >= p.ow) continue;
+          const int64_t at = ((oy[l] + dy) * p.ow + ox[l] + dx) * 8;
+          __m256 v = _mm256_add_ps(r[l], bias);
+          if (width == 8) {
+            if (res_blk) v = _mm256_add_ps(v, _mm256_loadu_ps(res_blk + at));
+            _mm256_storeu_ps(out_blk + at, activate(v, ep));
+          } else {
+            if (res_blk) v = _mm256_add_ps(v, _mm256_castps128_ps256(_mm_loadu_ps(res_blk + at)));
+            _mm_storeu_ps(out_blk + at, _mm256_castps256_ps128(activate(v, ep)));
+          }
+        }
+      }
+      c += width;
+    }
+  }
+}
+
 // The output transform's tiles per call: 16 per zmm with AVX-512, else 8 per ymm.
 using OutVec = planes::VecWide;
 
@@ -393,6 +512,10 @@ void tile_products_and_output(const Conv2dShape& s, const WinoPlan& p, const flo
   for (int xi = 0; xi < kXi; ++xi)
     sgemm_tile(K, a + xi * panel, panel_stride, b + xi * v_xi_stride(s, p), K * kGemmNR, m + xi * kRows * kCols, kCols,
                ncols, xi + 1 < kXi ? a + (xi + 1) * panel : nullptr);
+  if (p.c8) {
+    transform_output_c8(s, p, m, cb, t, t_end, out, res, ep);
+    return;
+  }
   const int64_t co1 = std::min(s.out_channels, (cb + 1) * kRows);
   for (int64_t co = cb * kRows; co < co1; ++co)
     for (int64_t u = t; u < t_end; u += OutVec::L)
@@ -404,7 +527,12 @@ void tile_products_and_output(const Conv2dShape& s, const WinoPlan& p, const flo
 void transform_block(const Conv2dShape& s, const WinoPlan& p, const float* in, int64_t t0, int64_t t1, float* V,
                      bool prefetch) {
   const int64_t end = t0 + round_up(t1 - t0, kCols);
-  for (int64_t t = t0; t < end; t += 8) transform_input(s, p, in, t, std::min(t + 8, t1), t - t0, V, prefetch);
+  for (int64_t t = t0; t < end; t += 8) {
+    if (p.c8)
+      transform_input_c8(s, p, in, t, std::min(t + 8, t1), t - t0, V, prefetch);
+    else
+      transform_input(s, p, in, t, std::min(t + 8, t1), t - t0, V, prefetch);
+  }
 }
 
 // Tiles [t0, t1) (one block: V holds them from column 0) for output-channel blocks [cb0, cb1): the input
@@ -459,14 +587,17 @@ void conv2d_winograd_f43_pack(const Conv2dShape& s, const float* weights, float*
              packed + (q * kXi + xi) * panel);
 }
 
-void conv2d_winograd_f43_avx2(const Conv2dShape& s, const float* in, const float* packed, float* out,
-                              const Epilogue& ep, ThreadPool* pool) {
+namespace {
+
+void winograd_f43(const Conv2dShape& s, const float* in, const float* packed, float* out, const Epilogue& ep,
+                  ThreadPool* pool, bool c8) {
   const int threads = thread_count(pool);
   for (int64_t n = 0; n < s.batch; ++n) {
     const float* in_n = in + n * s.in_channels * s.in_h * s.in_w;
     float* out_n = out + n * s.out_channels * s.out_h() * s.out_w();
     const float* res_n = ep.residual ? ep.residual + n * s.out_channels * s.out_h() * s.out_w() : nullptr;
-    const WinoPlan whole = make_plan(s, INT64_MAX);
+    WinoPlan whole = make_plan(s, INT64_MAX);
+    whole.c8 = c8;
     if (threads > 1 && whole.groups < 4 * threads) {
       // Few tiles: no thread reads what another wrote (a line another core just wrote costs 50-900 ns on
       // a VM whose vCPUs do not share a cache). Either each thread takes a range of tiles (on 8-tile
@@ -487,7 +618,8 @@ void conv2d_winograd_f43_avx2(const Conv2dShape& s, const float* in, const float
       continue;
     }
     // Enough tiles: each thread takes whole blocks (input transform, products, output) on its own.
-    const WinoPlan p = make_plan(s, threads > 1 ? ceil_div(whole.groups, 2 * threads) : INT64_MAX);
+    WinoPlan p = make_plan(s, threads > 1 ? ceil_div(whole.groups, 2 * threads) : INT64_MAX);
+    p.c8 = c8;
     parallel_for(pool, p.n_blocks, [&](int64_t b0, int64_t b1) {
       float* V = v_buffer(s, p);
       for (int64_t blk = b0; blk < b1; ++blk) {
@@ -496,6 +628,23 @@ void conv2d_winograd_f43_avx2(const Conv2dShape& s, const float* in, const float
       }
     });
   }
+}
+
+}  // namespace
+
+void conv2d_winograd_f43_avx2(const Conv2dShape& s, const float* in, const float* packed, float* out,
+                              const Epilogue& ep, ThreadPool* pool) {
+  winograd_f43(s, in, packed, out, ep, pool, false);
+}
+
+bool conv2d_winograd_f43_nchwc8_applicable(const Conv2dShape& s) {
+  return s.kernel_h == 3 && s.kernel_w == 3 && s.stride_h == 1 && s.stride_w == 1 && s.dilation_h == 1 &&
+         s.dilation_w == 1 && s.groups == 1 && s.in_channels % 8 == 0 && s.out_channels % 8 == 0;
+}
+
+void conv2d_winograd_f43_nchwc8_avx2(const Conv2dShape& s, const float* in, const float* packed, float* out,
+                                     const Epilogue& ep, ThreadPool* pool) {
+  winograd_f43(s, in, packed, out, ep, pool, true);
 }
 
 }  // namespace tessel::rt

@@ -166,8 +166,9 @@ TEST(CpuTune, ChoicesAreTheFastestApplicableKernelsAndTheTunedModelMatchesTheInt
 /// tuning file (both must agree).
 int tunerLanes(const std::string& march) {
   TuneModel m;
-  cpu::prepareModel(*m.model);
   cpu::CompileOptions o;
+  o.layout = "nchw";  // the tuner times NCHW convs only (NCHWc8 regions keep the runtime's rule)
+  cpu::prepareModel(*m.model, o);
   o.tune = true;
   o.march = march;
   o.tuningFile = (tempDir() / ("lanes-" + march + ".json")).string();
@@ -190,8 +191,9 @@ TEST(CpuTune, TunerIsBuiltForTheModelsMarch) {
 
 TEST(CpuTune, BadMarchIsOneUserError) {
   TuneModel m;
-  cpu::prepareModel(*m.model);
   cpu::CompileOptions o;
+  o.layout = "nchw";
+  cpu::prepareModel(*m.model, o);
   o.tune = true;
   o.march = "no-such-cpu";
   EXPECT_THROW(cpu::generateModel(*m.model, o), UserError);

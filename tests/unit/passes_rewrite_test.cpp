@@ -144,23 +144,24 @@ std::string metaString(const Node* n, const std::string& key) {
 }
 
 // A 1x1 conv, Relu and a depthwise conv form a region; the 3x3 conv after them is one the runtime runs
-// with Winograd (NCHW only), so it and the pool behind it (a region without a conv) stay NCHW.
+// with Winograd, whose NCHWc8 twin needs whole 8-channel blocks out (20 channels here), so it and the pool
+// behind it (a region without a conv) stay NCHW.
 const char* kLayoutNet = R"(tessel.model opset{"": 13}
-graph @main(%x: f32[1,16,12,12]) -> (%y: f32[1,24]) {
+graph @main(%x: f32[1,16,12,12]) -> (%y: f32[1,20]) {
   const %w1: f32[24,16,1,1] = @side(offset=0, bytes=1536)
   const %dw: f32[24,1,3,3] = @side(offset=1536, bytes=864)
-  const %w3: f32[24,24,3,3] = @side(offset=2400, bytes=20736)
+  const %w3: f32[20,24,3,3] = @side(offset=2400, bytes=17280)
   %a = Conv(%x, %w1) {kernel_shape=[1, 1]} : f32[1,24,12,12]
   %r = Relu(%a) : f32[1,24,12,12]
   %b = Conv(%r, %dw) {group=24, kernel_shape=[3, 3], pads=[1, 1, 1, 1]} : f32[1,24,12,12]
-  %c = Conv(%b, %w3) {kernel_shape=[3, 3], pads=[1, 1, 1, 1]} : f32[1,24,12,12]
-  %p = MaxPool(%c) {kernel_shape=[2, 2], strides=[2, 2]} : f32[1,24,6,6]
-  %g = GlobalAveragePool(%p) : f32[1,24,1,1]
-  %y = Flatten(%g) : f32[1,24]
+  %c = Conv(%b, %w3) {kernel_shape=[3, 3], pads=[1, 1, 1, 1]} : f32[1,20,12,12]
+  %p = MaxPool(%c) {kernel_shape=[2, 2], strides=[2, 2]} : f32[1,20,6,6]
+  %g = GlobalAveragePool(%p) : f32[1,20,1,1]
+  %y = Flatten(%g) : f32[1,20]
 })";
 
 TEST(PassesSchedule, LayoutBlocksConvRegionsOnly) {
-  auto m = parseModelText(kLayoutNet, "layout_net.tir", std::string(2400 + 20736, '\0'));
+  auto m = parseModelText(kLayoutNet, "layout_net.tir", std::string(2400 + 17280, '\0'));
   PassOptions blocked8;
   blocked8.values["select-layout.mode"] = "nchwc8";
   PassPipeline({"select-layout"}).run(*m, blocked8);
@@ -177,7 +178,7 @@ TEST(PassesSchedule, LayoutBlocksConvRegionsOnly) {
     EXPECT_EQ(metaString(m->graph->findNode(blocked), "layout"), "nchwc8") << blocked;
   EXPECT_EQ(metaString(m->graph->findNode("c"), "layout"), "");
   // In mode auto a region needs a depthwise conv: without %b's group, nothing is blocked.
-  auto dense = parseModelText(std::string(kLayoutNet), "layout_net.tir", std::string(2400 + 20736, '\0'));
+  auto dense = parseModelText(std::string(kLayoutNet), "layout_net.tir", std::string(2400 + 17280, '\0'));
   PassOptions options;
   options.values["select-layout.mode"] = "auto";
   Node* b = dense->graph->findNode("b");
@@ -309,7 +310,8 @@ TEST(PassesSchedule, KernelsFollowShapeAndLayout) {
   EXPECT_EQ(metaString(m->graph->findNode("a"), "kernel"), "conv2d_winograd_f43_avx2");  // 3x3 s1, 400 pixels
   EXPECT_EQ(metaString(m->graph->findNode("b"), "kernel"), "conv2d_nchw_depthwise_avx2");
   PassPipeline({"select-layout", "select-kernels"}).run(*m, {});
-  EXPECT_EQ(metaString(m->graph->findNode("a"), "kernel"), "conv2d_winograd_f43_avx2");  // stays NCHW (Winograd)
+  // Blocked with the depthwise conv behind it (its 16 channels are whole blocks): Winograd's NCHWc8 twin.
+  EXPECT_EQ(metaString(m->graph->findNode("a"), "kernel"), "conv2d_winograd_f43_nchwc8_avx2");
   EXPECT_EQ(metaString(m->graph->findNode("b"), "kernel"), "conv2d_nchwc8_depthwise_avx2");
 }
 

@@ -132,6 +132,8 @@ std::vector<Conv2dShape> dense_shapes() {
       shape(1, 32, 26, 30, 40, 3, 1, 1, 1, 1, 1),      // several Winograd tile groups, split by tiles at 2-3 threads
       shape(1, 16, 8, 7, 50, 3, 1, 1, 1, 1, 1),        // one Winograd tile group, split by channel blocks
       shape(1, 64, 61, 59, 13, 3, 1, 1, 1, 1, 1),      // several Winograd blocks (V of one fills half of L2)
+      shape(2, 24, 20, 9, 16, 3, 1, 0, 1, 1, 0),       // NCHWc8 Winograd: batch 2, asymmetric pads, 12+4 channels
+      shape(1, 8, 5, 6, 8, 3, 1, 1, 1, 1, 1),          // NCHWc8 Winograd: one channel block, 4 tiles (a partial 8)
       shape(1, 12, 10, 10, 18, 3, 1, 1, 1, 1, 1, 1, 3),  // groups 3
       shape(1, 16, 9, 7, 8, 1, 1, 0, 0, 0, 0, 1, 4),     // grouped 1x1
   };
@@ -217,10 +219,14 @@ TEST(RtConv, WinogradSelectedOnlyForMapsWithEnoughTiles) {
                "conv2d_winograd_f43_avx2");
   EXPECT_STREQ(select_conv2d_kernel(shape(1, 256, 14, 14, 256, 3, 1, 1, 1, 1, 1), ConvLayout::NCHW)->name,
                "conv2d_winograd_f43_avx2");
-  // Stride 2 never takes Winograd; dense NCHWc8 takes the direct kernel.
+  // Stride 2 never takes Winograd; dense NCHWc8 takes its Winograd twin on the same maps, else the direct kernel.
   EXPECT_STREQ(select_conv2d_kernel(shape(1, 64, 56, 56, 128, 3, 2, 1, 1, 1, 1), ConvLayout::NCHW)->name,
                "conv2d_nchw_im2col_gemm_avx2");
   EXPECT_STREQ(select_conv2d_kernel(shape(1, 64, 7, 7, 64, 3, 1, 1, 1, 1, 1), ConvLayout::NCHWc8)->name,
+               "conv2d_nchwc8_direct_avx2");
+  EXPECT_STREQ(select_conv2d_kernel(shape(1, 64, 14, 14, 64, 3, 1, 1, 1, 1, 1), ConvLayout::NCHWc8)->name,
+               "conv2d_winograd_f43_nchwc8_avx2");
+  EXPECT_STREQ(select_conv2d_kernel(shape(1, 64, 56, 56, 128, 3, 2, 1, 1, 1, 1), ConvLayout::NCHWc8)->name,
                "conv2d_nchwc8_direct_avx2");
 }
 

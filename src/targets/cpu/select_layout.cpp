@@ -41,7 +41,9 @@ bool blockableConv(const Node& n, bool avx512) {
   // A few-channel stem joins a region when its NCHWc8 stem kernel applies (3x3: it reads the NCHW input and
   // writes the region's layout, no reorder after it); others (7x7) keep the NCHW stem kernel.
   if (name == "conv2d_nchw_direct_small_cin") return rt::conv2d_stem_nchwc8_applicable(*shape);
-  return name != "conv2d_winograd_f43_avx2" && name != "conv2d_nchw_pixel_tile";
+  // Winograd has an NCHWc8 twin (whole 8-channel blocks in and out), faster than the NCHW one on AVX2.
+  if (name == "conv2d_winograd_f43_avx2") return rt::conv2d_winograd_f43_nchwc8_applicable(*shape);
+  return name != "conv2d_nchw_pixel_tile";
 }
 
 bool isDepthwise(const Node& n) {

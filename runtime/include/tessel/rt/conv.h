@@ -167,6 +167,12 @@ void conv2d_winograd_f43_avx2(const Conv2dShape&, const float* in, const float* 
                               const Epilogue&, ThreadPool*);
 size_t conv2d_winograd_f43_packed_size(const Conv2dShape&);
 void conv2d_winograd_f43_pack(const Conv2dShape&, const float* weights, float* packed);
+/// The same in NCHWc8 (input and output channels multiples of 8), on the same packed weights: the input
+/// windows are 8-channel vector loads, transposed into the tiles-in-lanes operands after their transform,
+/// and each output pixel is stored as one vector of channels.
+bool conv2d_winograd_f43_nchwc8_applicable(const Conv2dShape&);
+void conv2d_winograd_f43_nchwc8_avx2(const Conv2dShape&, const float* in, const float* packed, float* out,
+                                     const Epilogue&, ThreadPool*);
 
 // Layout reorders.
 
