@@ -195,6 +195,58 @@ void reduce_tile(const Tap* taps, int64_t n_taps, const float* in, const float* 
       : "rax", "rdx", "r9", "r10", "r11", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7",
         "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc", "memory");
 }
+
+// reduce_tile for a tile whose pixels lie anywhere in the image (a flat tile of a small map, spanning rows):
+// pixel j of tap t reads px[j] + taps[t].in_off (+ ci), one base register per pixel, so NB == 2 and NW <= 6.
+#define TESSEL_C8_STEP_PX(XO, WO)                                                                     \
+  "vmovaps " #WO "(%%rdx), %%ymm13\n\t"                                                             \
+  "vmovaps " #WO "(%%rdx,%[ws]), %%ymm14\n\t"                                                       \
+  TESSEL_C8_PIX2(0, 6, "(%[p0],%%rax)", XO) TESSEL_C8_PIX2(1, 7, "(%[p1],%%rax)", XO)                \
+  TESSEL_C8_PIX2(2, 8, "(%[p2],%%rax)", XO) TESSEL_C8_PIX2(3, 9, "(%[p3],%%rax)", XO)                \
+  TESSEL_C8_PIX2(4, 10, "(%[p4],%%rax)", XO) TESSEL_C8_PIX2(5, 11, "(%[p5],%%rax)", XO)
+template <int NW>
+void reduce_tile_px(const Tap* taps, int64_t n_taps, const float* const* px, const float* w, int64_t w_stride_bytes,
+                    const TileIO& io) {
+  static_assert(NW >= 1 && NW <= 6);
+  constexpr int NB = 2;
+  asm volatile(
+      "mov (%[io]), %%rax\n\t"
+      "vmovaps (%%rax), %%ymm12\n\t"
+      "vmovaps 32(%%rax), %%ymm13\n\t"
+      TESSEL_C8_ALL(TESSEL_C8_INIT)
+      "1:\n\t"
+      "mov (%[tp]), %%rax\n\t"
+      "mov 8(%[tp]), %%rdx\n\t"
+      "shl $2, %%rax\n\t"
+      "lea (%[w],%%rdx,4), %%rdx\n\t"
+      TESSEL_C8_STEP_PX(0, 0) TESSEL_C8_STEP_PX(4, 32) TESSEL_C8_STEP_PX(8, 64) TESSEL_C8_STEP_PX(12, 96)
+      TESSEL_C8_STEP_PX(16, 128) TESSEL_C8_STEP_PX(20, 160) TESSEL_C8_STEP_PX(24, 192) TESSEL_C8_STEP_PX(28, 224)
+      "add $16, %[tp]\n\t"
+      "dec %[n]\n\t"
+      "jnz 1b\n\t"
+      "mov 16(%[io]), %%rax\n\t"
+      "mov 24(%[io]), %%rdx\n\t"
+      "test %%rax, %%rax\n\t"
+      "jz 2f\n\t"
+      TESSEL_C8_ALL(TESSEL_C8_RES)
+      "2:\n\t"
+      "mov 32(%[io]), %%rax\n\t"
+      "test %%rax, %%rax\n\t"
+      "jz 3f\n\t"
+      "vbroadcastss (%%rax), %%ymm12\n\t"
+      "vbroadcastss 4(%%rax), %%ymm13\n\t"
+      TESSEL_C8_ALL(TESSEL_C8_CLAMP)
+      "3:\n\t"
+      "mov 8(%[io]), %%rax\n\t"
+      TESSEL_C8_ALL(TESSEL_C8_OUT)
+      : [tp] "+r"(taps), [n] "+r"(n_taps)
+      : [w] "r"(w), [ws] "r"(w_stride_bytes), [io] "r"(&io), [p0] "r"(px[0]), [p1] "r"(px[NW > 1 ? 1 : 0]),
+        [p2] "r"(px[NW > 2 ? 2 : 0]), [p3] "r"(px[NW > 3 ? 3 : 0]), [p4] "r"(px[NW > 4 ? 4 : 0]),
+        [p5] "r"(px[NW > 5 ? 5 : 0]), [nb] "i"(NB), [nw] "i"(NW)
+      : "rax", "rdx", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+        "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc", "memory");
+}
+#undef TESSEL_C8_STEP_PX
 #undef TESSEL_C8_PIX2
 #undef TESSEL_C8_PIX1
 #undef TESSEL_C8_STEP
@@ -204,31 +256,24 @@ void reduce_tile(const Tap* taps, int64_t n_taps, const float* in, const float* 
 #undef TESSEL_C8_INIT
 #undef TESSEL_C8_ALL
 
-// NB (1 or 2) output blocks (ob..ob+NB-1) x NW consecutive pixels of one output row starting at ow0. Bias,
-// residual and ReLU / Clip are applied in the assembly's tail on the way out; other activations go through a
-// small buffer (the residual added there too, before the activation).
-template <int NB, int NW, int STEPS>
-__attribute__((noinline)) void direct_tile(const DirectCtx& c, const Tap* taps, int n_taps, int64_t ob, int64_t oh, int64_t ow0) {
-  const Conv2dShape& s = c.s;
-  constexpr int64_t lanes_in = STEPS == 8 ? 8 : 1;  // floats per input pixel in a tap's plane
-  const int64_t pix = s.stride_w * lanes_in;
-  const int64_t col0 = (ow0 * s.stride_w - s.pad_left) * lanes_in;  // added to in_off: stays inside the image
-  const int64_t off = ((ob * c.oh_count + oh) * c.ow_count + ow0) * 8;
+// The tile at output offset `off` (floats into the NCHWc8 output, block ob's pixel) for NB output blocks x NW
+// consecutive output pixels: `reduce(io)` runs the assembly with its results going to io. Bias, residual and
+// ReLU / Clip are applied in the assembly's tail on the way out; other activations go through a small buffer
+// (the residual added there too, before the activation).
+template <int NB, int NW, class Reduce>
+void finish_tile(const DirectCtx& c, int n_taps, int64_t ob, int64_t off, Reduce reduce) {
   const int64_t block_bytes = c.oh_count * c.ow_count * 32;
   const float* bias = c.bias + ob * 8;
   if (c.lohi || c.ep.act == Activation::None) {
     const TileIO io{bias, c.out + off, c.res ? c.res + off : nullptr, block_bytes, c.lohi};
     if (n_taps > 0) {
-      reduce_tile<NB, NW, STEPS>(taps, n_taps, c.in + col0, c.w + ob * c.w_block_stride, pix * 4,
-                                 c.w_block_stride * 4, io);
+      reduce(io);
       return;
     }
   }
   alignas(32) float sums[NB * NW][8];
   if (n_taps > 0) {
-    const TileIO io{bias, &sums[0][0], nullptr, NW * 32, nullptr};
-    reduce_tile<NB, NW, STEPS>(taps, n_taps, c.in + col0, c.w + ob * c.w_block_stride, pix * 4,
-                               c.w_block_stride * 4, io);
+    reduce(TileIO{bias, &sums[0][0], nullptr, NW * 32, nullptr});
   } else {
     for (int b = 0; b < NB; ++b)
       for (int j = 0; j < NW; ++j) _mm256_store_ps(sums[b * NW + j], _mm256_load_ps(bias + b * 8));
@@ -250,6 +295,35 @@ __attribute__((noinline)) void direct_tile(const DirectCtx& c, const Tap* taps, 
     case Activation::Sigmoid: finish([](__m256 v) { return vsigmoid(v); }); break;
     default: finish([&](__m256 v) { return activate(v, c.ep); }); break;
   }
+}
+
+// NB (1 or 2) output blocks (ob..ob+NB-1) x NW consecutive pixels of one output row starting at ow0.
+template <int NB, int NW, int STEPS>
+__attribute__((noinline)) void direct_tile(const DirectCtx& c, const Tap* taps, int n_taps, int64_t ob, int64_t oh, int64_t ow0) {
+  const Conv2dShape& s = c.s;
+  constexpr int64_t lanes_in = STEPS == 8 ? 8 : 1;  // floats per input pixel in a tap's plane
+  const int64_t pix = s.stride_w * lanes_in;
+  const int64_t col0 = (ow0 * s.stride_w - s.pad_left) * lanes_in;  // added to in_off: stays inside the image
+  const int64_t off = ((ob * c.oh_count + oh) * c.ow_count + ow0) * 8;
+  finish_tile<NB, NW>(c, n_taps, ob, off, [&](const TileIO& io) {
+    reduce_tile<NB, NW, STEPS>(taps, n_taps, c.in + col0, c.w + ob * c.w_block_stride, pix * 4, c.w_block_stride * 4,
+                               io);
+  });
+}
+
+// Output blocks ob, ob + 1 x NW pixels of the flattened output map from q0 (a flat tile, which may span rows),
+// on an input padded on every side (c.s has no padding): pixel q reads from its own window's corner.
+template <int NW>
+__attribute__((noinline)) void flat_tile(const DirectCtx& c, const Tap* taps, int n_taps, int64_t ob, int64_t q0) {
+  const Conv2dShape& s = c.s;
+  const float* px[NW];
+  for (int j = 0; j < NW; ++j) {
+    const int64_t oh = (q0 + j) / c.ow_count, ow = (q0 + j) % c.ow_count;
+    px[j] = c.in + (oh * s.stride_h * s.in_w + ow * s.stride_w) * 8;
+  }
+  finish_tile<2, NW>(c, n_taps, ob, (ob * c.oh_count * c.ow_count + q0) * 8, [&](const TileIO& io) {
+    reduce_tile_px<NW>(taps, n_taps, px, c.w + ob * c.w_block_stride, c.w_block_stride * 4, io);
+  });
 }
 
 using TileFn = void (*)(const DirectCtx&, const Tap*, int, int64_t, int64_t, int64_t);
@@ -342,6 +416,70 @@ float* copy_buffer(size_t floats) {
   return buf.ensure(floats);
 }
 
+// Flat tiles where row tiles would leave registers idle: a row of OW pixels takes ceil(OW / 6) tiles of 2
+// blocks, so 7x7 maps ran as tiles of 4 + 3 pixels (8 and 6 of the 12 accumulators; ResNet-50's 512 3x3 on
+// 7x7 at 45 % of the FMA peak) and 14x14 ones as 5 + 5 + 4. Flat tiles of 6 cover the map's H x W pixels
+// across rows. Only for pairs of output blocks (one base register per pixel leaves none for a 12-pixel tile).
+bool flat_tiles_pay_off(const Conv2dShape& s, int64_t bg) {
+  if (s.is_pointwise() || bg == 0 || ((s.out_channels + 7) / 8 / bg) % 2 != 0) return false;
+  const int64_t OW = s.out_w(), row_tiles = (OW + 5) / 6;
+  return OW * 10 < row_tiles * 6 * 9;  // row tiles fill under 90 % of their pixels
+}
+
+void direct_flat(const Conv2dShape& shape, const float* in, const float* packed, float* out, const Epilogue& ep,
+                 ThreadPool* pool) {
+  // The input with its zero padding on every side: every tap of every pixel is inside it.
+  Conv2dShape s = shape;
+  s.in_h += shape.pad_top + shape.pad_bottom;
+  s.in_w += shape.pad_left + shape.pad_right;
+  s.pad_top = s.pad_left = s.pad_bottom = s.pad_right = 0;
+  const int64_t blocks_total = (s.in_channels + 7) / 8, plane = s.in_h * s.in_w * 8;
+  const bool padded = s.in_h != shape.in_h || s.in_w != shape.in_w;
+  float* copy = padded ? copy_buffer(static_cast<size_t>(s.batch * blocks_total * plane)) : nullptr;
+  if (padded)
+    parallel_for(pool, s.batch * blocks_total * s.in_h, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t blk = r / s.in_h, y = r % s.in_h - shape.pad_top;
+        float* dst = copy + r * s.in_w * 8;
+        std::fill(dst, dst + s.in_w * 8, 0.0f);
+        if (y >= 0 && y < shape.in_h) {
+          const float* src = in + (blk * shape.in_h + y) * shape.in_w * 8;
+          std::copy(src, src + shape.in_w * 8, dst + shape.pad_left * 8);
+        }
+      }
+    });
+  const float* src = padded ? copy : in;
+  const int64_t bg = block_groups(s), in_blocks = blocks_total / bg, out_blocks = (s.out_channels + 7) / 8;
+  const int64_t ob_per_bg = out_blocks / bg, pairs = out_blocks / 2;
+  const int64_t OH = s.out_h(), OW = s.out_w(), P = OH * OW;
+  std::vector<Tap> taps;
+  for (int64_t cb = 0; cb < in_blocks; ++cb)
+    for (int64_t ky = 0; ky < s.kernel_h; ++ky)
+      for (int64_t kx = 0; kx < s.kernel_w; ++kx)
+        taps.push_back({cb * plane + (ky * s.dilation_h * s.in_w + kx * s.dilation_w) * 8,
+                        ((cb * s.kernel_h + ky) * s.kernel_w + kx) * 64});
+  const int n_taps = static_cast<int>(taps.size());
+  // P pixels in the fewest tiles of at most 6, their widths as equal as they can be.
+  const int64_t tiles = (P + 5) / 6, base = P / tiles, extra = P % tiles;
+  static constexpr std::array<void (*)(const DirectCtx&, const Tap*, int, int64_t, int64_t), 6> table = {
+      flat_tile<1>, flat_tile<2>, flat_tile<3>, flat_tile<4>, flat_tile<5>, flat_tile<6>};
+  const int64_t w_block_stride = in_blocks * s.kernel_h * s.kernel_w * 64;
+  const TileEpilogue te = tile_epilogue(ep, s.out_channels);
+  // Tiles of one pair of output blocks run together: the pair's weights stay in L2 for all of them.
+  parallel_for(pool, s.batch * pairs * tiles, [&](int64_t b, int64_t e) {
+    for (int64_t task = b; task < e; ++task) {
+      const int64_t t = task % tiles, ob = task / tiles % pairs * 2, n = task / (tiles * pairs);
+      const int64_t in_group = ob / ob_per_bg * in_blocks * plane;
+      const int64_t out_img = n * out_blocks * P * 8;
+      const DirectCtx c{s, src + n * blocks_total * plane + in_group, packed, out + out_img,
+                        ep.residual ? ep.residual + out_img : nullptr, ep, te.bias, te.lohi(), in_blocks, out_blocks,
+                        OH, OW, w_block_stride};
+      const int64_t q0 = t * base + std::min(t, extra), w = base + (t < extra ? 1 : 0);
+      table[static_cast<size_t>(w - 1)](c, taps.data(), n_taps, ob, q0);
+    }
+  });
+}
+
 }  // namespace
 
 bool conv2d_nchwc8_direct_applicable(const Conv2dShape& s) { return block_groups(s) > 0; }
@@ -393,6 +531,10 @@ void conv2d_nchwc8_direct_avx2(const Conv2dShape& shape, const float* in, const 
       }
     });
     conv2d_nchwc8_direct_avx2(p, sub, packed, out, ep, pool);
+    return;
+  }
+  if (flat_tiles_pay_off(shape, block_groups(shape))) {
+    direct_flat(shape, in, packed, out, ep, pool);
     return;
   }
   // Left and right padding: the rows are copied with their zero columns, so that every output column is

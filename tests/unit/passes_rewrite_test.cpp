@@ -177,7 +177,7 @@ TEST(PassesSchedule, LayoutBlocksConvRegionsOnly) {
   for (const char* blocked : {"a", "r", "b"})
     EXPECT_EQ(metaString(m->graph->findNode(blocked), "layout"), "nchwc8") << blocked;
   EXPECT_EQ(metaString(m->graph->findNode("c"), "layout"), "");
-  // In mode auto a region needs a depthwise conv: without %b's group, nothing is blocked.
+  // Mode auto blocks a region of dense convs too (%b without its group).
   auto dense = parseModelText(std::string(kLayoutNet), "layout_net.tir", std::string(2400 + 17280, '\0'));
   PassOptions options;
   options.values["select-layout.mode"] = "auto";
@@ -185,18 +185,21 @@ TEST(PassesSchedule, LayoutBlocksConvRegionsOnly) {
   b->setAttr("group", int64_t{1});
   b->input(1)->type = TensorType::fromShape(DType::Float32, {24, 24, 3, 3});
   PassPipeline({"select-layout"}).run(*dense, options);
-  EXPECT_EQ(metaString(dense->graph->findNode("a"), "layout"), "");
+  for (const char* blocked : {"a", "r", "b"})
+    EXPECT_EQ(metaString(dense->graph->findNode(blocked), "layout"), "nchwc8") << blocked;
+  EXPECT_EQ(metaString(dense->graph->findNode("c"), "layout"), "");
   PassOptions nchw;
   nchw.values["select-layout.mode"] = "nchw";
   PassPipeline({"select-layout"}).run(*m, nchw);
   EXPECT_EQ(metaString(m->graph->findNode("a"), "layout"), "");
 }
 
-// A chain x -> (1x1 conv, depthwise conv) per entry of `dws` on 8 channels (one region), for the auto rule.
+// A chain x -> (1x1 conv, depthwise conv) per entry of `dws` on 8 channels (one region), for the auto rule;
+// without the 1x1 convs when `pointwise` is false (the depthwise convs alone).
 struct DwSpec {
   int k, stride;
 };
-std::unique_ptr<Model> depthwiseChain(int64_t size, const std::vector<DwSpec>& dws) {
+std::unique_ptr<Model> depthwiseChain(int64_t size, const std::vector<DwSpec>& dws, bool pointwise = true) {
   std::string text = fmt::format("tessel.model opset{{\"\": 13}}\ngraph @main(%x: f32[1,8,{0},{0}]) -> (%d{1}: f32[1,8,", size,
                                  dws.size() - 1);
   int64_t out = size;
@@ -208,10 +211,10 @@ std::unique_ptr<Model> depthwiseChain(int64_t size, const std::vector<DwSpec>& d
   for (size_t i = 0; i < dws.size(); ++i) {
     const DwSpec& d = dws[i];
     const int64_t o = (h + 2 * (d.k / 2) - d.k) / d.stride + 1;
-    text += fmt::format("  %c{0} = Conv(%{1}, %w1) {{kernel_shape=[1, 1]}} : f32[1,8,{2},{2}]\n", i, in, h);
-    text += fmt::format("  %d{0} = Conv(%c{0}, %k{1}) {{group=8, kernel_shape=[{1}, {1}], pads=[{2}, {2}, {2}, {2}], "
+    if (pointwise) text += fmt::format("  %c{0} = Conv(%{1}, %w1) {{kernel_shape=[1, 1]}} : f32[1,8,{2},{2}]\n", i, in, h);
+    text += fmt::format("  %d{0} = Conv(%{5}, %k{1}) {{group=8, kernel_shape=[{1}, {1}], pads=[{2}, {2}, {2}, {2}], "
                         "strides=[{3}, {3}]}} : f32[1,8,{4},{4}]\n",
-                        i, d.k, d.k / 2, d.stride, o);
+                        i, d.k, d.k / 2, d.stride, o, pointwise ? fmt::format("c{}", i) : in);
     in = fmt::format("d{}", i);
     h = o;
   }
@@ -219,10 +222,10 @@ std::unique_ptr<Model> depthwiseChain(int64_t size, const std::vector<DwSpec>& d
   return parseModelText(text, "dw_chain.tir", std::string(1344, '\0'));
 }
 
-// Mode auto (AVX2 targets) blocks a region only for a depthwise conv that the NCHW kernel does not run on
-// its small-map path (kernel width 5, stride 1 or 2, at most 28 output columns; since the NCHWc8 tiles'
-// assembly tail, 2026-12-04, the blocked kernel wins every 3x3); mode nchwc8 blocks every one of these
-// chains.
+// Mode auto (AVX2 targets) blocks every region with a dense conv (the chains with their 1x1 convs), and a
+// region of depthwise convs alone unless all of them run on the NCHW kernel's small-map path (kernel width 5,
+// stride 1 or 2, at most 28 output columns; since the NCHWc8 tiles' assembly tail, 2026-12-04, the blocked
+// kernel wins every 3x3); mode nchwc8 blocks every one of these chains.
 TEST(PassesSchedule, LayoutAutoBlocksOnlyWideDepthwiseRegions) {
   struct Case {
     int64_t size;
@@ -242,39 +245,48 @@ TEST(PassesSchedule, LayoutAutoBlocksOnlyWideDepthwiseRegions) {
       {14, {{3, 1}, {5, 1}}, true},   // a 3x3 blocks the region of a small-map 5x5
       {56, {{3, 2}, {5, 1}}, true},   // one wide depthwise conv (56 -> 28, 3x3) blocks the whole region
   };
-  for (size_t c = 0; c < cases.size(); ++c) {
-    for (const char* mode : {"auto", "nchwc8"}) {
-      auto m = depthwiseChain(cases[c].size, cases[c].dws);
-      PassOptions options;
-      options.values["select-layout.mode"] = mode;
-      PassPipeline({"select-layout"}).run(*m, options);
-      const bool blocked = std::string(mode) == "nchwc8" || cases[c].blockedInAuto;
-      for (size_t i = 0; i < cases[c].dws.size(); ++i)
-        for (const std::string& name : {fmt::format("c{}", i), fmt::format("d{}", i)})
-          EXPECT_EQ(metaString(m->graph->findNode(name), "layout"), blocked ? "nchwc8" : "")
-              << "case " << c << " node " << name << " mode " << mode;
-    }
-  }
+  for (size_t c = 0; c < cases.size(); ++c)
+    for (bool pointwise : {true, false})
+      for (const char* mode : {"auto", "nchwc8"}) {
+        auto m = depthwiseChain(cases[c].size, cases[c].dws, pointwise);
+        PassOptions options;
+        options.values["select-layout.mode"] = mode;
+        PassPipeline({"select-layout"}).run(*m, options);
+        const bool blocked = std::string(mode) == "nchwc8" || pointwise || cases[c].blockedInAuto;
+        for (size_t i = 0; i < cases[c].dws.size(); ++i)
+          for (const std::string& name : {fmt::format("c{}", i), fmt::format("d{}", i)}) {
+            const Node* n = m->graph->findNode(name);
+            if (!pointwise && name[0] == 'c') continue;
+            ASSERT_NE(n, nullptr) << name;
+            EXPECT_EQ(metaString(n, "layout"), blocked ? "nchwc8" : "")
+                << "case " << c << " node " << name << " mode " << mode << " pointwise " << pointwise;
+          }
+      }
 }
 
-// Mode auto blocks a region of dense convs when it has a channel Concat (fire and inception modules), and
-// leaves the same convs joined by an Add in NCHW.
+// Mode auto blocks a region of dense convs whether a channel Concat (fire and inception modules) or an Add
+// joins them; a region whose convs are all small-map depthwise ones (5x5 on 10 columns) is blocked only when
+// it has a Concat (whose inputs the convs write in place).
 TEST(PassesSchedule, LayoutAutoBlocksConcatRegions) {
-  for (bool concat : {true, false}) {
-    const std::string text = fmt::format(R"(tessel.model opset{{"": 13}}
+  for (bool depthwise : {false, true})
+    for (bool concat : {true, false}) {
+      const std::string conv = depthwise ? "{group=16, kernel_shape=[5, 5], pads=[2, 2, 2, 2]}" : "{kernel_shape=[1, 1]}";
+      const std::string text = fmt::format(R"(tessel.model opset{{"": 13}}
 graph @main(%x: f32[1,16,10,10]) -> (%y: f32[1,{0},10,10]) {{
-  const %w: f32[16,16,1,1] = @side(offset=0, bytes=1024)
-  %a = Conv(%x, %w) {{kernel_shape=[1, 1]}} : f32[1,16,10,10]
-  %b = Conv(%x, %w) {{kernel_shape=[1, 1]}} : f32[1,16,10,10]
+  const %w: f32[{3}] = @side(offset=0, bytes={4})
+  %a = Conv(%x, %w) {2} : f32[1,16,10,10]
+  %b = Conv(%x, %w) {2} : f32[1,16,10,10]
   %y = {1} : f32[1,{0},10,10]
-}})", concat ? 32 : 16, concat ? "Concat(%a, %b) {axis=1}" : "Add(%a, %b)");
-    auto m = parseModelText(text, "concat_region.tir", std::string(1024, '\0'));
-    PassOptions options;
-    options.values["select-layout.mode"] = "auto";
-    PassPipeline({"select-layout"}).run(*m, options);
-    for (const char* name : {"a", "b", "y"})
-      EXPECT_EQ(metaString(m->graph->findNode(name), "layout"), concat ? "nchwc8" : "") << name << " concat " << concat;
-  }
+}})", concat ? 32 : 16, concat ? "Concat(%a, %b) {axis=1}" : "Add(%a, %b)", conv, depthwise ? "16,1,5,5" : "16,16,1,1", depthwise ? 1600 : 1024);
+      auto m = parseModelText(text, "concat_region.tir", std::string(1600, '\0'));
+      PassOptions options;
+      options.values["select-layout.mode"] = "auto";
+      PassPipeline({"select-layout"}).run(*m, options);
+      const bool blocked = concat || !depthwise;
+      for (const char* name : {"a", "b", "y"})
+        EXPECT_EQ(metaString(m->graph->findNode(name), "layout"), blocked ? "nchwc8" : "")
+            << name << " concat " << concat << " depthwise " << depthwise;
+    }
 }
 
 // Element-wise nodes join a region when the runtime computes them element by element (the registry's

@@ -135,6 +135,11 @@ std::vector<Conv2dShape> dense_shapes() {
       shape(2, 24, 20, 9, 16, 3, 1, 0, 1, 1, 0),       // NCHWc8 Winograd: batch 2, asymmetric pads, 12+4 channels
       shape(1, 8, 5, 6, 8, 3, 1, 1, 1, 1, 1),          // NCHWc8 Winograd: one channel block, 4 tiles (a partial 8)
       shape(1, 12, 10, 10, 18, 3, 1, 1, 1, 1, 1, 1, 3),  // groups 3
+      shape(1, 24, 7, 7, 32, 3, 1, 1, 1, 1, 1),        // 7x7 map: NCHWc8 flat tiles across rows
+      shape(2, 16, 13, 14, 16, 3, 2, 1, 0, 1, 1),      // flat tiles: stride 2, asymmetric pads, batch 2
+      shape(1, 8, 9, 9, 16, 3, 1, 2, 2, 2, 2, 2),      // flat tiles: dilation 2
+      shape(1, 32, 7, 7, 32, 3, 1, 1, 1, 1, 1, 1, 2),  // flat tiles: two block groups
+      shape(1, 16, 5, 5, 16, 5, 1, 2, 2, 2, 2),        // flat tiles: 5x5 on 5x5
       shape(1, 16, 9, 7, 8, 1, 1, 0, 0, 0, 0, 1, 4),     // grouped 1x1
   };
 }
@@ -184,11 +189,13 @@ TEST(RtConv, EveryKernelEveryActivation) {
   const auto dense = shape(1, 10, 9, 11, 12, 3, 1, 1, 1, 1, 1);
   const auto dw = shape(1, 10, 9, 11, 10, 3, 1, 1, 1, 1, 1, 1, 10);
   const auto stem = shape(1, 3, 21, 35, 11, 3, 2, 0, 1, 1, 0);  // few input channels, 17-wide rows
+  const auto small_map = shape(1, 16, 6, 7, 16, 3, 1, 1, 1, 1, 1);  // NCHWc8 flat tiles (rows of 7)
   for (Epilogue ep : test::all_activations()) {
     ep.bias = &dummy;
     for (const auto& k : conv2d_kernels()) {
       check_kernel(k, dense, ep, 1, tolerance_for(k));
       check_kernel(k, dw, ep, 2, tolerance_for(k));
+      check_kernel(k, small_map, ep, 2, tolerance_for(k));
       Epilogue with_residual = ep;
       with_residual.residual = &dummy;
       check_kernel(k, stem, with_residual, 1, tolerance_for(k));

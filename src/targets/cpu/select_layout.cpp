@@ -1,12 +1,12 @@
 // Pass select-layout (cpu target): chooses which 4-D nodes run in the blocked NCHWc8 layout (8 channels per
 // vector). Connected regions of layout-capable nodes are blocked only when they contain a convolution, so a
 // lone pool or add between NCHW nodes never costs two reorders. Every value a blocked node produces has a
-// multiple of 8 channels (no padding lanes). Convolutions the runtime runs faster in NCHW (Winograd,
-// AVX-512 pixel tiles) stay NCHW. The IR stays NCHW semantically; the choice is node->meta["layout"] =
-// "nchwc8", and the cpu code generator puts reorders on the region edges. Options: select-layout.mode =
-// "nchw" keeps everything in NCHW, "auto" blocks only regions with a grouped convolution, a channel Concat or
-// a depthwise convolution that the NCHW depthwise kernel does not run faster on its small-map path (see
-// nchwSmallMapDepthwise); select-layout.avx512 = 1 for an AVX-512 target.
+// multiple of 8 channels (no padding lanes). Convolutions the runtime runs faster in NCHW (AVX-512 pixel
+// tiles, the 7x7 stem, Winograd on channels that are not whole blocks) stay NCHW. The IR stays NCHW
+// semantically; the choice is node->meta["layout"] = "nchwc8", and the cpu code generator puts reorders on
+// the region edges. Options: select-layout.mode = "nchw" keeps everything in NCHW, "auto" does not block a
+// region whose only convolutions are depthwise ones the NCHW depthwise kernel runs faster on its small-map
+// path (see nchwSmallMapDepthwise); select-layout.avx512 = 1 for an AVX-512 target.
 #include <fmt/format.h>
 #include <numeric>
 
@@ -49,13 +49,6 @@ bool blockableConv(const Node& n, bool avx512) {
 bool isDepthwise(const Node& n) {
   return isConvNode(n) && n.attrInt("group") > 1 && n.attrInt("group") == n.input(0)->type.staticShape()[1];
 }
-
-/// A grouped convolution that is not depthwise (ResNeXt, RegNet): in NCHWc8 its groups are whole 8-channel
-/// blocks (conv2d_nchwc8_direct_avx2's block groups), ahead of the NCHW grouped kernel from 8 channels per
-/// group (Zen 2, 1 thread: ResNeXt-50's 512 on 14x14 704 -> 449 us, 1024 on 7x7 718 -> 601, 256 stride 2
-/// 918 -> 573; RegNetY's 104 stride 2 113 -> 75) and behind at 4 per group (128 on 56x56 748 -> 993, half
-/// the products zeros), which mode auto takes for the 1x1 convolutions of the same region.
-bool isGroupedNotDepthwise(const Node& n) { return isConvNode(n) && n.attrInt("group") > 1 && !isDepthwise(n); }
 
 /// A depthwise conv that the AVX2 NCHW kernel (runtime/src/conv_depthwise_nchw.cpp) runs on its small-map
 /// path with channels in the vector lanes (dw_lanes_stream): kernel width 3 or 5, stride 1 or 2, undilated,
@@ -146,30 +139,24 @@ class SelectLayoutPass : public Pass {
         if (capable[p]) parent[findRoot(parent, p)] = findRoot(parent, i);
       }
     }
-    // A region pays for its reorders when it has a convolution (mode nchwc8), or in mode auto only when it
-    // has a depthwise one: measured on AVX2 (Zen 4, --march haswell), MobileNetV2's regions made the model
-    // 0.92x as slow, while ResNet-18/50's (1x1 convs between NCHW Winograd convs: a reorder on every edge)
-    // made them 1.06x / 1.02x.
-    // Since the NCHW small-map depthwise kernel (2026-11-27), mode auto counts only the depthwise convs it
-    // does not take (nchwSmallMapDepthwise): per layer (--profile, --isa avx2) NCHWc8 still wins on the
-    // 3x3 maps 28-112 wide, NCHW on the 5x5 maps and on 3x3 maps up to 14 wide (MnasNet's 5x5 7x7 1152ch:
-    // 0.167 -> 0.071 ms). bench/ab.py, 1 thread, --isa avx2, Intel Xeon family 6 model 207 shared with
-    // another build, this rule / the old auto (two runs, 10x20 and 14x30): MobileNetV3-large 0.939 / 0.899,
-    // -small 0.892 / 0.843, MobileNetV2 1.000 / 0.995 (plain nchw 1.032 / 1.006), MnasNet 1.003 / 0.987,
-    // ShuffleNetV2 0.997 / 0.991, EfficientNet-B0 0.891 / 1.045 (noise; minima 21.9 ms both, nchw 20.4).
-    // Mode auto also blocks a region with a channel Concat and a conv: the inception and fire modules, whose
-    // branches' 1x1 convs (short reductions, the NCHWc8 tiles' best case) write their slices of the Concat in
-    // place. bench/ab.py, Zen 2, 1 thread, every conv region blocked against the rule without concats:
-    // SqueezeNet 1.1 0.956, GoogLeNet 0.958, DenseNet-121 0.993; but ResNet-18 1.088 and ResNet-50 1.026
-    // (their 1x1 convs sit between NCHW Winograd convs: a reorder on each edge), which have no Concat.
+    // A region pays for its reorders when it has a convolution (mode nchwc8); in mode auto a depthwise conv
+    // that the NCHW kernel runs faster on its small-map path (nchwSmallMapDepthwise: MnasNet's 5x5 1152ch on
+    // 7x7 0.167 -> 0.071 ms) does not count, and a region with a channel Concat counts any conv (the
+    // inception and fire modules' branches write their slices of the Concat in place).
+    // History: auto blocked only regions with a depthwise, grouped or Concat-joined conv while ResNet-18/50
+    // ran their 3x3 convs with the NCHW-only Winograd (1x1 convs between them: a reorder on every edge, 1.09x /
+    // 1.03x blocked). With Winograd's NCHWc8 twin and the NCHWc8 direct kernel's flat tiles on small maps
+    // (2026-12-05), bench/ab.py, Zen 2 (AMD EPYC family 23 model 49), 1 thread, every conv region blocked
+    // against that rule: ResNet-18 0.83, ResNet-50 0.88, ShuffleNetV2 0.97, MobileNetV3-small 0.97,
+    // MobileNetV2 0.99, the other eight within 0.99-1.03 (noise: GoogLeNet 1.03 then 1.00 on a rerun),
+    // MnasNet 1.02 (its 5x5 depthwise regions, which this rule leaves NCHW: 1.00).
     std::vector<bool> regionHasConv(nodes.size()), regionHasConcat(nodes.size()), regionAnyConv(nodes.size());
     for (size_t i = 0; i < nodes.size(); ++i) {
       if (!capable[i]) continue;
       const size_t root = findRoot(parent, i);
       if (hasConv[i]) regionAnyConv[root] = true;
       if (isOp(*nodes[i], "Concat")) regionHasConcat[root] = true;
-      if (hasConv[i] && (mode == "nchwc8" || (isDepthwise(*nodes[i]) && !nchwSmallMapDepthwise(*nodes[i])) ||
-                         isGroupedNotDepthwise(*nodes[i])))
+      if (hasConv[i] && (mode == "nchwc8" || !isDepthwise(*nodes[i]) || !nchwSmallMapDepthwise(*nodes[i])))
         regionHasConv[root] = true;
     }
     for (size_t i = 0; i < nodes.size(); ++i)
