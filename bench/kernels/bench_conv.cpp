@@ -106,6 +106,13 @@ CONV_BENCH(BM_conv1x1_64_256_56_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(64
 CONV_BENCH(BM_conv1x1_64_64_56_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(64, 56, 64, 1, 1, 1))
 CONV_BENCH(BM_conv1x1_256_64_56_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(256, 56, 64, 1, 1, 1))
 CONV_BENCH(BM_conv1x1_256_64_56_nchwc8_direct, "conv2d_nchwc8_direct_avx2", conv_shape(256, 56, 64, 1, 1, 1))
+// ResNet-50's NCHWc8 path (--layout auto on AVX2): layer3's 1x1s, the stride-2 3x3s, a layer4 1x1.
+CONV_BENCH(BM_conv1x1_256_1024_14_nchwc8_direct, "conv2d_nchwc8_direct_avx2", conv_shape(256, 14, 1024, 1, 1, 1))
+CONV_BENCH(BM_conv1x1_1024_256_14_nchwc8_direct, "conv2d_nchwc8_direct_avx2", conv_shape(1024, 14, 256, 1, 1, 1))
+CONV_BENCH(BM_conv1x1_2048_512_7_nchwc8_direct, "conv2d_nchwc8_direct_avx2", conv_shape(2048, 7, 512, 1, 1, 1))
+CONV_BENCH(BM_conv3x3s2_128_56_nchwc8_direct, "conv2d_nchwc8_direct_avx2", conv_shape(128, 56, 128, 3, 2, 1))
+CONV_BENCH(BM_conv3x3s2_256_28_nchwc8_direct, "conv2d_nchwc8_direct_avx2", conv_shape(256, 28, 256, 3, 2, 1))
+CONV_BENCH(BM_conv3x3s2_512_14_nchwc8_direct, "conv2d_nchwc8_direct_avx2", conv_shape(512, 14, 512, 3, 2, 1))
 // MobileNetV2 depthwise 3x3, 144 channels at 56x56.
 CONV_BENCH(BM_dw3x3_144_56_nchwc8, "conv2d_nchwc8_depthwise_avx2", conv_shape(144, 56, 144, 3, 1, 144))
 CONV_BENCH(BM_dw3x3_144_56_nchw, "conv2d_nchw_depthwise_avx2", conv_shape(144, 56, 144, 3, 1, 144))
