@@ -663,8 +663,27 @@ void gemm_task(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K, const 
         for (int64_t ir = 0; ir < mc; ir += TM)
           for (int64_t jr = n0; jr < n1; jr += TN) tile(ir, jr);
       } else {
+#if defined(__AVX512F__)
         for (int64_t jr = n0; jr < n1; jr += TN)
           for (int64_t ir = 0; ir < mc; ir += TM) tile(ir, jr);
+#else
+        // Packed B: the tiles of one column panel each prefetch (into L2) a slice of the next panel's kc rows,
+        // which in a model come from DRAM (a transformer's weights, read once per inference); the hardware
+        // prefetchers start late on panels K * 16 floats apart. ViT-B/16's MLP GEMMs (Zen 2, 1 thread) ran at
+        // 75-78 GFLOP/s in the model against 85 with their weights in L3.
+        const int64_t tiles = ceil_div(mc, TM), lines = ceil_div(kc * NR, 16), per_tile = ceil_div(lines, tiles);
+        for (int64_t jr = n0; jr < n1; jr += TN) {
+          const char* next = !raw_b && jr + TN < n1
+                                 ? reinterpret_cast<const char*>(b_block + ((jr + TN - n0) / NR) * K * NR + pc * NR)
+                                 : nullptr;
+          for (int64_t ir = 0, i = 0; ir < mc; ir += TM, ++i) {
+            if (next)
+              for (int64_t l = i * per_tile; l < std::min(lines, (i + 1) * per_tile); ++l)
+                _mm_prefetch(next + l * 64, _MM_HINT_T1);
+            tile(ir, jr);
+          }
+        }
+#endif
       }
     }
     pc += kc;
