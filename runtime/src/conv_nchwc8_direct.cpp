@@ -139,6 +139,36 @@ int build_taps(const DirectCtx& c, int64_t oh, int64_t ow, std::vector<Tap>& tap
   M(0, 6) M(1, 7) M(2, 8) M(3, 9) M(4, 10) M(5, 11) M(6, 12) M(7, 13) M(8, 14) M(9, 15) M(10, 16) \
   M(11, 17)
 
+// The tile's start (accumulators at the biases, then the tap loop's label 1) and its end (the prefetch of the
+// next task's weights, the loop's step over the taps, then residual, clamp and store), shared by both tap loops.
+#define TESSEL_C8_HEAD                  \
+  "mov (%[io]), %%rax\n\t"             \
+  "vmovaps (%%rax), %%ymm12\n\t"       \
+  "vmovaps 32(%%rax), %%ymm13\n\t"     \
+  TESSEL_C8_ALL(TESSEL_C8_INIT)         \
+  "1:\n\t"
+#define TESSEL_C8_TAIL                  \
+  "prefetcht1 (%[pf])\n\t"             \
+  "add $64, %[pf]\n\t"                 \
+  "add $16, %[tp]\n\t"                 \
+  "dec %[n]\n\t"                       \
+  "jnz 1b\n\t"                         \
+  "mov 16(%[io]), %%rax\n\t"           \
+  "mov 24(%[io]), %%rdx\n\t"           \
+  "test %%rax, %%rax\n\t"              \
+  "jz 2f\n\t"                          \
+  TESSEL_C8_ALL(TESSEL_C8_RES)          \
+  "2:\n\t"                             \
+  "mov 32(%[io]), %%rax\n\t"           \
+  "test %%rax, %%rax\n\t"              \
+  "jz 3f\n\t"                          \
+  "vbroadcastss (%%rax), %%ymm12\n\t"  \
+  "vbroadcastss 4(%%rax), %%ymm13\n\t" \
+  TESSEL_C8_ALL(TESSEL_C8_CLAMP)        \
+  "3:\n\t"                             \
+  "mov 8(%[io]), %%rax\n\t"            \
+  TESSEL_C8_ALL(TESSEL_C8_OUT)
+
 // Where a tile's results go (the assembly reads these fields at fixed offsets): block b (0 or 1) pixel j of the
 // tile is at out + b * block_bytes + j * 32 bytes, its residual (when res is not null) at the same offsets from
 // res; every accumulator starts at its block's 8 biases; lohi (when not null) holds the clamp's lower and upper
@@ -162,11 +192,7 @@ void reduce_tile(const Tap* taps, int64_t n_taps, const float* in, const float* 
                  int64_t w_stride_bytes, const TileIO& io, const char* pf) {
   static_assert((NB == 1 && NW >= 1 && NW <= 12) || (NB == 2 && NW >= 1 && NW <= 6));
   asm volatile(
-      "mov (%[io]), %%rax\n\t"
-      "vmovaps (%%rax), %%ymm12\n\t"
-      "vmovaps 32(%%rax), %%ymm13\n\t"
-      TESSEL_C8_ALL(TESSEL_C8_INIT)
-      "1:\n\t"
+      TESSEL_C8_HEAD
       "mov (%[tp]), %%rax\n\t"
       "mov 8(%[tp]), %%rdx\n\t"
       "lea (%[in],%%rax,4), %%rax\n\t"
@@ -182,26 +208,7 @@ void reduce_tile(const Tap* taps, int64_t n_taps, const float* in, const float* 
       TESSEL_C8_STEP(4, 32) TESSEL_C8_STEP(8, 64) TESSEL_C8_STEP(12, 96)
       TESSEL_C8_STEP(16, 128) TESSEL_C8_STEP(20, 160) TESSEL_C8_STEP(24, 192) TESSEL_C8_STEP(28, 224)
       ".endif\n\t"
-      "prefetcht1 (%[pf])\n\t"
-      "add $64, %[pf]\n\t"
-      "add $16, %[tp]\n\t"
-      "dec %[n]\n\t"
-      "jnz 1b\n\t"
-      "mov 16(%[io]), %%rax\n\t"
-      "mov 24(%[io]), %%rdx\n\t"
-      "test %%rax, %%rax\n\t"
-      "jz 2f\n\t"
-      TESSEL_C8_ALL(TESSEL_C8_RES)
-      "2:\n\t"
-      "mov 32(%[io]), %%rax\n\t"
-      "test %%rax, %%rax\n\t"
-      "jz 3f\n\t"
-      "vbroadcastss (%%rax), %%ymm12\n\t"
-      "vbroadcastss 4(%%rax), %%ymm13\n\t"
-      TESSEL_C8_ALL(TESSEL_C8_CLAMP)
-      "3:\n\t"
-      "mov 8(%[io]), %%rax\n\t"
-      TESSEL_C8_ALL(TESSEL_C8_OUT)
+      TESSEL_C8_TAIL
       : [tp] "+r"(taps), [n] "+r"(n_taps), [pf] "+r"(pf)
       : [in] "r"(in), [w] "r"(w), [p] "r"(pix_bytes), [ws] "r"(w_stride_bytes), [io] "r"(&io), [nb] "i"(NB),
         [nw] "i"(NW), [steps] "i"(STEPS)
@@ -223,37 +230,14 @@ void reduce_tile_px(const Tap* taps, int64_t n_taps, const float* const* px, con
   static_assert(NW >= 1 && NW <= 6);
   constexpr int NB = 2;
   asm volatile(
-      "mov (%[io]), %%rax\n\t"
-      "vmovaps (%%rax), %%ymm12\n\t"
-      "vmovaps 32(%%rax), %%ymm13\n\t"
-      TESSEL_C8_ALL(TESSEL_C8_INIT)
-      "1:\n\t"
+      TESSEL_C8_HEAD
       "mov (%[tp]), %%rax\n\t"
       "mov 8(%[tp]), %%rdx\n\t"
       "shl $2, %%rax\n\t"
       "lea (%[w],%%rdx,4), %%rdx\n\t"
       TESSEL_C8_STEP_PX(0, 0) TESSEL_C8_STEP_PX(4, 32) TESSEL_C8_STEP_PX(8, 64) TESSEL_C8_STEP_PX(12, 96)
       TESSEL_C8_STEP_PX(16, 128) TESSEL_C8_STEP_PX(20, 160) TESSEL_C8_STEP_PX(24, 192) TESSEL_C8_STEP_PX(28, 224)
-      "prefetcht1 (%[pf])\n\t"
-      "add $64, %[pf]\n\t"
-      "add $16, %[tp]\n\t"
-      "dec %[n]\n\t"
-      "jnz 1b\n\t"
-      "mov 16(%[io]), %%rax\n\t"
-      "mov 24(%[io]), %%rdx\n\t"
-      "test %%rax, %%rax\n\t"
-      "jz 2f\n\t"
-      TESSEL_C8_ALL(TESSEL_C8_RES)
-      "2:\n\t"
-      "mov 32(%[io]), %%rax\n\t"
-      "test %%rax, %%rax\n\t"
-      "jz 3f\n\t"
-      "vbroadcastss (%%rax), %%ymm12\n\t"
-      "vbroadcastss 4(%%rax), %%ymm13\n\t"
-      TESSEL_C8_ALL(TESSEL_C8_CLAMP)
-      "3:\n\t"
-      "mov 8(%[io]), %%rax\n\t"
-      TESSEL_C8_ALL(TESSEL_C8_OUT)
+      TESSEL_C8_TAIL
       : [tp] "+r"(taps), [n] "+r"(n_taps), [pf] "+r"(pf)
       : [w] "r"(w), [ws] "r"(w_stride_bytes), [io] "r"(&io), [p0] "r"(px[0]), [p1] "r"(px[NW > 1 ? 1 : 0]),
         [p2] "r"(px[NW > 2 ? 2 : 0]), [p3] "r"(px[NW > 3 ? 3 : 0]), [p4] "r"(px[NW > 4 ? 4 : 0]),
@@ -270,6 +254,8 @@ void reduce_tile_px(const Tap* taps, int64_t n_taps, const float* const* px, con
 #undef TESSEL_C8_OUT
 #undef TESSEL_C8_INIT
 #undef TESSEL_C8_ALL
+#undef TESSEL_C8_HEAD
+#undef TESSEL_C8_TAIL
 
 // The tile at output offset `off` (floats into the NCHWc8 output, block ob's pixel) for NB output blocks x NW
 // consecutive output pixels: `reduce(io)` runs the assembly with its results going to io. Bias, residual and
