@@ -95,7 +95,8 @@ TEST(RtTensorOps, AttentionMatchesSoftmaxOfScaledScores) {
   const struct {
     int64_t batch, M, d, T, dv;
   } cases[] = {{2, 8, 8, 8, 8}, {3, 37, 16, 29, 12}, {1, 1, 4, 1, 4}, {2, 700, 8, 50, 8},  // several row blocks
-               {12, 197, 64, 197, 64}};  // ViT-B/16: heads of 197 rows in 3 blocks
+               {12, 197, 64, 197, 64},   // ViT-B/16: heads of 197 rows in 3 blocks
+               {1, 900, 8, 40, 5}};      // one problem in several row blocks: at 2 threads, (problem, block) tasks
   for (const auto& c : cases)
     for (int threads : {1, 2}) {
       auto q = random_vector(static_cast<size_t>(c.batch * c.M * c.d), 7, -2.0f, 2.0f);
