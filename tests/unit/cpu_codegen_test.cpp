@@ -192,6 +192,28 @@ TEST(CpuCodegen, BroadcastingElementwiseAndMatMul) {
   expectCompiledMatchesInterpreter(b, "broadcast_matmul");
 }
 
+// Outputs produced inside an NCHWc8 region leave through a reorder to NCHW that keeps the output's name (the
+// callers look outputs up by name; it was '<name>.nchw'), also when the blocked value has another user.
+TEST(CpuCodegen, BlockedOutputsKeepTheirNames) {
+  Builder b;
+  Value* x = b.input("x", {1, 8, 9, 9});
+  Value* r = b.node("Relu", {b.conv(x, 8, 16, 3, 1, {1, 1, 1, 1})});
+  Value* c = b.conv(r, 16, 8, 1, 1, {0, 0, 0, 0});
+  b.g.addOutput(r);
+  b.g.addOutput(c);
+  const std::string rName = r->name(), cName = c->name();  // the passes replace the values
+  cpu::CompileOptions blocked;
+  blocked.layout = "nchwc8";
+  expectCompiledMatchesInterpreter(b, "blocked_outputs", 1, {}, blocked);
+  const cpu::CompiledModel model((tempDir() / "blocked_outputs.so").string(), 1);
+  ASSERT_EQ(model.outputs().size(), 2u);
+  EXPECT_EQ(model.outputs()[0].name, rName);
+  EXPECT_EQ(model.outputs()[1].name, cName);
+  bool reorders = false;
+  for (const cpu::CompiledStepInfo& s : model.steps()) reorders = reorders || s.kernel == "reorder_nchwc8_to_nchw";
+  EXPECT_TRUE(reorders);  // the outputs were blocked
+}
+
 TEST(CpuCodegen, MemoryPlanReusesTheArena) {
   Builder b;
   Value* x = b.input("x", {1, 8, 16, 16});

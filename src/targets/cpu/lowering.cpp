@@ -487,7 +487,17 @@ Plan Lowerer::run() {
                                 "interpreter: {}", listed.size(), fmt::join(listed, "; ")));
   }
   for (const Value* out : graph_.outputs()) {
-    int id = blocked_.count(out) ? reordered(out, false) : tensorOf(out);
+    int id = tensorOf(out);
+    if (blocked_.count(out)) {
+      // A blocked output leaves through its reorder to NCHW, which carries the output's name (the callers
+      // look outputs up by name); the blocked tensor is the one renamed.
+      const int blocked = id;
+      id = reordered(out, false);
+      if (id != blocked) {
+        plan_.tensors[blocked].name = out->name() + ".nchwc8";
+        plan_.tensors[id].name = out->name();
+      }
+    }
     int outIndex = static_cast<int>(plan_.outputs.size());
     PlanTensor& t = plan_.tensors[id];
     bool producedHere = t.kind == StorageKind::Arena && t.aliasOf < 0;
