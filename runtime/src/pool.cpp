@@ -5,7 +5,8 @@
 // average; stride 2 split into even/odd column phases, plane_rows.h), so every tap of a window is one
 // unit-stride vector load and a row of output vectors is reduced in registers; averages divide by the
 // clipped window sizes, a per-row times a per-column count. Other shapes and the NCHWc8 variants:
-// windows clipped to the input once per output pixel, then reduced.
+// windows clipped to the input once per output pixel, then reduced. MaxPool with column stride 2 and average
+// pooling 2x2/2 without padding have paths of their own that read the plane once (maxpool_s2, avgpool_2x2s2).
 #include "tessel/rt/pool.h"
 
 #include <immintrin.h>
@@ -17,6 +18,9 @@
 #include "plane_rows.h"
 #include "tessel/rt/aligned_buffer.h"
 #include "tessel/rt/vmath.h"
+#if defined(__AVX512F__)
+#include "tessel/rt/vmath512.h"
+#endif
 
 namespace tessel::rt {
 namespace {
@@ -315,6 +319,65 @@ void maxpool_s2(const Pool2dShape& s, const float* in, float* out, ThreadPool* p
 }
 #endif
 
+// Average pooling 2x2 with stride 2 and no padding (DenseNet's transitions): each output row is the sum of two
+// input rows' column pairs times 1/4, every input value read once straight from the plane (the ring path copies
+// each row into padded column phases first). Windows that would be clipped (odd sizes in ceil mode) go there.
+bool avgpool_2x2s2_applicable(const Pool2dShape& s) {
+  return s.kernel_h == 2 && s.kernel_w == 2 && s.stride_h == 2 && s.stride_w == 2 && s.pad_top == 0 &&
+         s.pad_left == 0 && s.pad_bottom == 0 && s.pad_right == 0 && s.out_h() > 0 && s.out_w() > 0 &&
+         2 * s.out_h() <= s.in_h && 2 * s.out_w() <= s.in_w;
+}
+
+void avgpool_2x2s2_plane(const Pool2dShape& s, const float* plane, float* out) {
+  const int64_t W = s.in_w, OH = s.out_h(), OW = s.out_w();
+#if defined(__AVX512F__)
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  const __m512 quarter = _mm512_set1_ps(0.25f);
+  for (int64_t oh = 0; oh < OH; ++oh) {
+    const float* r0 = plane + 2 * oh * W;
+    const float* r1 = r0 + W;
+    for (int64_t ow = 0; ow < OW; ow += 16) {
+      const int64_t n = std::min<int64_t>(16, OW - ow), c = 2 * ow;  // n outputs from input columns c .. c + 2n - 1
+      const __mmask16 ma = vtail_mask512(std::min<int64_t>(16, 2 * n)), mb = vtail_mask512(std::max<int64_t>(0, 2 * n - 16));
+      const __m512 a = _mm512_add_ps(_mm512_maskz_loadu_ps(ma, r0 + c), _mm512_maskz_loadu_ps(ma, r1 + c));
+      const __m512 b = _mm512_add_ps(_mm512_maskz_loadu_ps(mb, r0 + c + 16), _mm512_maskz_loadu_ps(mb, r1 + c + 16));
+      const __m512 v = _mm512_add_ps(_mm512_permutex2var_ps(a, even, b), _mm512_permutex2var_ps(a, odd, b));
+      _mm512_mask_storeu_ps(out + oh * OW + ow, vtail_mask512(n), _mm512_mul_ps(v, quarter));
+    }
+  }
+#else
+  // 8 outputs per step: in-lane shuffles give the pair sums in the order 0 2 8 10 4 6 12 14 of the 16 columns,
+  // one 64-bit lane permute restores it (as maxpool_s2_plane).
+  const __m256 quarter = _mm256_set1_ps(0.25f);
+  for (int64_t oh = 0; oh < OH; ++oh) {
+    const float* r0 = plane + 2 * oh * W;
+    const float* r1 = r0 + W;
+    for (int64_t ow = 0; ow < OW; ow += 8) {
+      const int64_t n = std::min<int64_t>(8, OW - ow), c = 2 * ow;
+      const __m256i ma = vtail_mask(static_cast<int>(std::min<int64_t>(8, 2 * n)));
+      const __m256i mb = vtail_mask(static_cast<int>(2 * n - 8));
+      const __m256 a = _mm256_add_ps(_mm256_maskload_ps(r0 + c, ma), _mm256_maskload_ps(r1 + c, ma));
+      const __m256 b = _mm256_add_ps(_mm256_maskload_ps(r0 + c + 8, mb), _mm256_maskload_ps(r1 + c + 8, mb));
+      const __m256 v = _mm256_add_ps(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                                     _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+      const __m256 o = _mm256_mul_ps(
+          _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), _MM_SHUFFLE(3, 1, 2, 0))), quarter);
+      if (n == 8)
+        _mm256_storeu_ps(out + oh * OW + ow, o);
+      else
+        _mm256_maskstore_ps(out + oh * OW + ow, vtail_mask(static_cast<int>(n)), o);
+    }
+  }
+#endif
+}
+
+void avgpool_2x2s2(const Pool2dShape& s, const float* in, float* out, ThreadPool* pool) {
+  parallel_for(pool, s.batch * s.channels, [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p) avgpool_2x2s2_plane(s, in + p * s.in_h * s.in_w, out + p * s.out_h() * s.out_w());
+  });
+}
+
 }  // namespace
 
 void maxpool2d_nchw(const Pool2dShape& s, const float* in, float* out, ThreadPool* pool) {
@@ -331,6 +394,7 @@ void maxpool2d_nchw(const Pool2dShape& s, const float* in, float* out, ThreadPoo
 }
 
 void avgpool2d_nchw(const Pool2dShape& s, const float* in, float* out, ThreadPool* pool) {
+  if (avgpool_2x2s2_applicable(s)) return avgpool_2x2s2(s, in, out, pool);
   if (pool_fast_path(s)) return pool_fast<false>(s, in, out, pool);
   const int64_t plane = s.in_h * s.in_w, oplane = s.out_h() * s.out_w();
   for_each_output(s, s.batch * s.channels, pool, [&](int64_t p, int64_t o, const Window& wy, const Window& wx) {
