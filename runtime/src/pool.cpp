@@ -18,9 +18,6 @@
 #include "plane_rows.h"
 #include "tessel/rt/aligned_buffer.h"
 #include "tessel/rt/vmath.h"
-#if defined(__AVX512F__)
-#include "tessel/rt/vmath512.h"
-#endif
 
 namespace tessel::rt {
 namespace {
@@ -328,53 +325,40 @@ bool avgpool_2x2s2_applicable(const Pool2dShape& s) {
          2 * s.out_h() <= s.in_h && 2 * s.out_w() <= s.in_w;
 }
 
+template <class T>
 void avgpool_2x2s2_plane(const Pool2dShape& s, const float* plane, float* out) {
+  constexpr int L = T::L;
   const int64_t W = s.in_w, OH = s.out_h(), OW = s.out_w();
-#if defined(__AVX512F__)
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-  const __m512 quarter = _mm512_set1_ps(0.25f);
+  const typename T::V quarter = T::set1(0.25f);
   for (int64_t oh = 0; oh < OH; ++oh) {
     const float* r0 = plane + 2 * oh * W;
     const float* r1 = r0 + W;
-    for (int64_t ow = 0; ow < OW; ow += 16) {
-      const int64_t n = std::min<int64_t>(16, OW - ow), c = 2 * ow;  // n outputs from input columns c .. c + 2n - 1
-      const __mmask16 ma = vtail_mask512(std::min<int64_t>(16, 2 * n)), mb = vtail_mask512(std::max<int64_t>(0, 2 * n - 16));
-      const __m512 a = _mm512_add_ps(_mm512_maskz_loadu_ps(ma, r0 + c), _mm512_maskz_loadu_ps(ma, r1 + c));
-      const __m512 b = _mm512_add_ps(_mm512_maskz_loadu_ps(mb, r0 + c + 16), _mm512_maskz_loadu_ps(mb, r1 + c + 16));
-      const __m512 v = _mm512_add_ps(_mm512_permutex2var_ps(a, even, b), _mm512_permutex2var_ps(a, odd, b));
-      _mm512_mask_storeu_ps(out + oh * OW + ow, vtail_mask512(n), _mm512_mul_ps(v, quarter));
+    for (int64_t ow = 0; ow < OW; ow += L) {
+      // n outputs from the 2n input columns c .. c + 2n - 1: na of them in the first vector, nb in the second.
+      const int n = static_cast<int>(std::min<int64_t>(L, OW - ow)), na = std::min(L, 2 * n), nb = 2 * n - na;
+      const int64_t c = 2 * ow;
+      const typename T::V a = T::add(T::load_n(r0 + c, na), T::load_n(r1 + c, na));
+      const typename T::V b = nb > 0 ? T::add(T::load_n(r0 + c + L, nb), T::load_n(r1 + c + L, nb)) : T::zero();
+      typename T::V even, odd;
+      T::deinterleave(a, b, even, odd);
+      T::store_n(out + oh * OW + ow, T::mul(T::add(even, odd), quarter), n);
     }
   }
-#else
-  // 8 outputs per step: in-lane shuffles give the pair sums in the order 0 2 8 10 4 6 12 14 of the 16 columns,
-  // one 64-bit lane permute restores it (as maxpool_s2_plane).
-  const __m256 quarter = _mm256_set1_ps(0.25f);
-  for (int64_t oh = 0; oh < OH; ++oh) {
-    const float* r0 = plane + 2 * oh * W;
-    const float* r1 = r0 + W;
-    for (int64_t ow = 0; ow < OW; ow += 8) {
-      const int64_t n = std::min<int64_t>(8, OW - ow), c = 2 * ow;
-      const __m256i ma = vtail_mask(static_cast<int>(std::min<int64_t>(8, 2 * n)));
-      const __m256i mb = vtail_mask(static_cast<int>(2 * n - 8));
-      const __m256 a = _mm256_add_ps(_mm256_maskload_ps(r0 + c, ma), _mm256_maskload_ps(r1 + c, ma));
-      const __m256 b = _mm256_add_ps(_mm256_maskload_ps(r0 + c + 8, mb), _mm256_maskload_ps(r1 + c + 8, mb));
-      const __m256 v = _mm256_add_ps(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
-                                     _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
-      const __m256 o = _mm256_mul_ps(
-          _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), _MM_SHUFFLE(3, 1, 2, 0))), quarter);
-      if (n == 8)
-        _mm256_storeu_ps(out + oh * OW + ow, o);
-      else
-        _mm256_maskstore_ps(out + oh * OW + ow, vtail_mask(static_cast<int>(n)), o);
-    }
-  }
-#endif
 }
 
 void avgpool_2x2s2(const Pool2dShape& s, const float* in, float* out, ThreadPool* pool) {
   parallel_for(pool, s.batch * s.channels, [&](int64_t b, int64_t e) {
-    for (int64_t p = b; p < e; ++p) avgpool_2x2s2_plane(s, in + p * s.in_h * s.in_w, out + p * s.out_h() * s.out_w());
+    for (int64_t p = b; p < e; ++p) {
+      const float* plane = in + p * s.in_h * s.in_w;
+      float* o = out + p * s.out_h() * s.out_w();
+#if defined(__AVX512F__)
+      if (s.out_w() > 8) {  // narrow maps: 8 lanes waste less (as pool_fast)
+        avgpool_2x2s2_plane<planes::Vec16>(s, plane, o);
+        continue;
+      }
+#endif
+      avgpool_2x2s2_plane<planes::Vec8>(s, plane, o);
+    }
   });
 }
 
