@@ -231,7 +231,8 @@ def main():
                 pair_ratios = [x / y for x, y in zip(tessel_ms, ort_ms)]
                 rows.append(dict(model=m, isa=isa_of[isa], threads=t, tessel_ms=tm, ort_ms=om,
                                  ratio=statistics.median(pair_ratios), ratio_lo=min(pair_ratios),
-                                 ratio_hi=max(pair_ratios), min_ratio=min(tessel_min) / min(ort_min), gflop_s=bench["gflops"] / (tm / 1e3),
+                                 ratio_hi=max(pair_ratios), min_ratio=min(tessel_min) / min(ort_min),
+                                 gflop_s=bench["gflops"] / (tm / 1e3),
                                  compile_s=compile_s[m, isa], latency=[x for x in latencies if x is not None]))
                 print(f"{m} {isa_of[isa]} @{t}: tessel {tm:.2f} ms, ort {om:.2f} ms", file=sys.stderr)
 
@@ -260,22 +261,23 @@ def main():
              "(docs/performance.md). Compile s: `tessel compile` of the model, after an untimed first compile "
              "that built the runtime library for this machine (once per ISA, cached in ~/.cache/tessel).",
              "",
-             "| model | ISA | threads | Tessel ms | ORT ms | Tessel/ORT | rounds' range | of minima | Tessel GFLOP/s | % of peak "
-             "| compile s | core-to-core ns |",
+             "| model | ISA | threads | Tessel ms | ORT ms | Tessel/ORT | rounds' range | of minima | Tessel GFLOP/s "
+             "| % of peak | compile s | core-to-core ns |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['model']} | {r['isa']} | {r['threads']} | {r['tessel_ms']:.2f} | {r['ort_ms']:.2f} | "
-                     f"{r['ratio']:.2f} | {r['ratio_lo']:.2f}-{r['ratio_hi']:.2f} | {r['min_ratio']:.2f} | {r['gflop_s']:.1f} | "
+                     f"{r['ratio']:.2f} | {r['ratio_lo']:.2f}-{r['ratio_hi']:.2f} | {r['min_ratio']:.2f} | "
+                     f"{r['gflop_s']:.1f} | "
                      f"{100 * r['peak_share']:.0f}% | {r['compile_s']:.1f} | "
                      + (f"{min(r['latency']):.0f}-{max(r['latency']):.0f} |" if r['latency'] else "- |"))
     lines.append("")
     for isa in isas:
         for t in a.threads:
-            ratios = [r["ratio"] for r in rows if r["threads"] == t and r["isa"] == isa]
-            worst = max((r for r in rows if r["threads"] == t and r["isa"] == isa), key=lambda r: r["ratio"])
-            minima = [r["min_ratio"] for r in rows if r["threads"] == t and r["isa"] == isa]
-            lines.append(f"Geometric mean Tessel/ORT, {isa}, {t} thread(s): {geomean(ratios):.2f} "
-                         f"(worst {worst['model']} {worst['ratio']:.2f}); of the minima {geomean(minima):.2f}")
+            these = [r for r in rows if r["threads"] == t and r["isa"] == isa]
+            worst = max(these, key=lambda r: r["ratio"])
+            lines.append(f"Geometric mean Tessel/ORT, {isa}, {t} thread(s): {geomean([r['ratio'] for r in these]):.2f} "
+                         f"(worst {worst['model']} {worst['ratio']:.2f}); "
+                         f"of the minima {geomean([r['min_ratio'] for r in these]):.2f}")
     text = "\n".join(lines)
     print(text)
     if a.markdown:
