@@ -1,4 +1,5 @@
-// Direct convolution in NCHWc8: tiles of 2 output-channel blocks x 6 pixels or 1 block x 12 pixels. Grouped
+// Direct convolution in NCHWc8: tiles of 2 output-channel blocks x 6 pixels or 1 block x 12 pixels; built
+// with AVX-512, row tiles of 4 or 2 blocks x 12 pixels in zmm registers (two blocks per register). Grouped
 // convolutions run as "block groups" of whole 8-channel blocks (block_groups): each output block reduces over
 // its group's input blocks only, and groups narrower than a block are merged with zeros between them.
 // The reduction over (input block, kernel row, kernel column) runs from a per-row table of valid taps,
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -43,13 +45,13 @@ struct DirectCtx {
 };
 
 // Where a tile's software prefetches (prefetcht1, into L2) start: one 64-byte line per tap walks the next task's
-// weights (a tap reads 8 lines of weights for a pair of blocks, so any 8 consecutive tiles of a task fetch all of
+// weights (a tap reads 4 lines of weights per block, so any 4 x NB consecutive tiles of a task fetch all of
 // the next one's), which in a model come from L3 or DRAM. Without a next task, the tile's own weights (already
 // cached). bench/ab.py, Zen 2, 1 thread: ResNet-18 0.96-0.97, ResNet-50 0.98; isolated (weights warm) 512->512
 // 3x3 on 7x7 2918 -> 2647-2724 us, stride 2 from 14x14 3333 -> 3161-3192.
-const char* prefetch_start(const DirectCtx& c, int64_t ob, int64_t tile, int n_taps) {
+const char* prefetch_start(const DirectCtx& c, int64_t ob, int64_t tile, int n_taps, int nb = 2) {
   if (!c.w_next) return reinterpret_cast<const char*>(c.w + ob * c.w_block_stride);
-  return reinterpret_cast<const char*>(c.w_next) + (tile % 8) * n_taps * 64;
+  return reinterpret_cast<const char*>(c.w_next) + (tile % (4 * nb)) * n_taps * 64;
 }
 
 // Taps of output row oh (and, when ow >= 0, only those whose column is inside the input for pixel ow).
@@ -245,6 +247,203 @@ void reduce_tile_px(const Tap* taps, int64_t n_taps, const float* const* px, con
       : "rax", "rdx", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
         "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc", "memory");
 }
+
+#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
+// AVX-512: a zmm accumulator holds one pixel of two consecutive output blocks (lanes 0-7 block b, 8-15 block
+// b + 1), so a tile is NB = 4 blocks x up to 12 pixels (zmm<j> blocks 0-1, zmm<12+j> blocks 2-3 of pixel j: 24
+// accumulators) or NB = 2 blocks x up to 12 pixels. The weights keep the AVX2 packing: a step builds each block
+// pair's 16 weights from two 8-float rows (vmovaps + vinsertf32x8 from memory), zmm28 and zmm29; each pixel's
+// input value is broadcast to zmm30. Stores split every accumulator into its two blocks' NCHWc8 planes.
+constexpr bool kZmmTiles = true;
+#define TESSEL_Z_PIX(J, J12, ADDR, XO)                    \
+  ".if %c[nw] > " #J "\n\t"                               \
+  "vbroadcastss " #XO ADDR ", %%zmm30\n\t"                \
+  "vfmadd231ps %%zmm28, %%zmm30, %%zmm" #J "\n\t"         \
+  ".if %c[nb] > 2\n\t"                                    \
+  "vfmadd231ps %%zmm29, %%zmm30, %%zmm" #J12 "\n\t"       \
+  ".endif\n\t"                                            \
+  ".endif\n\t"
+#define TESSEL_Z_WEIGHTS(WO)                                        \
+  "vmovaps " #WO "(%%rdx), %%ymm28\n\t"                            \
+  "vinsertf32x8 $1, " #WO "(%%rdx,%[ws]), %%zmm28, %%zmm28\n\t"    \
+  ".if %c[nb] > 2\n\t"                                             \
+  "vmovaps " #WO "(%%rdx,%[ws],2), %%ymm29\n\t"                    \
+  "vinsertf32x8 $1, " #WO "(%%r8), %%zmm29, %%zmm29\n\t"           \
+  ".endif\n\t"
+#define TESSEL_Z_STEP(XO, WO)                                                                            \
+  TESSEL_Z_WEIGHTS(WO)                                                                                   \
+  TESSEL_Z_PIX(0, 12, "(%%rax)", XO) TESSEL_Z_PIX(1, 13, "(%%rax,%[p])", XO)                             \
+  TESSEL_Z_PIX(2, 14, "(%%rax,%[p],2)", XO) TESSEL_Z_PIX(3, 15, "(%%r11)", XO)                           \
+  TESSEL_Z_PIX(4, 16, "(%%r11,%[p])", XO) TESSEL_Z_PIX(5, 17, "(%%r11,%[p],2)", XO)                      \
+  TESSEL_Z_PIX(6, 18, "(%%r10)", XO) TESSEL_Z_PIX(7, 19, "(%%r10,%[p])", XO)                             \
+  TESSEL_Z_PIX(8, 20, "(%%r10,%[p],2)", XO) TESSEL_Z_PIX(9, 21, "(%%r9)", XO)                            \
+  TESSEL_Z_PIX(10, 22, "(%%r9,%[p])", XO) TESSEL_Z_PIX(11, 23, "(%%r9,%[p],2)", XO)
+// The tail per pixel J: residual (two 8-float rows per accumulator), clamp, store.
+#define TESSEL_Z_RES(J, J12)                                          \
+  ".if %c[nw] > " #J "\n\t"                                           \
+  "vmovups " #J "*32(%%rax), %%ymm30\n\t"                             \
+  "vinsertf32x8 $1, " #J "*32(%%rax,%%rdx), %%zmm30, %%zmm30\n\t"     \
+  "vaddps %%zmm30, %%zmm" #J ", %%zmm" #J "\n\t"                      \
+  ".if %c[nb] > 2\n\t"                                                \
+  "vmovups " #J "*32(%%rax,%%rdx,2), %%ymm30\n\t"                     \
+  "vinsertf32x8 $1, " #J "*32(%%r8), %%zmm30, %%zmm30\n\t"            \
+  "vaddps %%zmm30, %%zmm" #J12 ", %%zmm" #J12 "\n\t"                  \
+  ".endif\n\t"                                                        \
+  ".endif\n\t"
+#define TESSEL_Z_CLAMP(J, J12)                                        \
+  ".if %c[nw] > " #J "\n\t"                                           \
+  "vmaxps %%zmm28, %%zmm" #J ", %%zmm" #J "\n\t"                      \
+  "vminps %%zmm29, %%zmm" #J ", %%zmm" #J "\n\t"                      \
+  ".if %c[nb] > 2\n\t"                                                \
+  "vmaxps %%zmm28, %%zmm" #J12 ", %%zmm" #J12 "\n\t"                  \
+  "vminps %%zmm29, %%zmm" #J12 ", %%zmm" #J12 "\n\t"                  \
+  ".endif\n\t"                                                        \
+  ".endif\n\t"
+#define TESSEL_Z_OUT(J, J12)                                          \
+  ".if %c[nw] > " #J "\n\t"                                           \
+  "vmovups %%ymm" #J ", " #J "*32(%%rax)\n\t"                         \
+  "vextractf32x8 $1, %%zmm" #J ", " #J "*32(%%rax,%%rdx)\n\t"         \
+  ".if %c[nb] > 2\n\t"                                                \
+  "vmovups %%ymm" #J12 ", " #J "*32(%%rax,%%rdx,2)\n\t"               \
+  "vextractf32x8 $1, %%zmm" #J12 ", " #J "*32(%%r8)\n\t"              \
+  ".endif\n\t"                                                        \
+  ".endif\n\t"
+#define TESSEL_Z_INIT(J, J12)                                         \
+  ".if %c[nw] > " #J "\n\t"                                           \
+  "vmovaps %%zmm28, %%zmm" #J "\n\t"                                  \
+  ".if %c[nb] > 2\n\t"                                                \
+  "vmovaps %%zmm29, %%zmm" #J12 "\n\t"                                \
+  ".endif\n\t"                                                        \
+  ".endif\n\t"
+#define TESSEL_Z_ALL(M)                                                                                \
+  M(0, 12) M(1, 13) M(2, 14) M(3, 15) M(4, 16) M(5, 17) M(6, 18) M(7, 19) M(8, 20) M(9, 21) M(10, 22) \
+  M(11, 23)
+// r8 = the fourth block's row (3 x the stride from rdx) for the weights of a tap, or for the tile's outputs.
+#define TESSEL_Z_R8 "lea (%%rdx,%[ws],2), %%r8\n\t" "add %[ws], %%r8\n\t"
+#define TESSEL_Z_HEAD                   \
+  "mov (%[io]), %%rax\n\t"             \
+  "vmovups (%%rax), %%zmm28\n\t"       \
+  ".if %c[nb] > 2\n\t"                 \
+  "vmovups 64(%%rax), %%zmm29\n\t"     \
+  ".endif\n\t"                         \
+  TESSEL_Z_ALL(TESSEL_Z_INIT)           \
+  "1:\n\t"
+#define TESSEL_Z_TAIL                             \
+  "prefetcht1 (%[pf])\n\t"                       \
+  "add $64, %[pf]\n\t"                           \
+  "add $16, %[tp]\n\t"                           \
+  "dec %[n]\n\t"                                 \
+  "jnz 1b\n\t"                                   \
+  "mov 8(%[io]), %%r9\n\t"                       \
+  "mov 24(%[io]), %%rdx\n\t"                     \
+  "mov 16(%[io]), %%rax\n\t"                     \
+  "test %%rax, %%rax\n\t"                        \
+  "jz 2f\n\t"                                    \
+  "lea (%%rax,%%rdx,2), %%r8\n\t"                \
+  "add %%rdx, %%r8\n\t"                          \
+  TESSEL_Z_ALL(TESSEL_Z_RES)                      \
+  "2:\n\t"                                       \
+  "mov 32(%[io]), %%rax\n\t"                     \
+  "test %%rax, %%rax\n\t"                        \
+  "jz 3f\n\t"                                    \
+  "vbroadcastss (%%rax), %%zmm28\n\t"            \
+  "vbroadcastss 4(%%rax), %%zmm29\n\t"           \
+  TESSEL_Z_ALL(TESSEL_Z_CLAMP)                    \
+  "3:\n\t"                                       \
+  "mov %%r9, %%rax\n\t"                          \
+  "lea (%%rax,%%rdx,2), %%r8\n\t"                \
+  "add %%rdx, %%r8\n\t"                          \
+  TESSEL_Z_ALL(TESSEL_Z_OUT)
+#define TESSEL_Z_CLOBBERS                                                                                        \
+  "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",      \
+      "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm28", \
+      "xmm29", "xmm30", "cc", "memory"
+
+// reduce_tile with zmm accumulators: NB (2 or 4) blocks x NW (<= 12) pixels, the same taps, pixels and io.
+template <int NB, int NW, int STEPS>
+void reduce_tile_z(const Tap* taps, int64_t n_taps, const float* in, const float* w, int64_t pix_bytes,
+                   int64_t w_stride_bytes, const TileIO& io, const char* pf) {
+  static_assert((NB == 2 || NB == 4) && NW >= 1 && NW <= 12);
+  asm volatile(
+      TESSEL_Z_HEAD
+      "mov (%[tp]), %%rax\n\t"
+      "mov 8(%[tp]), %%rdx\n\t"
+      "lea (%[in],%%rax,4), %%rax\n\t"
+      "lea (%[w],%%rdx,4), %%rdx\n\t"
+      TESSEL_Z_R8
+      "lea (%%rax,%[p],2), %%r11\n\t"
+      "add %[p], %%r11\n\t"
+      "lea (%%r11,%[p],2), %%r10\n\t"
+      "add %[p], %%r10\n\t"
+      "lea (%%r10,%[p],2), %%r9\n\t"
+      "add %[p], %%r9\n\t"
+      TESSEL_Z_STEP(0, 0)
+      ".if %c[steps] > 1\n\t"
+      TESSEL_Z_STEP(4, 32) TESSEL_Z_STEP(8, 64) TESSEL_Z_STEP(12, 96)
+      TESSEL_Z_STEP(16, 128) TESSEL_Z_STEP(20, 160) TESSEL_Z_STEP(24, 192) TESSEL_Z_STEP(28, 224)
+      ".endif\n\t"
+      TESSEL_Z_TAIL
+      : [tp] "+r"(taps), [n] "+r"(n_taps), [pf] "+r"(pf)
+      : [in] "r"(in), [w] "r"(w), [p] "r"(pix_bytes), [ws] "r"(w_stride_bytes), [io] "r"(&io), [nb] "i"(NB),
+        [nw] "i"(NW), [steps] "i"(STEPS)
+      : "rax", "rdx", "r8", "r9", "r10", "r11", TESSEL_Z_CLOBBERS);
+}
+
+#undef TESSEL_Z_PIX
+#undef TESSEL_Z_WEIGHTS
+#undef TESSEL_Z_STEP
+#undef TESSEL_Z_RES
+#undef TESSEL_Z_CLAMP
+#undef TESSEL_Z_OUT
+#undef TESSEL_Z_INIT
+#undef TESSEL_Z_ALL
+#undef TESSEL_Z_R8
+#undef TESSEL_Z_HEAD
+#undef TESSEL_Z_TAIL
+#undef TESSEL_Z_CLOBBERS
+#else
+constexpr bool kZmmTiles = false;
+#endif
+
+// The widest tile a block count takes: 12 pixels of 4 or 2 blocks in zmm accumulators (AVX-512 builds), else
+// 12 / NB pixels in ymm accumulators.
+constexpr int max_tile_pixels(int nb) { return kZmmTiles && nb >= 2 ? 12 : 12 / nb; }
+
+// reduce_tile in the build's widest registers: zmm for 2 or 4 blocks where the build has AVX-512.
+template <int NB, int NW, int STEPS>
+void reduce_any(const Tap* taps, int64_t n_taps, const float* in, const float* w, int64_t pix_bytes,
+                int64_t w_stride_bytes, const TileIO& io, const char* pf) {
+#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
+  if constexpr (NB >= 2) {
+    reduce_tile_z<NB, NW, STEPS>(taps, n_taps, in, w, pix_bytes, w_stride_bytes, io, pf);
+    return;
+  } else
+#endif
+  reduce_tile<NB, NW, STEPS>(taps, n_taps, in, w, pix_bytes, w_stride_bytes, io, pf);
+}
+
+// How many output blocks a tile computes: 4 (AVX-512) or 2 where a block group holds whole tiles of them, else 1.
+int64_t tile_blocks(int64_t bg, int64_t ob_per_bg) {
+  if (kZmmTiles && (bg == 1 || ob_per_bg % 4 == 0)) return 4;
+  return bg == 1 || ob_per_bg % 2 == 0 ? 2 : 1;
+}
+
+// f(std::integral_constant<int, NB>, ob) for the nb blocks from ob in tiles of 4 (AVX-512 only), 2 and 1.
+template <class F>
+void for_block_tiles(int64_t ob, int64_t nb, F f) {
+  if constexpr (kZmmTiles) {
+    if (nb == 4) {
+      f(std::integral_constant<int, 4>{}, ob);
+      return;
+    }
+  }
+  if (nb >= 2) {
+    f(std::integral_constant<int, 2>{}, ob);
+    ob += 2;
+    nb -= 2;
+  }
+  if (nb == 1) f(std::integral_constant<int, 1>{}, ob);
+}
 #undef TESSEL_C8_STEP_PX
 #undef TESSEL_C8_PIX2
 #undef TESSEL_C8_PIX1
@@ -307,8 +506,8 @@ __attribute__((noinline)) void direct_tile(const DirectCtx& c, const Tap* taps, 
   const int64_t col0 = (ow0 * s.stride_w - s.pad_left) * lanes_in;  // added to in_off: stays inside the image
   const int64_t off = ((ob * c.oh_count + oh) * c.ow_count + ow0) * 8;
   finish_tile<NB, NW>(c, n_taps, ob, off, [&](const TileIO& io) {
-    reduce_tile<NB, NW, STEPS>(taps, n_taps, c.in + col0, c.w + ob * c.w_block_stride, pix * 4, c.w_block_stride * 4,
-                               io, prefetch_start(c, ob, (oh * c.ow_count + ow0) / 6, n_taps));
+    reduce_any<NB, NW, STEPS>(taps, n_taps, c.in + col0, c.w + ob * c.w_block_stride, pix * 4, c.w_block_stride * 4,
+                              io, prefetch_start(c, ob, (oh * c.ow_count + ow0) / max_tile_pixels(NB), n_taps, NB));
   });
 }
 
@@ -334,12 +533,12 @@ constexpr std::array<TileFn, sizeof...(W)> tile_table(std::integer_sequence<int,
   return {direct_tile<NB, W + 1, STEPS>...};
 }
 
-// Pixels [ow, end) in the fewest tiles of at most 12 / NB pixels, their widths as equal as they can be
+// Pixels [ow, end) in the fewest tiles of at most max_tile_pixels(NB), their widths as equal as they can be
 // (49 = 4 x 6 + 5 x 5 rather than 8 x 6 + 1): a narrow tile has too few accumulators to hide the FMA
 // latency and costs nearly as much as a full one (a 1-pixel tile of 2 blocks: 2 dependent chains).
 template <int NB, int STEPS = 8>
 void direct_tiles(const DirectCtx& c, const Tap* taps, int n, int64_t ob, int64_t oh, int64_t ow, int64_t end) {
-  constexpr int kMax = 12 / NB;
+  constexpr int kMax = max_tile_pixels(NB);
   static constexpr auto table = tile_table<NB, STEPS>(std::make_integer_sequence<int, kMax>{});
   const int64_t len = end - ow;
   if (len <= 0) return;
@@ -571,13 +770,13 @@ void conv2d_nchwc8_direct_avx2(const Conv2dShape& shape, const float* in, const 
   const int64_t bg = block_groups(s);
   const int64_t in_blocks = (s.in_channels + 7) / 8 / bg, out_blocks = (s.out_channels + 7) / 8;
   const int64_t ob_per_bg = out_blocks / bg;  // a tile's blocks belong to one block group:
-  const bool paired = bg == 1 || ob_per_bg % 2 == 0;  // pairs only when no pair straddles two
+  const int64_t unit = tile_blocks(bg, ob_per_bg);  // no tile straddles two
   const int64_t OH = s.out_h(), OW = s.out_w();
   int64_t lo, hi;
   interior_columns(s, &lo, &hi);
   // Work items: (image, output-block pair, row, column chunk); long flattened rows are chunked so that
   // both threads get work on small channel counts.
-  const int64_t pairs = paired ? (out_blocks + 1) / 2 : out_blocks;  // tiles' output blocks: pairs or single
+  const int64_t pairs = (out_blocks + unit - 1) / unit;  // tiles' output blocks: quads, pairs or single
   // The last chunk takes the remainder (196 = 48 + 48 + 48 + 52, not 4 x 48 + 4): tiled as evenly as
   // direct_tiles can, with no lone narrow tile.
   const int64_t chunk = flat ? std::max<int64_t>(48, (OW + 7) / 8 / kChunkAlign * kChunkAlign) : OW;
@@ -603,19 +802,18 @@ void conv2d_nchwc8_direct_avx2(const Conv2dShape& shape, const float* in, const 
         oh = task / chunks % OH;
         ob = task / (chunks * OH) % pairs;
       }
-      if (paired) ob *= 2;
+      ob *= unit;
       const int64_t in_group = ob / ob_per_bg * in_blocks * s.in_h * s.in_w * 8;  // the block group's input
       const int64_t n = task / (chunks * OH * pairs);
       const int64_t out_img = n * out_blocks * OH * OW * 8;
-      const int64_t next_ob = ob + (paired ? 2 : 1);  // the next task's blocks: the next pair (flat: same chunk)
+      const int64_t next_ob = ob + unit;  // the next task's blocks: the next tile's (flat: same chunk)
       DirectCtx c{s, in + n * in_blocks * bg * s.in_h * s.in_w * 8 + in_group, packed, out + out_img,
                   ep.residual ? ep.residual + out_img : nullptr, ep, bias, lohi, in_blocks, out_blocks, OH, OW,
                   w_block_stride, next_ob < out_blocks ? packed + next_ob * w_block_stride : nullptr};
       const int64_t p0 = ch * chunk, p1 = ch + 1 == chunks ? OW : p0 + chunk;
-      if (paired && ob + 1 < out_blocks)
-        direct_row_range<2>(c, ob, oh, p0, p1, lo, hi, taps);
-      else
-        direct_row_range<1>(c, ob, oh, p0, p1, lo, hi, taps);
+      for_block_tiles(ob, std::min(unit, out_blocks - ob), [&](auto nb, int64_t b) {
+        direct_row_range<decltype(nb)::value>(c, b, oh, p0, p1, lo, hi, taps);
+      });
     }
   });
 }

@@ -141,6 +141,11 @@ std::vector<Conv2dShape> dense_shapes() {
       shape(1, 32, 7, 7, 32, 3, 1, 1, 1, 1, 1, 1, 2),  // flat tiles: two block groups
       shape(1, 16, 5, 5, 16, 5, 1, 2, 2, 2, 2),        // flat tiles: 5x5 on 5x5
       shape(1, 16, 9, 7, 8, 1, 1, 0, 0, 0, 0, 1, 4),     // grouped 1x1
+      // NCHWc8 direct tiles of 4 output blocks (AVX-512 builds: two blocks per zmm) and their remainders
+      shape(1, 16, 11, 19, 48, 3, 1, 1, 1, 1, 1),      // 6 blocks: 4 + 2, rows of 19
+      shape(1, 24, 9, 30, 56, 1, 1, 0, 0, 0, 0),       // 1x1 on a flattened row of 270, 7 blocks: 4 + 2 + 1
+      shape(2, 32, 10, 13, 64, 3, 2, 1, 0, 1, 1, 1, 2),  // 2 block groups of 4 blocks, stride 2, batch 2
+      shape(1, 32, 12, 12, 32, 3, 1, 1, 1, 1, 1, 1, 2),  // 2 block groups of 2 blocks (pairs only)
   };
 }
 
