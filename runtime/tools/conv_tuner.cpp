@@ -50,8 +50,10 @@ void fill(float* p, size_t n, uint32_t seed) {
 /// rounds and more (up to 10) until the timed runs total 30 ms, so a burst of load from other processes
 /// slows every candidate alike instead of one of them.
 std::vector<double> timeKernels(const std::vector<const Conv2dKernel*>& kernels, const Conv2dShape& s) {
-  size_t inSize = static_cast<size_t>(s.batch * s.in_channels * s.in_h * s.in_w);
-  size_t outSize = static_cast<size_t>(s.batch * s.out_channels * s.out_h() * s.out_w());
+  // Channels rounded up to whole 8-channel blocks: large enough for NCHW and NCHWc8 kernels alike.
+  const int64_t in_c = (s.in_channels + 7) / 8 * 8, out_c = (s.out_channels + 7) / 8 * 8;
+  size_t inSize = static_cast<size_t>(s.batch * in_c * s.in_h * s.in_w);
+  size_t outSize = static_cast<size_t>(s.batch * out_c * s.out_h() * s.out_w());
   size_t wSize = static_cast<size_t>(s.out_channels * s.in_per_group() * s.kernel_h * s.kernel_w);
   AlignedBuffer in(inSize), out(outSize), w(wSize);
   fill(in.data(), inSize, 1);
@@ -118,7 +120,7 @@ int main(int argc, char** argv) {
       return fail("line " + std::to_string(lineNo) + ": not a valid convolution");
     for (std::string name; ss >> name;) {
       const Conv2dKernel* k = tessel::rt::find_conv2d_kernel(name.c_str());
-      if (k && k->layout == tessel::rt::ConvLayout::NCHW && k->applicable(s)) job.kernels.push_back(k);
+      if (k && k->applicable(s)) job.kernels.push_back(k);
       job.names.push_back(name);
     }
     job.best.assign(job.kernels.size(), 1e30);

@@ -1,5 +1,6 @@
 // libFuzzer target for tuning files (tessel compile --tuning-file): any text either yields kernel choices that all
-// name NCHW convolution kernels of the runtime, or is a UserError; anything else is a bug.
+// name convolution kernels of the runtime in the key's layout (NCHWc8 for "nchwc8 <geometry>", else NCHW), or is a
+// UserError; anything else is a bug.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -21,8 +22,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   for (const auto& [geometry, kernel] : choices) {
     const tessel::rt::Conv2dKernel* k = tessel::rt::find_conv2d_kernel(kernel.c_str());
-    if (k == nullptr || k->layout != tessel::rt::ConvLayout::NCHW) {
-      std::fprintf(stderr, "accepted kernel '%s' for '%s', which is not an NCHW kernel\n", kernel.c_str(), geometry.c_str());
+    const bool blocked = geometry.rfind("nchwc8 ", 0) == 0;
+    const auto layout = blocked ? tessel::rt::ConvLayout::NCHWc8 : tessel::rt::ConvLayout::NCHW;
+    if (k == nullptr || k->layout != layout) {
+      std::fprintf(stderr, "accepted kernel '%s' for '%s', which is not an %s kernel\n", kernel.c_str(), geometry.c_str(),
+                   blocked ? "NCHWc8" : "NCHW");
       std::abort();
     }
   }

@@ -16,6 +16,7 @@
 #include "tessel/support/error.h"
 #include "tessel/targets/cpu/compiler.h"
 #include "tessel/targets/cpu/loader.h"
+#include "tessel/targets/cpu/tuner.h"
 
 namespace tessel {
 namespace {
@@ -90,8 +91,8 @@ rt::Conv2dShape shapeOfKey(const std::string& key) {
 TEST(CpuTune, ChoicesAreTheFastestApplicableKernelsAndTheTunedModelMatchesTheInterpreter) {
   TuneModel m;
   cpu::CompileOptions o;
-  // NCHW everywhere: with `auto`, an AVX2-only host blocks some regions in NCHWc8, whose convs the tuner
-  // leaves to the runtime's rule, and the count below would depend on the machine.
+  // NCHW everywhere: with `auto`, an AVX2-only host blocks some regions in NCHWc8, whose convs are tuned among
+  // the NCHWc8 kernels (the next test), and the checks below would depend on the machine.
   o.layout = "nchw";
   cpu::prepareModel(*m.model, o);
   fs::path file = tempDir() / "tuning.json";
@@ -162,12 +163,121 @@ TEST(CpuTune, ChoicesAreTheFastestApplicableKernelsAndTheTunedModelMatchesTheInt
   EXPECT_LE(worst, 1e-4 * maxMag) << "max |diff| " << worst << " of max " << maxMag;
 }
 
+/// The generated code's calls of kernel `name`.
+size_t calls(const std::string& source, const std::string& name) {
+  size_t n = 0;
+  for (size_t at = source.find("rt::" + name + "("); at != std::string::npos; at = source.find("rt::" + name + "(", at + 1))
+    ++n;
+  return n;
+}
+
+TEST(CpuTune, BlockedConvsAreTunedAmongTheKernelsOfTheirLayout) {
+  // Every region in NCHWc8, AVX2 code (the layout mode auto gives an AVX2 target): the tuner's jobs are the
+  // blocked convs, keyed "nchwc8 <geometry>", each timed over the NCHWc8 kernels that read its input layout.
+  TuneModel m;
+  cpu::CompileOptions o;
+  o.layout = "nchwc8";
+  o.march = "haswell";
+  cpu::prepareModel(*m.model, o);
+  const fs::path file = tempDir() / "tuning-c8.json";
+  o.tune = true;
+  o.tuningFile = file.string();
+  const fs::path so = tempDir() / "tuned-c8.so";
+  cpu::CompileReport report = cpu::compileSharedLibrary(*m.model, so.string(), o);
+  const nlohmann::json j = readJson(file);
+  const auto& choices = j.at("conv_kernels");
+  EXPECT_EQ(report.tunedConvs, static_cast<int>(choices.size()));
+  size_t blocked = 0, withChoice = 0;
+  for (const auto& [key, value] : choices.items()) {
+    if (key.rfind("nchwc8 ", 0) != 0) continue;
+    ++blocked;
+    const rt::Conv2dShape s = shapeOfKey(key.substr(7));
+    const rt::Conv2dKernel* chosen = rt::find_conv2d_kernel(value.get<std::string>().c_str());
+    ASSERT_NE(chosen, nullptr) << key;
+    EXPECT_EQ(chosen->layout, rt::ConvLayout::NCHWc8) << key;
+    EXPECT_TRUE(chosen->applicable(s)) << key;
+    const auto& times = j.at("conv_times_ms").at(key);
+    for (const auto& [name, ms] : times.items()) {
+      const rt::Conv2dKernel* k = rt::find_conv2d_kernel(name.c_str());
+      ASSERT_NE(k, nullptr) << key << ": " << name;
+      EXPECT_EQ(k->layout, rt::ConvLayout::NCHWc8) << key << ": " << name;
+      EXPECT_EQ(k->nchw_input, chosen->nchw_input) << key << ": " << name << " reads another input layout";
+      EXPECT_TRUE(ms.is_number() && ms.get<double>() > 0) << key << ": " << name;
+    }
+    withChoice += times.size() >= 2;
+  }
+  // All five geometries run blocked (the 3-channel stem with the NCHWc8 stem kernel); the two 3x3 stride-1
+  // ones choose between the direct kernel and Winograd.
+  EXPECT_EQ(blocked, static_cast<size_t>(TuneModel::kDistinctGeometries));
+  EXPECT_EQ(withChoice, 2u);
+
+  // A tuning file that moves the Winograd-sized 3x3 (16 -> 16 on 17x17) to the direct kernel is obeyed, and
+  // the program still matches the interpreter.
+  const std::string winogradKey = "nchwc8 1 16 17 17 16 3 3 1 1 1 1 1 1 1 1 1";
+  ASSERT_TRUE(choices.contains(winogradKey)) << j.dump(1);
+  nlohmann::json forced = {{"model", j.at("model")}, {"conv_kernels", choices}};
+  forced["conv_kernels"][winogradKey] = "conv2d_nchwc8_direct_avx2";
+  const fs::path forcedFile = tempDir() / "forced-c8.json";
+  std::ofstream(forcedFile) << forced.dump();
+  cpu::CompileOptions replay;
+  replay.layout = "nchwc8";
+  replay.march = "haswell";
+  replay.tuningFile = forcedFile.string();
+  const cpu::GeneratedModel untuned = cpu::generateModel(*m.model, [&] {
+    cpu::CompileOptions u = replay;
+    u.tuningFile.clear();
+    return u;
+  }());
+  const cpu::GeneratedModel direct = cpu::generateModel(*m.model, replay);
+  // The geometry is two convs (a and b): both move from Winograd to the direct kernel.
+  const size_t winograd = calls(untuned.source, "conv2d_winograd_f43_nchwc8_avx2");
+  EXPECT_GE(winograd, 2u);
+  EXPECT_EQ(calls(direct.source, "conv2d_winograd_f43_nchwc8_avx2"), winograd - 2);
+  EXPECT_EQ(calls(direct.source, "conv2d_nchwc8_direct_avx2"), calls(untuned.source, "conv2d_nchwc8_direct_avx2") + 2);
+
+  // The layout is part of the key: an NCHW kernel under an "nchwc8" key, or an NCHWc8 kernel under a plain
+  // geometry key, is refused with the layout named.
+  const std::string model = j.at("model").get<std::string>();
+  auto parse = [&](const std::string& key, const std::string& kernel) {
+    return cpu::parseTuningFile(nlohmann::json{{"model", model}, {"conv_kernels", {{key, kernel}}}}.dump(), "t.json", model);
+  };
+  EXPECT_EQ(parse(winogradKey, "conv2d_nchwc8_direct_avx2").at(winogradKey), "conv2d_nchwc8_direct_avx2");
+  try {
+    parse(winogradKey, "conv2d_nchw_im2col_gemm_avx2");
+    ADD_FAILURE() << "an NCHW kernel under an nchwc8 key was accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("not an NCHWc8 convolution kernel"), std::string::npos) << e.what();
+  }
+  try {
+    parse(winogradKey.substr(7), "conv2d_nchwc8_direct_avx2");
+    ADD_FAILURE() << "an NCHWc8 kernel under an NCHW key was accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("not an NCHW convolution kernel"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse("nchwc8 1 16 17 17", "conv2d_nchwc8_direct_avx2"), UserError);
+
+  std::map<std::string, Tensor> inputs = {{"x", randomTensor({1, 3, 33, 33}, 7)}};
+  const Tensor expected = Interpreter(m.g).run(inputs).at(0);
+  const fs::path directSo = tempDir() / "direct-c8.so";
+  cpu::compileSharedLibrary(*m.model, directSo.string(), replay);
+  for (const fs::path& lib : {so, directSo}) {
+    const Tensor actual = cpu::CompiledModel(lib.string(), 1).run(inputs).at(0);
+    ASSERT_EQ(actual.shape(), expected.shape());
+    double maxMag = 0, worst = 0;
+    for (int64_t i = 0; i < expected.numel(); ++i) {
+      maxMag = std::max(maxMag, std::fabs(double(expected.data<float>()[i])));
+      worst = std::max(worst, std::fabs(double(actual.data<float>()[i]) - expected.data<float>()[i]));
+    }
+    EXPECT_LE(worst, 1e-4 * maxMag) << lib << ": max |diff| " << worst << " of max " << maxMag;
+  }
+}
+
 /// Vector lanes the tuner reports when the model is compiled for `march`, through the report and the
 /// tuning file (both must agree).
 int tunerLanes(const std::string& march) {
   TuneModel m;
   cpu::CompileOptions o;
-  o.layout = "nchw";  // the tuner times NCHW convs only (NCHWc8 regions keep the runtime's rule)
+  o.layout = "nchw";  // the same jobs on every host
   cpu::prepareModel(*m.model, o);
   o.tune = true;
   o.march = march;

@@ -371,7 +371,7 @@ ConvTimings timeConvKernels(const std::vector<ConvTuneJob>& jobs, const CompileO
   fs::path work = fs::temp_directory_path() / fmt::format("tessel-tune-{}", getpid());
   fs::create_directories(work);
   std::string text;
-  for (const ConvTuneJob& j : jobs) text += fmt::format("{} {}\n", j.key, fmt::join(j.candidates, " "));
+  for (const ConvTuneJob& j : jobs) text += fmt::format("{} {}\n", convGeometryKey(j.shape), fmt::join(j.candidates, " "));
   writeFile(work / "jobs.txt", text);
   std::string out;
   int rc = runCommand(fmt::format("{} {} {}", shellQuote(exe.string()), shellQuote((work / "jobs.txt").string()),

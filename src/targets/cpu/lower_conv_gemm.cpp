@@ -191,18 +191,27 @@ std::string convGeometryKey(const rt::Conv2dShape& s) {
                      s.pad_bottom, s.pad_right, s.dilation_h, s.dilation_w, s.groups);
 }
 
+std::string convTuningKey(const rt::Conv2dShape& s, rt::ConvLayout layout) {
+  std::string key = convGeometryKey(s);
+  if (layout == rt::ConvLayout::NCHWc8) key.insert(0, "nchwc8 ");
+  return key;
+}
+
 std::vector<ConvTuneJob> convTuneJobs(const Graph& graph, bool avx512) {
   std::vector<ConvTuneJob> jobs;
   std::set<std::string> seen;
   for (const auto& node : graph.nodes()) {
     const Node* n = node.get();
-    // The same nodes Lowerer::run sends to lowerConv in NCHW (NCHWc8 regions keep the runtime's rule).
-    if (!isConvNode(*n) || !floatsOnly(n) || runsBlocked(*n)) continue;
+    // The same nodes Lowerer::run sends to lowerConv, in the layout select-layout gave them. A blocked conv's
+    // alternatives read the same input layout: a few-channel stem that reads NCHW keeps to such kernels.
+    if (!isConvNode(*n) || !floatsOnly(n)) continue;
     auto s = loweredConvShape(n);
-    if (!s || !seen.insert(convGeometryKey(*s)).second) continue;
-    ConvTuneJob job{convGeometryKey(*s), *s, {}, recordedKernel(n, *s)->name};
+    const rt::ConvLayout layout = runsBlocked(*n) ? rt::ConvLayout::NCHWc8 : rt::ConvLayout::NCHW;
+    if (!s || !seen.insert(convTuningKey(*s, layout)).second) continue;
+    const rt::Conv2dKernel* untuned = recordedKernel(n, *s);
+    ConvTuneJob job{convTuningKey(*s, layout), *s, {}, untuned->name};
     for (const rt::Conv2dKernel& k : rt::conv2d_kernels())
-      if (k.layout == rt::ConvLayout::NCHW && k.applicable(*s) && (avx512 || !k.avx512_only))
+      if (k.layout == layout && k.nchw_input == untuned->nchw_input && k.applicable(*s) && (avx512 || !k.avx512_only))
         job.candidates.push_back(k.name);
     jobs.push_back(std::move(job));
   }

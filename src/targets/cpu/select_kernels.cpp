@@ -1,7 +1,7 @@
 // Pass select-kernels (cpu target): the one place a 2-D convolution's CPU kernel is chosen, recorded as
 // node->meta["kernel"] for the code generator. The choice is, by precedence: option kernel.<node name> =
-// <kernel> (a user's override); for an NCHW conv, option select-kernels.tuned.<geometry> = <kernel> (the
-// measured choice of tessel compile --tune or a tuning file, keyed by tuner.h's convGeometryKey); else the
+// <kernel> (a user's override); option select-kernels.tuned.<key> = <kernel> (the measured choice of tessel
+// compile --tune or a tuning file, keyed by tuner.h's convTuningKey: layout and geometry); else the
 // runtime's own rule (rt::select_conv2d_kernel over tessel::rt::conv2d_kernels: which kernels pay off on
 // which shapes), for a CPU with AVX-512 when select-kernels.avx512 = 1 (tessel compile sets it from --march).
 #include <fmt/format.h>
@@ -19,8 +19,8 @@ std::string chooseKernel(const Node& n, const rt::Conv2dShape& shape, rt::ConvLa
   const bool avx512 = options.get("select-kernels.avx512", "0") == "1";
   std::string name = rt::select_conv2d_kernel(shape, layout, avx512)->name;
   std::string source = "the runtime's rule";
-  if (auto tuned = options.values.find(kTunedKernelOption + convGeometryKey(shape));
-      layout == rt::ConvLayout::NCHW && tuned != options.values.end())
+  if (auto tuned = options.values.find(kTunedKernelOption + convTuningKey(shape, layout));
+      tuned != options.values.end())
     name = tuned->second, source = "tuning file";
   if (auto user = options.values.find("kernel." + n.name()); user != options.values.end())
     name = user->second, source = "pass option " + user->first;

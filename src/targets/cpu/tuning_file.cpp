@@ -11,19 +11,25 @@
 namespace tessel::cpu {
 namespace {
 
-/// The NCHW kernels a tuning file may name (what --tune chooses from).
-std::string knownKernelNames() {
+/// The kernels of one layout a tuning file may name (what --tune chooses from).
+std::string knownKernelNames(rt::ConvLayout layout) {
   std::vector<std::string> names;
   for (const rt::Conv2dKernel& k : rt::conv2d_kernels())
-    if (k.layout == rt::ConvLayout::NCHW) names.push_back(k.name);
+    if (k.layout == layout) names.push_back(k.name);
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
-/// A geometry key is the 16 non-negative integers of convGeometryKey.
-bool isGeometryKey(const std::string& key) {
+/// A key is the 16 non-negative integers of convGeometryKey, after "nchwc8 " for a blocked conv
+/// (convTuningKey); `layout` gets the layout the key names.
+bool isTuningKey(const std::string& key, rt::ConvLayout* layout) {
   std::istringstream in(key);
   int fields = 0;
   std::string part;
+  *layout = rt::ConvLayout::NCHW;
+  if (key.rfind("nchwc8 ", 0) == 0) {
+    *layout = rt::ConvLayout::NCHWc8;
+    in >> part;
+  }
   while (in >> part) {
     if (part.find_first_not_of("0123456789") != std::string::npos || part.size() > 12) return false;
     ++fields;
@@ -66,18 +72,21 @@ std::map<std::string, std::string> parseTuningFile(const std::string& text, cons
                                 origin));
   std::map<std::string, std::string> choices;
   for (const auto& [key, value] : kernels->items()) {
-    if (!isGeometryKey(key))
-      throw UserError(fmt::format("tuning file '{}': conv_kernels key '{}' is not a conv geometry (16 integers)", origin,
-                                  key));
+    rt::ConvLayout layout;
+    if (!isTuningKey(key, &layout))
+      throw UserError(fmt::format("tuning file '{}': conv_kernels key '{}' is not a conv geometry (16 integers, "
+                                  "after \"nchwc8 \" for a blocked conv)",
+                                  origin, key));
     if (!value.is_string())
       throw UserError(fmt::format("tuning file '{}': conv_kernels['{}'] must be a kernel name, is {}", origin, key,
                                   value.dump()));
     const std::string name = value.get<std::string>();
     const rt::Conv2dKernel* k = rt::find_conv2d_kernel(name.c_str());
-    if (k == nullptr || k->layout != rt::ConvLayout::NCHW)
-      throw UserError(fmt::format("tuning file '{}': conv_kernels['{}'] names kernel '{}', which is not an NCHW "
+    if (k == nullptr || k->layout != layout)
+      throw UserError(fmt::format("tuning file '{}': conv_kernels['{}'] names kernel '{}', which is not an {} "
                                   "convolution kernel of this Tessel (known: {})",
-                                  origin, key, name, knownKernelNames()));
+                                  origin, key, name, layout == rt::ConvLayout::NCHWc8 ? "NCHWc8" : "NCHW",
+                                  knownKernelNames(layout)));
     choices[key] = name;
   }
   return choices;

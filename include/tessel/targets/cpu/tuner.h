@@ -14,21 +14,26 @@ namespace tessel::cpu {
 
 /// One convolution geometry to tune.
 struct ConvTuneJob {
-  std::string key;                      ///< the tuning file's geometry key (the 16 fields of rt::Conv2dShape)
+  std::string key;                      ///< the tuning file's key (convTuningKey: layout and geometry)
   rt::Conv2dShape shape;
-  std::vector<std::string> candidates;  ///< every applicable NCHW kernel, in the runtime's list order
+  std::vector<std::string> candidates;  ///< every applicable kernel of the conv's layout, in the runtime's list order
   std::string untuned;                  ///< what select-kernels chose without tuning (meta kernel)
 };
 
-/// The tuning file's key of a conv geometry.
+/// The 16 fields of rt::Conv2dShape, space-separated (what the conv tuner reads).
 std::string convGeometryKey(const rt::Conv2dShape& s);
 
-/// The select-kernels option that carries a measured choice: kTunedKernelOption + convGeometryKey = kernel.
+/// The tuning file's key of a conv: its geometry key for an NCHW conv, "nchwc8 " + geometry key for one in a
+/// blocked region (the same geometry may run in both layouts, with different kernels).
+std::string convTuningKey(const rt::Conv2dShape& s, rt::ConvLayout layout);
+
+/// The select-kernels option that carries a measured choice: kTunedKernelOption + convTuningKey = kernel.
 inline const std::string kTunedKernelOption = "select-kernels.tuned.";
 
-/// The distinct geometries of the NCHW convolutions the code generator calls a kernel for, in graph order
-/// (src/targets/cpu/lower_conv_gemm.cpp), each with the kernel select-kernels recorded (`untuned`) and
-/// the candidates: every applicable NCHW kernel, AVX-512 ones only when `avx512` (the target has it).
+/// The distinct (layout, geometry) pairs of the convolutions the code generator calls a kernel for, in graph
+/// order (src/targets/cpu/lower_conv_gemm.cpp), each with the kernel select-kernels recorded (`untuned`) and
+/// the candidates: every applicable kernel of the conv's layout (NCHW, or NCHWc8 in a blocked region) that
+/// reads the same input layout as the untuned one, AVX-512 ones only when `avx512` (the target has it).
 std::vector<ConvTuneJob> convTuneJobs(const Graph& graph, bool avx512);
 
 /// The conv kernel choices of a tuning file's text (geometry key -> kernel name). UserError naming `origin`
