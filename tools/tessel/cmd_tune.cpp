@@ -20,7 +20,7 @@ namespace {
 
 struct TuneCmdOptions {
   ModelOptions model;
-  std::string target = "npu", hw, output, plot, strategy = "evolution";
+  std::string target = "npu", hw, output, plot, strategy = "evolution", isa;
   int generations = 20, population = 32, jobs = 0;
   uint64_t seed = 0;
   double timeBudget = 0;
@@ -42,6 +42,8 @@ nlohmann::json curve(const nlohmann::json& record, const std::string& label) {
 void tuneCommand(const TuneCmdOptions& o) {
   const target::Target& t = target::TargetRegistry::instance().get(o.target);
   if (o.output.empty() && !o.printGenome) throw UserError("tessel tune needs -o RECORD.json (the record it writes and resumes)");
+  if (!o.isa.empty() && o.target != "cpu")
+    throw UserError(fmt::format("--isa applies to tessel tune --target cpu, not --target {}", o.target));
   if (!o.output.empty() && fs::path(o.output).extension() != ".json")
     throw UserError(fmt::format("-o {}: the tuning record is a .json file", o.output));
   const std::string plotPath = o.plot.empty() && !o.output.empty() ? fs::path(o.output).replace_extension(".svg").string() : o.plot;
@@ -53,6 +55,7 @@ void tuneCommand(const TuneCmdOptions& o) {
   auto model = o.model.load(InferenceMode::Strict);
   target::TargetOptions to;
   to.hw = o.hw;
+  if (!o.isa.empty()) to.host.isa = o.isa;
   const std::unique_ptr<tune::Tuning> tuning = t.tuning(*model, o.model.path, to, o.jobs);
   const tune::Problem& problem = tuning->problem();
   const std::string unit = tuning->fitnessUnit();
@@ -136,6 +139,10 @@ TESSEL_REGISTER_COMMAND(tune, 46, [](CLI::App& app) {
   cmd->add_option("--target", o->target,
                   "npu (default: schedules, fitness = modelled cycles) or cpu (conv kernels, fitness = measured latency)");
   cmd->add_option("--hw", o->hw, "--target npu: hardware configuration, a file or a name (default, tiny, ...)");
+  cmd->add_option("--isa", o->isa,
+                  "--target cpu: vector ISA of the builds it times: avx2, avx512 or auto (default; tessel compile --isa). "
+                  "The record is for that ISA, and so is --layout auto's choice of blocked regions")
+      ->check(CLI::IsMember({"auto", "avx2", "avx512"}));
   cmd->add_option("-o,--output", o->output, "the record to write (and resume): RECORD.json");
   cmd->add_option("--generations", o->generations, "generations of the search (default 20)")->check(CLI::Range(1, 100000));
   cmd->add_option("--population", o->population, "individuals per generation (default 32)")->check(CLI::Range(2, 100000));
