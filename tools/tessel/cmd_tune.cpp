@@ -42,8 +42,6 @@ nlohmann::json curve(const nlohmann::json& record, const std::string& label) {
 void tuneCommand(const TuneCmdOptions& o) {
   const target::Target& t = target::TargetRegistry::instance().get(o.target);
   if (o.output.empty() && !o.printGenome) throw UserError("tessel tune needs -o RECORD.json (the record it writes and resumes)");
-  if (!o.isa.empty() && o.target != "cpu")
-    throw UserError(fmt::format("--isa applies to tessel tune --target cpu, not --target {}", o.target));
   if (!o.output.empty() && fs::path(o.output).extension() != ".json")
     throw UserError(fmt::format("-o {}: the tuning record is a .json file", o.output));
   const std::string plotPath = o.plot.empty() && !o.output.empty() ? fs::path(o.output).replace_extension(".svg").string() : o.plot;

@@ -126,6 +126,9 @@ class NpuTarget : public Target {
   std::unique_ptr<tune::Tuning> tuning(const Model& model, const std::string& modelPath, const TargetOptions& options,
                                        int jobs) const override {
     if (options.hw.empty()) throw UserError("tessel tune --target npu needs --hw CONFIG (a file, or a name such as 'default')");
+    if (options.host.isa != "auto")
+      throw UserError("--isa does not apply to tessel tune --target npu (it tunes the NPU's schedule; the ISA is the "
+                      "cpu target's)");
     return std::make_unique<npu::NpuTuning>(model, modelPath, hw::HardwareConfig::load(eval::findHardwareConfig(options.hw)), jobs);
   }
   bool usesHardwareConfig() const override { return true; }
