@@ -87,12 +87,15 @@ void tuneCommand(const TuneCmdOptions& o) {
   tune::writeRecord(o.output, record);
   const nlohmann::json& r = record["result"];
   const uint64_t tuned = r["tuned"].get<uint64_t>();
+  // A measured fitness (cpu) times the untuned model again beside the winner: that figure, not the first one
+  // (taken minutes earlier, in another state of the machine), is what the tuned one compares with.
+  const uint64_t base = r.contains("untuned") ? r["untuned"].get<uint64_t>() : untuned;
   fmt::print("tuned {}: {} {} (untuned {}, {}), {} genomes evaluated in {} generations; record {}\n", o.model.path,
-             humanCount(static_cast<double>(tuned)), unit, humanCount(static_cast<double>(untuned)), percent(tuned, untuned),
+             humanCount(static_cast<double>(tuned)), unit, humanCount(static_cast<double>(base)), percent(tuned, base),
              record["evaluations"].size(), record["generations"].size(), o.output);
   if (r["winner_evaluation"].is_null()) fmt::print("no genome beat the untuned compile when checked side by side: the record keeps the compiler's choices\n");
-  fmt::print("use it: tessel compile {} --target {}{} --tuning-file {}\n", o.model.path, o.target, o.hw.empty() ? "" : " --hw " + o.hw,
-             o.output);
+  fmt::print("use it: tessel compile {} --target {}{}{} --tuning-file {}\n", o.model.path, o.target,
+             o.hw.empty() ? "" : " --hw " + o.hw, o.isa.empty() ? "" : " --isa " + o.isa, o.output);
   if (o.noPlot || plotPath.empty()) return;
   nlohmann::json data = {{"title", fmt::format("tessel tune {} ({} {}, seed {})", fs::path(o.model.path).filename().string(),
                                                o.hw, o.target, o.seed)},
