@@ -171,6 +171,27 @@ int build_taps(const DirectCtx& c, int64_t oh, int64_t ow, std::vector<Tap>& tap
   "mov 8(%[io]), %%rax\n\t"            \
   TESSEL_C8_ALL(TESSEL_C8_OUT)
 
+// A tap's addresses for a row tile (both register widths): rax the input of pixels 0-2 (+ 0, 1, 2 pixel strides),
+// r11, r10, r9 those of pixels 3-5, 6-8, 9-11; rdx the tile's first block's weights.
+#define TESSEL_C8_TAP_BASES             \
+  "mov (%[tp]), %%rax\n\t"             \
+  "mov 8(%[tp]), %%rdx\n\t"            \
+  "lea (%[in],%%rax,4), %%rax\n\t"     \
+  "lea (%[w],%%rdx,4), %%rdx\n\t"      \
+  "lea (%%rax,%[p],2), %%r11\n\t"      \
+  "add %[p], %%r11\n\t"                \
+  "lea (%%r11,%[p],2), %%r10\n\t"      \
+  "add %[p], %%r10\n\t"                \
+  "lea (%%r10,%[p],2), %%r9\n\t"       \
+  "add %[p], %%r9\n\t"
+// A tap's reduction steps: one input value per pixel (STEPS 1) or the 8 channels of an input block (STEPS 8).
+#define TESSEL_C8_TAP_STEPS(STEP)                                              \
+  STEP(0, 0)                                                                   \
+  ".if %c[steps] > 1\n\t"                                                     \
+  STEP(4, 32) STEP(8, 64) STEP(12, 96) STEP(16, 128) STEP(20, 160) STEP(24, 192) \
+  STEP(28, 224)                                                                \
+  ".endif\n\t"
+
 // Where a tile's results go (the assembly reads these fields at fixed offsets): block b (0 or 1) pixel j of the
 // tile is at out + b * block_bytes + j * 32 bytes, its residual (when res is not null) at the same offsets from
 // res; every accumulator starts at its block's 8 biases; lohi (when not null) holds the clamp's lower and upper
@@ -195,21 +216,8 @@ void reduce_tile(const Tap* taps, int64_t n_taps, const float* in, const float* 
   static_assert((NB == 1 && NW >= 1 && NW <= 12) || (NB == 2 && NW >= 1 && NW <= 6));
   asm volatile(
       TESSEL_C8_HEAD
-      "mov (%[tp]), %%rax\n\t"
-      "mov 8(%[tp]), %%rdx\n\t"
-      "lea (%[in],%%rax,4), %%rax\n\t"
-      "lea (%[w],%%rdx,4), %%rdx\n\t"
-      "lea (%%rax,%[p],2), %%r11\n\t"
-      "add %[p], %%r11\n\t"
-      "lea (%%r11,%[p],2), %%r10\n\t"
-      "add %[p], %%r10\n\t"
-      "lea (%%r10,%[p],2), %%r9\n\t"
-      "add %[p], %%r9\n\t"
-      TESSEL_C8_STEP(0, 0)
-      ".if %c[steps] > 1\n\t"
-      TESSEL_C8_STEP(4, 32) TESSEL_C8_STEP(8, 64) TESSEL_C8_STEP(12, 96)
-      TESSEL_C8_STEP(16, 128) TESSEL_C8_STEP(20, 160) TESSEL_C8_STEP(24, 192) TESSEL_C8_STEP(28, 224)
-      ".endif\n\t"
+      TESSEL_C8_TAP_BASES
+      TESSEL_C8_TAP_STEPS(TESSEL_C8_STEP)
       TESSEL_C8_TAIL
       : [tp] "+r"(taps), [n] "+r"(n_taps), [pf] "+r"(pf)
       : [in] "r"(in), [w] "r"(w), [p] "r"(pix_bytes), [ws] "r"(w_stride_bytes), [io] "r"(&io), [nb] "i"(NB),
@@ -248,7 +256,13 @@ void reduce_tile_px(const Tap* taps, int64_t n_taps, const float* const* px, con
         "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc", "memory");
 }
 
+// The zmm tiles need AVX-512F, DQ (vinsertf32x8, vextractf32x8) and VL (ymm16-31).
 #if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
+#define TESSEL_C8_ZMM 1
+#else
+#define TESSEL_C8_ZMM 0
+#endif
+#if TESSEL_C8_ZMM
 // AVX-512: a zmm accumulator holds one pixel of two consecutive output blocks (lanes 0-7 block b, 8-15 block
 // b + 1), so a tile is NB = 4 blocks x up to 12 pixels (zmm<j> blocks 0-1, zmm<12+j> blocks 2-3 of pixel j: 24
 // accumulators) or NB = 2 blocks x up to 12 pixels. The weights keep the AVX2 packing: a step builds each block
@@ -366,22 +380,9 @@ void reduce_tile_z(const Tap* taps, int64_t n_taps, const float* in, const float
   static_assert((NB == 2 || NB == 4) && NW >= 1 && NW <= 12);
   asm volatile(
       TESSEL_Z_HEAD
-      "mov (%[tp]), %%rax\n\t"
-      "mov 8(%[tp]), %%rdx\n\t"
-      "lea (%[in],%%rax,4), %%rax\n\t"
-      "lea (%[w],%%rdx,4), %%rdx\n\t"
+      TESSEL_C8_TAP_BASES
       TESSEL_Z_R8
-      "lea (%%rax,%[p],2), %%r11\n\t"
-      "add %[p], %%r11\n\t"
-      "lea (%%r11,%[p],2), %%r10\n\t"
-      "add %[p], %%r10\n\t"
-      "lea (%%r10,%[p],2), %%r9\n\t"
-      "add %[p], %%r9\n\t"
-      TESSEL_Z_STEP(0, 0)
-      ".if %c[steps] > 1\n\t"
-      TESSEL_Z_STEP(4, 32) TESSEL_Z_STEP(8, 64) TESSEL_Z_STEP(12, 96)
-      TESSEL_Z_STEP(16, 128) TESSEL_Z_STEP(20, 160) TESSEL_Z_STEP(24, 192) TESSEL_Z_STEP(28, 224)
-      ".endif\n\t"
+      TESSEL_C8_TAP_STEPS(TESSEL_Z_STEP)
       TESSEL_Z_TAIL
       : [tp] "+r"(taps), [n] "+r"(n_taps), [pf] "+r"(pf)
       : [in] "r"(in), [w] "r"(w), [p] "r"(pix_bytes), [ws] "r"(w_stride_bytes), [io] "r"(&io), [nb] "i"(NB),
@@ -413,7 +414,7 @@ constexpr int max_tile_pixels(int nb) { return kZmmTiles && nb >= 2 ? 12 : 12 / 
 template <int NB, int NW, int STEPS>
 void reduce_any(const Tap* taps, int64_t n_taps, const float* in, const float* w, int64_t pix_bytes,
                 int64_t w_stride_bytes, const TileIO& io, const char* pf) {
-#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
+#if TESSEL_C8_ZMM
   if constexpr (NB >= 2) {
     reduce_tile_z<NB, NW, STEPS>(taps, n_taps, in, w, pix_bytes, w_stride_bytes, io, pf);
     return;
@@ -445,6 +446,8 @@ void for_block_tiles(int64_t ob, int64_t nb, F f) {
   if (nb == 1) f(std::integral_constant<int, 1>{}, ob);
 }
 #undef TESSEL_C8_STEP_PX
+#undef TESSEL_C8_TAP_BASES
+#undef TESSEL_C8_TAP_STEPS
 #undef TESSEL_C8_PIX2
 #undef TESSEL_C8_PIX1
 #undef TESSEL_C8_STEP
@@ -776,7 +779,7 @@ void conv2d_nchwc8_direct_avx2(const Conv2dShape& shape, const float* in, const 
   interior_columns(s, &lo, &hi);
   // Work items: (image, output-block pair, row, column chunk); long flattened rows are chunked so that
   // both threads get work on small channel counts.
-  const int64_t pairs = (out_blocks + unit - 1) / unit;  // tiles' output blocks: quads, pairs or single
+  const int64_t block_tiles = (out_blocks + unit - 1) / unit;  // tiles' output blocks: quads, pairs or single
   // The last chunk takes the remainder (196 = 48 + 48 + 48 + 52, not 4 x 48 + 4): tiled as evenly as
   // direct_tiles can, with no lone narrow tile.
   const int64_t chunk = flat ? std::max<int64_t>(48, (OW + 7) / 8 / kChunkAlign * kChunkAlign) : OW;
@@ -784,7 +787,7 @@ void conv2d_nchwc8_direct_avx2(const Conv2dShape& shape, const float* in, const 
   const int64_t w_block_stride = in_blocks * s.kernel_h * s.kernel_w * 64;
   const TileEpilogue te = tile_epilogue(ep, s.out_channels);
   const float *bias = te.bias, *lohi = te.lohi();
-  parallel_for(pool, s.batch * pairs * OH * chunks, [&](int64_t b, int64_t e) {
+  parallel_for(pool, s.batch * block_tiles * OH * chunks, [&](int64_t b, int64_t e) {
     static thread_local std::vector<Tap> taps;
     for (int64_t task = b; task < e; ++task) {
       // A flattened 1x1 visits every output-block pair of one chunk before the next chunk: the chunk's input
@@ -794,17 +797,17 @@ void conv2d_nchwc8_direct_avx2(const Conv2dShape& shape, const float* in, const 
       // weights are the larger part; no gain either way).
       int64_t ch, oh, ob;
       if (flat) {
-        ob = task % pairs;
-        ch = task / pairs % chunks;
-        oh = task / (pairs * chunks) % OH;
+        ob = task % block_tiles;
+        ch = task / block_tiles % chunks;
+        oh = task / (block_tiles * chunks) % OH;
       } else {
         ch = task % chunks;
         oh = task / chunks % OH;
-        ob = task / (chunks * OH) % pairs;
+        ob = task / (chunks * OH) % block_tiles;
       }
       ob *= unit;
       const int64_t in_group = ob / ob_per_bg * in_blocks * s.in_h * s.in_w * 8;  // the block group's input
-      const int64_t n = task / (chunks * OH * pairs);
+      const int64_t n = task / (chunks * OH * block_tiles);
       const int64_t out_img = n * out_blocks * OH * OW * 8;
       const int64_t next_ob = ob + unit;  // the next task's blocks: the next tile's (flat: same chunk)
       DirectCtx c{s, in + n * in_blocks * bg * s.in_h * s.in_w * 8 + in_group, packed, out + out_img,
