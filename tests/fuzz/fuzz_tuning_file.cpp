@@ -22,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   for (const auto& [geometry, kernel] : choices) {
     const tessel::rt::Conv2dKernel* k = tessel::rt::find_conv2d_kernel(kernel.c_str());
-    const bool blocked = geometry.rfind("nchwc8 ", 0) == 0;
+    const bool blocked = geometry.rfind(tessel::cpu::kBlockedKeyPrefix, 0) == 0;
     const auto layout = blocked ? tessel::rt::ConvLayout::NCHWc8 : tessel::rt::ConvLayout::NCHW;
     if (k == nullptr || k->layout != layout) {
       std::fprintf(stderr, "accepted kernel '%s' for '%s', which is not an %s kernel\n", kernel.c_str(), geometry.c_str(),

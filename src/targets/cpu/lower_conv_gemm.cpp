@@ -193,7 +193,7 @@ std::string convGeometryKey(const rt::Conv2dShape& s) {
 
 std::string convTuningKey(const rt::Conv2dShape& s, rt::ConvLayout layout) {
   std::string key = convGeometryKey(s);
-  if (layout == rt::ConvLayout::NCHWc8) key.insert(0, "nchwc8 ");
+  if (layout == rt::ConvLayout::NCHWc8) key.insert(0, kBlockedKeyPrefix);
   return key;
 }
 
@@ -207,9 +207,11 @@ std::vector<ConvTuneJob> convTuneJobs(const Graph& graph, bool avx512) {
     if (!isConvNode(*n) || !floatsOnly(n)) continue;
     auto s = loweredConvShape(n);
     const rt::ConvLayout layout = runsBlocked(*n) ? rt::ConvLayout::NCHWc8 : rt::ConvLayout::NCHW;
-    if (!s || !seen.insert(convTuningKey(*s, layout)).second) continue;
+    if (!s) continue;
+    std::string key = convTuningKey(*s, layout);
+    if (!seen.insert(key).second) continue;
     const rt::Conv2dKernel* untuned = recordedKernel(n, *s);
-    ConvTuneJob job{convTuningKey(*s, layout), *s, {}, untuned->name};
+    ConvTuneJob job{std::move(key), *s, {}, untuned->name};
     for (const rt::Conv2dKernel& k : rt::conv2d_kernels())
       if (k.layout == layout && k.nchw_input == untuned->nchw_input && k.applicable(*s) && (avx512 || !k.avx512_only))
         job.candidates.push_back(k.name);

@@ -26,7 +26,7 @@ bool isTuningKey(const std::string& key, rt::ConvLayout* layout) {
   int fields = 0;
   std::string part;
   *layout = rt::ConvLayout::NCHW;
-  if (key.rfind("nchwc8 ", 0) == 0) {
+  if (key.rfind(kBlockedKeyPrefix, 0) == 0) {
     *layout = rt::ConvLayout::NCHWc8;
     in >> part;
   }

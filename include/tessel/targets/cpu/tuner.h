@@ -26,6 +26,8 @@ std::string convGeometryKey(const rt::Conv2dShape& s);
 /// The tuning file's key of a conv: its geometry key for an NCHW conv, "nchwc8 " + geometry key for one in a
 /// blocked region (the same geometry may run in both layouts, with different kernels).
 std::string convTuningKey(const rt::Conv2dShape& s, rt::ConvLayout layout);
+/// What a blocked conv's tuning key starts with.
+inline const std::string kBlockedKeyPrefix = "nchwc8 ";
 
 /// The select-kernels option that carries a measured choice: kTunedKernelOption + convTuningKey = kernel.
 inline const std::string kTunedKernelOption = "select-kernels.tuned.";
