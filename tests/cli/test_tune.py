@@ -5,7 +5,7 @@
                        record given again is kept as it is
   compile              --tuning-file: a .tnpu (byte-identical twice) whose simulated cycles are the record's and
                        whose output matches `tessel run` on the ONNX model, without hazards
-  --print-genome       the sites, the compiler's options marked
+  --print-genome       the sites, the compiler's options marked (cpu: a layout gene per region, then kernels)
   bad records          truncated, another configuration, another model, another format version, not a record;
                        a cpu record for the npu; --target ref (no tuner): exit 2 with a message
 Usage: test_tune.py --tessel build/tessel"""
@@ -88,8 +88,15 @@ def main():
         ok = code == 0
         if ok:
             res = json.loads(read(cpu_rec))["result"]
-            ok = res["tuned"] <= res["untuned"] and res["unit"] == "ns" and "conv_kernels" in res
+            ok = (res["tuned"] <= res["untuned"] and res["unit"] == "ns" and "conv_kernels" in res and
+                  isinstance(res.get("layout_regions"), dict))
         c.check("tune --target cpu: a record whose winner is not slower than untuned (side by side)", ok, err[-400:])
+        # With AVX2 code the block's convolutions form one layout region (blocked by the compiler): a layout gene.
+        code, out, err = c.run(["tune", model, "--target", "cpu", "--isa", "avx2", "--print-genome"])
+        c.check("tune --target cpu --print-genome: a layout gene per region, then the kernel genes",
+                code == 0 and "1 layout regions" in out and any(
+                    "] layout conv1 " in l and "nchwc8" in l and "(compiler's)" in l for l in out.splitlines()),
+                err[-300:] or out[:600])
         so = os.path.join(d, "tuned.so")
         code, out, err = c.run(["compile", model, "--tuning-file", cpu_rec, "-o", so])
         if code == 0:

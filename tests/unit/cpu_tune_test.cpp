@@ -8,10 +8,13 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <sstream>
 #include <unistd.h>
 
+#include "targets/cpu/kernel_rules.h"
 #include "tessel/interp/interpreter.h"
+#include "tessel/passes/pass.h"
 #include "tessel/rt/conv.h"
 #include "tessel/support/error.h"
 #include "tessel/targets/cpu/compiler.h"
@@ -241,7 +244,7 @@ TEST(CpuTune, BlockedConvsAreTunedAmongTheKernelsOfTheirLayout) {
   auto parse = [&](const std::string& key, const std::string& kernel) {
     return cpu::parseTuningFile(nlohmann::json{{"model", model}, {"conv_kernels", {{key, kernel}}}}.dump(), "t.json", model);
   };
-  EXPECT_EQ(parse(winogradKey, "conv2d_nchwc8_direct_avx2").at(winogradKey), "conv2d_nchwc8_direct_avx2");
+  EXPECT_EQ(parse(winogradKey, "conv2d_nchwc8_direct_avx2").kernels.at(winogradKey), "conv2d_nchwc8_direct_avx2");
   try {
     parse(winogradKey, "conv2d_nchw_im2col_gemm_avx2");
     ADD_FAILURE() << "an NCHW kernel under an nchwc8 key was accepted";
@@ -270,6 +273,134 @@ TEST(CpuTune, BlockedConvsAreTunedAmongTheKernelsOfTheirLayout) {
     }
     EXPECT_LE(worst, 1e-4 * maxMag) << lib << ": max |diff| " << worst << " of max " << maxMag;
   }
+}
+
+/// Two layout regions, cut apart by an AveragePool (which never runs blocked): "c1" (3x3 8 -> 16, ReLU) and
+/// "c2" (3x3 16 -> 16, ReLU, 1x1 16 -> 16).
+struct TwoRegionModel {
+  std::unique_ptr<Model> model = std::make_unique<Model>();
+  Graph& g;
+  TwoRegionModel() : g(*(model->graph = std::make_unique<Graph>("regions"))) {
+    model->opsetImports[""] = 13;
+    Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 8, 16, 16}));
+    Value* a = node("Relu", "r1", {conv("c1", x, 8, 16, 3)});
+    Value* p = g.addNode("AveragePool", {a}, {"pooled"}, "pool")->output(0);
+    p->producer()->setAttr("kernel_shape", std::vector<int64_t>{3, 3});
+    p->producer()->setAttr("pads", std::vector<int64_t>{1, 1, 1, 1});
+    Value* b = node("Relu", "r2", {conv("c2", p, 16, 16, 3)});
+    g.addOutput(conv("c3", b, 16, 16, 1));
+  }
+  Value* node(const std::string& op, const std::string& name, const std::vector<Value*>& ins) {
+    return g.addNode(op, ins, {name + "_out"}, name)->output(0);
+  }
+  Value* conv(const std::string& name, Value* x, int64_t cin, int64_t cout, int64_t k) {
+    Value* w = g.addConstant(name + "_w", randomTensor({cout, cin, k, k}, static_cast<uint32_t>(cin * k + cout)));
+    Value* bias = g.addConstant(name + "_b", randomTensor({cout}, static_cast<uint32_t>(cout + k)));
+    Node* n = g.addNode("Conv", {x, w, bias}, {name + "_out"}, name);
+    n->setAttr("kernel_shape", std::vector<int64_t>{k, k});
+    n->setAttr("pads", std::vector<int64_t>{k / 2, k / 2, k / 2, k / 2});
+    return n->output(0);
+  }
+};
+
+/// The nodes of `g` select-layout marked blocked, by name.
+std::set<std::string> blockedNodes(const Graph& g) {
+  std::set<std::string> out;
+  for (const auto& n : g.nodes())
+    if (n->meta.count("layout")) out.insert(n->name());
+  return out;
+}
+
+TEST(CpuTune, LayoutRegionsAreGenesATuningFileSets) {
+  // An AVX2 target (mode auto blocks every region with a conv): two regions, named by their first nodes.
+  TwoRegionModel m;
+  cpu::CompileOptions o;
+  o.march = "haswell";
+  cpu::prepareModel(*m.model, o);
+  const std::vector<cpu::LayoutRegion> regions = cpu::layoutRegions(*m.g.clone(), false);
+  ASSERT_EQ(regions.size(), 2u);
+  EXPECT_EQ(regions[0].key, "c1");
+  EXPECT_EQ(regions[1].key, "c2");
+  EXPECT_EQ(regions[0].convs, 1);
+  EXPECT_EQ(regions[1].convs, 2);
+  EXPECT_TRUE(regions[0].blocked && regions[1].blocked);
+  // (The ReLUs are fused into their convolutions by now.)
+  EXPECT_EQ(blockedNodes(m.g), (std::set<std::string>{"c1", "c2", "c3"}));
+
+  // select-layout.region.<key> decides one region whatever the mode; an unknown key names the regions there are.
+  auto layoutWith = [&](const std::string& mode, const std::map<std::string, std::string>& regionLayouts) {
+    std::unique_ptr<Model> copy = m.model->clone();
+    PassOptions po;
+    po.values["select-layout.mode"] = mode;
+    for (const auto& [k, v] : regionLayouts) po.values[cpu::kRegionOption + k] = v;
+    PassPipeline({"select-layout"}).run(*copy, po);
+    return blockedNodes(*copy->graph);
+  };
+  EXPECT_EQ(layoutWith("auto", {{"c1", "nchw"}}), (std::set<std::string>{"c2", "c3"}));
+  EXPECT_EQ(layoutWith("nchw", {{"c2", "nchwc8"}}), (std::set<std::string>{"c2", "c3"}));
+  EXPECT_EQ(layoutWith("nchwc8", {{"c1", "nchw"}, {"c2", "nchw"}}), std::set<std::string>{});
+  try {
+    layoutWith("auto", {{"r2", "nchw"}});
+    ADD_FAILURE() << "a region key that is not a region's first node was accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("no layout region of that name (its regions are named by their first node: "
+                                         "c1, c2)"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(layoutWith("auto", {{"c1", "nhwc"}}), UserError);
+
+  // Through a tuning file: region c1 in NCHW. The code changes (c1 runs an NCHW kernel, a reorder joins the
+  // regions' edge) and the program still matches the interpreter; the same file without layout_regions gives
+  // the untuned code.
+  const std::string modelKey = [&] {
+    const fs::path f = tempDir() / "regions-key.json";
+    cpu::CompileOptions t = o;
+    t.tune = true;
+    t.tuningFile = f.string();
+    cpu::generateModel(*m.model, t);
+    return readJson(f).at("model").get<std::string>();
+  }();
+  auto compileWith = [&](const nlohmann::json& file, const std::string& name) {
+    const fs::path f = tempDir() / (name + ".json");
+    std::ofstream(f) << file.dump();
+    cpu::CompileOptions t = o;
+    t.tuningFile = f.string();
+    return cpu::generateModel(*m.model, t);
+  };
+  const cpu::GeneratedModel untuned = cpu::generateModel(*m.model, o);
+  const cpu::GeneratedModel same = compileWith({{"model", modelKey}, {"conv_kernels", nlohmann::json::object()}}, "same");
+  const nlohmann::json flipFile = {
+      {"model", modelKey}, {"conv_kernels", nlohmann::json::object()}, {"layout_regions", {{"c1", "nchw"}}}};
+  const cpu::GeneratedModel flipped = compileWith(flipFile, "flipped");
+  EXPECT_EQ(same.source, untuned.source);
+  EXPECT_NE(flipped.source, untuned.source);
+  size_t blockedConvCalls = 0, flippedBlockedCalls = 0;
+  for (const rt::Conv2dKernel& k : rt::conv2d_kernels())
+    if (k.layout == rt::ConvLayout::NCHWc8) {
+      blockedConvCalls += calls(untuned.source, k.name);
+      flippedBlockedCalls += calls(flipped.source, k.name);
+    }
+  EXPECT_EQ(blockedConvCalls, 3u);
+  EXPECT_EQ(flippedBlockedCalls, 2u);
+
+  const fs::path flipFilePath = tempDir() / "flipped.json";
+  cpu::CompileOptions t = o;
+  t.tuningFile = flipFilePath.string();
+  const fs::path so = tempDir() / "regions-flipped.so";
+  cpu::compileSharedLibrary(*m.model, so.string(), t);
+  std::map<std::string, Tensor> inputs = {{"x", randomTensor({1, 8, 16, 16}, 3)}};
+  TwoRegionModel fresh;
+  const Tensor expected = Interpreter(fresh.g).run(inputs).at(0);
+  const Tensor actual = cpu::CompiledModel(so.string(), 1).run(inputs).at(0);
+  ASSERT_EQ(actual.shape(), expected.shape());
+  double maxMag = 0, worst = 0;
+  for (int64_t i = 0; i < expected.numel(); ++i) {
+    maxMag = std::max(maxMag, std::fabs(double(expected.data<float>()[i])));
+    worst = std::max(worst, std::fabs(double(actual.data<float>()[i]) - expected.data<float>()[i]));
+  }
+  EXPECT_GT(maxMag, 0.0);
+  EXPECT_LE(worst, 1e-4 * maxMag) << "max |diff| " << worst << " of max " << maxMag;
 }
 
 /// Vector lanes the tuner reports when the model is compiled for `march`, through the report and the

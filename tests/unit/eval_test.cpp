@@ -173,7 +173,7 @@ TEST(TuningFile, KnownKernelsOnly) {
     return "{\"model\": \"" + model + "\", \"conv_kernels\": {\"" + key + "\": \"" + kernel + "\"}}";
   };
   auto ok = cpu::parseTuningFile(file("abc", "conv2d_nchw_im2col_gemm_avx2"), "t.json", "abc");
-  EXPECT_EQ(ok.at(key), "conv2d_nchw_im2col_gemm_avx2");
+  EXPECT_EQ(ok.kernels.at(key), "conv2d_nchw_im2col_gemm_avx2");
   auto message = [&](const std::string& text) {
     try {
       cpu::parseTuningFile(text, "t.json", "abc");
@@ -189,6 +189,18 @@ TEST(TuningFile, KnownKernelsOnly) {
   EXPECT_NE(message("{\"model\": \"abc\", \"conv_kernels\": [1]}").find("must be an object"), std::string::npos);
   EXPECT_NE(message("[]").find("expected a JSON object"), std::string::npos);
   EXPECT_NE(message("{").find("not valid JSON"), std::string::npos);
+  // Layout regions (records of tessel tune --target cpu): nchw or nchwc8 only.
+  const std::string kernels = "\"conv_kernels\": {}";
+  auto layouts = cpu::parseTuningFile("{\"model\": \"abc\", " + kernels + ", \"layout_regions\": {\"conv1\": \"nchwc8\", "
+                                      "\"conv7\": \"nchw\"}}",
+                                      "t.json", "abc");
+  EXPECT_EQ(layouts.layouts, (std::map<std::string, std::string>{{"conv1", "nchwc8"}, {"conv7", "nchw"}}));
+  EXPECT_TRUE(layouts.kernels.empty());
+  EXPECT_NE(message("{\"model\": \"abc\", " + kernels + ", \"layout_regions\": {\"conv1\": \"nhwc\"}}")
+                .find("layout_regions['conv1'] is \"nhwc\", expected"),
+            std::string::npos);
+  EXPECT_NE(message("{\"model\": \"abc\", " + kernels + ", \"layout_regions\": [\"conv1\"]}").find("must be an object"),
+            std::string::npos);
 }
 
 TEST(ConvShape, KernelLargerThanPaddedInputIsAUserError) {

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "host_compiler.h"
+#include "kernel_rules.h"
 #include "plan.h"
 #include "tessel/ir/text.h"
 #include "tessel/passes/pass.h"
@@ -352,14 +353,19 @@ std::string targetIsa(const CompileOptions& o) { return targetHasAvx512(o) ? "av
 
 namespace {
 
-/// A copy of the model whose convolutions run the measured kernels (`choices`: conv geometry -> kernel):
-/// select-kernels, the one place a kernel is chosen, runs again with them.
-std::unique_ptr<Model> withTunedKernels(const Model& model, const std::map<std::string, std::string>& choices,
+/// A copy of the model with a tuning file's choices (conv geometry -> kernel; layout region -> layout): the
+/// passes that make those decisions, select-layout (when a region's layout is chosen) and select-kernels, run
+/// again with them.
+std::unique_ptr<Model> withTunedChoices(const Model& model, const TuningChoices& choices,
                                         const CompileOptions& options) {
   std::unique_ptr<Model> tuned = model.clone();
   PassOptions passOptions = passPipeline(options).options;
-  for (const auto& [geometry, kernel] : choices) passOptions.values[kTunedKernelOption + geometry] = kernel;
-  PassPipeline({"select-kernels"}).run(*tuned, passOptions);
+  for (const auto& [geometry, kernel] : choices.kernels) passOptions.values[kTunedKernelOption + geometry] = kernel;
+  for (const auto& [region, layout] : choices.layouts) passOptions.values[kRegionOption + region] = layout;
+  if (choices.layouts.empty())
+    PassPipeline({"select-kernels"}).run(*tuned, passOptions);
+  else
+    PassPipeline({"select-layout", "select-kernels"}).run(*tuned, passOptions);
   return tuned;
 }
 
@@ -407,19 +413,19 @@ ConvTimings timeConvKernels(const std::vector<ConvTuneJob>& jobs, const CompileO
 
 GeneratedModel generateModel(const Model& model, const CompileOptions& options, const std::string& weightsFileName) {
   auto start = std::chrono::steady_clock::now();
-  std::map<std::string, std::string> choices;
+  TuningChoices choices;
   // The tuning file is tied to the model by a hash of its printed graph (structure, shapes, attributes).
   std::string modelKey = fmt::format("{:016x}", fnv1a(printGraphText(*model.graph)));
   if (!options.tuningFile.empty() && !options.tune)
     choices = parseTuningFile(readFile(options.tuningFile), options.tuningFile, modelKey);
   CompileReport tuning;
   nlohmann::json saved = nlohmann::json::object();
-  if (options.tune) tuneConvKernels(*model.graph, options, choices, tuning, saved);
-  const std::unique_ptr<Model> tuned = choices.empty() ? nullptr : withTunedKernels(model, choices, options);
+  if (options.tune) tuneConvKernels(*model.graph, options, choices.kernels, tuning, saved);
+  const std::unique_ptr<Model> tuned = choices.empty() ? nullptr : withTunedChoices(model, choices, options);
   Plan plan = lowerGraph(tuned ? *tuned->graph : *model.graph, options);
   if (!options.tuningFile.empty() && options.tune) {
     saved["model"] = modelKey;
-    saved["conv_kernels"] = choices;
+    saved["conv_kernels"] = choices.kernels;
     writeFile(options.tuningFile, saved.dump(2) + "\n");
   }
   planMemory(plan);

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "tessel/ir/graph.h"
 #include "tessel/rt/conv.h"
@@ -26,5 +28,20 @@ bool runsAsElementwiseKernel(const Node& n);
 /// `small` holds one value per channel of the 4-D `out` ([N or 1, C, 1, 1]: squeeze-and-excitation's scale),
 /// which rt::binary_channel_nchwc8 applies to a blocked operand of out's shape.
 bool channelScaleOperand(const Shape& small, const Shape& out);
+
+/// A connected region of nodes select-layout can run blocked, with at least one convolution that may: one layout
+/// choice (src/targets/cpu/select_layout.cpp).
+struct LayoutRegion {
+  std::string key;     ///< the name of its first node in graph order (node#<index> when that name is not unique)
+  int nodes = 0;
+  int convs = 0;       ///< the convolutions in it that may run blocked
+  bool blocked = false;  ///< its nodes carry meta layout = "nchwc8" in `graph`
+};
+
+/// The layout regions of a graph select-layout has run on (with the same avx512 setting), in graph order.
+std::vector<LayoutRegion> layoutRegions(const Graph& graph, bool avx512);
+
+/// The pass option that decides one region: kRegionOption + key = "nchw" | "nchwc8".
+inline const std::string kRegionOption = "select-layout.region.";
 
 }  // namespace tessel::cpu

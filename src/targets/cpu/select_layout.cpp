@@ -6,8 +6,10 @@
 // semantically; the choice is node->meta["layout"] = "nchwc8", and the cpu code generator puts reorders on
 // the region edges. Options: select-layout.mode = "nchw" keeps everything in NCHW, "auto" does not block a
 // region whose only convolutions are depthwise ones the NCHW depthwise kernel runs faster on its small-map
-// path (see nchwSmallMapDepthwise); select-layout.avx512 = 1 for an AVX-512 target.
+// path (see nchwSmallMapDepthwise); select-layout.avx512 = 1 for an AVX-512 target; select-layout.region.<key> =
+// nchw | nchwc8 decides one region whatever the mode (layoutRegions lists them: the CPU tuner's layout genes).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <numeric>
 
 #include "kernel_rules.h"
@@ -110,6 +112,80 @@ size_t findRoot(std::vector<size_t>& parent, size_t i) {
   return i;
 }
 
+/// The connected regions of layout-capable nodes (graph order) that contain a blockable convolution: the
+/// layout choices select-layout makes, and `tessel tune --target cpu`'s layout genes.
+struct Regions {
+  std::vector<std::vector<size_t>> members;  ///< node indices of each region, in graph order
+  std::vector<bool> autoBlocks;              ///< what mode auto decides for each region
+  std::vector<std::string> keys;             ///< regionKey of each
+  std::vector<int> convs;                    ///< blockable convolutions of each
+};
+
+Regions findRegions(const Graph& graph, bool avx512) {
+  const auto& nodes = graph.nodes();
+  std::map<const Node*, size_t> index;
+  std::vector<bool> capable(nodes.size()), hasConv(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    index[nodes[i].get()] = i;
+    hasConv[i] = blockableConv(*nodes[i], avx512);
+    capable[i] = hasConv[i] || blockableOther(*nodes[i]);
+  }
+  std::vector<size_t> parent(nodes.size());
+  std::iota(parent.begin(), parent.end(), 0);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (!capable[i]) continue;
+    for (Value* in : nodes[i]->inputs()) {
+      if (!in || !in->producer() || in->graph() != &graph) continue;
+      size_t p = index.at(in->producer());
+      if (capable[p]) parent[findRoot(parent, p)] = findRoot(parent, i);
+    }
+  }
+  // A region pays for its reorders when it has a convolution (mode nchwc8); in mode auto a depthwise conv
+  // that the NCHW kernel runs faster on its small-map path (nchwSmallMapDepthwise: MnasNet's 5x5 1152ch on
+  // 7x7 0.167 -> 0.071 ms) does not count, and a region with a channel Concat counts any conv (the
+  // inception and fire modules' branches write their slices of the Concat in place).
+  // History: auto blocked only regions with a depthwise, grouped or Concat-joined conv while ResNet-18/50
+  // ran their 3x3 convs with the NCHW-only Winograd (1x1 convs between them: a reorder on every edge, 1.09x /
+  // 1.03x blocked). With Winograd's NCHWc8 twin and the NCHWc8 direct kernel's flat tiles on small maps
+  // (2026-12-05), bench/ab.py, Zen 2 (AMD EPYC family 23 model 49), 1 thread, every conv region blocked
+  // against that rule: ResNet-18 0.83, ResNet-50 0.88, ShuffleNetV2 0.97, MobileNetV3-small 0.97,
+  // MobileNetV2 0.99, the other eight within 0.99-1.03 (noise: GoogLeNet 1.03 then 1.00 on a rerun),
+  // MnasNet 1.02 (its 5x5 depthwise regions, which this rule leaves NCHW: 1.00).
+  std::map<size_t, size_t> regionOfRoot;
+  Regions r;
+  std::vector<bool> hasConcat;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (!capable[i]) continue;
+    auto [it, fresh] = regionOfRoot.emplace(findRoot(parent, i), r.members.size());
+    if (fresh) {
+      r.members.emplace_back();
+      r.autoBlocks.push_back(false);
+      r.convs.push_back(0);
+      hasConcat.push_back(false);
+    }
+    const size_t k = it->second;
+    r.members[k].push_back(i);
+    if (hasConv[i]) ++r.convs[k];
+    if (isOp(*nodes[i], "Concat")) hasConcat[k] = true;
+    if (hasConv[i] && (!isDepthwise(*nodes[i]) || !nchwSmallMapDepthwise(*nodes[i]))) r.autoBlocks[k] = true;
+  }
+  // Only regions with a convolution are choices; keys are the regions' first nodes' names (node#<index> for
+  // an unnamed or twice-named node, so a key is unique).
+  std::map<std::string, int> nameCount;
+  for (const auto& n : nodes) ++nameCount[n->name()];
+  Regions out;
+  for (size_t k = 0; k < r.members.size(); ++k) {
+    if (r.convs[k] == 0) continue;
+    const size_t first = r.members[k].front();
+    const std::string& name = nodes[first]->name();
+    out.members.push_back(r.members[k]);
+    out.autoBlocks.push_back(r.autoBlocks[k] || hasConcat[k]);
+    out.convs.push_back(r.convs[k]);
+    out.keys.push_back(!name.empty() && nameCount[name] == 1 ? name : fmt::format("node#{}", first));
+  }
+  return out;
+}
+
 class SelectLayoutPass : public Pass {
  public:
   bool run(Model& model, const PassOptions& options) override {
@@ -119,58 +195,50 @@ class SelectLayoutPass : public Pass {
     Graph& graph = *model.graph;
     bool changed = false;
     for (const auto& n : graph.nodes()) changed |= n->meta.erase("layout") > 0;
-    if (mode == "nchw") return changed;
+    // Per-region choices (select-layout.region.<key> = nchw | nchwc8: a tuning file's layout genes) override
+    // the mode's rule for that region.
+    std::map<std::string, std::string> overrides;
+    for (const auto& [key, value] : options.values)
+      if (key.rfind(kRegionOption, 0) == 0) {
+        if (value != "nchw" && value != "nchwc8")
+          throw UserError(fmt::format("pass option {}={}: expected nchw or nchwc8", key, value));
+        overrides[key.substr(kRegionOption.size())] = value;
+      }
+    if (mode == "nchw" && overrides.empty()) return changed;
     const bool avx512 = options.get("select-layout.avx512", "0") == "1";
+    const Regions regions = findRegions(graph, avx512);
     const auto& nodes = graph.nodes();
-    std::map<const Node*, size_t> index;
-    std::vector<bool> capable(nodes.size()), hasConv(nodes.size());
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      index[nodes[i].get()] = i;
-      hasConv[i] = blockableConv(*nodes[i], avx512);
-      capable[i] = hasConv[i] || blockableOther(*nodes[i]);
-    }
-    std::vector<size_t> parent(nodes.size());
-    std::iota(parent.begin(), parent.end(), 0);
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      if (!capable[i]) continue;
-      for (Value* in : nodes[i]->inputs()) {
-        if (!in || !in->producer() || in->graph() != &graph) continue;
-        size_t p = index.at(in->producer());
-        if (capable[p]) parent[findRoot(parent, p)] = findRoot(parent, i);
+    for (size_t k = 0; k < regions.members.size(); ++k) {
+      bool block = mode == "nchwc8" || (mode == "auto" && regions.autoBlocks[k]);
+      if (auto o = overrides.find(regions.keys[k]); o != overrides.end()) {
+        block = o->second == "nchwc8";
+        overrides.erase(o);
       }
+      if (!block) continue;
+      for (size_t i : regions.members[k]) nodes[i]->meta["layout"] = std::string("nchwc8");
+      changed = true;
     }
-    // A region pays for its reorders when it has a convolution (mode nchwc8); in mode auto a depthwise conv
-    // that the NCHW kernel runs faster on its small-map path (nchwSmallMapDepthwise: MnasNet's 5x5 1152ch on
-    // 7x7 0.167 -> 0.071 ms) does not count, and a region with a channel Concat counts any conv (the
-    // inception and fire modules' branches write their slices of the Concat in place).
-    // History: auto blocked only regions with a depthwise, grouped or Concat-joined conv while ResNet-18/50
-    // ran their 3x3 convs with the NCHW-only Winograd (1x1 convs between them: a reorder on every edge, 1.09x /
-    // 1.03x blocked). With Winograd's NCHWc8 twin and the NCHWc8 direct kernel's flat tiles on small maps
-    // (2026-12-05), bench/ab.py, Zen 2 (AMD EPYC family 23 model 49), 1 thread, every conv region blocked
-    // against that rule: ResNet-18 0.83, ResNet-50 0.88, ShuffleNetV2 0.97, MobileNetV3-small 0.97,
-    // MobileNetV2 0.99, the other eight within 0.99-1.03 (noise: GoogLeNet 1.03 then 1.00 on a rerun),
-    // MnasNet 1.02 (its 5x5 depthwise regions, which this rule leaves NCHW: 1.00).
-    std::vector<bool> regionHasConv(nodes.size()), regionHasConcat(nodes.size()), regionAnyConv(nodes.size());
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      if (!capable[i]) continue;
-      const size_t root = findRoot(parent, i);
-      if (hasConv[i]) regionAnyConv[root] = true;
-      if (isOp(*nodes[i], "Concat")) regionHasConcat[root] = true;
-      if (hasConv[i] && (mode == "nchwc8" || !isDepthwise(*nodes[i]) || !nchwSmallMapDepthwise(*nodes[i])))
-        regionHasConv[root] = true;
-    }
-    for (size_t i = 0; i < nodes.size(); ++i)
-      if (regionHasConcat[i] && regionAnyConv[i]) regionHasConv[i] = true;
-    for (size_t i = 0; i < nodes.size(); ++i)
-      if (capable[i] && regionHasConv[findRoot(parent, i)]) {
-        nodes[i]->meta["layout"] = std::string("nchwc8");
-        changed = true;
-      }
+    if (!overrides.empty())
+      throw UserError(fmt::format("pass option {}{}: the graph has no layout region of that name (its regions are "
+                                  "named by their first node: {})",
+                                  kRegionOption, overrides.begin()->first,
+                                  regions.keys.empty() ? "none" : fmt::format("{}", fmt::join(regions.keys, ", "))));
     return changed;
   }
 };
 
 }  // namespace
+
+std::vector<LayoutRegion> layoutRegions(const Graph& graph, bool avx512) {
+  const Regions r = findRegions(graph, avx512);
+  std::vector<LayoutRegion> out;
+  for (size_t k = 0; k < r.members.size(); ++k) {
+    LayoutRegion region{r.keys[k], static_cast<int>(r.members[k].size()), r.convs[k], false};
+    for (size_t i : r.members[k]) region.blocked |= runsBlocked(*graph.nodes()[i]);
+    out.push_back(std::move(region));
+  }
+  return out;
+}
 
 TESSEL_REGISTER_PASS(select_layout, "select-layout",
                      "mark regions of convs/pools/element-wise ops that run in blocked NCHWc8 (meta layout)",

@@ -1,6 +1,6 @@
-// The CPU's search space for `tessel tune --target cpu` (S1 on the host): one gene per convolution geometry the
-// code generator calls a kernel for (options: every applicable NCHW kernel of the runtime, the compiler's choice
-// first in line as the default), fitness = the measured median latency of the whole compiled model (one thread,
+// The CPU's search space for `tessel tune --target cpu` (S1 on the host): one gene per layout region (NCHW or
+// NCHWc8, select-layout's regions) and one per convolution geometry the code generator may call a kernel for
+// (options: every applicable kernel of the conv's layout, the compiler's choice as the default), fitness = the measured median latency of the whole compiled model (one thread,
 // with a noise check), the final choice measured side by side with the untuned model in the same run.
 #include "tuning.h"
 
@@ -8,9 +8,12 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <set>
 #include <unistd.h>
 
 #include "host_compiler.h"
+#include "kernel_rules.h"
+#include "tessel/passes/pass.h"
 #include "tessel/eval/inputs.h"
 #include "tessel/hw/hardware_config.h"
 #include "tessel/ir/text.h"
@@ -54,7 +57,22 @@ CpuTuning::CpuTuning(const Model& model, const std::string& modelPath, const Com
   options_.tune = false;
   options_.progress = nullptr;
   modelKey_ = fmt::format("{:016x}", hw::fnv1a64(printGraphText(*prepared_->graph)));
-  jobs_ = convTuneJobs(*prepared_->graph, targetHasAvx512(options_));
+  const bool avx512 = targetHasAvx512(options_);
+  // Layout genes first: one per region select-layout may block, its default the compiler's choice. The kernel
+  // genes cover every conv geometry in both layouts a region can take (the graph with every region flipped
+  // gives the other one); a kernel gene whose conv runs in the other layout is not used by that genome.
+  regions_ = layoutRegions(*prepared_->graph, avx512);
+  for (const LayoutRegion& r : regions_)
+    problem_.sites.push_back({"layout " + r.key, "layout", 2, r.blocked ? 1u : 0u, false});
+  jobs_ = convTuneJobs(*prepared_->graph, avx512);
+  if (!regions_.empty()) {
+    TuningChoices flipped;
+    for (const LayoutRegion& r : regions_) flipped.layouts[r.key] = r.blocked ? "nchw" : "nchwc8";
+    std::set<std::string> keys;
+    for (const ConvTuneJob& j : jobs_) keys.insert(j.key);
+    for (ConvTuneJob& j : convTuneJobs(*withChoices(flipped)->graph, avx512))
+      if (keys.insert(j.key).second) jobs_.push_back(std::move(j));
+  }
   for (const ConvTuneJob& j : jobs_) {
     auto it = std::find(j.candidates.begin(), j.candidates.end(), j.untuned);
     const uint32_t def = it == j.candidates.end() ? 0 : static_cast<uint32_t>(it - j.candidates.begin());
@@ -83,18 +101,30 @@ CpuTuning::~CpuTuning() {
   fs::remove_all(work_, ec);
 }
 
-std::map<std::string, std::string> CpuTuning::choices(const tune::Genome& g) const {
-  std::map<std::string, std::string> out;
-  for (size_t i = 0; i < jobs_.size(); ++i) out[jobs_[i].key] = jobs_[i].candidates.at(g.at(i));
+std::unique_ptr<Model> CpuTuning::withChoices(const TuningChoices& c) const {
+  std::unique_ptr<Model> m = prepared_->clone();
+  PassOptions passOptions = passPipeline(options_).options;
+  for (const auto& [region, layout] : c.layouts) passOptions.values[kRegionOption + region] = layout;
+  PassPipeline({"select-layout", "select-kernels"}).run(*m, passOptions);
+  return m;
+}
+
+TuningChoices CpuTuning::choices(const tune::Genome& g) const {
+  // Layouts only where the genome leaves the compiler's choice, so a genome of default layouts is exactly a
+  // kernels-only tuning file.
+  TuningChoices out;
+  for (size_t i = 0; i < regions_.size(); ++i)
+    if (g.at(i) != problem_.sites[i].defaultOption) out.layouts[regions_[i].key] = g[i] == 1 ? "nchwc8" : "nchw";
+  for (size_t i = 0; i < jobs_.size(); ++i) out.kernels[jobs_[i].key] = jobs_[i].candidates.at(g.at(regions_.size() + i));
   return out;
 }
 
-std::unique_ptr<CompiledModel> CpuTuning::build(const std::map<std::string, std::string>& kernels) const {
+std::unique_ptr<CompiledModel> CpuTuning::build(const TuningChoices& c) const {
   CompileOptions o = options_;
   const fs::path so = work_ / fmt::format("m{}.so", builds_++);
-  if (!kernels.empty()) {
+  if (!c.empty()) {
     o.tuningFile = (work_ / "choices.json").string();
-    std::ofstream(o.tuningFile) << nlohmann::json{{"model", modelKey_}, {"conv_kernels", kernels}}.dump();
+    std::ofstream(o.tuningFile) << tuningFileJson(c).dump();
   } else {
     o.tuningFile.clear();
   }
@@ -105,11 +135,25 @@ std::unique_ptr<CompiledModel> CpuTuning::build(const std::map<std::string, std:
   return m;
 }
 
+nlohmann::json CpuTuning::tuningFileJson(const TuningChoices& c) const {
+  nlohmann::json j{{"model", modelKey_}, {"conv_kernels", c.kernels}};
+  if (!c.layouts.empty()) j["layout_regions"] = c.layouts;
+  return j;
+}
+
 std::string CpuTuning::genomeText(const tune::Genome& g) const {
-  std::string out = fmt::format("{} convolution geometries (conv_kernels keys), one kernel gene each\n", jobs_.size());
-  for (size_t i = 0; i < jobs_.size(); ++i)
-    out += fmt::format("  [{:3}] conv {:<48} {:<28}{}\n", i, jobs_[i].key, jobs_[i].candidates.at(g.at(i)),
-                       g[i] == problem_.sites[i].defaultOption ? " (compiler's)" : "");
+  std::string out = fmt::format("{} layout regions (layout_regions keys: nchw or nchwc8), {} convolution geometries "
+                                "(conv_kernels keys), one gene each\n",
+                                regions_.size(), jobs_.size());
+  for (size_t i = 0; i < regions_.size(); ++i)
+    out += fmt::format("  [{:3}] layout {:<46} {:<28}{}  ({} nodes, {} convs)\n", i, regions_[i].key,
+                       g.at(i) == 1 ? "nchwc8" : "nchw", g[i] == problem_.sites[i].defaultOption ? " (compiler's)" : "",
+                       regions_[i].nodes, regions_[i].convs);
+  for (size_t i = 0; i < jobs_.size(); ++i) {
+    const size_t s = regions_.size() + i;
+    out += fmt::format("  [{:3}] conv {:<48} {:<28}{}\n", s, jobs_[i].key, jobs_[i].candidates.at(g.at(s)),
+                       g[s] == problem_.sites[s].defaultOption ? " (compiler's)" : "");
+  }
   return out;
 }
 
@@ -119,8 +163,8 @@ nlohmann::json CpuTuning::finish(const nlohmann::json& record) const {
   const std::vector<size_t> ranked = tune::rankedEvaluations(record);
   const auto& evals = record["evaluations"];
   // Candidate 0 is the untuned model (no tuning file); a genome with the compiler's kernels would be the same code.
-  const std::map<std::string, std::string> untuned = choices(tune::defaultGenome(problem_.sites));
-  std::vector<std::map<std::string, std::string>> candidates{{}};
+  const TuningChoices untuned = choices(tune::defaultGenome(problem_.sites));
+  std::vector<TuningChoices> candidates{{}};
   std::vector<nlohmann::json> which{nlohmann::json()};
   for (size_t k = 0; k < std::min<size_t>(3, ranked.size()); ++k) {
     const auto c = choices(evals[ranked[k]]["genome"].get<tune::Genome>());
@@ -149,7 +193,8 @@ nlohmann::json CpuTuning::finish(const nlohmann::json& record) const {
           {"winner_evaluation", which[best]},
           {"checked", checked},
           {"model_key", modelKey_},
-          {"conv_kernels", candidates[best]}};
+          {"conv_kernels", candidates[best].kernels},
+          {"layout_regions", candidates[best].layouts}};
 }
 
 }  // namespace tessel::cpu

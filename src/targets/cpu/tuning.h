@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kernel_rules.h"
 #include "tessel/ir/graph.h"
 #include "tessel/targets/cpu/compiler.h"
 #include "tessel/targets/cpu/loader.h"
@@ -15,7 +16,7 @@
 
 namespace tessel::cpu {
 
-/// Genome: per convolution geometry its kernel; fitness: measured median latency (ns, one thread) of the whole
+/// Genome: per layout region NCHW or NCHWc8, per convolution geometry (in either layout) its kernel; fitness: measured median latency (ns, one thread) of the whole
 /// compiled model. Measured figures vary from run to run, so unlike the NPU's records these are not
 /// byte-reproducible; evaluation is sequential (parallel builds would disturb the timings).
 class CpuTuning : public tune::Tuning {
@@ -27,18 +28,22 @@ class CpuTuning : public tune::Tuning {
   std::string fitnessLabel() const override { return "measured median ns (1 thread)"; }
   uint64_t untunedFigure() const override { return untunedNs_; }
   std::string genomeText(const tune::Genome& genome) const override;
-  /// {"unit", "untuned", "tuned", "winner_evaluation", "checked", "model_key", "conv_kernels"}: what
+  /// {"unit", "untuned", "tuned", "winner_evaluation", "checked", "model_key", "conv_kernels", "layout_regions"}: what
   /// `tessel compile --tuning-file` reads.
   nlohmann::json finish(const nlohmann::json& record) const override;
 
  private:
-  std::map<std::string, std::string> choices(const tune::Genome& g) const;
-  std::unique_ptr<CompiledModel> build(const std::map<std::string, std::string>& kernels) const;
+  TuningChoices choices(const tune::Genome& g) const;
+  /// The prepared model with select-layout and select-kernels run again with c's layouts (not its kernels).
+  std::unique_ptr<Model> withChoices(const TuningChoices& c) const;
+  nlohmann::json tuningFileJson(const TuningChoices& c) const;
+  std::unique_ptr<CompiledModel> build(const TuningChoices& c) const;
   CompileOptions options_;
   std::filesystem::path work_;
   std::unique_ptr<Model> prepared_;
   std::string modelKey_;
-  std::vector<ConvTuneJob> jobs_;
+  std::vector<LayoutRegion> regions_;  ///< genes [0, regions_.size())
+  std::vector<ConvTuneJob> jobs_;      ///< then one gene per job
   std::map<std::string, Tensor> inputs_;
   tune::Problem problem_;
   uint64_t untunedNs_ = 0;

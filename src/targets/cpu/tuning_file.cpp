@@ -39,8 +39,7 @@ bool isTuningKey(const std::string& key, rt::ConvLayout* layout) {
 
 }  // namespace
 
-std::map<std::string, std::string> parseTuningFile(const std::string& text, const std::string& origin,
-                                                   const std::string& modelKey) {
+TuningChoices parseTuningFile(const std::string& text, const std::string& origin, const std::string& modelKey) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
@@ -58,7 +57,9 @@ std::map<std::string, std::string> parseTuningFile(const std::string& text, cons
                                   j.contains("identity") ? j["identity"].value("target", "?") : "?"));
     if (!j.contains("result") || !j["result"].contains("conv_kernels"))
       throw UserError(fmt::format("tuning record '{}' has no result yet (run tessel tune again to complete it)", origin));
-    j = nlohmann::json{{"model", j["result"]["model_key"]}, {"conv_kernels", j["result"]["conv_kernels"]}};
+    nlohmann::json result = j["result"];
+    j = nlohmann::json{{"model", result["model_key"]}, {"conv_kernels", result["conv_kernels"]}};
+    if (result.contains("layout_regions")) j["layout_regions"] = result["layout_regions"];
   }
   const auto model = j.find("model");
   if (model == j.end() || !model->is_string())
@@ -70,7 +71,7 @@ std::map<std::string, std::string> parseTuningFile(const std::string& text, cons
   if (kernels == j.end() || !kernels->is_object())
     throw UserError(fmt::format("tuning file '{}': \"conv_kernels\" must be an object of conv geometry -> kernel name",
                                 origin));
-  std::map<std::string, std::string> choices;
+  TuningChoices choices;
   for (const auto& [key, value] : kernels->items()) {
     rt::ConvLayout layout;
     if (!isTuningKey(key, &layout))
@@ -87,7 +88,19 @@ std::map<std::string, std::string> parseTuningFile(const std::string& text, cons
                                   "convolution kernel of this Tessel (known: {})",
                                   origin, key, name, layout == rt::ConvLayout::NCHWc8 ? "NCHWc8" : "NCHW",
                                   knownKernelNames(layout)));
-    choices[key] = name;
+    choices.kernels[key] = name;
+  }
+  if (const auto layouts = j.find("layout_regions"); layouts != j.end()) {
+    if (!layouts->is_object())
+      throw UserError(fmt::format("tuning file '{}': \"layout_regions\" must be an object of layout region -> "
+                                  "\"nchw\" or \"nchwc8\"",
+                                  origin));
+    for (const auto& [region, value] : layouts->items()) {
+      if (!value.is_string() || (value.get<std::string>() != "nchw" && value.get<std::string>() != "nchwc8"))
+        throw UserError(fmt::format("tuning file '{}': layout_regions['{}'] is {}, expected \"nchw\" or \"nchwc8\"",
+                                    origin, region, value.dump()));
+      choices.layouts[region] = value.get<std::string>();
+    }
   }
   return choices;
 }

@@ -38,11 +38,19 @@ inline const std::string kTunedKernelOption = "select-kernels.tuned.";
 /// reads the same input layout as the untuned one, AVX-512 ones only when `avx512` (the target has it).
 std::vector<ConvTuneJob> convTuneJobs(const Graph& graph, bool avx512);
 
-/// The conv kernel choices of a tuning file's text (geometry key -> kernel name). UserError naming `origin`
-/// when it is not JSON, was written for a model other than `modelKey`, or names a geometry or kernel that
-/// does not exist (src/targets/cpu/tuning_file.cpp).
-std::map<std::string, std::string> parseTuningFile(const std::string& text, const std::string& origin,
-                                                   const std::string& modelKey);
+/// What a tuning file decides: conv kernels, and (records of `tessel tune --target cpu`) layout regions.
+struct TuningChoices {
+  std::map<std::string, std::string> kernels;  ///< convTuningKey -> kernel name ("conv_kernels")
+  /// layout region key (select-layout's layoutRegions) -> "nchw" | "nchwc8" ("layout_regions"; optional)
+  std::map<std::string, std::string> layouts;
+  bool empty() const { return kernels.empty() && layouts.empty(); }
+  bool operator==(const TuningChoices&) const = default;
+};
+
+/// The choices of a tuning file's text. UserError naming `origin` when it is not JSON, was written for a
+/// model other than `modelKey`, names a geometry or kernel that does not exist, or a layout other than nchw
+/// and nchwc8 (src/targets/cpu/tuning_file.cpp). Region keys are checked by select-layout when compiling.
+TuningChoices parseTuningFile(const std::string& text, const std::string& origin, const std::string& modelKey);
 
 /// What the tuner measured.
 struct ConvTimings {
