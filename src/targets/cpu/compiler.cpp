@@ -353,9 +353,8 @@ std::string targetIsa(const CompileOptions& o) { return targetHasAvx512(o) ? "av
 
 namespace {
 
-/// A copy of the model with a tuning file's choices (conv geometry -> kernel; layout region -> layout): the
-/// passes that make those decisions, select-layout (when a region's layout is chosen) and select-kernels, run
-/// again with them.
+}  // namespace
+
 std::unique_ptr<Model> withTunedChoices(const Model& model, const TuningChoices& choices,
                                         const CompileOptions& options) {
   std::unique_ptr<Model> tuned = model.clone();
@@ -368,8 +367,6 @@ std::unique_ptr<Model> withTunedChoices(const Model& model, const TuningChoices&
     PassPipeline({"select-layout", "select-kernels"}).run(*tuned, passOptions);
   return tuned;
 }
-
-}  // namespace
 
 ConvTimings timeConvKernels(const std::vector<ConvTuneJob>& jobs, const CompileOptions& options) {
   checkCompiler(options);

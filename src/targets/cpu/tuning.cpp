@@ -13,7 +13,6 @@
 
 #include "host_compiler.h"
 #include "kernel_rules.h"
-#include "tessel/passes/pass.h"
 #include "tessel/eval/inputs.h"
 #include "tessel/hw/hardware_config.h"
 #include "tessel/ir/text.h"
@@ -70,7 +69,7 @@ CpuTuning::CpuTuning(const Model& model, const std::string& modelPath, const Com
     for (const LayoutRegion& r : regions_) flipped.layouts[r.key] = r.blocked ? "nchw" : "nchwc8";
     std::set<std::string> keys;
     for (const ConvTuneJob& j : jobs_) keys.insert(j.key);
-    for (ConvTuneJob& j : convTuneJobs(*withChoices(flipped)->graph, avx512))
+    for (ConvTuneJob& j : convTuneJobs(*withTunedChoices(*prepared_, flipped, options_)->graph, avx512))
       if (keys.insert(j.key).second) jobs_.push_back(std::move(j));
   }
   for (const ConvTuneJob& j : jobs_) {
@@ -99,14 +98,6 @@ CpuTuning::CpuTuning(const Model& model, const std::string& modelPath, const Com
 CpuTuning::~CpuTuning() {
   std::error_code ec;
   fs::remove_all(work_, ec);
-}
-
-std::unique_ptr<Model> CpuTuning::withChoices(const TuningChoices& c) const {
-  std::unique_ptr<Model> m = prepared_->clone();
-  PassOptions passOptions = passPipeline(options_).options;
-  for (const auto& [region, layout] : c.layouts) passOptions.values[kRegionOption + region] = layout;
-  PassPipeline({"select-layout", "select-kernels"}).run(*m, passOptions);
-  return m;
 }
 
 TuningChoices CpuTuning::choices(const tune::Genome& g) const {

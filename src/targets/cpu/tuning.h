@@ -34,8 +34,6 @@ class CpuTuning : public tune::Tuning {
 
  private:
   TuningChoices choices(const tune::Genome& g) const;
-  /// The prepared model with select-layout and select-kernels run again with c's layouts (not its kernels).
-  std::unique_ptr<Model> withChoices(const TuningChoices& c) const;
   nlohmann::json tuningFileJson(const TuningChoices& c) const;
   std::unique_ptr<CompiledModel> build(const TuningChoices& c) const;
   CompileOptions options_;

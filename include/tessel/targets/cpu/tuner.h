@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,11 @@ struct TuningChoices {
 /// model other than `modelKey`, names a geometry or kernel that does not exist, or a layout other than nchw
 /// and nchwc8 (src/targets/cpu/tuning_file.cpp). Region keys are checked by select-layout when compiling.
 TuningChoices parseTuningFile(const std::string& text, const std::string& origin, const std::string& modelKey);
+
+/// A copy of a prepared model (prepareModel with `options`) with a tuning file's choices: the passes that make
+/// those decisions, select-layout (when a region's layout is chosen) and select-kernels, run again with them
+/// (src/targets/cpu/compiler.cpp).
+std::unique_ptr<Model> withTunedChoices(const Model& model, const TuningChoices& choices, const CompileOptions& options);
 
 /// What the tuner measured.
 struct ConvTimings {
