@@ -37,6 +37,12 @@ Conv2dShape conv_shape(int64_t ci, int64_t hw, int64_t co, int64_t k, int64_t st
   return s;
 }
 
+AlignedBuffer aligned_copy(const std::vector<float>& v) {
+  AlignedBuffer b(v.size());
+  std::copy(v.begin(), v.end(), b.data());
+  return b;
+}
+
 // Runs the named kernel on the shape; NCHWc8 kernels get NCHWc8 buffers (no reorder timed).
 void run_conv(benchmark::State& state, const char* name, Conv2dShape s, bool residual = false) {
   const int threads = static_cast<int>(state.range(0));
@@ -47,15 +53,19 @@ void run_conv(benchmark::State& state, const char* name, Conv2dShape s, bool res
   }
   const bool c8 = k->layout == ConvLayout::NCHWc8;
   const int64_t ohw = s.out_h() * s.out_w();
-  auto in = bench_random(c8 ? nchwc8_size(1, s.in_channels, s.in_h * s.in_w) : s.in_channels * s.in_h * s.in_w);
+  // Activations 64-byte aligned, as in a model's arena (src/targets/cpu/memory_plan.cpp); a large std::vector
+  // starts 16 bytes into a page, so with 2 threads the lines at the edges of each thread's part of the output
+  // would be shared, which a model's buffers are not.
+  const AlignedBuffer in = aligned_copy(
+      bench_random(c8 ? nchwc8_size(1, s.in_channels, s.in_h * s.in_w) : s.in_channels * s.in_h * s.in_w));
   auto w = bench_random(s.out_channels * s.in_per_group() * s.kernel_h * s.kernel_w);
   auto bias = bench_random(s.out_channels);
-  std::vector<float> out(c8 ? nchwc8_size(1, s.out_channels, ohw) : s.out_channels * ohw);
+  AlignedBuffer out = aligned_copy(std::vector<float>(c8 ? nchwc8_size(1, s.out_channels, ohw) : s.out_channels * ohw));
   AlignedBuffer packed(k->packed_weight_size(s));
   k->pack_weights(s, w.data(), packed.data());
   Epilogue ep = Epilogue::with_act(Activation::Relu);
   ep.bias = bias.data();
-  std::vector<float> res(residual ? out.size() : 0, 0.5f);
+  const AlignedBuffer res = aligned_copy(std::vector<float>(residual ? out.size() : 0, 0.5f));
   if (residual) ep.residual = res.data();
   if (cold_weights()) {
     // As inside a model: the weights come from DRAM (the other layers' weights went through the caches
@@ -65,9 +75,9 @@ void run_conv(benchmark::State& state, const char* name, Conv2dShape s, bool res
       state.PauseTiming();
       std::fill(evict.begin(), evict.end(), static_cast<char>(evict[0] + 1));
       float sum = 0.0f;
-      for (size_t i = 0; i < in.size(); i += 16) sum += in[i];
-      for (size_t i = 0; i < out.size(); i += 16) out[i] = sum;
-      for (size_t i = 0; i < res.size(); i += 16) sum += res[i];
+      for (size_t i = 0; i < in.size(); i += 16) sum += in.data()[i];
+      for (size_t i = 0; i < out.size(); i += 16) out.data()[i] = sum;
+      for (size_t i = 0; i < res.size(); i += 16) sum += res.data()[i];
       benchmark::DoNotOptimize(sum);
       state.ResumeTiming();
       k->run(s, in.data(), packed.data(), out.data(), ep, bench_pool(threads));
