@@ -12,7 +12,8 @@ thread_local bool tls_inside_parallel_region = false;
 
 }  // namespace
 
-ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
+ThreadPool::ThreadPool(int num_threads)
+    : num_threads_(std::max(1, num_threads)), ranges_(std::make_unique<OwnedRange[]>(num_threads_)) {
   workers_.reserve(num_threads_ - 1);
   for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
@@ -24,17 +25,40 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-// Takes chunks of the current job until none is left: each a 1/(2N) share of what remains, at least
-// job_min_chunk_ items.
-void ThreadPool::run_chunks() {
-  const int64_t n = job_n_, share = 2 * int64_t{num_threads_};
-  int64_t begin = next_index_.load(std::memory_order_relaxed);
-  while (begin < n) {
-    const int64_t left = n - begin;
-    const int64_t take = std::min(left, std::max(job_min_chunk_, left / share));
-    if (!next_index_.compare_exchange_weak(begin, begin + take, std::memory_order_relaxed)) continue;
-    (*job_fn_)(begin, begin + take);
-    begin = next_index_.load(std::memory_order_relaxed);
+namespace {
+
+constexpr uint64_t pack_range(int64_t front, int64_t end) {
+  return static_cast<uint64_t>(front) | (static_cast<uint64_t>(end) << 32);
+}
+constexpr int64_t range_front(uint64_t r) { return static_cast<int64_t>(r & 0xffffffffu); }
+constexpr int64_t range_end(uint64_t r) { return static_cast<int64_t>(r >> 32); }
+
+}  // namespace
+
+// Thread `self`: its own range front to back, then chunks from the back of the others' (the thread after it
+// first). Chunks are a kChunksPerThread-th of an owned range (at least 1 item), so a slowed thread leaves
+// most of its range to the others.
+void ThreadPool::run_owned_chunks(int self) {
+  const int64_t chunk = std::max<int64_t>(1, job_n_ / (int64_t{kChunksPerThread} * num_threads_));
+  OwnedRange& own = ranges_[self];
+  for (uint64_t r = own.front_end.load(std::memory_order_relaxed);;) {
+    const int64_t f = range_front(r), e = range_end(r);
+    if (f >= e) break;
+    const int64_t take = std::min(chunk, e - f);
+    if (!own.front_end.compare_exchange_weak(r, pack_range(f + take, e), std::memory_order_relaxed)) continue;
+    (*job_fn_)(f, f + take);
+    r = own.front_end.load(std::memory_order_relaxed);
+  }
+  for (int k = 1; k < num_threads_; ++k) {
+    OwnedRange& other = ranges_[(self + k) % num_threads_];
+    for (uint64_t r = other.front_end.load(std::memory_order_relaxed);;) {
+      const int64_t f = range_front(r), e = range_end(r);
+      if (f >= e) break;
+      const int64_t take = std::min(chunk, e - f);
+      if (!other.front_end.compare_exchange_weak(r, pack_range(f, e - take), std::memory_order_relaxed)) continue;
+      (*job_fn_)(e - take, e);
+      r = other.front_end.load(std::memory_order_relaxed);
+    }
   }
 }
 
@@ -44,11 +68,18 @@ void ThreadPool::parallel_for(int64_t n, const RangeFn& fn) {
     fn(0, n);
     return;
   }
+  if (n >= (int64_t{1} << 31)) {  // beyond the 32-bit halves of a range: one part per thread
+    const int threads = num_threads_;
+    run_per_thread([&](int t) {
+      if (t * n / threads < (t + 1) * n / threads) fn(t * n / threads, (t + 1) * n / threads);
+    });
+    return;
+  }
   job_fn_ = &fn;
   job_n_ = n;
-  job_min_chunk_ = std::max<int64_t>(1, n / (int64_t{kMaxChunksPerThread} * num_threads_));
-  next_index_.store(0, std::memory_order_relaxed);
-  run_job([this] { run_chunks(); });
+  for (int t = 0; t < num_threads_; ++t)
+    ranges_[t].front_end.store(pack_range(t * n / num_threads_, (t + 1) * n / num_threads_), std::memory_order_relaxed);
+  run_job([this] { run_owned_chunks(0); });
 }
 
 // Publishes the job whose fields the caller has set, runs the caller's share, then waits for every worker.
@@ -98,7 +129,7 @@ void ThreadPool::worker_loop(int index) {
     if (job_per_thread_ != nullptr)
       (*job_per_thread_)(index);
     else
-      run_chunks();
+      run_owned_chunks(index);
     pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }

@@ -59,33 +59,52 @@ TEST(RtThreadPool, TwoThreadsUseTheCallerAndOneWorker) {
   EXPECT_TRUE(ids[0] == std::this_thread::get_id() || ids[1] == std::this_thread::get_id());
 }
 
-// Guided chunks: contiguous, covering [0, n) once, the first a 1/(2N) share of n, each later one no larger
-// than the one before it and none below n / (kMaxChunksPerThread * N) except the very last.
-TEST(RtThreadPool, GuidedChunksShrinkTowardsTheEnd) {
+// Owner first: with both threads in the loop, the caller runs [0, n/2) and the worker [n/2, n), front to back in
+// chunks of n / (kChunksPerThread * 2), in every call (so consecutive loops over the same index space keep each
+// index on one thread). Each chunk waits (up to 10 s) until both threads have started one, so neither can run
+// out its own part and take the other's before the other wakes up.
+TEST(RtThreadPool, EachThreadRunsItsOwnPartFrontToBack) {
   ThreadPool pool(2);
-  const int64_t n = 1001, min_chunk = n / (2 * ThreadPool::kMaxChunksPerThread);
-  std::vector<std::pair<int64_t, int64_t>> ranges;
-  std::mutex m;
-  pool.parallel_for(n, [&](int64_t b, int64_t e) {
-    std::lock_guard<std::mutex> lock(m);
-    ranges.push_back({b, e});
-  });
-  std::sort(ranges.begin(), ranges.end());
-  ASSERT_GE(ranges.size(), size_t{8});
-  ASSERT_LE(ranges.size(), size_t(n / min_chunk + 1));
-  EXPECT_EQ(ranges.front(), std::make_pair(int64_t{0}, n / 4));
-  int64_t next = 0, previous = n;
-  for (size_t i = 0; i < ranges.size(); ++i) {
-    auto [b, e] = ranges[i];
-    EXPECT_EQ(b, next);
-    EXPECT_LE(e - b, previous) << "chunk " << i;
-    if (i + 1 < ranges.size()) {
-      EXPECT_GE(e - b, min_chunk) << "chunk " << i;
+  const int64_t n = 1000, chunk = n / (2 * ThreadPool::kChunksPerThread);
+  const auto caller = std::this_thread::get_id();
+  for (int rep = 0; rep < 20; ++rep) {
+    std::atomic<int> started{0};
+    std::mutex m;
+    std::vector<std::pair<int64_t, int64_t>> mine, theirs;
+    pool.parallel_for(n, [&](int64_t b, int64_t e) {
+      {
+        std::lock_guard<std::mutex> lock(m);
+        (std::this_thread::get_id() == caller ? mine : theirs).push_back({b, e});
+      }
+      started.fetch_add(1);
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (started.load() < 2 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    });
+    ASSERT_FALSE(mine.empty());
+    ASSERT_FALSE(theirs.empty());
+    EXPECT_EQ(mine.front(), std::make_pair(int64_t{0}, chunk)) << "rep " << rep;
+    EXPECT_EQ(theirs.front(), std::make_pair(n / 2, n / 2 + chunk)) << "rep " << rep;
+    // Own chunks in order: each starts where the thread's previous own chunk ended.
+    for (const auto* runs : {&mine, &theirs}) {
+      const int64_t base = runs == &mine ? 0 : n / 2;
+      int64_t next = base;
+      for (auto [b, e] : *runs) {
+        if (b < base || b >= base + n / 2) continue;  // taken from the back of the other's part
+        EXPECT_EQ(b, next) << "rep " << rep;
+        EXPECT_LE(e - b, chunk);
+        next = e;
+      }
     }
-    previous = e - b;
-    next = e;
+    std::vector<std::pair<int64_t, int64_t>> all(mine);
+    all.insert(all.end(), theirs.begin(), theirs.end());
+    std::sort(all.begin(), all.end());
+    int64_t covered = 0;
+    for (auto [b, e] : all) {
+      EXPECT_EQ(b, covered);
+      covered = e;
+    }
+    EXPECT_EQ(covered, n);
   }
-  EXPECT_EQ(next, n);
 }
 
 // A thread held up inside one chunk (here the caller, sleeping in its first) does not hold up the rest:

@@ -5,18 +5,24 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <thread>
 #include <vector>
 
 namespace tessel::rt {
 
-/// A pool of N-1 persistent workers plus the calling thread. In parallel_for the threads, the caller among
-/// them, take contiguous chunks of [0, n) until none is left ("guided" scheduling): each chunk is a
-/// 1/(2N) share of what is still left, so the first chunks are large (few calls, each with a long
-/// contiguous range) and the last ones small (down to n / (kMaxChunksPerThread * N)), so the threads
-/// finish together. A thread slowed down by something else on its core (another process, the
-/// hypervisor) takes fewer chunks instead of holding up the others. There is never oversubscription.
-/// With N == 1 (or n <= 1, or when called from inside a parallel region) the body runs inline.
+/// A pool of N-1 persistent workers plus the calling thread. In parallel_for thread t (the caller is thread 0)
+/// owns the t-th of N equal contiguous parts of [0, n) and runs it front to back in chunks; a thread that has
+/// finished its own part takes chunks from the back of another's ("owner first"). On balanced work every
+/// thread runs exactly its own part, so consecutive layers split along the same index (pixels, rows) are
+/// computed by the same thread and each thread reads mostly what it wrote itself: a line another core just
+/// wrote costs 50-900 ns to read on a VM whose two vCPUs do not share a cache (docs/performance.md). Against
+/// the guided chunks this replaced (each chunk a 1/(2N) share of what was left, to whichever thread came
+/// first), 2 threads on a Zen 5 VM, median of 8 paired runs: MobileNetV2 0.94x the time, SqueezeNet 0.92x,
+/// DenseNet-121 0.97x, ResNet-50 0.98x, ResNet-18 and GoogLeNet unchanged. A thread slowed down by something
+/// else on its core (another process, the hypervisor) still leaves the rest of its part to the others. There
+/// is never oversubscription. With N == 1 (or n <= 1, or when called from inside a parallel region) the body
+/// runs inline.
 class ThreadPool {
  public:
   /// Body of a parallel loop: processes indices [begin, end).
@@ -32,12 +38,10 @@ class ThreadPool {
   int num_threads() const { return num_threads_; }
 
   /// How many work items per thread a kernel should offer when it can cut its work finer at some cost
-  /// (per-call packing, scratch rows): enough for the guided chunks to even out the threads.
+  /// (per-call packing, scratch rows): parallel_for's chunks are a kChunksPerThread-th of a thread's part.
   static constexpr int kChunksPerThread = 4;
-  /// The smallest chunk is n / (kMaxChunksPerThread * num_threads) items (at least 1).
-  static constexpr int kMaxChunksPerThread = 16;
 
-  /// Runs fn over [0, n) in guided contiguous chunks (each fn call gets one chunk; a thread may get
+  /// Runs fn over [0, n) in contiguous chunks, owner first (each fn call gets one chunk; a thread may get
   /// several); returns when all are done.
   void parallel_for(int64_t n, const RangeFn& fn);
 
@@ -45,12 +49,12 @@ class ThreadPool {
   /// and returns when all are done. For kernels that cut their work into one part per thread so that
   /// the same thread computes the same part of consecutive layers and reads what it wrote itself: a
   /// cache line another core just wrote costs 50-900 ns to read (a VM's two vCPUs need not share a
-  /// last-level cache), which guided chunks, handed to whichever thread comes first, cannot avoid.
+  /// last-level cache); parallel_for gets there on balanced work only.
   void run_per_thread(const std::function<void(int thread)>& fn);
 
  private:
   void worker_loop(int index);
-  void run_chunks();
+  void run_owned_chunks(int self);
   template <class Share>
   void run_job(const Share& caller_share);
 
@@ -63,8 +67,13 @@ class ThreadPool {
   const RangeFn* job_fn_ = nullptr;
   const std::function<void(int)>* job_per_thread_ = nullptr;  // set: the job is run_per_thread's
   int64_t job_n_ = 0;
-  int64_t job_min_chunk_ = 1;
-  std::atomic<int64_t> next_index_{0};
+  // Owner-first scheduling (parallel_for when n < 2^31): thread t owns [t n / N, (t+1) n / N) and takes it front
+  // to back; a thread that has finished its own takes chunks from the back of another's. Each range is one
+  // atomic word, the front in the low and the end in the high 32 bits, on a cache line of its own.
+  struct alignas(64) OwnedRange {
+    std::atomic<uint64_t> front_end{0};
+  };
+  std::unique_ptr<OwnedRange[]> ranges_;
 };
 
 /// Runs fn over [0, n) on `pool`, or inline (fn(0, n)) when pool is null.
