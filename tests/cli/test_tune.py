@@ -7,7 +7,8 @@
                        whose output matches `tessel run` on the ONNX model, without hazards
   --print-genome       the sites, the compiler's options marked (cpu: a layout gene per region, then kernels)
   bad records          truncated, another configuration, another model, another format version, not a record;
-                       a cpu record for the npu; --target ref (no tuner): exit 2 with a message
+                       a cpu record for the npu; --target ref (no tuner); a bad --dram-budget, one for the cpu, or
+                       another one than the record's: exit 2 with a message
 Usage: test_tune.py --tessel build/tessel"""
 import argparse
 import json
@@ -46,6 +47,11 @@ def main():
         r = json.loads(read(rec))
         keys = {"format", "version", "identity", "search", "sites", "evaluations", "generations", "best", "result"}
         c.check("record: documented keys", keys <= set(r), sorted(keys - set(r)))
+        res = r.get("result", {})
+        c.check("record: the DRAM budget (default 2.75) in the identity; the result within its limit",
+                r["identity"].get("dram_budget") == 2.75 and res.get("tuned_dram_bytes", 1) <= res.get("dram_limit_bytes", 0) and
+                res.get("dram_limit_bytes", 0) >= 2.75 * res.get("compulsory_dram_bytes", 1 << 60) - 1,
+                json.dumps(r["identity"]) + " " + json.dumps({k: v for k, v in res.items() if "dram" in k}))
         c.check("record: 3 generations, the compiler's genome evaluated first",
                 len(r["generations"]) == 3 and r["evaluations"][0]["genome"] == [s["default"] for s in r["sites"]],
                 (len(r["generations"]), r["evaluations"][0]))
@@ -139,6 +145,12 @@ def main():
         refused("a cpu record for --target npu", ["compile", model, "--target", "npu", "--hw", "tiny", "--tuning-file",
                                                   os.path.join(d, "cpu.json")], ["another target"])
         refused("tune -o without .json", tune + ["-o", os.path.join(d, "r.txt")], [".json"])
+        refused("tune --dram-budget that is not a number", tune + ["-o", os.path.join(d, "e.json"), "--dram-budget", "lots"],
+                ["--dram-budget lots", "expected a number"])
+        refused("tune --dram-budget with --target cpu", ["tune", model, "--target", "cpu", "-o", os.path.join(d, "e.json"),
+                                                        "--dram-budget", "2"], ["does not apply", "cpu"])
+        refused("resuming a record with another --dram-budget", tune + ["-o", rec, "--dram-budget", "0", "--no-plot"],
+                ["another dram_budget"])
     return c.summary()
 
 

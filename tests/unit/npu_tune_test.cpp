@@ -190,6 +190,56 @@ TEST(NpuTune, ATunedRecordCompilesToAProgramThatMatchesTheInterpreter) {
   fs::remove(recordPath);
 }
 
+// The DRAM budget (tessel tune --dram-budget): a genome moving more modelled DRAM bytes than the limit is rejected,
+// the limit being the budget times the compulsory bytes or the compiler's genome's traffic when that is more (so
+// the compiler's genome always counts); budget 0 takes every genome that fits; the budget is part of the record's
+// identity, so a record is resumed only with the same one.
+TEST(NpuTune, GenomesBeyondTheDramBudgetAreRejected) {
+  const hw::HardwareConfig config = test::shippedConfig("default.json");
+  const auto model = chainModel(32, true);
+  const ModelFile file(*model, "dram");
+  const NpuTuning unlimited(*model, file.path, config, 2, 0.0), tight(*model, file.path, config, 2, 1e-9);
+  ASSERT_EQ(unlimited.problem().sites.size(), tight.problem().sites.size());
+  EXPECT_EQ(tight.problem().identity["dram_budget"], 1e-9);
+  EXPECT_NE(unlimited.problem().identity, tight.problem().identity);
+  // The compiler's genome and every single-site change of it (each option of each site).
+  const tune::Genome d = tune::defaultGenome(tight.problem().sites);
+  std::vector<tune::Genome> batch{d};
+  for (size_t i = 0; i < d.size(); ++i)
+    for (uint32_t o = 0; o < tight.problem().sites[i].options; ++o)
+      if (o != d[i]) {
+        batch.push_back(d);
+        batch.back()[i] = o;
+      }
+  const auto modelled = tight.modelGenomes(batch);
+  const std::vector<uint64_t> tightFitness = tight.problem().evaluate(batch);
+  const std::vector<uint64_t> freeFitness = unlimited.problem().evaluate(batch);
+  ASSERT_EQ(modelled.size(), batch.size());
+  const uint64_t limit = modelled[0].second;  // the compiler's genome's traffic: the tight budget's limit
+  size_t over = 0, under = 0;
+  for (size_t k = 0; k < batch.size(); ++k) {
+    EXPECT_EQ(freeFitness[k], modelled[k].first) << "genome " << k;
+    if (modelled[k].first == tune::kRejected) continue;
+    if (modelled[k].second > limit) {
+      ++over;
+      EXPECT_EQ(tightFitness[k], tune::kRejected) << "genome " << k << " moves " << modelled[k].second << " > " << limit;
+    } else {
+      ++under;
+      EXPECT_EQ(tightFitness[k], modelled[k].first) << "genome " << k;
+    }
+  }
+  EXPECT_NE(tightFitness[0], tune::kRejected) << "the compiler's genome is within any budget";
+  EXPECT_GT(over, 0u) << "some single change moves more DRAM bytes than the compiler's schedule";
+  EXPECT_GT(under, 1u);
+  // A record of one budget is not resumed with another.
+  tune::SearchOptions o;
+  o.generations = 1, o.population = 4, o.seed = 1;
+  const std::string recordPath = file.path + ".dram.json";
+  tune::runSearch(tight.problem(), o, recordPath);
+  EXPECT_THROW(tune::runSearch(unlimited.problem(), o, recordPath), UserError);
+  fs::remove(recordPath);
+}
+
 // A ResNet block with a strided 1x1 shortcut: the compiler computes the shortcut into the accumulator of the second
 // convolution (NodeTiling::residualConv); the search has a site for it whose default is the compiler's choice.
 TEST(NpuTune, TheCompilersGenomeOfAShortcutInTheAccumulatorIsTheCompilersSchedule) {

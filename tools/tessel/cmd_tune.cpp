@@ -20,7 +20,7 @@ namespace {
 
 struct TuneCmdOptions {
   ModelOptions model;
-  std::string target = "npu", hw, output, plot, strategy = "evolution", isa;
+  std::string target = "npu", hw, output, plot, strategy = "evolution", isa, dramBudget;
   int generations = 20, population = 32, jobs = 0;
   uint64_t seed = 0;
   double timeBudget = 0;
@@ -54,6 +54,7 @@ void tuneCommand(const TuneCmdOptions& o) {
   target::TargetOptions to;
   to.hw = o.hw;
   if (!o.isa.empty()) to.host.isa = o.isa;
+  if (!o.dramBudget.empty()) to.settings["dram-budget"] = o.dramBudget;
   const std::unique_ptr<tune::Tuning> tuning = t.tuning(*model, o.model.path, to, o.jobs);
   const tune::Problem& problem = tuning->problem();
   const std::string unit = tuning->fitnessUnit();
@@ -144,6 +145,10 @@ TESSEL_REGISTER_COMMAND(tune, 46, [](CLI::App& app) {
                   "--target cpu: vector ISA of the builds it times: avx2, avx512 or auto (default; tessel compile --isa). "
                   "The record is for that ISA, and so is --layout auto's choice of blocked regions")
       ->check(CLI::IsMember({"auto", "avx2", "avx512"}));
+  cmd->add_option("--dram-budget", o->dramBudget,
+                  "--target npu: reject genomes that move more DRAM bytes than this multiple of the compulsory bytes "
+                  "(every input, output and constant once), or than the untuned compile when that is more (default "
+                  "2.75, the compiler's own budget; 0: no limit)");
   cmd->add_option("-o,--output", o->output, "the record to write (and resume): RECORD.json");
   cmd->add_option("--generations", o->generations, "generations of the search (default 20)")->check(CLI::Range(1, 100000));
   cmd->add_option("--population", o->population, "individuals per generation (default 32)")->check(CLI::Range(2, 100000));

@@ -100,6 +100,8 @@ class CpuTarget : public Target {
   std::unique_ptr<tune::Tuning> tuning(const Model& model, const std::string& modelPath, const TargetOptions& options,
                                        int) const override {
     if (!options.hw.empty()) throw UserError("--hw does not apply to tessel tune --target cpu (it tunes for this machine)");
+    if (options.settings.count("dram-budget"))
+      throw UserError("--dram-budget does not apply to tessel tune --target cpu (it limits the NPU's DRAM traffic)");
     return std::make_unique<cpu::CpuTuning>(model, modelPath, options.host);
   }
 

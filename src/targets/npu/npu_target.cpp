@@ -122,14 +122,26 @@ class NpuTarget : public Target {
            "part as compiled CPU code";
   }
   std::string artifactExtension() const override { return ".tnpu"; }
-  std::vector<std::string> settings() const override { return {"npu-strategy", "npu-window"}; }
+  std::vector<std::string> settings() const override { return {"npu-strategy", "npu-window", "dram-budget"}; }
   std::unique_ptr<tune::Tuning> tuning(const Model& model, const std::string& modelPath, const TargetOptions& options,
                                        int jobs) const override {
     if (options.hw.empty()) throw UserError("tessel tune --target npu needs --hw CONFIG (a file, or a name such as 'default')");
     if (options.host.isa != "auto")
       throw UserError("--isa does not apply to tessel tune --target npu (it tunes the NPU's schedule; the ISA is the "
                       "cpu target's)");
-    return std::make_unique<npu::NpuTuning>(model, modelPath, hw::HardwareConfig::load(eval::findHardwareConfig(options.hw)), jobs);
+    double dramBudget = npu::NpuTuning::kDefaultDramBudget;
+    if (auto it = options.settings.find("dram-budget"); it != options.settings.end()) {
+      try {
+        size_t used = 0;
+        dramBudget = std::stod(it->second, &used);
+        if (used != it->second.size()) throw std::invalid_argument(it->second);
+      } catch (const std::exception&) {
+        throw UserError(fmt::format("--dram-budget {}: expected a number (a multiple of the compulsory DRAM bytes; 0: no "
+                                    "limit)", it->second));
+      }
+    }
+    return std::make_unique<npu::NpuTuning>(model, modelPath, hw::HardwareConfig::load(eval::findHardwareConfig(options.hw)),
+                                            jobs, dramBudget);
   }
   bool usesHardwareConfig() const override { return true; }
   Pipeline pipeline(const TargetOptions&) const override { return namedPipeline("npu"); }

@@ -142,8 +142,14 @@ nlohmann::json tuningIdentity(const std::string& modelPath, const hw::HardwareCo
 
 NpuTuning::~NpuTuning() = default;
 
-NpuTuning::NpuTuning(const Model& model, const std::string& modelPath, const hw::HardwareConfig& config, int jobs)
-    : config_(config), jobs_(jobs > 0 ? jobs : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))) {
+NpuTuning::NpuTuning(const Model& model, const std::string& modelPath, const hw::HardwareConfig& config, int jobs,
+                     double dramBudget)
+    : config_(config),
+      dramBudget_(dramBudget),
+      jobs_(jobs > 0 ? jobs : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))) {
+  if (!(dramBudget >= 0.0) || dramBudget > 1e6)
+    throw UserError(fmt::format("--dram-budget {}: expected a multiple of the compulsory DRAM bytes (2.75 is the "
+                                "compiler's own), or 0 for no limit", dramBudget));
   if (!config.firstNpu()) throw UserError(fmt::format("configuration '{}' has no npu device", config.name()));
   prepared_ = model.clone();
   namedPipeline("npu").run(*prepared_);
@@ -169,6 +175,7 @@ NpuTuning::NpuTuning(const Model& model, const std::string& modelPath, const hw:
     for (const auto& r : run.subgraphs)
       untunedCycles_ += r.report.totalCycles, untunedDramBytes_ += r.report.dramBytesRead + r.report.dramBytesWritten;
   }
+  for (const LoweredSubgraph& l : compiled.subgraphs) compulsoryDramBytes_ += l.compulsoryDramBytes;
   // The sites.
   for (auto& sp : spaces_) {
     Space& s = *sp;
@@ -292,7 +299,18 @@ NpuTuning::NpuTuning(const Model& model, const std::string& modelPath, const hw:
                               static_cast<uint32_t>(w == std::end(kWindowChoices) ? 1 : w - std::begin(kWindowChoices)), true});
   }
   problem_.identity = tuningIdentity(modelPath, config);
+  // The budget changes which genomes count, so a record is resumed only with the same one (a compile from the
+  // record does not care: tunedSchedules checks the identity without it).
+  problem_.identity["dram_budget"] = dramBudget_;
   problem_.evaluate = [this](const std::vector<tune::Genome>& batch) { return evaluate(batch); };
+  if (dramBudget_ > 0) {
+    // The limits: the budget, or what the compiler's own genome moves when that is more (modelled and simulated
+    // bytes are counted apart, so the compiler's genome is never rejected).
+    const auto budget = static_cast<uint64_t>(dramBudget_ * static_cast<double>(compulsoryDramBytes_));
+    simulatedDramLimit_ = std::max(budget, untunedDramBytes_);
+    const uint64_t modelled = modelGenomes({tune::defaultGenome(problem_.sites)}).at(0).second;
+    modelledDramLimit_ = std::max(budget, modelled == tune::kRejected ? 0 : modelled);
+  }
   problem_.statistics = [this] {
     return fmt::format("{} groups modelled, {} cache hits", groupsModelled_, cacheHits_);
   };
@@ -311,13 +329,19 @@ std::map<std::string, NpuSchedule> NpuTuning::derive(const tune::Genome& genome)
 }
 
 std::vector<uint64_t> NpuTuning::evaluate(const std::vector<tune::Genome>& batch) const {
+  std::vector<uint64_t> out;
+  for (const auto& [cycles, bytes] : modelGenomes(batch)) out.push_back(bytes > modelledDramLimit_ ? tune::kRejected : cycles);
+  return out;
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> NpuTuning::modelGenomes(const std::vector<tune::Genome>& batch) const {
   // Derive and verify every genome; collect the groups whose cost is not cached yet (each once).
   struct Task {
     const Space* space;
     const NpuSchedule* schedule;
     size_t group;
     std::string key;
-    uint64_t cycles = tune::kRejected;
+    uint64_t cycles = tune::kRejected, dramBytes = 0;
   };
   std::vector<std::vector<NpuSchedule>> schedules(batch.size());
   std::vector<bool> valid(batch.size(), true);
@@ -356,7 +380,8 @@ std::vector<uint64_t> NpuTuning::evaluate(const std::vector<tune::Genome>& batch
     for (size_t i; (i = nextTask++) < tasks.size();) {
       Task& t = tasks[i];
       try {
-        t.cycles = lower::modelledCost(*t.space->body, t.space->device.npu, *t.schedule, {t.group}).cycles;
+        const lower::ModelledCost c = lower::modelledCost(*t.space->body, t.space->device.npu, *t.schedule, {t.group});
+        t.cycles = c.cycles, t.dramBytes = c.dramBytes;
       } catch (const std::exception& e) {
         t.cycles = tune::kRejected;  // the buffers cannot hold it, or the lowering refuses it
         if (std::getenv("TESSEL_TUNE_VERBOSE"))
@@ -368,16 +393,17 @@ std::vector<uint64_t> NpuTuning::evaluate(const std::vector<tune::Genome>& batch
   for (int j = 1; j < std::min<int>(jobs_, static_cast<int>(tasks.size())); ++j) threads.emplace_back(worker);
   worker();
   for (auto& th : threads) th.join();
-  for (const Task& t : tasks) groupCache_[t.key] = t.cycles;
+  for (const Task& t : tasks) groupCache_[t.key] = {t.cycles, t.dramBytes};
   groupsModelled_ += tasks.size();
-  std::vector<uint64_t> out;
+  std::vector<std::pair<uint64_t, uint64_t>> out;
   for (size_t b = 0; b < batch.size(); ++b) {
-    uint64_t total = valid[b] ? 0 : tune::kRejected;
+    uint64_t total = valid[b] ? 0 : tune::kRejected, bytes = 0;
     for (const std::string& key : keys[b]) {
-      const uint64_t c = groupCache_.at(key);
+      const auto [c, d] = groupCache_.at(key);
       total = c == tune::kRejected || total == tune::kRejected ? tune::kRejected : total + c;
+      bytes += d;
     }
-    out.push_back(total);
+    out.push_back({total, total == tune::kRejected ? tune::kRejected : bytes});
   }
   return out;
 }
@@ -418,12 +444,14 @@ nlohmann::json NpuTuning::finish(const nlohmann::json& record, size_t candidates
     checked.push_back({{"evaluation", i}, {"modelled_cycles", evals[i]["fitness"]},
                        {"simulated_cycles", cycles == tune::kRejected ? nlohmann::json() : nlohmann::json(cycles)},
                        {"dram_bytes", bytes}});
-    if (cycles < best) best = cycles, bestBytes = bytes, winner = schedules, winnerEval = i;
+    if (cycles < best && bytes <= simulatedDramLimit_) best = cycles, bestBytes = bytes, winner = schedules, winnerEval = i;
   }
   nlohmann::json scheds = nlohmann::json::array();
   for (const auto& [name, s] : winner) scheds.push_back(s.toJson());
   return {{"unit", "cycles"}, {"untuned", untunedCycles_}, {"tuned", best}, {"untuned_dram_bytes", untunedDramBytes_},
-          {"tuned_dram_bytes", bestBytes}, {"winner_evaluation", winnerEval},
+          {"tuned_dram_bytes", bestBytes}, {"compulsory_dram_bytes", compulsoryDramBytes_},
+          {"dram_limit_bytes", dramBudget_ > 0 ? nlohmann::json(simulatedDramLimit_) : nlohmann::json()},
+          {"winner_evaluation", winnerEval},
           {"checked", checked}, {"schedules", scheds}};
 }
 

@@ -25,7 +25,12 @@ class NpuTuning : public tune::Tuning {
  public:
   /// Prepares and partitions (a copy of) the model as `tessel compile --target npu` does, compiles and
   /// simulates it untuned, and builds the search space. `jobs` threads evaluate candidates (0: all cores).
-  NpuTuning(const Model& model, const std::string& modelPath, const hw::HardwareConfig& config, int jobs);
+  /// `dramBudget`: a genome whose DRAM traffic exceeds this multiple of the compulsory bytes (every input,
+  /// output and constant moved once), or the untuned compile's traffic when that is more, is rejected
+  /// (0: no limit; kDefaultDramBudget is the compiler's own budget).
+  NpuTuning(const Model& model, const std::string& modelPath, const hw::HardwareConfig& config, int jobs,
+            double dramBudget = kDefaultDramBudget);
+  static constexpr double kDefaultDramBudget = 2.75;
   ~NpuTuning() override;
 
   const tune::Problem& problem() const override { return problem_; }
@@ -43,6 +48,9 @@ class NpuTuning : public tune::Tuning {
   /// the untuned simulated cycles, and what was checked.
   nlohmann::json finish(const nlohmann::json& record) const override { return finish(record, 4); }
   nlohmann::json finish(const nlohmann::json& record, size_t candidates) const;
+  /// Modelled cycles and DRAM bytes of each genome (both kRejected when it does not fit), groups cached: what the
+  /// fitness (problem().evaluate) is made of before the DRAM limit.
+  std::vector<std::pair<uint64_t, uint64_t>> modelGenomes(const std::vector<tune::Genome>& batch) const;
 
  private:
   struct Space;
@@ -51,11 +59,17 @@ class NpuTuning : public tune::Tuning {
   std::vector<std::unique_ptr<Space>> spaces_;
   tune::Problem problem_;
   uint64_t untunedCycles_ = 0, untunedDramBytes_ = 0;
+  uint64_t compulsoryDramBytes_ = 0;
+  double dramBudget_ = kDefaultDramBudget;
+  /// The most DRAM bytes a genome may move: modelled (the sum of its groups', in evaluate) and simulated (finish).
+  uint64_t modelledDramLimit_ = UINT64_MAX, simulatedDramLimit_ = UINT64_MAX;
   int jobs_ = 1;
   mutable size_t groupsModelled_ = 0, cacheHits_ = 0;
-  mutable std::map<std::string, uint64_t> groupCache_;
+  /// Per group genome (its schedule alone, as JSON): modelled cycles (kRejected when it does not fit) and DRAM bytes.
+  mutable std::map<std::string, std::pair<uint64_t, uint64_t>> groupCache_;
   /// Compiles the model with these schedules and simulates it: cycles and DRAM bytes (InternalError on a hazard).
   std::pair<uint64_t, uint64_t> simulate(const std::map<std::string, NpuSchedule>& schedules) const;
+  /// Fitness: modelled cycles, kRejected when the genome does not fit or moves more DRAM bytes than allowed.
   std::vector<uint64_t> evaluate(const std::vector<tune::Genome>& batch) const;
 };
 
