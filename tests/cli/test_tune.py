@@ -48,9 +48,9 @@ def main():
         keys = {"format", "version", "identity", "search", "sites", "evaluations", "generations", "best", "result"}
         c.check("record: documented keys", keys <= set(r), sorted(keys - set(r)))
         res = r.get("result", {})
-        c.check("record: the DRAM budget (default 2.75) in the identity; the result within its limit",
-                r["identity"].get("dram_budget") == 2.75 and res.get("tuned_dram_bytes", 1) <= res.get("dram_limit_bytes", 0) and
-                res.get("dram_limit_bytes", 0) >= 2.75 * res.get("compulsory_dram_bytes", 1 << 60) - 1,
+        c.check("record: the DRAM budget (default 3) in the identity; the result within its limit",
+                r["identity"].get("dram_budget") == 3.0 and res.get("tuned_dram_bytes", 1) <= res.get("dram_limit_bytes", 0) and
+                res.get("dram_limit_bytes", 0) >= 3 * res.get("compulsory_dram_bytes", 1 << 60) - 1,
                 json.dumps(r["identity"]) + " " + json.dumps({k: v for k, v in res.items() if "dram" in k}))
         c.check("record: 3 generations, the compiler's genome evaluated first",
                 len(r["generations"]) == 3 and r["evaluations"][0]["genome"] == [s["default"] for s in r["sites"]],

@@ -148,7 +148,7 @@ TESSEL_REGISTER_COMMAND(tune, 46, [](CLI::App& app) {
   cmd->add_option("--dram-budget", o->dramBudget,
                   "--target npu: reject genomes that move more DRAM bytes than this multiple of the compulsory bytes "
                   "(every input, output and constant once), or than the untuned compile when that is more (default "
-                  "2.75, the compiler's own budget; 0: no limit)");
+                  "3; the compiler keeps its own schedule within 2.75; 0: no limit)");
   cmd->add_option("-o,--output", o->output, "the record to write (and resume): RECORD.json");
   cmd->add_option("--generations", o->generations, "generations of the search (default 20)")->check(CLI::Range(1, 100000));
   cmd->add_option("--population", o->population, "individuals per generation (default 32)")->check(CLI::Range(2, 100000));

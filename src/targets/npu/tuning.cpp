@@ -148,8 +148,8 @@ NpuTuning::NpuTuning(const Model& model, const std::string& modelPath, const hw:
       dramBudget_(dramBudget),
       jobs_(jobs > 0 ? jobs : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))) {
   if (!(dramBudget >= 0.0) || dramBudget > 1e6)
-    throw UserError(fmt::format("--dram-budget {}: expected a multiple of the compulsory DRAM bytes (2.75 is the "
-                                "compiler's own), or 0 for no limit", dramBudget));
+    throw UserError(fmt::format("--dram-budget {}: expected a multiple of the compulsory DRAM bytes (3 by "
+                                "default), or 0 for no limit", dramBudget));
   if (!config.firstNpu()) throw UserError(fmt::format("configuration '{}' has no npu device", config.name()));
   prepared_ = model.clone();
   namedPipeline("npu").run(*prepared_);
