@@ -91,6 +91,19 @@ rt::Conv2dShape shapeOfKey(const std::string& key) {
   return s;
 }
 
+/// `actual` (a compiled library's output, named by `what`) matches the interpreter's `expected`: the largest
+/// difference within 1e-4 of the largest magnitude, which is not zero.
+void expectMatches(const Tensor& actual, const Tensor& expected, const std::string& what) {
+  ASSERT_EQ(actual.shape(), expected.shape()) << what;
+  double maxMag = 0, worst = 0;
+  for (int64_t i = 0; i < expected.numel(); ++i) {
+    maxMag = std::max(maxMag, std::fabs(double(expected.data<float>()[i])));
+    worst = std::max(worst, std::fabs(double(actual.data<float>()[i]) - expected.data<float>()[i]));
+  }
+  EXPECT_GT(maxMag, 0.0) << what;
+  EXPECT_LE(worst, 1e-4 * maxMag) << what << ": max |diff| " << worst << " of max " << maxMag;
+}
+
 TEST(CpuTune, ChoicesAreTheFastestApplicableKernelsAndTheTunedModelMatchesTheInterpreter) {
   TuneModel m;
   cpu::CompileOptions o;
@@ -156,14 +169,7 @@ TEST(CpuTune, ChoicesAreTheFastestApplicableKernelsAndTheTunedModelMatchesTheInt
   std::map<std::string, Tensor> inputs = {{"x", randomTensor({1, 3, 33, 33}, 99)}};
   Tensor expected = Interpreter(m.g).run(inputs).at(0);
   Tensor actual = cpu::CompiledModel(so.string(), 1).run(inputs).at(0);
-  ASSERT_EQ(actual.shape(), expected.shape());
-  double maxMag = 0, worst = 0;
-  for (int64_t i = 0; i < expected.numel(); ++i) {
-    maxMag = std::max(maxMag, std::fabs(double(expected.data<float>()[i])));
-    worst = std::max(worst, std::fabs(double(actual.data<float>()[i]) - expected.data<float>()[i]));
-  }
-  EXPECT_GT(maxMag, 0.0);
-  EXPECT_LE(worst, 1e-4 * maxMag) << "max |diff| " << worst << " of max " << maxMag;
+  expectMatches(actual, expected, so.string());
 }
 
 /// The generated code's calls of kernel `name`.
@@ -265,13 +271,7 @@ TEST(CpuTune, BlockedConvsAreTunedAmongTheKernelsOfTheirLayout) {
   cpu::compileSharedLibrary(*m.model, directSo.string(), replay);
   for (const fs::path& lib : {so, directSo}) {
     const Tensor actual = cpu::CompiledModel(lib.string(), 1).run(inputs).at(0);
-    ASSERT_EQ(actual.shape(), expected.shape());
-    double maxMag = 0, worst = 0;
-    for (int64_t i = 0; i < expected.numel(); ++i) {
-      maxMag = std::max(maxMag, std::fabs(double(expected.data<float>()[i])));
-      worst = std::max(worst, std::fabs(double(actual.data<float>()[i]) - expected.data<float>()[i]));
-    }
-    EXPECT_LE(worst, 1e-4 * maxMag) << lib << ": max |diff| " << worst << " of max " << maxMag;
+    expectMatches(actual, expected, lib.string());
   }
 }
 
@@ -393,14 +393,7 @@ TEST(CpuTune, LayoutRegionsAreGenesATuningFileSets) {
   TwoRegionModel fresh;
   const Tensor expected = Interpreter(fresh.g).run(inputs).at(0);
   const Tensor actual = cpu::CompiledModel(so.string(), 1).run(inputs).at(0);
-  ASSERT_EQ(actual.shape(), expected.shape());
-  double maxMag = 0, worst = 0;
-  for (int64_t i = 0; i < expected.numel(); ++i) {
-    maxMag = std::max(maxMag, std::fabs(double(expected.data<float>()[i])));
-    worst = std::max(worst, std::fabs(double(actual.data<float>()[i]) - expected.data<float>()[i]));
-  }
-  EXPECT_GT(maxMag, 0.0);
-  EXPECT_LE(worst, 1e-4 * maxMag) << "max |diff| " << worst << " of max " << maxMag;
+  expectMatches(actual, expected, so.string());
 }
 
 /// Vector lanes the tuner reports when the model is compiled for `march`, through the report and the

@@ -351,10 +351,6 @@ bool targetHasAvx512(const CompileOptions& o) {
 
 std::string targetIsa(const CompileOptions& o) { return targetHasAvx512(o) ? "avx512" : "avx2"; }
 
-namespace {
-
-}  // namespace
-
 std::unique_ptr<Model> withTunedChoices(const Model& model, const TuningChoices& choices,
                                         const CompileOptions& options) {
   std::unique_ptr<Model> tuned = model.clone();

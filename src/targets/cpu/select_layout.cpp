@@ -112,16 +112,17 @@ size_t findRoot(std::vector<size_t>& parent, size_t i) {
   return i;
 }
 
-/// The connected regions of layout-capable nodes (graph order) that contain a blockable convolution: the
-/// layout choices select-layout makes, and `tessel tune --target cpu`'s layout genes.
-struct Regions {
-  std::vector<std::vector<size_t>> members;  ///< node indices of each region, in graph order
-  std::vector<bool> autoBlocks;              ///< what mode auto decides for each region
-  std::vector<std::string> keys;             ///< regionKey of each
-  std::vector<int> convs;                    ///< blockable convolutions of each
+/// A connected region of layout-capable nodes that contains a blockable convolution: a layout choice
+/// select-layout makes, and one of `tessel tune --target cpu`'s layout genes.
+struct Region {
+  std::vector<size_t> members;  ///< node indices, in graph order
+  std::string key;              ///< its first node's name (node#<index> when that name is not unique)
+  int convs = 0;                ///< blockable convolutions
+  bool autoBlocks = false;      ///< what mode auto decides
 };
 
-Regions findRegions(const Graph& graph, bool avx512) {
+/// The regions of `graph`, in the graph order of their first nodes.
+std::vector<Region> findRegions(const Graph& graph, bool avx512) {
   const auto& nodes = graph.nodes();
   std::map<const Node*, size_t> index;
   std::vector<bool> capable(nodes.size()), hasConv(nodes.size());
@@ -152,38 +153,29 @@ Regions findRegions(const Graph& graph, bool avx512) {
   // MobileNetV2 0.99, the other eight within 0.99-1.03 (noise: GoogLeNet 1.03 then 1.00 on a rerun),
   // MnasNet 1.02 (its 5x5 depthwise regions, which this rule leaves NCHW: 1.00).
   std::map<size_t, size_t> regionOfRoot;
-  Regions r;
-  std::vector<bool> hasConcat;
+  std::vector<Region> regions;
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (!capable[i]) continue;
-    auto [it, fresh] = regionOfRoot.emplace(findRoot(parent, i), r.members.size());
-    if (fresh) {
-      r.members.emplace_back();
-      r.autoBlocks.push_back(false);
-      r.convs.push_back(0);
-      hasConcat.push_back(false);
-    }
-    const size_t k = it->second;
-    r.members[k].push_back(i);
-    if (hasConv[i]) ++r.convs[k];
-    if (isOp(*nodes[i], "Concat")) hasConcat[k] = true;
-    if (hasConv[i] && (!isDepthwise(*nodes[i]) || !nchwSmallMapDepthwise(*nodes[i]))) r.autoBlocks[k] = true;
+    auto [it, fresh] = regionOfRoot.emplace(findRoot(parent, i), regions.size());
+    if (fresh) regions.emplace_back();
+    Region& r = regions[it->second];
+    r.members.push_back(i);
+    if (hasConv[i]) ++r.convs;
+    // (A region without a convolution is dropped below, so a Concat sets autoBlocks for "any conv".)
+    if (isOp(*nodes[i], "Concat") || (hasConv[i] && (!isDepthwise(*nodes[i]) || !nchwSmallMapDepthwise(*nodes[i]))))
+      r.autoBlocks = true;
   }
-  // Only regions with a convolution are choices; keys are the regions' first nodes' names (node#<index> for
-  // an unnamed or twice-named node, so a key is unique).
+  // Keys are the regions' first nodes' names (node#<index> for an unnamed or twice-named node, so a key is unique).
   std::map<std::string, int> nameCount;
   for (const auto& n : nodes) ++nameCount[n->name()];
-  Regions out;
-  for (size_t k = 0; k < r.members.size(); ++k) {
-    if (r.convs[k] == 0) continue;
-    const size_t first = r.members[k].front();
+  for (Region& r : regions) {
+    const size_t first = r.members.front();
     const std::string& name = nodes[first]->name();
-    out.members.push_back(r.members[k]);
-    out.autoBlocks.push_back(r.autoBlocks[k] || hasConcat[k]);
-    out.convs.push_back(r.convs[k]);
-    out.keys.push_back(!name.empty() && nameCount[name] == 1 ? name : fmt::format("node#{}", first));
+    r.key = !name.empty() && nameCount[name] == 1 ? name : fmt::format("node#{}", first);
   }
-  return out;
+  // Only regions with a convolution are choices.
+  std::erase_if(regions, [](const Region& r) { return r.convs == 0; });
+  return regions;
 }
 
 class SelectLayoutPass : public Pass {
@@ -206,23 +198,25 @@ class SelectLayoutPass : public Pass {
       }
     if (mode == "nchw" && overrides.empty()) return changed;
     const bool avx512 = options.get("select-layout.avx512", "0") == "1";
-    const Regions regions = findRegions(graph, avx512);
+    const std::vector<Region> regions = findRegions(graph, avx512);
     const auto& nodes = graph.nodes();
-    for (size_t k = 0; k < regions.members.size(); ++k) {
-      bool block = mode == "nchwc8" || (mode == "auto" && regions.autoBlocks[k]);
-      if (auto o = overrides.find(regions.keys[k]); o != overrides.end()) {
+    std::vector<std::string> keys;
+    for (const Region& r : regions) {
+      keys.push_back(r.key);
+      bool block = mode == "nchwc8" || (mode == "auto" && r.autoBlocks);
+      if (auto o = overrides.find(r.key); o != overrides.end()) {
         block = o->second == "nchwc8";
         overrides.erase(o);
       }
       if (!block) continue;
-      for (size_t i : regions.members[k]) nodes[i]->meta["layout"] = std::string("nchwc8");
+      for (size_t i : r.members) nodes[i]->meta["layout"] = std::string("nchwc8");
       changed = true;
     }
     if (!overrides.empty())
       throw UserError(fmt::format("pass option {}{}: the graph has no layout region of that name (its regions are "
                                   "named by their first node: {})",
                                   kRegionOption, overrides.begin()->first,
-                                  regions.keys.empty() ? "none" : fmt::format("{}", fmt::join(regions.keys, ", "))));
+                                  keys.empty() ? "none" : fmt::format("{}", fmt::join(keys, ", "))));
     return changed;
   }
 };
@@ -230,11 +224,10 @@ class SelectLayoutPass : public Pass {
 }  // namespace
 
 std::vector<LayoutRegion> layoutRegions(const Graph& graph, bool avx512) {
-  const Regions r = findRegions(graph, avx512);
   std::vector<LayoutRegion> out;
-  for (size_t k = 0; k < r.members.size(); ++k) {
-    LayoutRegion region{r.keys[k], static_cast<int>(r.members[k].size()), r.convs[k], false};
-    for (size_t i : r.members[k]) region.blocked |= runsBlocked(*graph.nodes()[i]);
+  for (const Region& r : findRegions(graph, avx512)) {
+    LayoutRegion region{r.key, static_cast<int>(r.members.size()), r.convs, false};
+    for (size_t i : r.members) region.blocked |= runsBlocked(*graph.nodes()[i]);
     out.push_back(std::move(region));
   }
   return out;

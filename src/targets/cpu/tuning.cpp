@@ -1,7 +1,8 @@
 // The CPU's search space for `tessel tune --target cpu` (S1 on the host): one gene per layout region (NCHW or
 // NCHWc8, select-layout's regions) and one per convolution geometry the code generator may call a kernel for
-// (options: every applicable kernel of the conv's layout, the compiler's choice as the default), fitness = the measured median latency of the whole compiled model (one thread,
-// with a noise check), the final choice measured side by side with the untuned model in the same run.
+// (options: every applicable kernel of the conv's layout, the compiler's choice as the default); fitness = the
+// measured median latency of the whole compiled model (one thread, with a noise check), the final choice
+// measured side by side with the untuned model in the same run.
 #include "tuning.h"
 
 #include <algorithm>
