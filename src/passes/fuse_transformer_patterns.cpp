@@ -1,6 +1,7 @@
 // Pass fuse-transformer-patterns: the decomposed forms exporters emit for transformer blocks become one
 // node each: LayerNorm (ReduceMean, Sub, Pow, ReduceMean, Add eps, Sqrt, Div [, Mul gamma] [, Add beta])
-// -> LayerNormalization; Softmax(Q Kt * c) V -> tessel.Attention (GELU: pass fuse-gelu, run before this one).
+// -> LayerNormalization; Softmax(Q Kt * c) V -> tessel.Attention (GELU: pass fuse-gelu, run before this one). For
+// the npu target (PassOptions::target), the LayerNorm only.
 // Every intermediate must be read only inside its pattern.
 #include <algorithm>
 #include <cmath>
@@ -150,11 +151,13 @@ bool fuseAttention(Graph& graph, Node* softmax) {
 
 class FuseTransformerPatternsPass : public Pass {
  public:
-  bool run(Model& model, const PassOptions&) override {
+  bool run(Model& model, const PassOptions& options) override {
     Graph& graph = *model.graph;
-    bool changed = false;
     // Each rewrite removes nodes, so candidates are collected per pattern and re-checked when reached.
-    for (auto [op, fuse] : {std::pair{"ReduceMean", &fuseLayerNorm}, {"Softmax", &fuseAttention}}) changed |= passes::rewriteEach(graph, op, fuse);
+    bool changed = passes::rewriteEach(graph, "ReduceMean", &fuseLayerNorm);
+    // The npu target lowers LayerNormalization on its vector unit but has no attention: its MatMuls, Softmax and
+    // scaling stay separate nodes there (each placed by the partition on its own).
+    if (options.target != "npu") changed |= passes::rewriteEach(graph, "Softmax", &fuseAttention);
     return changed;
   }
 };

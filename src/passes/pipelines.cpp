@@ -43,7 +43,8 @@ const std::map<std::string, PipelineList>& pipelines() {
        {"npu",
         {"infer-shapes", "specialize-shapes", "fold-constants", "eliminate-identity", "reduce-to-global-pool", "cse",
          "fold-batchnorm", "pool-before-concat", "pool-before-activation", "pool-before-pointwise-conv",
-         "fuse-activation-patterns", "fuse-gelu", "channel-shuffle-to-gather", "dce", "infer-shapes"}}},
+         "fuse-activation-patterns", "fuse-gelu", "fuse-transformer-patterns", "channel-shuffle-to-gather", "dce",
+         "infer-shapes"}}},
   };
   return table;
 }

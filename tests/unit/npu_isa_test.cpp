@@ -137,14 +137,19 @@ TEST(NpuIsa, FieldsThatDoNotFitAreRefusedByName) {
 TEST(NpuIsa, DecodeRejectsUnknownOpcodes) {
   EncodedInstruction bits{31, 0, 0, 0};  // opcode field = 31
   EXPECT_THROW(decode(bits), tessel::UserError);
-  // The unary sub-ops end at silu (30): 31 is unknown.
+  // The unary sub-ops end at rsqrt (31): 32 (reduce_sum) does not belong to vun.
   Instruction v;
   v.opcode = Opcode::VecUnary;
   v.vecOp = VecOp::Silu;
   EncodedInstruction ok = encode(v);
   EXPECT_EQ(decode(ok).vecOp, VecOp::Silu);
   EXPECT_EQ(disassemble(v).find("silu") != std::string::npos, true) << disassemble(v);
-  v.vecOp = static_cast<VecOp>(31);
+  v.vecOp = VecOp::Rsqrt;
+  EXPECT_EQ(decode(encode(v)).vecOp, VecOp::Rsqrt);
+  EXPECT_EQ(disassemble(v).find("rsqrt") != std::string::npos, true) << disassemble(v);
+  v.vecOp = static_cast<VecOp>(32);
+  EXPECT_THROW(encode(v), tessel::UserError);
+  v.vecOp = static_cast<VecOp>(33);
   EXPECT_THROW(encode(v), tessel::UserError);
 }
 

@@ -1483,6 +1483,49 @@ TEST(NpuLower, GeluAndErfOnTheVectorUnit) {
   EXPECT_NE(r.reason.find("no vector sub-op"), std::string::npos) << r.reason;
 }
 
+Node* layerNorm(Graph& g, Value* x, int64_t C, bool bias, float eps, uint32_t seed) {
+  std::vector<Value*> ins{x, g.addConstant(g.uniqueName("gamma"), randomTensor({C}, seed))};
+  if (bias) ins.push_back(g.addConstant(g.uniqueName("beta"), randomTensor({C}, seed + 1)));
+  Node* n = g.addNode("LayerNormalization", ins, {g.uniqueName("ln")});
+  n->setAttr("axis", int64_t{-1});
+  n->setAttr("epsilon", eps);
+  return n;
+}
+
+// LayerNormalization over the last axis on the vector unit (row sums by vred and a butterfly of vbin adds, rsqrt):
+// channel counts with and without a remainder of 16 lanes (100 = 6 x 16 + 4, 7 < 16), without bias, followed by an
+// activation (its epilogue) and by a second LN reading the first; input values far from zero (the deviations are
+// taken from the mean first, as the reference does). 768 channels (ViT-B) fit `default` but not `tiny`, which refuses
+// it naming the buffers.
+TEST(NpuLower, LayerNormalizationOnTheVectorUnit) {
+  checkBoth([](Graph& g) {
+    Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {2, 37, 100}));
+    Value* shifted = g.addNode("Add", {x, g.addConstant("far", Tensor::scalar(50.0f))}, {"shifted"})->output(0);
+    Value* y = layerNorm(g, shifted, 100, true, 1e-5f, 3)->output(0);
+    g.addOutput(g.addNode("Relu", {y}, {"relu"})->output(0));
+    g.addOutput(layerNorm(g, y, 100, true, 1e-3f, 5)->output(0));
+    Value* small = g.addInput("small", TensorType::fromShape(DType::Float32, {3, 7}));
+    g.addOutput(layerNorm(g, small, 7, false, 1e-6f, 7)->output(0));
+  });
+  Graph g;
+  Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 19, 768}));
+  Node* ln = layerNorm(g, x, 768, true, 1e-6f, 9);
+  g.addOutput(ln->output(0));
+  inferShapes(g);
+  const npu::SimReport report = checkAgainstInterpreter(g, "default.json");
+  EXPECT_GT(report.totalCycles, 0u);
+  hw::SupportResult r = npu::loweringSupport(*ln, *config("tiny.json").firstNpu());
+  EXPECT_FALSE(r.supported);
+  EXPECT_NE(r.reason.find("does not fit"), std::string::npos) << r.reason;
+  Node* axis1 = layerNorm(g, x, 768, true, 1e-6f, 11);
+  axis1->setAttr("axis", int64_t{1});
+  g.addOutput(axis1->output(0));
+  inferShapes(g);
+  r = npu::loweringSupport(*axis1, *config("default.json").firstNpu());
+  EXPECT_FALSE(r.supported);
+  EXPECT_NE(r.reason.find("last axis"), std::string::npos) << r.reason;
+}
+
 // A Gather of channels with constant indices moves runs of consecutive input channels by strided loads: a
 // channel shuffle (g = 4, the runs interleave), and arbitrary indices with repeats, a negative index and a
 // descending run; 40 channels with the tiny configuration's 512-word slots, 600 with default (channel blocks).

@@ -101,6 +101,9 @@ TEST(NpuVector, UnaryOpsWithImmediatesMatchNaiveLoops) {
       {VecOp::HardSigmoid, 0.2f, 0.5f, [](float a, float al, float be) { return std::fmin(1.0f, std::fmax(0.0f, a * al + be)); }},
       {VecOp::HardSwish, 1 / 6.0f, 0.5f,
        [](float a, float al, float be) { return a * std::fmin(1.0f, std::fmax(0.0f, a * al + be)); }},
+      // 1 / sqrt(a * imm0 + imm1), LayerNormalization's 1 / sqrt(sum / C + epsilon); imm1 keeps the random a's
+      // argument positive.
+      {VecOp::Rsqrt, 0.25f, 1.5f, [](float a, float s, float b) { return 1.0f / std::sqrt(a * s + b); }},
   };
   for (const Case& c : cases) {
     Instruction in = vec(Opcode::VecUnary, c.op, {Buffer::Output, 0, 0, 0}, {Buffer::Input, 0, 0, 0}, {}, 1, 1, n);

@@ -118,6 +118,40 @@ graph @main(%x: f32[2,3], %u: f32[2,3], %v: f32[2,3]) -> (%y: f32[2,3], %z: f32[
   EXPECT_LE(semanticDifference(*original, *m), 1e-5);
 }
 
+// For the npu target the pass fuses the LayerNorm (the NPU lowers LayerNormalization on its vector unit) but not
+// the attention (it has no tessel.Attention; its MatMuls and Softmax are placed one by one); for the cpu target both.
+TEST(PassesTransformer, TheNpuTargetGetsTheLayerNormOnly) {
+  const std::string text = R"(tessel.model opset{"": 13}
+graph @main(%x: f32[2,4], %q: f32[2,3], %kt: f32[3,2], %v: f32[2,3]) -> (%y: f32[2,4], %o: f32[2,3]) {
+  const %two: f32[] = 2.0
+  const %eps: f32[] = 1e-05
+  const %c: f32[] = 0.5
+  %mean = ReduceMean(%x) {axes=[-1]} : f32[2,1]
+  %d = Sub(%x, %mean) : f32[2,4]
+  %p = Pow(%d, %two) : f32[2,4]
+  %var = ReduceMean(%p) {axes=[-1]} : f32[2,1]
+  %ve = Add(%var, %eps) : f32[2,1]
+  %std = Sqrt(%ve) : f32[2,1]
+  %y = Div(%d, %std) : f32[2,4]
+  %s = MatMul(%q, %kt) : f32[2,2]
+  %sc = Mul(%s, %c) : f32[2,2]
+  %sm = Softmax(%sc) {axis=-1} : f32[2,2]
+  %o = MatMul(%sm, %v) : f32[2,3]
+})";
+  for (const char* target : {"npu", "cpu"}) {
+    auto m = parse(text);
+    auto original = m->clone();
+    PassOptions options;
+    options.target = target;
+    PassPipeline({"fuse-transformer-patterns"}).run(*m, options, testing::verifyEachPass());
+    const bool npu = std::string(target) == "npu";
+    EXPECT_EQ(countOps(*m, "LayerNormalization"), 1u) << target;
+    EXPECT_EQ(countOps(*m, "Attention"), npu ? 0u : 1u) << target;
+    EXPECT_EQ(countOps(*m, "Softmax"), npu ? 1u : 0u) << target;
+    EXPECT_LE(semanticDifference(*original, *m), 1e-5) << target;
+  }
+}
+
 TEST(PassesTransformer, GeluAfterGemmEndsInTheEpilogue) {
   // Through the cpu pipeline the recognised Gelu is absorbed by the FusedGemm epilogue.
   auto m = parse(R"(tessel.model opset{"": 13}

@@ -68,6 +68,7 @@ std::string_view vecOpName(VecOp op) {
     case VecOp::Gelu: return "gelu";
     case VecOp::GeluTanh: return "gelu_tanh";
     case VecOp::Silu: return "silu";
+    case VecOp::Rsqrt: return "rsqrt";
     case VecOp::ReduceSum: return "reduce_sum";
     case VecOp::ReduceMax: return "reduce_max";
     case VecOp::Affine: return "affine";
@@ -77,7 +78,8 @@ std::string_view vecOpName(VecOp op) {
 
 bool isComplexVecOp(VecOp op) {
   return op == VecOp::Div || op == VecOp::Sigmoid || op == VecOp::Tanh || op == VecOp::Exp || op == VecOp::Erf ||
-         op == VecOp::Gelu || op == VecOp::GeluTanh || op == VecOp::Silu;
+         op == VecOp::Gelu || op == VecOp::GeluTanh || op == VecOp::Silu ||
+         op == VecOp::Rsqrt;
 }
 
 std::optional<VecOp> vecOpByName(std::string_view name) {

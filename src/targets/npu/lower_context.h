@@ -208,6 +208,8 @@ struct OpLowering {
   OpFamily family = OpFamily::Elementwise;
   std::function<hw::SupportResult(const Node&)> check;  ///< can this node be lowered?
   std::function<void(const Node&, LowerContext&)> lower;
+  /// Optional: can this node be lowered on this configuration (an operator whose tile must fit the buffers whole)?
+  std::function<hw::SupportResult(const Node&, const hw::NpuConfig&)> fits = nullptr;
 };
 /// Before lowering: every Concat input that its producer can write straight into its slice of the output gets
 /// that slice as its DRAM location (a view with the output's pixel stride).

@@ -432,7 +432,9 @@ hw::SupportResult loweringSupport(const Node& node, const hw::Device& device) {
   if (!l) return refuse(fmt::format("no NPU lowering for {}", node.opType()));
   hw::SupportResult r = checkStaticF32(node);
   if (!r.supported) return r;
-  return l->check(node);
+  r = l->check(node);
+  if (!r.supported || !l->fits) return r;
+  return l->fits(node, device.npu);
 }
 
 namespace {

@@ -126,6 +126,13 @@ SubgraphWork subgraphWork(const Graph& body, const hw::NpuConfig& cfg) {
       }
       case lower::OpFamily::GlobalPool: w.vectorCycles += (elements(n->input(0)) + out) * cfg.vectorCyclesPerVector; break;
       case lower::OpFamily::Elementwise:
+        if (isOp(*n, "LayerNormalization")) {
+          // Two reductions, the deviation, its square, the scaling by 1 / sd and the affine map: six passes over the
+          // elements; per row one rsqrt vector (lower_norm.cpp).
+          const uint64_t rows = out / std::max<uint64_t>(1, static_cast<uint64_t>(n->input(0)->type.staticShape().back()));
+          w.vectorCycles += 6 * out * cfg.vectorCyclesPerVector + rows * cfg.vectorLanes * cfg.vectorCyclesPerVectorComplex;
+          break;
+        }
         // The Mul of SiLU adds nothing: the vector unit computes the pair as one `silu` pass, priced as the Sigmoid.
         // Nor does a residual Add of a convolution's result: its other operand can be loaded into the accumulator.
         if (!lower::siluSigmoid(*n) && !lower::residualAddOfMatrix(*n)) w.vectorCycles += out * cyclesPerVector(*n, cfg);

@@ -48,6 +48,7 @@ enum class VecOp : uint8_t {
   Gelu = 28,         ///< a * Phi(a) = 0.5 a (1 + erf(a / sqrt 2)), with the erf above
   GeluTanh = 29,     ///< 0.5 a (1 + tanh(sqrt(2 / pi) (a + 0.044715 a^3))) (Gelu's approximate="tanh")
   Silu = 30,         ///< a * sigmoid(a) (SiLU / swish: an epilogue's x * Sigmoid(x) in one op)
+  Rsqrt = 31,        ///< 1 / sqrt(a * imm0 + imm1) (LayerNormalization's 1 / sqrt(variance + epsilon))
   // VecReduce
   ReduceSum = 32, ReduceMax = 33,
   // VecAffine

@@ -1,0 +1,177 @@
+// NPU operator interpreter of LayerNormalization over the last axis: a transformer's LayerNorm, which pass
+// fuse-transformer-patterns makes of the exporters' ReduceMean / Sub / Pow / ReduceMean / Add / Sqrt / Div chain.
+// All on the vector unit, per tile of R rows (pixels) of C channels, every row whole on chip:
+//   load X (R x C, `inp`);
+//   per row, `vred reduce_sum` of its C/16 vectors into 16 lane sums (`acc`, zero-filled first);
+//   a butterfly leaves the row's sum in every lane: the 16 lane sums are copied next to themselves (32 words), then
+//   4 `vbin add`s of the 32 words with themselves shifted by 8, 4, 2 and 1 (each writes both halves);
+//   mean = sum / C (`vun scale`); D = X - mean in place (`vbin sub`, the mean read with inner stride 0);
+//   Y = D * D (`out`); the same reduction and butterfly of Y; rstd = 1 / sqrt(sum / C + epsilon) (`vun rsqrt`);
+//   Y = D * rstd; Y = Y * gamma + beta (`vaffine`, skipped when gamma is 1 and beta 0); unary epilogue steps; store Y.
+// The variance is the mean of the squared deviations from the mean (two passes), as the reference computes it: no
+// cancellation when the mean is large against the spread.
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+
+#include "lower_context.h"
+#include "tessel/ops/registry.h"
+#include "tessel/support/error.h"
+
+namespace tessel::npu::lower {
+namespace {
+
+constexpr int64_t kLanesWords = 16;  ///< words of one row's lane sums (the butterfly works on twice that)
+constexpr int64_t kMaxCount = 65535;  ///< largest loop count the encoding takes (kCountBits)
+
+/// Normalised channels (the last axis) and rows of a LayerNormalization's input.
+struct NormShape {
+  int64_t rows = 1, channels = 1;
+};
+
+NormShape normShape(const Node& n) {
+  const Shape x = n.input(0)->type.staticShape();
+  NormShape s;
+  s.channels = x.back();
+  for (size_t i = 0; i + 1 < x.size(); ++i) s.rows *= x[i];
+  return s;
+}
+
+hw::SupportResult checkLayerNorm(const Node& n) {
+  const Shape x = n.input(0)->type.staticShape();
+  if (x.size() < 2 || x.size() == 4)
+    return refuse(fmt::format("LayerNormalization of rank {} is not lowered (ranks 2, 3 and 5+: rank 4 is stored channels-last)",
+                              x.size()));
+  const int64_t axis = n.hasAttr("axis") ? n.attrInt("axis") : -1;
+  if (axis != -1 && axis != static_cast<int64_t>(x.size()) - 1)
+    return refuse(fmt::format("LayerNormalization over axes {}.. is not lowered (the last axis only)", axis));
+  for (size_t i = 1; i < n.numOutputs(); ++i)
+    if (n.output(i)) return refuse("LayerNormalization's Mean and InvStdDev outputs are not lowered");
+  for (size_t i = 1; i < n.numInputs(); ++i)
+    if (n.input(i) && !n.input(i)->isConstant()) return refuse("LayerNormalization's scale and bias must be constants");
+  if (x.back() > kMaxCount) return refuse(fmt::format("LayerNormalization over {} channels (at most {})", x.back(), kMaxCount));
+  return ok();
+}
+
+/// Words of buffer b.
+int64_t words(const hw::NpuConfig& cfg, Buffer b) { return static_cast<int64_t>(cfg.bufferWords(static_cast<size_t>(b))); }
+
+/// Rows per tile: X and Y each within half of `inp` and `out`, the two rows of lane sums within half of `acc`.
+int64_t rowsPerTile(const hw::NpuConfig& cfg, const NormShape& s) {
+  return std::min({s.rows, words(cfg, Buffer::Input) / 2 / s.channels, words(cfg, Buffer::Output) / 2 / s.channels,
+                   words(cfg, Buffer::Accumulator) / 2 / (4 * kLanesWords), kMaxCount});
+}
+
+hw::SupportResult layerNormFits(const Node& n, const hw::NpuConfig& cfg) {
+  const NormShape s = normShape(n);
+  if (rowsPerTile(cfg, s) < 1 || 2 * s.channels > words(cfg, Buffer::Weight) / 2)
+    return refuse(fmt::format("LayerNormalization over {} channels: a row does not fit half of the input and output buffers "
+                              "({} and {} words) on this configuration",
+                              s.channels, words(cfg, Buffer::Input), words(cfg, Buffer::Output)));
+  return ok();
+}
+
+/// Row sums of `src` (R rows of C words, row stride C) in every lane of `sums` (R rows of 32 words).
+void rowSums(LowerContext& ctx, int32_t src, int32_t sums, int64_t R, int64_t C) {
+  auto u = [](int64_t v) { return static_cast<uint32_t>(v); };
+  const int64_t blocks = C / kLanesWords, rest = C % kLanesWords, row = 2 * kLanesWords;
+  const SramOperand lanes = ctx.at(sums, 0, row, 0);
+  ctx.emit(makeVecUnary(VecOp::Fill, lanes, lanes, u(R), 1, u(kLanesWords), 0.0f), sums);
+  for (int64_t r = 0; r < R; ++r) {
+    auto reduce = [&](int64_t offset, int64_t outer, int64_t vecLen) {
+      Instruction red;
+      red.opcode = Opcode::VecReduce;
+      red.vecOp = VecOp::ReduceSum;
+      red.dst = ctx.at(sums, static_cast<uint64_t>(r * row));
+      red.srcA = ctx.at(src, static_cast<uint64_t>(r * C + offset), kLanesWords, 0);
+      red.outer = u(outer), red.inner = 1, red.vecLen = u(vecLen);
+      red.accumulate = true;
+      ctx.emit(red, sums, src);
+    };
+    if (blocks > 0) reduce(0, blocks, kLanesWords);
+    if (rest > 0) reduce(blocks * kLanesWords, 1, rest);
+  }
+  // The butterfly: lane i of both halves becomes lane i + lane (i + h) mod 16 for h = 8, 4, 2, 1.
+  ctx.emit(makeVecUnary(VecOp::Copy, ctx.at(sums, kLanesWords, row, 0), lanes, u(R), 1, u(kLanesWords)), sums, sums);
+  for (int64_t h = kLanesWords / 2; h >= 1; h /= 2)
+    ctx.emit(makeVecBinary(VecOp::Add, ctx.at(sums, 0, row, kLanesWords), lanes, ctx.at(sums, static_cast<uint64_t>(h), row, 0),
+                           u(R), 2, u(kLanesWords)),
+             sums, sums, sums);
+}
+
+/// dst = a (op) per-row vector v (16 equal lanes, rows 32 words apart) over R rows of C words.
+void withRowVector(LowerContext& ctx, VecOp op, int32_t dst, int32_t a, int32_t v, int64_t R, int64_t C) {
+  auto u = [](int64_t x) { return static_cast<uint32_t>(x); };
+  const int64_t blocks = C / kLanesWords, rest = C % kLanesWords, row = 2 * kLanesWords;
+  const SramOperand vec = ctx.at(v, 0, row, 0);
+  if (blocks > 0)
+    ctx.emit(makeVecBinary(op, ctx.at(dst, 0, C, kLanesWords), ctx.at(a, 0, C, kLanesWords), vec, u(R), u(blocks), u(kLanesWords)),
+             dst, a, v);
+  if (rest > 0) {
+    const auto at = static_cast<uint64_t>(blocks * kLanesWords);
+    ctx.emit(makeVecBinary(op, ctx.at(dst, at, C, 0), ctx.at(a, at, C, 0), vec, u(R), 1, u(rest)), dst, a, v);
+  }
+}
+
+void lowerLayerNorm(const Node& n, LowerContext& ctx) {
+  const NormShape s = normShape(n);
+  const int64_t C = s.channels, R = rowsPerTile(ctx.cfg, s);
+  TESSEL_ASSERT(R >= 1, fmt::format("npu lowering: {}: no row fits (the partition checks layerNormFits)", n.describe()));
+  const TensorLoc& x = ctx.loc(n.input(0));
+  const TensorLoc& y = ctx.loc(ctx.resultValue(n));
+  const std::vector<EpilogueStep> epilogue = ctx.epilogue(n);
+  const float eps = n.hasAttr("epsilon") ? n.attrFloat("epsilon") : 1e-5f;
+  const float invC = 1.0f / static_cast<float>(C);
+  std::vector<float> gamma(static_cast<size_t>(C), 1.0f), beta(static_cast<size_t>(C), 0.0f);
+  auto parameter = [&](size_t i, std::vector<float>& into) {
+    if (!n.hasInput(i)) return;
+    const std::vector<float> v = constantFloats(n.input(i)->constant());
+    for (size_t c = 0; c < into.size(); ++c) into[c] = v.size() == 1 ? v[0] : v.at(c);  // broadcast from the right
+  };
+  parameter(1, gamma), parameter(2, beta);
+  const bool affine = std::any_of(gamma.begin(), gamma.end(), [](float g) { return g != 1.0f; }) ||
+                      std::any_of(beta.begin(), beta.end(), [](float b) { return b != 0.0f; });
+  const uint64_t gammaAt = affine ? ctx.addConstant(gamma) : 0, betaAt = affine ? ctx.addConstant(beta) : 0;
+  auto u = [](int64_t v) { return static_cast<uint32_t>(v); };
+  int32_t g = -1, b = -1;  // gamma and beta, staged by the first tile and kept
+  uint32_t tile = 0;
+  for (int64_t p0 = 0; p0 < s.rows; p0 += R) {
+    ctx.beginTile(n, tile++);
+    const int64_t rr = std::min(R, s.rows - p0);
+    if (affine && g < 0) {
+      g = ctx.region(Buffer::Weight, static_cast<uint64_t>(C));
+      b = ctx.region(Buffer::Weight, static_cast<uint64_t>(C));
+      loadContiguous(ctx, g, 0, gammaAt, static_cast<uint64_t>(C));
+      loadContiguous(ctx, b, 0, betaAt, static_cast<uint64_t>(C));
+    }
+    const auto tileWords = static_cast<uint64_t>(rr * C);
+    const int32_t xr = ctx.region(Buffer::Input, tileWords);
+    ctx.emit(makeLoad(ctx.at(xr, 0, tileWords, C), x.addr + static_cast<uint64_t>(p0 * x.pixelStride()), 0, x.pixelStride(), 1,
+                      u(rr), u(C)),
+             xr);
+    const int32_t mean = ctx.region(Buffer::Accumulator, static_cast<uint64_t>(rr * 2 * kLanesWords));
+    rowSums(ctx, xr, mean, rr, C);
+    const SramOperand meanLanes = ctx.at(mean, 0, 2 * kLanesWords, 0);
+    ctx.emit(makeVecUnary(VecOp::Scale, meanLanes, meanLanes, u(rr), 1, u(kLanesWords), invC, 0.0f), mean, mean);
+    withRowVector(ctx, VecOp::Sub, xr, xr, mean, rr, C);  // D = X - mean, in place
+    const int32_t yr = ctx.region(Buffer::Output, tileWords);
+    const SramOperand d = ctx.at(xr, 0, C, 0), out = ctx.at(yr, 0, C, 0);
+    ctx.emit(makeVecBinary(VecOp::Mul, out, d, d, u(rr), 1, u(C)), yr, xr, xr);
+    const int32_t rstd = ctx.region(Buffer::Accumulator, static_cast<uint64_t>(rr * 2 * kLanesWords));
+    rowSums(ctx, yr, rstd, rr, C);
+    const SramOperand rstdLanes = ctx.at(rstd, 0, 2 * kLanesWords, 0);
+    ctx.emit(makeVecUnary(VecOp::Rsqrt, rstdLanes, rstdLanes, u(rr), 1, u(kLanesWords), invC, eps), rstd, rstd);
+    withRowVector(ctx, VecOp::Mul, yr, xr, rstd, rr, C);  // Y = D * rstd
+    if (affine) ctx.emit(makeVecAffine(out, out, ctx.at(g), ctx.at(b), u(rr), 1, u(C)), yr, yr, g, b);
+    applyUnarySteps(ctx, epilogue, yr, out, u(rr), 1, u(C));
+    ctx.emit(makeStore(ctx.at(yr, 0, tileWords, C), y.addr + static_cast<uint64_t>(p0 * y.pixelStride()), 0, y.pixelStride(), 1,
+                       u(rr), u(C)),
+             -1, yr);
+  }
+}
+
+const RegisterOpLowering kLayerNorm({"LayerNormalization"},
+                                    {OpFamily::Elementwise, checkLayerNorm, lowerLayerNorm, layerNormFits});
+
+}  // namespace
+}  // namespace tessel::npu::lower
