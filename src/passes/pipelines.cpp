@@ -25,6 +25,7 @@ const std::map<std::string, PipelineList>& pipelines() {
          "specialize-shapes",
          "fold-constants",
          "eliminate-identity",
+         "transpose-to-reshape",
          "reduce-to-global-pool",
          "cse",
          "fold-batchnorm",
@@ -41,7 +42,8 @@ const std::map<std::string, PipelineList>& pipelines() {
       // The NPU target: clean-ups and folding only; its lowering fuses activations into the ops it emits.
       {"npu",
        {"npu",
-        {"infer-shapes", "specialize-shapes", "fold-constants", "eliminate-identity", "reduce-to-global-pool", "cse",
+        {"infer-shapes", "specialize-shapes", "fold-constants", "eliminate-identity", "transpose-to-reshape",
+         "reduce-to-global-pool", "cse",
          "fold-batchnorm", "pool-before-concat", "pool-before-activation", "pool-before-pointwise-conv",
          "fuse-activation-patterns", "fuse-gelu", "fuse-transformer-patterns", "channel-shuffle-to-gather", "dce",
          "infer-shapes"}}},

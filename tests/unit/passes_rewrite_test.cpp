@@ -17,6 +17,9 @@ std::unique_ptr<Model> parse(const std::string& text) { return parseModelText(te
 
 TEST(PassesSingleNode, FoldConstantsEvaluatesConstantSubgraphs) { expectPassCase("fold_constants", "fold-constants"); }
 TEST(PassesSingleNode, EliminateIdentityRemovesNoOps) { expectPassCase("eliminate_identity", "eliminate-identity"); }
+// Transposes moving only axes of size 1 (ViT's [1, 197, 768] <-> [197, 1, 768], the default reversed perm of [1, 5])
+// become Reshapes; one that swaps two axes longer than 1 stays.
+TEST(PassesSingleNode, TransposeOfUnitAxesBecomesReshape) { expectPassCase("transpose_to_reshape", "transpose-to-reshape"); }
 // ReduceMean/ReduceMax over H and W (either sign of axes, keepdims 0 or 1) become global pools; other axes and
 // other reductions stay.
 TEST(PassesSingleNode, SpatialReduceBecomesGlobalPool) { expectPassCase("reduce_to_global_pool", "reduce-to-global-pool"); }
