@@ -98,12 +98,13 @@ class RandomGraphBuilder {
     Value* x = source();
     const Shape s = shapeOf(x);
     if (s.size() == 2) {
-      switch (weighted({40, 30, 30, 8, 8})) {
+      switch (weighted({40, 30, 30, 8, 8, 6})) {
         case 0: gemm(x); return;
         case 1: unary(x); return;
         case 2: binary(x); return;
         case 3: node("Reshape", {x, ints({s[0], s[1], 1, 1})}); return;  // back to an image of one pixel
-        default: concatVectors(x); return;
+        case 4: concatVectors(x); return;
+        default: layerNorm(x); return;
       }
     }
     const bool onePixel = s[2] * s[3] == 1;
@@ -284,6 +285,22 @@ class RandomGraphBuilder {
       node("Mul", {node("Mul", {x, onePlus}), scalar(0.5f)});
     else
       node("Mul", {node("Mul", {x, scalar(0.5f)}), onePlus});
+  }
+
+  /// LayerNorm over the last axis as exporters spell it (the npu pipeline recombines it into one LayerNormalization):
+  /// ReduceMean, Sub, Pow 2 or Mul(d, d), ReduceMean, Add epsilon, Sqrt, Div, sometimes Mul gamma and Add beta; the
+  /// input sometimes shifted far from zero (the variance must not cancel). Later nodes may pick up an intermediate
+  /// (then the pattern stays decomposed, its reductions on the host).
+  void layerNorm(Value* x) {
+    const int64_t C = shapeOf(x).back();
+    if (chance(0.4)) x = node("Add", {x, scalar(uniform(-60.0f, 60.0f))});
+    const std::map<std::string, AttrValue> lastAxis{{"axes", std::vector<int64_t>{-1}}, {"keepdims", int64_t{1}}};
+    Value* d = node("Sub", {x, node("ReduceMean", {x}, lastAxis)});
+    Value* square = chance(0.5) ? node("Pow", {d, scalar(2.0f)}) : node("Mul", {d, d});
+    Value* sd = node("Sqrt", {node("Add", {node("ReduceMean", {square}, lastAxis), scalar(chance(0.5) ? 1e-5f : 1e-3f)})});
+    Value* y = node("Div", {d, sd});
+    if (chance(0.6)) y = node("Mul", {y, constant("gamma", uniformTensor({C}, -1.5f, 1.5f))});
+    if (chance(0.6)) node("Add", {y, constant("beta", uniformTensor({C}, -1.0f, 1.0f))});
   }
 
   /// An earlier tensor of x's shape (x itself sometimes, when there is none or rarely), else nullptr.
@@ -539,6 +556,7 @@ NpuCheck checkOnNpu(const Model& model, const std::string& configPath, uint64_t 
   out.subgraphs = compiled.subgraphs.size();
   for (const npu::LoweredSubgraph& s : compiled.subgraphs) {
     out.nodes += s.ops.size();
+    for (const npu::LoweredOp& op : s.ops) out.layerNorms += op.opType == "LayerNormalization";
     for (const npu::GroupSchedule& g : s.schedule.groups) {
       out.fusedGroups += g.tiling.size() > 1;
       out.channelChains += g.channelChain;
@@ -620,6 +638,7 @@ std::vector<std::string> checkRandomGraph(uint64_t seed, const std::vector<std::
     stats.inputNorms += c.inputNorms;
     stats.channelChains += c.channelChains;
     stats.expandChains += c.expandChains;
+    stats.layerNorms += c.layerNorms;
     stats.residualsInAcc += c.residualsInAcc;
     stats.residualConvs += c.residualConvs;
     stats.maxPools += c.maxPools;
