@@ -12,8 +12,9 @@ namespace tessel::hw {
 
 bool isDataMovementOp(const std::string& opType) {
   // Resize: its nearest mode with integer factors is data movement; the npu lowering refuses the other modes.
-  static const std::vector<std::string> ops = {"Concat",  "Flatten", "Gather", "Identity", "Reshape",
-                                               "Resize",  "Slice",   "Split",  "Squeeze",  "Unsqueeze"};
+  // Transpose: strided loads (rows, or one word per element when the contiguous axis moves).
+  static const std::vector<std::string> ops = {"Concat", "Flatten", "Gather",  "Identity",  "Reshape",  "Resize",
+                                               "Slice",  "Split",   "Squeeze", "Transpose", "Unsqueeze"};
   return std::find(ops.begin(), ops.end(), opType) != ops.end();
 }
 

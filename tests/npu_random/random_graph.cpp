@@ -109,7 +109,7 @@ class RandomGraphBuilder {
     }
     const bool onePixel = s[2] * s[3] == 1;
     switch (weighted({34, 10, 18, 15, 7, 3, onePixel ? 8 : 4, onePixel ? 0 : 1, onePixel ? 0 : 2, 4, s[2] * s[3] <= 600 ? 2 : 0,
-                      onePixel ? 0 : 5})) {
+                      onePixel ? 0 : 5, 2})) {
       case 0: conv(x); return;
       case 1: pool(x); return;
       case 2: unary(x); return;
@@ -121,7 +121,8 @@ class RandomGraphBuilder {
       case 8: squeezeExcite(x); return;
       case 9: sliceOrShuffle(x); return;
       case 10: upsample(x); return;
-      default: depthwiseThenPointwise(x); return;
+      case 11: depthwiseThenPointwise(x); return;
+      default: transpose(x); return;
     }
   }
 
@@ -301,6 +302,18 @@ class RandomGraphBuilder {
     Value* y = node("Div", {d, sd});
     if (chance(0.6)) y = node("Mul", {y, constant("gamma", uniformTensor({C}, -1.5f, 1.5f))});
     if (chance(0.6)) node("Add", {y, constant("beta", uniformTensor({C}, -1.0f, 1.0f))});
+  }
+
+  /// A Transpose of an image by a random permutation of its four axes (the batch may become channels, rows or
+  /// columns; the NPU copies it by strided loads), sometimes without perm (the axes reversed).
+  void transpose(Value* x) {
+    std::vector<int64_t> perm{0, 1, 2, 3};
+    std::shuffle(perm.begin(), perm.end(), rng_);
+    if (chance(0.15)) {
+      node("Transpose", {x});
+      return;
+    }
+    node("Transpose", {x}, {{"perm", perm}});
   }
 
   /// An earlier tensor of x's shape (x itself sometimes, when there is none or rarely), else nullptr.

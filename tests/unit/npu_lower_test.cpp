@@ -1526,6 +1526,27 @@ TEST(NpuLower, LayerNormalizationOnTheVectorUnit) {
   EXPECT_NE(r.reason.find("last axis"), std::string::npos) << r.reason;
 }
 
+// Transpose by DMA: a transformer's head split [T, H, D] -> [H, T, D] (whole rows of D words) and its key transpose
+// [T, H, D] -> [H, D, T] (one word per element), a matrix, permutations of a rank-4 map (stored channels-last: its
+// contiguous axis is C) and of a rank-5 tensor; tiny forces tiles of rows and of row pieces.
+TEST(NpuLower, TransposeByStridedLoads) {
+  checkBoth([](Graph& g) {
+    auto transpose = [&](const std::string& name, const Shape& shape, const std::vector<int64_t>& perm) {
+      Value* x = g.addInput(name, TensorType::fromShape(DType::Float32, shape));
+      Value* a = g.addNode("Relu", {x}, {name + "_relu"})->output(0);
+      Node* t = g.addNode("Transpose", {a}, {name + "_t"});
+      t->setAttr("perm", perm);
+      g.addOutput(g.addNode("Relu", {t->output(0)}, {name + "_y"})->output(0));
+    };
+    transpose("heads", {37, 6, 24}, {1, 0, 2});
+    transpose("keys", {37, 6, 24}, {1, 2, 0});
+    transpose("matrix", {29, 70}, {1, 0});
+    transpose("nhwc", {2, 5, 6, 7}, {0, 2, 3, 1});
+    transpose("reversed", {2, 3, 5, 7}, {3, 2, 1, 0});
+    transpose("rank5", {2, 3, 4, 5, 6}, {4, 0, 3, 1, 2});
+  });
+}
+
 // A Gather of channels with constant indices moves runs of consecutive input channels by strided loads: a
 // channel shuffle (g = 4, the runs interleave), and arbitrary indices with repeats, a negative index and a
 // descending run; 40 channels with the tiny configuration's 512-word slots, 600 with default (channel blocks).

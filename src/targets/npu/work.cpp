@@ -38,6 +38,8 @@ uint64_t readElements(const Value* in) {
   };
   uint64_t copied = 0;  // by Slice and Gather readers
   for (const Use& u : in->uses()) {
+    // A Transpose (strided DMA, never a view) loads all of it.
+    if (isOp(*u.node, "Transpose")) return elements(in);
     // Addressing only (Flatten, Reshape, a channel slice...): what the view's readers read of it, they read of the
     // input; a view that is only a result moves nothing.
     if (lower::opFamily(*u.node) == lower::OpFamily::Alias && u.index == 0) {
@@ -68,7 +70,7 @@ uint64_t readElements(const Value* in) {
 bool viewOfInput(const Value* out) {
   const Node* p = out->producer();
   if (!p) return true;
-  return lower::opFamily(*p) == lower::OpFamily::Alias && p->input(0) && viewOfInput(p->input(0));
+  return lower::opFamily(*p) == lower::OpFamily::Alias && !isOp(*p, "Transpose") && p->input(0) && viewOfInput(p->input(0));
 }
 
 }  // namespace
