@@ -178,11 +178,11 @@ TEST(HwConfig, SupportsAnswersPerDeviceWithReasons) {
   OpQuery i8 = conv(1, 16, 16);
   i8.elementType = "i8";
   EXPECT_NE(def.supports("npu0", i8).reason.find("element type 'i8'"), std::string::npos);
-  OpQuery soft;
-  soft.opType = "Softmax";
-  soft.elementType = "f32";
-  EXPECT_NE(def.supports("npu0", soft).reason.find("does not list operator Softmax"), std::string::npos);
-  EXPECT_THROW(def.supports("tpu", soft), UserError);
+  OpQuery topk;
+  topk.opType = "TopK";
+  topk.elementType = "f32";
+  EXPECT_NE(def.supports("npu0", topk).reason.find("does not list operator TopK"), std::string::npos);
+  EXPECT_THROW(def.supports("tpu", topk), UserError);
 }
 
 TEST(HwConfig, OverridesPinNodesToADevice) {

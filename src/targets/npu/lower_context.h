@@ -232,7 +232,10 @@ std::optional<OpFamily> opFamily(const Node& node);
 std::map<std::string, OpLowering>& opLowerings();
 /// The key under which the lowering of every unary VEC sub-op (activationOf) is registered.
 inline constexpr const char* kVectorUnaryLowering = "vector unary";
-/// How a node is lowered: by its op type, else the vector-unary lowering for an activation; nullptr for neither.
+/// The key of the lowering of a MatMul whose right operand is computed, not a constant (lower_matmul.cpp).
+inline constexpr const char* kComputedMatMulLowering = "MatMul with a computed B";
+/// How a node is lowered: by its op type (a MatMul of a computed B: kComputedMatMulLowering), else the vector-unary
+/// lowering for an activation; nullptr for neither.
 const OpLowering* findLowering(const Node& node);
 struct RegisterOpLowering {
   RegisterOpLowering(std::initializer_list<const char*> ops, OpLowering l) {

@@ -1,4 +1,5 @@
-// NPU operator interpreter of LayerNormalization over the last axis: a transformer's LayerNorm, which pass
+// NPU operator interpreters of the row normalisations on the vector unit: Softmax over the last axis (below) and
+// LayerNormalization over the last axis: a transformer's LayerNorm, which pass
 // fuse-transformer-patterns makes of the exporters' ReduceMean / Sub / Pow / ReduceMean / Add / Sqrt / Div chain.
 // All on the vector unit, per tile of R rows (pixels) of C channels, every row whole on chip:
 //   load X (R x C, `inp`);
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <limits>
 
 #include "lower_context.h"
 #include "tessel/ops/registry.h"
@@ -71,32 +73,40 @@ hw::SupportResult layerNormFits(const Node& n, const hw::NpuConfig& cfg) {
   return ok();
 }
 
-/// Row sums of `src` (R rows of C words, row stride C) in every lane of `sums` (R rows of 32 words).
-void rowSums(LowerContext& ctx, int32_t src, int32_t sums, int64_t R, int64_t C) {
+/// The row reduction (`reduce`: ReduceSum or ReduceMax) of `src` (R rows of C words, row stride C) in every lane of
+/// `lanes` (R rows of 32 words): per row a `vred` of its C/16 vectors into 16 lane values (onto a fill of the op's
+/// identity), then a butterfly of `combine` (Add or Max) with shifts 8, 4, 2, 1 over the lane values copied beside
+/// themselves.
+void rowReduce(LowerContext& ctx, VecOp reduce, VecOp combine, int32_t src, int32_t lanes32, int64_t R, int64_t C) {
   auto u = [](int64_t v) { return static_cast<uint32_t>(v); };
   const int64_t blocks = C / kLanesWords, rest = C % kLanesWords, row = 2 * kLanesWords;
-  const SramOperand lanes = ctx.at(sums, 0, row, 0);
-  ctx.emit(makeVecUnary(VecOp::Fill, lanes, lanes, u(R), 1, u(kLanesWords), 0.0f), sums);
+  const SramOperand lanes = ctx.at(lanes32, 0, row, 0);
+  const float identity = reduce == VecOp::ReduceMax ? -std::numeric_limits<float>::infinity() : 0.0f;
+  ctx.emit(makeVecUnary(VecOp::Fill, lanes, lanes, u(R), 1, u(kLanesWords), identity), lanes32);
   for (int64_t r = 0; r < R; ++r) {
-    auto reduce = [&](int64_t offset, int64_t outer, int64_t vecLen) {
+    auto vred = [&](int64_t offset, int64_t outer, int64_t vecLen) {
       Instruction red;
       red.opcode = Opcode::VecReduce;
-      red.vecOp = VecOp::ReduceSum;
-      red.dst = ctx.at(sums, static_cast<uint64_t>(r * row));
+      red.vecOp = reduce;
+      red.dst = ctx.at(lanes32, static_cast<uint64_t>(r * row));
       red.srcA = ctx.at(src, static_cast<uint64_t>(r * C + offset), kLanesWords, 0);
       red.outer = u(outer), red.inner = 1, red.vecLen = u(vecLen);
       red.accumulate = true;
-      ctx.emit(red, sums, src);
+      ctx.emit(red, lanes32, src);
     };
-    if (blocks > 0) reduce(0, blocks, kLanesWords);
-    if (rest > 0) reduce(blocks * kLanesWords, 1, rest);
+    if (blocks > 0) vred(0, blocks, kLanesWords);
+    if (rest > 0) vred(blocks * kLanesWords, 1, rest);
   }
-  // The butterfly: lane i of both halves becomes lane i + lane (i + h) mod 16 for h = 8, 4, 2, 1.
-  ctx.emit(makeVecUnary(VecOp::Copy, ctx.at(sums, kLanesWords, row, 0), lanes, u(R), 1, u(kLanesWords)), sums, sums);
+  // The butterfly: lane i of both halves becomes combine(lane i, lane (i + h) mod 16) for h = 8, 4, 2, 1.
+  ctx.emit(makeVecUnary(VecOp::Copy, ctx.at(lanes32, kLanesWords, row, 0), lanes, u(R), 1, u(kLanesWords)), lanes32, lanes32);
   for (int64_t h = kLanesWords / 2; h >= 1; h /= 2)
-    ctx.emit(makeVecBinary(VecOp::Add, ctx.at(sums, 0, row, kLanesWords), lanes, ctx.at(sums, static_cast<uint64_t>(h), row, 0),
+    ctx.emit(makeVecBinary(combine, ctx.at(lanes32, 0, row, kLanesWords), lanes, ctx.at(lanes32, static_cast<uint64_t>(h), row, 0),
                            u(R), 2, u(kLanesWords)),
-             sums, sums, sums);
+             lanes32, lanes32, lanes32);
+}
+
+void rowSums(LowerContext& ctx, int32_t src, int32_t sums, int64_t R, int64_t C) {
+  rowReduce(ctx, VecOp::ReduceSum, VecOp::Add, src, sums, R, C);
 }
 
 /// dst = a (op) per-row vector v (16 equal lanes, rows 32 words apart) over R rows of C words.
@@ -170,6 +180,72 @@ void lowerLayerNorm(const Node& n, LowerContext& ctx) {
   }
 }
 
+// ---- Softmax over the last axis: y = exp(x - max) / sum exp(x - max), per tile of whole rows in `inp` (in place): the
+// row max (vred reduce_max, a butterfly of vbin max), x - max, vun exp, the row sum (butterfly of adds), its inverse as
+// rsqrt(sum)^2 (two per-row vectors: a vbin div of every element would cost the complex rate), vbin mul.
+
+hw::SupportResult checkSoftmax(const Node& n) {
+  const Shape x = n.input(0)->type.staticShape();
+  if (x.empty() || x.size() == 4)
+    return refuse(fmt::format("Softmax of rank {} is not lowered (rank 4 is stored channels-last)", x.size()));
+  const int64_t axis = n.hasAttr("axis") ? n.attrInt("axis") : -1;
+  // The last axis means the same under every opset (before 13, the axes from `axis` on are flattened).
+  if (axis != -1 && axis != static_cast<int64_t>(x.size()) - 1)
+    return refuse(fmt::format("Softmax over axis {} is not lowered (the last axis only)", axis));
+  if (x.back() > kMaxCount) return refuse(fmt::format("Softmax over {} elements (at most {})", x.back(), kMaxCount));
+  return ok();
+}
+
+int64_t softmaxRows(const hw::NpuConfig& cfg, const NormShape& s) {
+  return std::min({s.rows, words(cfg, Buffer::Input) / 2 / s.channels, words(cfg, Buffer::Accumulator) / 2 / (4 * kLanesWords),
+                   kMaxCount});
+}
+
+hw::SupportResult softmaxFits(const Node& n, const hw::NpuConfig& cfg) {
+  const NormShape s = normShape(n);
+  if (softmaxRows(cfg, s) < 1)
+    return refuse(fmt::format("Softmax over {} elements: a row does not fit half of the input buffer ({} words) on this "
+                              "configuration",
+                              s.channels, words(cfg, Buffer::Input)));
+  return ok();
+}
+
+void lowerSoftmax(const Node& n, LowerContext& ctx) {
+  const NormShape s = normShape(n);
+  const int64_t C = s.channels, R = softmaxRows(ctx.cfg, s);
+  TESSEL_ASSERT(R >= 1, fmt::format("npu lowering: {}: no row fits (the partition checks softmaxFits)", n.describe()));
+  const TensorLoc& x = ctx.loc(n.input(0));
+  const TensorLoc& y = ctx.loc(ctx.resultValue(n));
+  const std::vector<EpilogueStep> epilogue = ctx.epilogue(n);
+  auto u = [](int64_t v) { return static_cast<uint32_t>(v); };
+  uint32_t tile = 0;
+  for (int64_t p0 = 0; p0 < s.rows; p0 += R) {
+    ctx.beginTile(n, tile++);
+    const int64_t rr = std::min(R, s.rows - p0);
+    const auto tileWords = static_cast<uint64_t>(rr * C);
+    const int32_t xr = ctx.region(Buffer::Input, tileWords);
+    ctx.emit(makeLoad(ctx.at(xr, 0, tileWords, C), x.addr + static_cast<uint64_t>(p0 * x.pixelStride()), 0, x.pixelStride(), 1,
+                      u(rr), u(C)),
+             xr);
+    const int32_t max = ctx.region(Buffer::Accumulator, static_cast<uint64_t>(rr * 2 * kLanesWords));
+    rowReduce(ctx, VecOp::ReduceMax, VecOp::Max, xr, max, rr, C);
+    withRowVector(ctx, VecOp::Sub, xr, xr, max, rr, C);
+    const SramOperand all = ctx.at(xr, 0, C, 0);
+    ctx.emit(makeVecUnary(VecOp::Exp, all, all, u(rr), 1, u(C)), xr, xr);
+    const int32_t sum = ctx.region(Buffer::Accumulator, static_cast<uint64_t>(rr * 2 * kLanesWords));
+    rowSums(ctx, xr, sum, rr, C);
+    const SramOperand lanes = ctx.at(sum, 0, 2 * kLanesWords, 0);
+    ctx.emit(makeVecUnary(VecOp::Rsqrt, lanes, lanes, u(rr), 1, u(kLanesWords), 1.0f, 0.0f), sum, sum);
+    ctx.emit(makeVecBinary(VecOp::Mul, lanes, lanes, lanes, u(rr), 1, u(kLanesWords)), sum, sum, sum);  // 1 / sum
+    withRowVector(ctx, VecOp::Mul, xr, xr, sum, rr, C);
+    applyUnarySteps(ctx, epilogue, xr, all, u(rr), 1, u(C));
+    ctx.emit(makeStore(ctx.at(xr, 0, tileWords, C), y.addr + static_cast<uint64_t>(p0 * y.pixelStride()), 0, y.pixelStride(), 1,
+                       u(rr), u(C)),
+             -1, xr);
+  }
+}
+
+const RegisterOpLowering kSoftmax({"Softmax"}, {OpFamily::Elementwise, checkSoftmax, lowerSoftmax, softmaxFits});
 const RegisterOpLowering kLayerNorm({"LayerNormalization"},
                                     {OpFamily::Elementwise, checkLayerNorm, lowerLayerNorm, layerNormFits});
 

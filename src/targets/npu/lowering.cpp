@@ -35,7 +35,9 @@ std::map<std::string, OpLowering>& opLowerings() {
 
 const OpLowering* findLowering(const Node& node) {
   if (!node.domain().empty()) return nullptr;
-  if (auto it = opLowerings().find(node.opType()); it != opLowerings().end()) return &it->second;
+  const bool computedB = isOp(node, "MatMul") && node.hasInput(1) && !node.input(1)->isConstant();
+  if (auto it = opLowerings().find(computedB ? kComputedMatMulLowering : node.opType()); it != opLowerings().end())
+    return &it->second;
   const std::optional<VecOp> op = vectorOpOf(node);
   if (!op || !isUnaryVecOp(*op)) return nullptr;
   auto it = opLowerings().find(kVectorUnaryLowering);

@@ -128,6 +128,19 @@ SubgraphWork subgraphWork(const Graph& body, const hw::NpuConfig& cfg) {
       }
       case lower::OpFamily::GlobalPool: w.vectorCycles += (elements(n->input(0)) + out) * cfg.vectorCyclesPerVector; break;
       case lower::OpFamily::Elementwise:
+        if (isOp(*n, "MatMul")) {  // of a computed B (lower_matmul.cpp): matrix-unit work
+          const Shape a = n->input(0)->type.staticShape();
+          w.macs += out * static_cast<uint64_t>(a.back());
+          break;
+        }
+        if (isOp(*n, "Softmax")) {
+          // Max and sum reductions, the subtraction and the scaling (simple), exp (complex); per row an rsqrt vector
+          // and its square (lower_norm.cpp).
+          const uint64_t rows = out / std::max<uint64_t>(1, static_cast<uint64_t>(n->input(0)->type.staticShape().back()));
+          w.vectorCycles += 4 * out * cfg.vectorCyclesPerVector + out * cfg.vectorCyclesPerVectorComplex +
+                            rows * cfg.vectorLanes * (cfg.vectorCyclesPerVector + cfg.vectorCyclesPerVectorComplex);
+          break;
+        }
         if (isOp(*n, "LayerNormalization")) {
           // Two reductions, the deviation, its square, the scaling by 1 / sd and the affine map: six passes over the
           // elements; per row one rsqrt vector (lower_norm.cpp).
