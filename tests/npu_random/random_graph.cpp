@@ -98,13 +98,14 @@ class RandomGraphBuilder {
     Value* x = source();
     const Shape s = shapeOf(x);
     if (s.size() == 2) {
-      switch (weighted({40, 30, 30, 8, 8, 6})) {
+      switch (weighted({40, 30, 30, 8, 8, 6, 5})) {
         case 0: gemm(x); return;
         case 1: unary(x); return;
         case 2: binary(x); return;
         case 3: node("Reshape", {x, ints({s[0], s[1], 1, 1})}); return;  // back to an image of one pixel
         case 4: concatVectors(x); return;
-        default: layerNorm(x); return;
+        case 5: layerNorm(x); return;
+        default: selfAttention(x); return;
       }
     }
     const bool onePixel = s[2] * s[3] == 1;
@@ -314,6 +315,14 @@ class RandomGraphBuilder {
       return;
     }
     node("Transpose", {x}, {{"perm", perm}});
+  }
+
+  /// Attention of the rows of x [N, C] over themselves: Softmax(x xT * c, last axis) x, with xT a Transpose (every
+  /// operand computed: the NPU's MatMul of computed tensors, its Softmax and Transpose).
+  void selfAttention(Value* x) {
+    Value* scores = node("MatMul", {x, node("Transpose", {x}, {{"perm", std::vector<int64_t>{1, 0}}})});
+    Value* scaled = node("Mul", {scores, scalar(uniform(0.05f, 2.0f))});
+    node("MatMul", {node("Softmax", {scaled}, {{"axis", int64_t{-1}}}), x});
   }
 
   /// An earlier tensor of x's shape (x itself sometimes, when there is none or rarely), else nullptr.
