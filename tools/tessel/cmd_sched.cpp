@@ -2,6 +2,7 @@
 // --compare the compiler's schedule beside the sequential, greedy and layer-by-layer baselines and the
 // schedule-independent bounds; --dump-deps writes an instruction dependency graph (S0, S2).
 #include <chrono>
+#include <unistd.h>
 #include <fmt/format.h>
 #include <fstream>
 
@@ -57,7 +58,9 @@ void schedCommand(const SchedCmdOptions& o) {
     npu::CompareOptions co;
     co.inputs = inputs;
     const auto start = std::chrono::steady_clock::now();
-    if (!o.json)
+    // With --json the progress lines go to stderr only on a terminal (scripts read stdout and keep stderr clean);
+    // ViT-B/16's four schedules take minutes.
+    if (!o.json || isatty(STDERR_FILENO))
       co.progress = [&](const std::string& what) {
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         fmt::print(stderr, "[{:6.1f} s] compiling and simulating: {}\n", s, what);
