@@ -210,6 +210,9 @@ struct OpLowering {
   std::function<void(const Node&, LowerContext&)> lower;
   /// Optional: can this node be lowered on this configuration (an operator whose tile must fit the buffers whole)?
   std::function<hw::SupportResult(const Node&, const hw::NpuConfig&)> fits = nullptr;
+  /// Optional: adds the node's schedule-independent work to `w` in place of its family's default count (an operator
+  /// whose work is not its family's: a LayerNorm's passes, a MatMul of computed operands on the matrix unit).
+  std::function<void(const Node&, const hw::NpuConfig&, SubgraphWork& w)> work = nullptr;
 };
 /// Before lowering: every Concat input that its producer can write straight into its slice of the output gets
 /// that slice as its DRAM location (a view with the output's pixel stride).
@@ -244,6 +247,12 @@ struct RegisterOpLowering {
 };
 
 /// Helpers for the interpreters.
+/// The largest count an instruction's outer, inner or vec_len field holds.
+inline constexpr int64_t kMaxInstructionCount = (int64_t{1} << kCountBits) - 1;
+/// Words of buffer `b` in the configuration.
+inline int64_t bufferWords(const hw::NpuConfig& cfg, Buffer b) {
+  return static_cast<int64_t>(cfg.bufferWords(static_cast<size_t>(b)));
+}
 hw::SupportResult ok();
 hw::SupportResult refuse(std::string why);
 /// Static f32 shapes on every input and output (refusal names the first that is not).

@@ -43,8 +43,6 @@ hw::SupportResult checkComputedMatMul(const Node& n) {
   return ok();
 }
 
-int64_t words(const hw::NpuConfig& cfg, Buffer b) { return static_cast<int64_t>(cfg.bufferWords(static_cast<size_t>(b))); }
-
 /// B's blocks of one batch: ceil(K / DIM) x ceil(N / DIM) slots of DIM x DIM words.
 int64_t blockWords(const hw::NpuConfig& cfg, const BatchedMatMul& m) {
   const auto dim = static_cast<int64_t>(cfg.dim);
@@ -60,20 +58,21 @@ struct MatMulTile {
 
 MatMulTile tileOf(const hw::NpuConfig& cfg, const BatchedMatMul& m) {
   const auto dim = static_cast<int64_t>(cfg.dim);
+  const int64_t accHalf = bufferWords(cfg, Buffer::Accumulator) / 2;
   MatMulTile t;
-  t.rows = std::min({m.M, words(cfg, Buffer::Input) / 4 / dim, int64_t{65535}});
+  t.rows = std::min({m.M, bufferWords(cfg, Buffer::Input) / 4 / dim, kMaxInstructionCount});
   if (t.rows < 1) return {0, 0};
-  t.cols = std::min(m.N, std::max(dim, words(cfg, Buffer::Accumulator) / 2 / t.rows / dim * dim));
-  if (t.rows * t.cols > words(cfg, Buffer::Accumulator) / 2) t.rows = std::max<int64_t>(0, words(cfg, Buffer::Accumulator) / 2 / t.cols);
+  t.cols = std::min(m.N, std::max(dim, accHalf / t.rows / dim * dim));
+  if (t.rows * t.cols > accHalf) t.rows = accHalf / t.cols;  // one column block is more than half the accumulator holds
   return t;
 }
 
 hw::SupportResult computedMatMulFits(const Node& n, const hw::NpuConfig& cfg) {
   const BatchedMatMul m = shapeOf(n);
-  if (tileOf(cfg, m).rows < 1 || blockWords(cfg, m) > words(cfg, Buffer::Weight) / 2)
+  if (tileOf(cfg, m).rows < 1 || blockWords(cfg, m) > bufferWords(cfg, Buffer::Weight) / 2)
     return refuse(fmt::format("MatMul with a computed B of {} x {}: B's blocks ({} words) must fit half of the weight buffer "
                               "({} words) on this configuration",
-                              m.K, m.N, blockWords(cfg, m), words(cfg, Buffer::Weight)));
+                              m.K, m.N, blockWords(cfg, m), bufferWords(cfg, Buffer::Weight)));
   return ok();
 }
 
@@ -138,10 +137,17 @@ void lowerComputedMatMul(const Node& n, LowerContext& ctx) {
   }
 }
 
+/// Matrix-unit work: batch x M x K x N multiply-adds.
+void computedMatMulWork(const Node& n, const hw::NpuConfig&, SubgraphWork& w) {
+  const BatchedMatMul m = shapeOf(n);
+  w.macs += static_cast<uint64_t>(m.batch * m.M * m.K * m.N);
+}
+
 }  // namespace
 
 /// Registered under kComputedMatMulLowering (findLowering picks it for a MatMul whose B is not a constant).
-const RegisterOpLowering kComputedMatMul({kComputedMatMulLowering},
-                                         {OpFamily::Elementwise, checkComputedMatMul, lowerComputedMatMul, computedMatMulFits});
+const RegisterOpLowering kComputedMatMul({kComputedMatMulLowering}, {OpFamily::Elementwise, checkComputedMatMul,
+                                                                     lowerComputedMatMul, computedMatMulFits,
+                                                                     computedMatMulWork});
 
 }  // namespace tessel::npu::lower

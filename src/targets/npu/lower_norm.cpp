@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <functional>
 #include <limits>
 
 #include "lower_context.h"
@@ -24,7 +25,6 @@ namespace tessel::npu::lower {
 namespace {
 
 constexpr int64_t kLanesWords = 16;  ///< words of one row's lane sums (the butterfly works on twice that)
-constexpr int64_t kMaxCount = 65535;  ///< largest loop count the encoding takes (kCountBits)
 
 /// Normalised channels (the last axis) and rows of a LayerNormalization's input.
 struct NormShape {
@@ -51,25 +51,23 @@ hw::SupportResult checkLayerNorm(const Node& n) {
     if (n.output(i)) return refuse("LayerNormalization's Mean and InvStdDev outputs are not lowered");
   for (size_t i = 1; i < n.numInputs(); ++i)
     if (n.input(i) && !n.input(i)->isConstant()) return refuse("LayerNormalization's scale and bias must be constants");
-  if (x.back() > kMaxCount) return refuse(fmt::format("LayerNormalization over {} channels (at most {})", x.back(), kMaxCount));
+  if (x.back() > kMaxInstructionCount)
+    return refuse(fmt::format("LayerNormalization over {} channels (at most {})", x.back(), kMaxInstructionCount));
   return ok();
 }
 
-/// Words of buffer b.
-int64_t words(const hw::NpuConfig& cfg, Buffer b) { return static_cast<int64_t>(cfg.bufferWords(static_cast<size_t>(b))); }
-
 /// Rows per tile: X and Y each within half of `inp` and `out`, the two rows of lane sums within half of `acc`.
 int64_t rowsPerTile(const hw::NpuConfig& cfg, const NormShape& s) {
-  return std::min({s.rows, words(cfg, Buffer::Input) / 2 / s.channels, words(cfg, Buffer::Output) / 2 / s.channels,
-                   words(cfg, Buffer::Accumulator) / 2 / (4 * kLanesWords), kMaxCount});
+  return std::min({s.rows, bufferWords(cfg, Buffer::Input) / 2 / s.channels, bufferWords(cfg, Buffer::Output) / 2 / s.channels,
+                   bufferWords(cfg, Buffer::Accumulator) / 2 / (4 * kLanesWords), kMaxInstructionCount});
 }
 
 hw::SupportResult layerNormFits(const Node& n, const hw::NpuConfig& cfg) {
   const NormShape s = normShape(n);
-  if (rowsPerTile(cfg, s) < 1 || 2 * s.channels > words(cfg, Buffer::Weight) / 2)
+  if (rowsPerTile(cfg, s) < 1 || 2 * s.channels > bufferWords(cfg, Buffer::Weight) / 2)
     return refuse(fmt::format("LayerNormalization over {} channels: a row does not fit half of the input and output buffers "
                               "({} and {} words) on this configuration",
-                              s.channels, words(cfg, Buffer::Input), words(cfg, Buffer::Output)));
+                              s.channels, bufferWords(cfg, Buffer::Input), bufferWords(cfg, Buffer::Output)));
   return ok();
 }
 
@@ -123,13 +121,49 @@ void withRowVector(LowerContext& ctx, VecOp op, int32_t dst, int32_t a, int32_t 
   }
 }
 
+/// Lowers `n` (a row operation over its last axis) in tiles of up to R whole rows: per tile, `begin(rows)` (staging
+/// what the first tile loads for all), a load of the rows into `inp`, `compute(x, rows)` on that region returning the
+/// region that holds the result, the node's unary epilogue steps on it, and its store.
+void rowTiles(LowerContext& ctx, const Node& n, int64_t R, const std::function<void()>& begin,
+              const std::function<int32_t(int32_t x, int64_t rows)>& compute) {
+  const NormShape s = normShape(n);
+  const int64_t C = s.channels;
+  const TensorLoc& x = ctx.loc(n.input(0));
+  const TensorLoc& y = ctx.loc(ctx.resultValue(n));
+  const std::vector<EpilogueStep> epilogue = ctx.epilogue(n);
+  auto u = [](int64_t v) { return static_cast<uint32_t>(v); };
+  uint32_t tile = 0;
+  for (int64_t p0 = 0; p0 < s.rows; p0 += R) {
+    ctx.beginTile(n, tile++);
+    if (begin) begin();
+    const int64_t rr = std::min(R, s.rows - p0);
+    const auto tileWords = static_cast<uint64_t>(rr * C);
+    const int32_t xr = ctx.region(Buffer::Input, tileWords);
+    ctx.emit(makeLoad(ctx.at(xr, 0, tileWords, C), x.addr + static_cast<uint64_t>(p0 * x.pixelStride()), 0, x.pixelStride(), 1,
+                      u(rr), u(C)),
+             xr);
+    const int32_t result = compute(xr, rr);
+    applyUnarySteps(ctx, epilogue, result, ctx.at(result, 0, C, 0), u(rr), 1, u(C));
+    ctx.emit(makeStore(ctx.at(result, 0, tileWords, C), y.addr + static_cast<uint64_t>(p0 * y.pixelStride()), 0,
+                       y.pixelStride(), 1, u(rr), u(C)),
+             -1, result);
+  }
+}
+
+/// Vector work of a row operation: `passes` simple passes and `complexPasses` complex ones over the elements, and per
+/// row `rowSimple` simple and `rowComplex` complex lane vectors.
+void addRowWork(const Node& n, const hw::NpuConfig& cfg, SubgraphWork& w, uint64_t passes, uint64_t complexPasses,
+                uint64_t rowSimple, uint64_t rowComplex) {
+  const NormShape s = normShape(n);
+  const auto out = static_cast<uint64_t>(s.rows * s.channels), rows = static_cast<uint64_t>(s.rows);
+  w.vectorCycles += out * (passes * cfg.vectorCyclesPerVector + complexPasses * cfg.vectorCyclesPerVectorComplex) +
+                    rows * cfg.vectorLanes * (rowSimple * cfg.vectorCyclesPerVector + rowComplex * cfg.vectorCyclesPerVectorComplex);
+}
+
 void lowerLayerNorm(const Node& n, LowerContext& ctx) {
   const NormShape s = normShape(n);
   const int64_t C = s.channels, R = rowsPerTile(ctx.cfg, s);
   TESSEL_ASSERT(R >= 1, fmt::format("npu lowering: {}: no row fits (the partition checks layerNormFits)", n.describe()));
-  const TensorLoc& x = ctx.loc(n.input(0));
-  const TensorLoc& y = ctx.loc(ctx.resultValue(n));
-  const std::vector<EpilogueStep> epilogue = ctx.epilogue(n);
   const float eps = n.hasAttr("epsilon") ? n.attrFloat("epsilon") : 1e-5f;
   const float invC = 1.0f / static_cast<float>(C);
   std::vector<float> gamma(static_cast<size_t>(C), 1.0f), beta(static_cast<size_t>(C), 0.0f);
@@ -144,21 +178,15 @@ void lowerLayerNorm(const Node& n, LowerContext& ctx) {
   const uint64_t gammaAt = affine ? ctx.addConstant(gamma) : 0, betaAt = affine ? ctx.addConstant(beta) : 0;
   auto u = [](int64_t v) { return static_cast<uint32_t>(v); };
   int32_t g = -1, b = -1;  // gamma and beta, staged by the first tile and kept
-  uint32_t tile = 0;
-  for (int64_t p0 = 0; p0 < s.rows; p0 += R) {
-    ctx.beginTile(n, tile++);
-    const int64_t rr = std::min(R, s.rows - p0);
-    if (affine && g < 0) {
-      g = ctx.region(Buffer::Weight, static_cast<uint64_t>(C));
-      b = ctx.region(Buffer::Weight, static_cast<uint64_t>(C));
-      loadContiguous(ctx, g, 0, gammaAt, static_cast<uint64_t>(C));
-      loadContiguous(ctx, b, 0, betaAt, static_cast<uint64_t>(C));
-    }
+  auto stage = [&] {
+    if (!affine || g >= 0) return;
+    g = ctx.region(Buffer::Weight, static_cast<uint64_t>(C));
+    b = ctx.region(Buffer::Weight, static_cast<uint64_t>(C));
+    loadContiguous(ctx, g, 0, gammaAt, static_cast<uint64_t>(C));
+    loadContiguous(ctx, b, 0, betaAt, static_cast<uint64_t>(C));
+  };
+  rowTiles(ctx, n, R, stage, [&](int32_t xr, int64_t rr) {
     const auto tileWords = static_cast<uint64_t>(rr * C);
-    const int32_t xr = ctx.region(Buffer::Input, tileWords);
-    ctx.emit(makeLoad(ctx.at(xr, 0, tileWords, C), x.addr + static_cast<uint64_t>(p0 * x.pixelStride()), 0, x.pixelStride(), 1,
-                      u(rr), u(C)),
-             xr);
     const int32_t mean = ctx.region(Buffer::Accumulator, static_cast<uint64_t>(rr * 2 * kLanesWords));
     rowSums(ctx, xr, mean, rr, C);
     const SramOperand meanLanes = ctx.at(mean, 0, 2 * kLanesWords, 0);
@@ -173,12 +201,13 @@ void lowerLayerNorm(const Node& n, LowerContext& ctx) {
     ctx.emit(makeVecUnary(VecOp::Rsqrt, rstdLanes, rstdLanes, u(rr), 1, u(kLanesWords), invC, eps), rstd, rstd);
     withRowVector(ctx, VecOp::Mul, yr, xr, rstd, rr, C);  // Y = D * rstd
     if (affine) ctx.emit(makeVecAffine(out, out, ctx.at(g), ctx.at(b), u(rr), 1, u(C)), yr, yr, g, b);
-    applyUnarySteps(ctx, epilogue, yr, out, u(rr), 1, u(C));
-    ctx.emit(makeStore(ctx.at(yr, 0, tileWords, C), y.addr + static_cast<uint64_t>(p0 * y.pixelStride()), 0, y.pixelStride(), 1,
-                       u(rr), u(C)),
-             -1, yr);
-  }
+    return yr;
+  });
 }
+
+/// Two reductions, the deviation, its square, the scaling by 1 / sd and the affine map: six simple passes over the
+/// elements; per row one rsqrt vector.
+void layerNormWork(const Node& n, const hw::NpuConfig& cfg, SubgraphWork& w) { addRowWork(n, cfg, w, 6, 0, 0, 1); }
 
 // ---- Softmax over the last axis: y = exp(x - max) / sum exp(x - max), per tile of whole rows in `inp` (in place): the
 // row max (vred reduce_max, a butterfly of vbin max), x - max, vun exp, the row sum (butterfly of adds), its inverse as
@@ -192,13 +221,14 @@ hw::SupportResult checkSoftmax(const Node& n) {
   // The last axis means the same under every opset (before 13, the axes from `axis` on are flattened).
   if (axis != -1 && axis != static_cast<int64_t>(x.size()) - 1)
     return refuse(fmt::format("Softmax over axis {} is not lowered (the last axis only)", axis));
-  if (x.back() > kMaxCount) return refuse(fmt::format("Softmax over {} elements (at most {})", x.back(), kMaxCount));
+  if (x.back() > kMaxInstructionCount)
+    return refuse(fmt::format("Softmax over {} elements (at most {})", x.back(), kMaxInstructionCount));
   return ok();
 }
 
 int64_t softmaxRows(const hw::NpuConfig& cfg, const NormShape& s) {
-  return std::min({s.rows, words(cfg, Buffer::Input) / 2 / s.channels, words(cfg, Buffer::Accumulator) / 2 / (4 * kLanesWords),
-                   kMaxCount});
+  return std::min({s.rows, bufferWords(cfg, Buffer::Input) / 2 / s.channels, bufferWords(cfg, Buffer::Accumulator) / 2 / (4 * kLanesWords),
+                   kMaxInstructionCount});
 }
 
 hw::SupportResult softmaxFits(const Node& n, const hw::NpuConfig& cfg) {
@@ -206,7 +236,7 @@ hw::SupportResult softmaxFits(const Node& n, const hw::NpuConfig& cfg) {
   if (softmaxRows(cfg, s) < 1)
     return refuse(fmt::format("Softmax over {} elements: a row does not fit half of the input buffer ({} words) on this "
                               "configuration",
-                              s.channels, words(cfg, Buffer::Input)));
+                              s.channels, bufferWords(cfg, Buffer::Input)));
   return ok();
 }
 
@@ -214,19 +244,8 @@ void lowerSoftmax(const Node& n, LowerContext& ctx) {
   const NormShape s = normShape(n);
   const int64_t C = s.channels, R = softmaxRows(ctx.cfg, s);
   TESSEL_ASSERT(R >= 1, fmt::format("npu lowering: {}: no row fits (the partition checks softmaxFits)", n.describe()));
-  const TensorLoc& x = ctx.loc(n.input(0));
-  const TensorLoc& y = ctx.loc(ctx.resultValue(n));
-  const std::vector<EpilogueStep> epilogue = ctx.epilogue(n);
   auto u = [](int64_t v) { return static_cast<uint32_t>(v); };
-  uint32_t tile = 0;
-  for (int64_t p0 = 0; p0 < s.rows; p0 += R) {
-    ctx.beginTile(n, tile++);
-    const int64_t rr = std::min(R, s.rows - p0);
-    const auto tileWords = static_cast<uint64_t>(rr * C);
-    const int32_t xr = ctx.region(Buffer::Input, tileWords);
-    ctx.emit(makeLoad(ctx.at(xr, 0, tileWords, C), x.addr + static_cast<uint64_t>(p0 * x.pixelStride()), 0, x.pixelStride(), 1,
-                      u(rr), u(C)),
-             xr);
+  rowTiles(ctx, n, R, nullptr, [&](int32_t xr, int64_t rr) {
     const int32_t max = ctx.region(Buffer::Accumulator, static_cast<uint64_t>(rr * 2 * kLanesWords));
     rowReduce(ctx, VecOp::ReduceMax, VecOp::Max, xr, max, rr, C);
     withRowVector(ctx, VecOp::Sub, xr, xr, max, rr, C);
@@ -238,16 +257,18 @@ void lowerSoftmax(const Node& n, LowerContext& ctx) {
     ctx.emit(makeVecUnary(VecOp::Rsqrt, lanes, lanes, u(rr), 1, u(kLanesWords), 1.0f, 0.0f), sum, sum);
     ctx.emit(makeVecBinary(VecOp::Mul, lanes, lanes, lanes, u(rr), 1, u(kLanesWords)), sum, sum, sum);  // 1 / sum
     withRowVector(ctx, VecOp::Mul, xr, xr, sum, rr, C);
-    applyUnarySteps(ctx, epilogue, xr, all, u(rr), 1, u(C));
-    ctx.emit(makeStore(ctx.at(xr, 0, tileWords, C), y.addr + static_cast<uint64_t>(p0 * y.pixelStride()), 0, y.pixelStride(), 1,
-                       u(rr), u(C)),
-             -1, xr);
-  }
+    return xr;
+  });
 }
 
-const RegisterOpLowering kSoftmax({"Softmax"}, {OpFamily::Elementwise, checkSoftmax, lowerSoftmax, softmaxFits});
+/// Max and sum reductions, the subtraction and the scaling (simple), exp (complex); per row an rsqrt vector (complex)
+/// and its square (simple).
+void softmaxWork(const Node& n, const hw::NpuConfig& cfg, SubgraphWork& w) { addRowWork(n, cfg, w, 4, 1, 1, 1); }
+
+const RegisterOpLowering kSoftmax({"Softmax"},
+                                  {OpFamily::Elementwise, checkSoftmax, lowerSoftmax, softmaxFits, softmaxWork});
 const RegisterOpLowering kLayerNorm({"LayerNormalization"},
-                                    {OpFamily::Elementwise, checkLayerNorm, lowerLayerNorm, layerNormFits});
+                                    {OpFamily::Elementwise, checkLayerNorm, lowerLayerNorm, layerNormFits, layerNormWork});
 
 }  // namespace
 }  // namespace tessel::npu::lower

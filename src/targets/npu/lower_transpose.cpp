@@ -15,8 +15,6 @@
 namespace tessel::npu::lower {
 namespace {
 
-constexpr int64_t kMaxCount = 65535;  ///< largest loop count the encoding takes (kCountBits)
-
 std::vector<int64_t> permutation(const Node& n) {
   const size_t rank = n.input(0)->type.staticShape().size();
   if (n.hasAttr("perm")) return n.attrInts("perm");
@@ -32,7 +30,8 @@ hw::SupportResult checkTranspose(const Node& n) {
   for (size_t i = 0; i < sorted.size(); ++i)
     if (sorted[i] != static_cast<int64_t>(i)) return refuse("Transpose with an invalid perm");
   for (int64_t d : n.output(0)->type.staticShape())
-    if (d > kMaxCount) return refuse(fmt::format("Transpose of an axis longer than {}", kMaxCount));
+    if (d > kMaxInstructionCount)
+      return refuse(fmt::format("Transpose of an axis longer than {}", kMaxInstructionCount));
   // A word-by-word load steps by an input stride, which the encoding holds in 24 bits.
   if (shapeSize(n.input(0)->type.staticShape()) >= (int64_t{1} << 24))
     return refuse("Transpose of 2^24 elements or more (the DMA's inner stride field holds 24 bits)");

@@ -110,6 +110,10 @@ SubgraphWork subgraphWork(const Graph& body, const hw::NpuConfig& cfg) {
       // Float constants are loaded (weights, biases, operands); integer ones are shapes and indices.
       if (v && v->isConstant() && v->constant().dtype() == DType::Float32)
         w.compulsoryLoadBytes += 4 * static_cast<uint64_t>(v->constant().numel());
+    if (const lower::OpLowering* l = lower::findLowering(*n); l && l->work) {  // priced by its own lowering
+      l->work(*n, cfg, w);
+      continue;
+    }
     const uint64_t out = elements(n->output(0));
     switch (lower::opFamily(*n).value_or(lower::OpFamily::Alias)) {
       case lower::OpFamily::Matrix: {
@@ -128,26 +132,6 @@ SubgraphWork subgraphWork(const Graph& body, const hw::NpuConfig& cfg) {
       }
       case lower::OpFamily::GlobalPool: w.vectorCycles += (elements(n->input(0)) + out) * cfg.vectorCyclesPerVector; break;
       case lower::OpFamily::Elementwise:
-        if (isOp(*n, "MatMul")) {  // of a computed B (lower_matmul.cpp): matrix-unit work
-          const Shape a = n->input(0)->type.staticShape();
-          w.macs += out * static_cast<uint64_t>(a.back());
-          break;
-        }
-        if (isOp(*n, "Softmax")) {
-          // Max and sum reductions, the subtraction and the scaling (simple), exp (complex); per row an rsqrt vector
-          // and its square (lower_norm.cpp).
-          const uint64_t rows = out / std::max<uint64_t>(1, static_cast<uint64_t>(n->input(0)->type.staticShape().back()));
-          w.vectorCycles += 4 * out * cfg.vectorCyclesPerVector + out * cfg.vectorCyclesPerVectorComplex +
-                            rows * cfg.vectorLanes * (cfg.vectorCyclesPerVector + cfg.vectorCyclesPerVectorComplex);
-          break;
-        }
-        if (isOp(*n, "LayerNormalization")) {
-          // Two reductions, the deviation, its square, the scaling by 1 / sd and the affine map: six passes over the
-          // elements; per row one rsqrt vector (lower_norm.cpp).
-          const uint64_t rows = out / std::max<uint64_t>(1, static_cast<uint64_t>(n->input(0)->type.staticShape().back()));
-          w.vectorCycles += 6 * out * cfg.vectorCyclesPerVector + rows * cfg.vectorLanes * cfg.vectorCyclesPerVectorComplex;
-          break;
-        }
         // The Mul of SiLU adds nothing: the vector unit computes the pair as one `silu` pass, priced as the Sigmoid.
         // Nor does a residual Add of a convolution's result: its other operand can be loaded into the accumulator.
         if (!lower::siluSigmoid(*n) && !lower::residualAddOfMatrix(*n)) w.vectorCycles += out * cyclesPerVector(*n, cfg);
