@@ -110,7 +110,7 @@ class RandomGraphBuilder {
     }
     const bool onePixel = s[2] * s[3] == 1;
     switch (weighted({34, 10, 18, 15, 7, 3, onePixel ? 8 : 4, onePixel ? 0 : 1, onePixel ? 0 : 2, 4, s[2] * s[3] <= 600 ? 2 : 0,
-                      onePixel ? 0 : 5, 2})) {
+                      onePixel ? 0 : 5, 2, onePixel ? 0 : 4})) {
       case 0: conv(x); return;
       case 1: pool(x); return;
       case 2: unary(x); return;
@@ -118,12 +118,81 @@ class RandomGraphBuilder {
       case 4: concat(x); return;
       case 5: batchNorm(x); return;
       case 6: toVector(x); return;
-      case 7: node("Flatten", {x}); return;  // a real transpose: the partitioner keeps it on the host
+      case 7: node("Flatten", {x}); return;  // pixels and channels: a copy by DMA (channels-last to row-major)
       case 8: squeezeExcite(x); return;
       case 9: sliceOrShuffle(x); return;
       case 10: upsample(x); return;
       case 11: depthwiseThenPointwise(x); return;
-      default: transpose(x); return;
+      case 12: transpose(x); return;
+      default: relayout(x); return;
+    }
+  }
+
+  /// What the NPU copies by DMA rather than addresses (lower_copy.cpp): ViT's patch tokens (Reshape of the pixels
+  /// into one axis, Transpose, a class token concatenated along axis 1, then the Gather of one token or a Reshape back
+  /// to an image), Concat / Split / Slice with steps / Gather of rows or columns, a Gather by a scalar index with a
+  /// Reshape of its rank-3 result back to an image. Rank-3 intermediates never become sources.
+  void relayout(Value* x) {
+    const Shape s = shapeOf(x);
+    const int64_t N = s[0], C = s[1], H = s[2], W = s[3];
+    const int64_t axis = chance(0.5) ? 2 : 3, dim = s[static_cast<size_t>(axis)];
+    auto popped = [&](Value* v) {
+      values_.pop_back();
+      return v;
+    };
+    switch (weighted({3, 2, 2, 2, 2, 1})) {
+      case 0: {
+        Value* tokens = popped(node("Reshape", {x, ints({N, C, H * W})}));
+        Value* t = popped(node("Transpose", {tokens}, {{"perm", std::vector<int64_t>{0, 2, 1}}}));
+        Value* seq = popped(node("Concat", {constant("cls", uniformTensor({N, 1, C}, -1, 1)), t}, {{"axis", int64_t{1}}}));
+        if (chance(0.5)) {
+          node("Gather", {seq, constant("i", Tensor::fromVector<int64_t>({}, {pick(-1, H * W)}))}, {{"axis", int64_t{1}}});
+        } else {
+          node("Reshape", {seq, ints({N, H * W + 1, C, 1})});
+        }
+        return;
+      }
+      case 1: {  // along rows or columns, with earlier tensors whose other axes match
+        std::vector<Value*> ins{x};
+        for (Value* v : values_) {
+          Shape t = shapeOf(v);
+          if (v == x || t.size() != 4) continue;
+          t[static_cast<size_t>(axis)] = dim;
+          if (t == s && chance(0.6)) ins.push_back(v);
+        }
+        if (ins.size() == 1) ins.push_back(x);
+        if (ins.size() > 3) ins.resize(3);
+        node("Concat", ins, {{"axis", int64_t{chance(0.5) ? axis : axis - 4}}});
+        return;
+      }
+      case 2: {
+        if (dim < 2) return;
+        const int64_t a = pick(1, dim - 1);
+        const std::string base = g_->uniqueName("split");
+        Node* n = g_->addNode("Split", {x, ints({a, dim - a})}, {base, base + "_part1"}, base);
+        n->setAttr("axis", int64_t{axis});
+        inferShapes(*g_);
+        for (Value* v : n->outputs()) add(v);
+        return;
+      }
+      case 3: {
+        const int64_t step = pick(1, 3), start = pick(0, dim - 1);
+        node("Slice", {x, ints({chance(0.3) ? start - dim : start}), ints({chance(0.3) ? dim + 5 : dim}), ints({axis}),
+                       ints({step})});
+        return;
+      }
+      case 4: {
+        std::vector<int64_t> idx(static_cast<size_t>(pick(1, 5)));
+        for (int64_t& i : idx) i = pick(-dim, dim - 1);
+        node("Gather", {x, ints(idx)}, {{"axis", int64_t{axis}}});
+        return;
+      }
+      default: {
+        Value* row = popped(node("Gather", {x, constant("i", Tensor::fromVector<int64_t>({}, {pick(0, dim - 1)}))},
+                                 {{"axis", int64_t{axis}}}));
+        node("Reshape", {row, ints({N, C, axis == 2 ? W : H, 1})});
+        return;
+      }
     }
   }
 
@@ -416,8 +485,7 @@ class RandomGraphBuilder {
   }
 
   /// ShuffleNet's channel split and shuffle: a Split of the channels, a Slice of channels (bounds sometimes negative
-  /// or past the end;
-  /// now and then of rows, which stays on the host), or Reshape [N, g, C/g, H, W], Transpose, Reshape back.
+  /// or past the end; now and then of rows, a copy by DMA), or Reshape [N, g, C/g, H, W], Transpose, Reshape back.
   void sliceOrShuffle(Value* x) {
     const Shape s = shapeOf(x);
     const int64_t C = s[1];

@@ -997,7 +997,8 @@ Value* channelSlice(Graph& g, Value* x, int64_t start, int64_t end, int64_t axis
 
 // ShuffleNet's channel split: Slices of a contiguous channel range are views into the producer's tensor (its
 // pixel stride) read by a conv, an element-wise op and a concat; a slice that is a subgraph output is copied
-// out densely; negative and clamped bounds. A slice along a spatial axis is refused with the reason.
+// out densely; negative and clamped bounds. A slice with a negative step is refused with the reason (other axes and
+// positive steps are copies: NpuLower.CopiesAlongOtherAxes).
 TEST(NpuLower, ChannelSlicesAreViews) {
   checkBoth([](Graph& g) {
     Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 40, 9, 7}));
@@ -1015,12 +1016,16 @@ TEST(NpuLower, ChannelSlicesAreViews) {
   });
   Graph g;
   Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 16, 9, 7}));
-  Value* rows = channelSlice(g, x, 2, 5, 2);
-  g.addOutput(rows);
+  Node* back = g.addNode("Slice", {x, g.addConstant("st", Tensor::fromVector<int64_t>({1}, {5})),
+                                   g.addConstant("en", Tensor::fromVector<int64_t>({1}, {1})),
+                                   g.addConstant("ax", Tensor::fromVector<int64_t>({1}, {2})),
+                                   g.addConstant("sp", Tensor::fromVector<int64_t>({1}, {-1}))},
+                         {"back"});
+  g.addOutput(back->output(0));
   inferShapes(g);
-  hw::SupportResult r = npu::loweringSupport(*rows->producer(), *config("default.json").firstNpu());
+  hw::SupportResult r = npu::loweringSupport(*back, *config("default.json").firstNpu());
   EXPECT_FALSE(r.supported);
-  EXPECT_NE(r.reason.find("contiguous range of channels"), std::string::npos) << r.reason;
+  EXPECT_NE(r.reason.find("every step positive"), std::string::npos) << r.reason;
 }
 
 // A dense block (DenseNet): layer k reads Concat(x0, y1, ..., yk-1) and every y is read by all later concats and
@@ -1356,8 +1361,8 @@ TEST(NpuLower, NarrowGroupsShareAGemmBlock) {
 }
 
 // Split along the channels (opset 13: sizes as an input): each output a view at its channel offset, read by a
-// conv and an element-wise op; an output that is a subgraph output is copied out densely. A split of rows is
-// refused with the reason.
+// conv and an element-wise op; an output that is a subgraph output is copied out densely. A split of rows is a
+// copy per output (NpuLower.CopiesAlongOtherAxes).
 TEST(NpuLower, ChannelSplitOutputsAreViews) {
   checkBoth([](Graph& g) {
     Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 40, 9, 7}));
@@ -1369,16 +1374,63 @@ TEST(NpuLower, ChannelSplitOutputsAreViews) {
     g.addOutput(split->output(1));
     g.addOutput(g.addNode("Sigmoid", {split->output(2)}, {"sg"})->output(0));
   });
-  Graph g;
-  Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 16, 8, 7}));
-  Node* rows = g.addNode("Split", {x}, {"a", "b"});
-  rows->setAttr("axis", int64_t{2});
-  g.addOutput(rows->output(0));
-  g.addOutput(rows->output(1));
-  inferShapes(g);
-  hw::SupportResult r = npu::loweringSupport(*rows, *config("default.json").firstNpu());
-  EXPECT_FALSE(r.supported);
-  EXPECT_NE(r.reason.find("only along channels"), std::string::npos) << r.reason;
+}
+
+Value* constInts(Graph& g, const std::vector<int64_t>& v) {
+  return g.addConstant(g.uniqueName("i"), Tensor::fromVector<int64_t>({static_cast<int64_t>(v.size())}, v));
+}
+
+// What addressing cannot do is copied by DMA (lower_copy.cpp), and matches the interpreter on default and tiny:
+// a Reshape that changes the channels-last layout (a map flattened with its pixels, the pixels merged into one axis
+// of a rank-3 tensor as ViT's patch embedding does, and a rank-3 tensor split back into a map), Concat along rows,
+// columns and axis 1 of a rank-3 tensor (ViT's class token), Split of rows, Slice of rows and columns with steps,
+// and Gather along rows (1-D indices, repeated and negative) and columns (a scalar index: the axis goes).
+// Shapes are odd and the copies are longer than tiny's slots, so tiles split rows and columns.
+TEST(NpuLower, CopiesAlongOtherAxes) {
+  checkBoth([](Graph& g) {
+    Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 20, 9, 7}));
+    Value* y = conv(g, x, 20, 24, 1, 1, 0, 1, true, 3);
+    // Reshapes across layouts
+    Value* flat = g.addNode("Reshape", {y, constInts(g, {1, -1})}, {"flat"})->output(0);
+    g.addOutput(g.addNode("Relu", {flat}, {"rf"})->output(0));
+    Value* tokens = g.addNode("Reshape", {y, constInts(g, {1, 24, 63})}, {"tokens"})->output(0);
+    Node* tr = g.addNode("Transpose", {tokens}, {"tt"});
+    tr->setAttr("perm", std::vector<int64_t>{0, 2, 1});
+    Value* t = tr->output(0);  // [1, 63, 24]
+    Value* cls = g.addConstant("cls", randomTensor({1, 1, 24}, 4));
+    Node* cat3 = g.addNode("Concat", {cls, t}, {"cat3"});
+    cat3->setAttr("axis", int64_t{1});
+    Value* seq = g.addNode("Relu", {cat3->output(0)}, {"seq"})->output(0);  // [1, 64, 24]
+    Node* first = g.addNode("Gather", {seq, g.addConstant("zero", Tensor::fromVector<int64_t>({}, {0}))}, {"first"});
+    first->setAttr("axis", int64_t{1});
+    g.addOutput(first->output(0));  // [1, 24]
+    Value* back = g.addNode("Reshape", {seq, constInts(g, {1, 8, 8, 24})}, {"back"})->output(0);
+    g.addOutput(g.addNode("Sigmoid", {back}, {"sb"})->output(0));
+    // Concat, Split, Slice and Gather of rows and columns of a map
+    Value* r = g.addNode("Relu", {y}, {"r"})->output(0);
+    Node* rows = g.addNode("Concat", {y, r}, {"rows"});
+    rows->setAttr("axis", int64_t{2});
+    g.addOutput(rows->output(0));  // [1, 24, 18, 7]
+    Node* chans = g.addNode("Concat", {r, x}, {"chans"});
+    chans->setAttr("axis", int64_t{1});  // channels still by addressing
+    g.addOutput(g.addNode("Relu", {chans->output(0)}, {"rc"})->output(0));
+    Node* wide = g.addNode("Concat", {y, r, y}, {"wide"});
+    wide->setAttr("axis", int64_t{-1});
+    g.addOutput(g.addNode("Relu", {wide->output(0)}, {"rw"})->output(0));  // [1, 24, 9, 21]
+    Node* split = g.addNode("Split", {r, constInts(g, {2, 7})}, {"s0", "s1"});
+    split->setAttr("axis", int64_t{2});
+    g.addOutput(split->output(0));
+    g.addOutput(conv(g, split->output(1), 24, 5, 3, 1, 1, 1, true, 6));
+    Value* every = g.addNode("Slice", {r, constInts(g, {1, -6}), constInts(g, {9, 7}), constInts(g, {2, 3}),
+                                       constInts(g, {2, 3})}, {"every"})->output(0);
+    g.addOutput(every);  // rows 1, 3, 5, 7 of columns 1, 4: [1, 24, 4, 2]
+    Node* g2 = g.addNode("Gather", {r, constInts(g, {8, 0, -1, 3})}, {"g2"});
+    g2->setAttr("axis", int64_t{2});
+    g.addOutput(g.addNode("Relu", {g2->output(0)}, {"rg"})->output(0));
+    Node* g3 = g.addNode("Gather", {y, g.addConstant("two", Tensor::fromVector<int64_t>({}, {2}))}, {"g3"});
+    g3->setAttr("axis", int64_t{3});
+    g.addOutput(g3->output(0));  // [1, 24, 9]
+  });
 }
 
 Node* resize(Graph& g, Value* x, const std::vector<float>& scales, const std::string& coordinates, const std::string& rounding) {

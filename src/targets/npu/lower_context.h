@@ -277,4 +277,27 @@ SramOperand operand(Buffer b, uint64_t addr, uint64_t strideOuter = 0, uint64_t 
 /// Loads `words` contiguous DRAM words (any count) into `region` at `offset`, in boxes the encoding accepts.
 void loadContiguous(LowerContext& ctx, int32_t region, uint64_t offset, uint64_t dramAddr, uint64_t words);
 
+/// Copies between DRAM tensors by DMA (lower_copy.cpp): a box of elements with, per axis, its size and the words
+/// between consecutive indices in the source and in the destination.
+struct CopyBox {
+  std::vector<int64_t> size, src, dst;
+  uint64_t srcAddr = 0, dstAddr = 0;
+};
+/// Words between consecutive indices of each logical axis of a tensor as the NPU stores it (rank 4 channels-last,
+/// other ranks row-major with the pixel stride between rows of the last axis).
+std::vector<int64_t> storageStrides(const TensorLoc& l);
+/// storageStrides of a dense tensor of shape `s`.
+std::vector<int64_t> denseStrides(const Shape& s);
+/// The box copying the elements of `x` (strides `xs`) to `y` (strides `ys`) in row-major (ONNX) order: a Reshape
+/// that changes the NPU's layout. Each axis of the box is a part of an axis of each shape (their common
+/// refinement); nullopt when there is none ([4, 6] -> [6, 4]) or the element counts differ. Addresses are 0.
+std::optional<CopyBox> reshapeBox(const Shape& x, const std::vector<int64_t>& xs, const Shape& y,
+                                  const std::vector<int64_t>& ys);
+/// Lowers `box` as tiles of `node` numbered from `tile` on (returns the next number): rows of the destination's
+/// contiguous axis within the node's alias slot, each tile one load into `inp` (whole rows when the source's stride
+/// along them is 1, else one word per element) and one store.
+uint32_t copyBox(LowerContext& ctx, const Node& node, const CopyBox& box, uint32_t tile);
+/// Tensors of this many elements or more are not copied by DMA (the inner DRAM stride field holds 24 bits).
+inline constexpr int64_t kMaxCopyElements = int64_t{1} << 24;
+
 }  // namespace tessel::npu::lower

@@ -5,6 +5,9 @@
 // channel split), and a Gather of channels with
 // constant indices (a channel shuffle, which the pass channel-shuffle-to-gather makes of Reshape-Transpose-Reshape)
 // by DMA: one strided load per run of consecutive input channels, one dense store per tile.
+// What addressing cannot do is copied by DMA (copyBox, lower_copy.cpp): a Reshape that changes the layout (a
+// channels-last map flattened or reshaped to another rank), Concat and Split along other axes, a Slice of other
+// axes or steps, a Gather along another axis with constant indices.
 #include <algorithm>
 #include <fmt/format.h>
 
@@ -33,22 +36,43 @@ bool alongChannels(const Node& n, size_t rank) {
   return (a < 0 ? a + static_cast<int64_t>(rank) : a) == channelAxis(rank);
 }
 
+/// A node's `axis` normalised to [0, rank).
+int64_t normalisedAxis(const Node& n, size_t rank) {
+  const int64_t a = axisAttr(n);
+  return a < 0 ? a + static_cast<int64_t>(rank) : a;
+}
+
+/// Refuses a tensor too large to be copied by DMA.
+hw::SupportResult checkCopySize(const Shape& s) {
+  if (shapeSize(s) >= kMaxCopyElements)
+    return refuse(fmt::format("a copy of {} elements (2^24 or more: the DMA's inner stride field holds 24 bits)",
+                              shapeSize(s)));
+  return ok();
+}
+
+/// Whether Concat `n` joins channels (by addressing: its inputs are written into their slices of the output).
+bool channelConcat(const Node& n) {
+  const Shape y = n.output(0)->type.staticShape();
+  return !y.empty() && alongChannels(n, y.size());
+}
+
 hw::SupportResult checkConcat(const Node& n) {
   const Shape y = n.output(0)->type.staticShape();
-  if (y.empty() || !alongChannels(n, y.size()))
-    return refuse(fmt::format("Concat along axis {} of a rank-{} tensor is not lowered (only along channels)", axisAttr(n),
-                              y.size()));
+  if (y.empty()) return refuse("Concat of scalars");
   for (const Value* v : n.inputs())
     if (!v || v->type.staticShape().size() != y.size()) return refuse("inputs must all have the output's rank");
-  return ok();
+  return channelConcat(n) ? ok() : checkCopySize(y);  // along another axis: each input copied into its slice
 }
 
 hw::SupportResult checkView(const Node& n) {
   const Shape x = n.input(0)->type.staticShape(), y = n.output(0)->type.staticShape();
-  if (!storedRowMajor(x) || !storedRowMajor(y))
-    return refuse(fmt::format("{} from {} to {} changes the channels-last layout (needs a transpose)", n.opType(),
-                              shapeToString(x), shapeToString(y)));
-  return ok();
+  if (storedRowMajor(x) && storedRowMajor(y)) return ok();
+  // The layout changes (a channels-last map to another rank, or the reverse): a copy by DMA.
+  if (!reshapeBox(x, denseStrides(x), y, denseStrides(y)))
+    return refuse(fmt::format("{} from {} to {} changes the channels-last layout and its axes do not split evenly into "
+                              "each other's",
+                              n.opType(), shapeToString(x), shapeToString(y)));
+  return checkCopySize(x);
 }
 
 /// The first channel a Slice keeps when it keeps a contiguous range of channels (step 1) and every other axis
@@ -82,11 +106,41 @@ std::optional<int64_t> channelSliceStart(const Node& n) {
   return start;
 }
 
+/// Per axis of a Slice's input the first index it keeps and its step (constant starts, axes and steps, every step
+/// positive), else nullopt.
+std::optional<std::pair<std::vector<int64_t>, std::vector<int64_t>>> sliceStartsAndSteps(const Node& n) {
+  const Shape x = n.input(0)->type.staticShape(), y = n.output(0)->type.staticShape();
+  if (x.size() != y.size() || x.empty()) return std::nullopt;
+  auto ints = [&](size_t input, const char* attr) -> std::optional<std::vector<int64_t>> {
+    if (n.hasAttr(attr)) return n.attrInts(attr);
+    if (!n.hasInput(input)) return std::vector<int64_t>{};
+    if (!n.input(input)->isConstant()) return std::nullopt;
+    return n.input(input)->constant().toInt64Vector();
+  };
+  const auto starts = ints(1, "starts"), axes = ints(3, "axes"), steps = ints(4, "steps");
+  if (!starts || !axes || !steps) return std::nullopt;
+  const auto rank = static_cast<int64_t>(x.size());
+  std::vector<int64_t> first(x.size(), 0), step(x.size(), 1);
+  for (size_t i = 0; i < starts->size(); ++i) {
+    int64_t a = axes->empty() ? static_cast<int64_t>(i) : (*axes)[i];
+    if (a < 0) a += rank;
+    if (a < 0 || a >= rank) return std::nullopt;
+    const int64_t st = i < steps->size() ? (*steps)[i] : 1, dim = x[static_cast<size_t>(a)];
+    if (st <= 0) return std::nullopt;
+    const int64_t s0 = (*starts)[i] < 0 ? (*starts)[i] + dim : (*starts)[i];
+    first[static_cast<size_t>(a)] = std::clamp<int64_t>(s0, 0, dim), step[static_cast<size_t>(a)] = st;
+  }
+  for (size_t a = 0; a < x.size(); ++a)  // what the output's static shape keeps lies inside the input
+    if (y[a] > 0 && first[a] + (y[a] - 1) * step[a] >= x[a]) return std::nullopt;
+  return std::pair{first, step};
+}
+
 hw::SupportResult checkSlice(const Node& n) {
-  if (!channelSliceStart(n))
-    return refuse(fmt::format("Slice from {} to {} is not a contiguous range of channels with every other axis whole",
+  if (channelSliceStart(n)) return ok();
+  if (!sliceStartsAndSteps(n))
+    return refuse(fmt::format("Slice from {} to {} needs constant starts, axes and steps, every step positive",
                               shapeToString(n.input(0)->type.staticShape()), shapeToString(n.output(0)->type.staticShape())));
-  return ok();
+  return checkCopySize(n.output(0)->type.staticShape());
 }
 
 void copyInto(LowerContext& ctx, const Node& node, const TensorLoc& from, const TensorLoc& to, int64_t channelOffset);
@@ -107,22 +161,32 @@ void channelRange(LowerContext& ctx, const Node& n, const Value* y, const Tensor
 hw::SupportResult checkSplit(const Node& n) {
   const Shape x = n.input(0)->type.staticShape();
   if (x.empty()) return refuse("Split of a scalar");
-  if (!alongChannels(n, x.size()))
-    return refuse(fmt::format("Split along axis {} of a rank-{} tensor is not lowered (only along channels)", axisAttr(n),
-                              x.size()));
   for (const Value* y : n.outputs())
     if (!y || !y->type.isStatic() || y->type.staticShape().size() != x.size())
       return refuse("every output must be present with a static shape of the input's rank");
-  return ok();
+  return alongChannels(n, x.size()) ? ok() : checkCopySize(x);  // along another axis: each output copied
 }
 
-/// Each output is the next channel range of the input, read in place (channelRange).
+/// Along the channels each output is the next channel range of the input, read in place (channelRange); along
+/// another axis each is copied out of its slice by DMA.
 void lowerSplit(const Node& n, LowerContext& ctx) {
   const TensorLoc x = ctx.loc(n.input(0));
-  const auto axis = static_cast<size_t>(channelAxis(x.shape.size()));
+  const bool channels = alongChannels(n, x.shape.size());
+  const auto axis = static_cast<size_t>(channels ? channelAxis(x.shape.size()) : normalisedAxis(n, x.shape.size()));
+  const std::vector<int64_t> xs = storageStrides(x);
   int64_t offset = 0;
+  uint32_t tile = 0;
   for (const Value* y : n.outputs()) {
-    channelRange(ctx, n, y, x, offset);
+    if (channels) {
+      channelRange(ctx, n, y, x, offset);
+    } else {
+      ctx.allocate(y);
+      const TensorLoc to = ctx.loc(y);
+      CopyBox box;
+      box.size = to.shape, box.src = xs, box.dst = storageStrides(to);
+      box.srcAddr = x.addr + static_cast<uint64_t>(offset * xs[axis]), box.dstAddr = to.addr;
+      tile = copyBox(ctx, n, box, tile);
+    }
     offset += y->type.staticShape()[axis];
   }
 }
@@ -141,10 +205,46 @@ std::optional<std::vector<int64_t>> gatheredChannels(const Node& n) {
   return idx;
 }
 
+/// The constant indices of a Gather (normalised) when they are a scalar or 1-D and in range, else nullopt.
+std::optional<std::vector<int64_t>> gatheredIndices(const Node& n) {
+  const Shape x = n.input(0)->type.staticShape();
+  if (x.empty() || !n.input(1)->isConstant() || n.input(1)->type.rank() > 1) return std::nullopt;
+  const int64_t axis = normalisedAxis(n, x.size());
+  if (axis < 0 || axis >= static_cast<int64_t>(x.size())) return std::nullopt;
+  std::vector<int64_t> idx = n.input(1)->constant().toInt64Vector();
+  const int64_t dim = x[static_cast<size_t>(axis)];
+  for (int64_t& i : idx) {
+    if (i < 0) i += dim;
+    if (i < 0 || i >= dim) return std::nullopt;
+  }
+  return idx;
+}
+
 hw::SupportResult checkGather(const Node& n) {
-  if (!gatheredChannels(n))
-    return refuse("only a Gather along the channel axis with constant, in-range 1-D indices is lowered");
-  return ok();
+  if (gatheredChannels(n)) return ok();
+  if (!gatheredIndices(n)) return refuse("only a Gather with constant, in-range scalar or 1-D indices is lowered");
+  return checkCopySize(n.input(0)->type.staticShape());
+}
+
+/// A Gather along an axis other than the channels: one copy per index, of the input's slice at that index into the
+/// output's slice at its position.
+void lowerGatherCopies(const Node& n, LowerContext& ctx) {
+  const std::vector<int64_t> idx = *gatheredIndices(n);
+  ctx.allocate(n.output(0));
+  const TensorLoc x = ctx.loc(n.input(0)), y = ctx.loc(n.output(0));
+  const auto axis = static_cast<size_t>(normalisedAxis(n, x.shape.size()));
+  const bool scalar = n.input(1)->type.rank() == 0;  // the output has no axis for it
+  const std::vector<int64_t> xs = storageStrides(x), ys = storageStrides(y);
+  CopyBox box;
+  box.size = x.shape, box.size[axis] = 1, box.src = xs;
+  for (size_t a = 0; a < x.shape.size(); ++a)
+    box.dst.push_back(a == axis ? 0 : ys[scalar && a > axis ? a - 1 : a]);
+  uint32_t tile = 0;
+  for (size_t p = 0; p < idx.size(); ++p) {
+    box.srcAddr = x.addr + static_cast<uint64_t>(idx[p] * xs[axis]);
+    box.dstAddr = y.addr + (scalar ? 0 : static_cast<uint64_t>(static_cast<int64_t>(p) * ys[axis]));
+    tile = copyBox(ctx, n, box, tile);
+  }
 }
 
 /// One strided load of a channel gather: `count` consecutive input channels from `in` to output channels
@@ -185,10 +285,15 @@ bool gatheredFromInputs(const Node& concat, const LowerContext& ctx) {
   const Value* y = concat.output(0);
   if (!isOp(concat, "Concat") || ctx.isBodyOutput(y) || y->uses().size() != 1) return false;
   const Node& user = *y->uses()[0].node;
-  return isOp(user, "Gather") && user.input(0) == y && gatheredChannels(user) && ctx.schedule.tilingOf(user.name());
+  return channelConcat(concat) && isOp(user, "Gather") && user.input(0) == y && gatheredChannels(user) &&
+         ctx.schedule.tilingOf(user.name());
 }
 
 void lowerGather(const Node& n, LowerContext& ctx) {
+  if (!gatheredChannels(n)) {
+    lowerGatherCopies(n, ctx);
+    return;
+  }
   const std::vector<int64_t> idx = *gatheredChannels(n);
   const NodeTiling& t = ctx.tiling(n);
   ctx.allocate(n.output(0));
@@ -258,6 +363,21 @@ void lowerConcat(const Node& n, LowerContext& ctx) {
   ctx.allocate(n.output(0));
   if (gatheredFromInputs(n, ctx)) return;  // the gather reading it loads from its inputs
   const TensorLoc y = ctx.loc(n.output(0));
+  if (!channelConcat(n)) {  // along another axis: each input copied into its slice
+    const auto axis = static_cast<size_t>(normalisedAxis(n, y.shape.size()));
+    const std::vector<int64_t> ys = storageStrides(y);
+    int64_t offset = 0;
+    uint32_t tile = 0;
+    for (const Value* v : n.inputs()) {
+      const TensorLoc& x = ctx.loc(v);
+      CopyBox box;
+      box.size = x.shape, box.src = storageStrides(x), box.dst = ys;
+      box.srcAddr = x.addr, box.dstAddr = y.addr + static_cast<uint64_t>(offset * ys[axis]);
+      tile = copyBox(ctx, n, box, tile);
+      offset += x.shape[axis];
+    }
+    return;
+  }
   int64_t offset = 0;
   for (const Value* v : n.inputs()) {
     const TensorLoc& x = ctx.loc(v);
@@ -269,6 +389,17 @@ void lowerConcat(const Node& n, LowerContext& ctx) {
 
 void lowerView(const Node& n, LowerContext& ctx) {
   const TensorLoc& x = ctx.loc(n.input(0));
+  if (!storedRowMajor(x.shape) || !storedRowMajor(n.output(0)->type.staticShape())) {
+    // The layout changes: element by element in row-major order, by DMA.
+    ctx.allocate(n.output(0));
+    const TensorLoc y = ctx.loc(n.output(0));
+    std::optional<CopyBox> box = reshapeBox(x.shape, storageStrides(x), y.shape, storageStrides(y));
+    if (!box) throw InternalError(fmt::format("{}: no copy from {} to {}", n.describe(), shapeToString(x.shape),
+                                              shapeToString(y.shape)));
+    box->srcAddr = x.addr, box->dstAddr = y.addr;
+    copyBox(ctx, n, *box, 0);
+    return;
+  }
   if (x.pixelStride() == x.channels()) {
     // The same words, dense in the output's shape: its pixel stride is its own channel count, not the input's
     // (Flatten of [2, 1, 5, 14] to [2, 70] steps 70 words per row, not 1).
@@ -288,7 +419,22 @@ void lowerView(const Node& n, LowerContext& ctx) {
 
 /// A channel range of the input, read in place (channelRange).
 void lowerSlice(const Node& n, LowerContext& ctx) {
-  channelRange(ctx, n, n.output(0), ctx.loc(n.input(0)), *channelSliceStart(n));
+  if (const std::optional<int64_t> first = channelSliceStart(n)) {
+    channelRange(ctx, n, n.output(0), ctx.loc(n.input(0)), *first);
+    return;
+  }
+  // Other axes or steps: copied by DMA, the input's strides times the steps.
+  const auto [first, step] = *sliceStartsAndSteps(n);
+  ctx.allocate(n.output(0));
+  const TensorLoc x = ctx.loc(n.input(0)), y = ctx.loc(n.output(0));
+  const std::vector<int64_t> xs = storageStrides(x);
+  CopyBox box;
+  box.size = y.shape, box.dst = storageStrides(y), box.srcAddr = x.addr, box.dstAddr = y.addr;
+  for (size_t a = 0; a < xs.size(); ++a) {
+    box.src.push_back(xs[a] * step[a]);
+    box.srcAddr += static_cast<uint64_t>(first[a] * xs[a]);
+  }
+  copyBox(ctx, n, box, 0);
 }
 
 const RegisterOpLowering kConcat({"Concat"}, {OpFamily::Alias, checkConcat, lowerConcat});
@@ -334,7 +480,7 @@ void placeConcatInputs(const Graph& body, LowerContext& ctx) {
   // which in a dense block is the last one, whose slices the others' inputs then already are.
   std::vector<const Node*> concats;
   for (auto it = body.nodes().rbegin(); it != body.nodes().rend(); ++it)
-    if (isOp(**it, "Concat") && checkConcat(**it).supported) concats.push_back(it->get());
+    if (isOp(**it, "Concat") && checkConcat(**it).supported && channelConcat(**it)) concats.push_back(it->get());
   std::stable_sort(concats.begin(), concats.end(),
                    [](const Node* a, const Node* b) { return channelsOf(a->output(0)) > channelsOf(b->output(0)); });
   for (const Node* np : concats) {
