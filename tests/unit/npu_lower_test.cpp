@@ -176,6 +176,31 @@ TEST(NpuLower, PoolWindowsInEitherBuffer) {
       }
 }
 
+// An average's divisor where windows reach outside the image (count_include_pad=0) or past the padding (ceil_mode):
+// one more scale per border row and column of a tile, on odd tiles of both variants, with asymmetric padding.
+TEST(NpuLower, AverageDivisorsAtTheBorders) {
+  for (int64_t include : {0, 1})
+    for (int64_t ceil : {0, 1})
+      for (const char* variant : {"pool", "pool-wide"}) {
+        SCOPED_TRACE(fmt::format("count_include_pad {} ceil_mode {} {}", include, ceil, variant));
+        Graph g;
+        Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 19, 16, 13}));
+        Node* p = g.addNode("AveragePool", {x}, {"p"});
+        p->setAttr("kernel_shape", std::vector<int64_t>{3, 4});
+        p->setAttr("strides", std::vector<int64_t>{2, 3});
+        p->setAttr("pads", std::vector<int64_t>{1, 2, 0, 1});
+        p->setAttr("count_include_pad", include);
+        p->setAttr("ceil_mode", ceil);
+        g.addOutput(p->output(0));
+        inferShapes(g);
+        checkAgainstInterpreter(g, "default.json", [&](npu::NpuSchedule& s) {
+          ASSERT_NE(s.tilingOf("p"), nullptr);
+          npu::NodeTiling& t = *s.tilingOf("p");
+          t.variant = variant, t.rows = 3, t.cols = 2, t.channels = 16;
+        });
+      }
+}
+
 // An activation behind a max pool (pool-before-activation moves it there) is the pool's epilogue: applied to each
 // result tile before the store, in both pool variants; and in a fused group on edge, where the pool's tiles feed
 // the next convolution's window on chip.

@@ -15,6 +15,8 @@ struct PoolProblem {
   int64_t N, C, H, W, KH, KW, sH, sW, pT, pL, OH, OW;
   bool isMax;
   float scale = 1;  ///< average: 1 / window size
+  int64_t pB = 0, pR = 0;        ///< bottom and right padding
+  bool countIncludePad = false;  ///< average: padding counts in the divisor (a ceil_mode overhang never does)
 };
 
 PoolProblem poolProblem(const Node& n) {
@@ -24,19 +26,40 @@ PoolProblem poolProblem(const Node& n) {
   auto p = n.hasAttr("pads") ? n.attrInts("pads") : std::vector<int64_t>{0, 0, 0, 0};
   PoolProblem q{x[0], x[1], x[2], x[3], k[0], k[1], s[0], s[1], p[0], p[1], y[2], y[3], isOp(n, "MaxPool")};
   q.scale = 1.0f / static_cast<float>(k[0] * k[1]);
+  q.pB = p.size() == 4 ? p[2] : 0, q.pR = p.size() == 4 ? p[3] : 0;
+  q.countIncludePad = n.hasAttr("count_include_pad") && n.attrInt("count_include_pad") != 0;
   return q;
 }
 
-/// Whether any window of the output reaches outside the image (explicit pads or ceil_mode overhang).
-bool windowsLeaveImage(const PoolProblem& q) {
-  return q.pT > 0 || q.pL > 0 || (q.OH - 1) * q.sH - q.pT + q.KH > q.H || (q.OW - 1) * q.sW - q.pL + q.KW > q.W;
+/// The taps of a window along one axis that an average counts: starting at `start` (padding before it negative),
+/// `k` taps, an axis of `size` elements with `padEnd` after it; padding counts when `includePad` (an overhang past the
+/// padding never does), as the reference divides.
+int64_t countedTaps(int64_t start, int64_t k, int64_t size, int64_t padEnd, bool includePad) {
+  const int64_t lo = includePad ? start : std::max<int64_t>(start, 0);
+  const int64_t hi = std::min(start + k, includePad ? size + padEnd : size);
+  return std::max<int64_t>(0, hi - lo);
 }
 
-/// Whether a window reaches past the padded image (ceil_mode overhang): an average then divides by the elements
-/// inside the padded image only, which the single scale of lowerPool does not do.
-bool windowsLeavePaddedImage(const Node& n, const PoolProblem& q) {
-  const auto p = n.hasAttr("pads") ? n.attrInts("pads") : std::vector<int64_t>{0, 0, 0, 0};
-  return (q.OH - 1) * q.sH - q.pT + q.KH > q.H + p[2] || (q.OW - 1) * q.sW - q.pL + q.KW > q.W + p[3];
+/// An average pool's division of a tile of window sums (rows x cols x c of `acc`, output rows from `oy0` and columns
+/// from `ox0`): one `vun scale` by 1 / (KH KW), then, where the counted window is smaller (it reaches outside the
+/// image with count_include_pad=0, or past the padding with ceil_mode), one more per such row and column: the count
+/// is rows-in-window x columns-in-window, so the two corrections multiply to the exact divisor.
+void divideAverage(LowerContext& ctx, const PoolProblem& q, int32_t acc, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols,
+                   int64_t ck) {
+  const auto r = static_cast<uint32_t>(rows), cl = static_cast<uint32_t>(cols), c = static_cast<uint32_t>(ck);
+  ctx.emit(makeVecUnary(VecOp::Scale, ctx.at(acc, 0, cols * ck, ck), ctx.at(acc, 0, cols * ck, ck), r, cl, c, q.scale, 0.0f),
+           acc, acc);
+  auto factor = [](int64_t k, int64_t counted) { return counted > 0 ? static_cast<float>(k) / static_cast<float>(counted) : 0.0f; };
+  for (int64_t i = 0; i < rows; ++i)
+    if (const int64_t n = countedTaps((oy0 + i) * q.sH - q.pT, q.KH, q.H, q.pB, q.countIncludePad); n != q.KH) {
+      const SramOperand row = ctx.at(acc, static_cast<uint64_t>(i * cols * ck), cols * ck, ck);
+      ctx.emit(makeVecUnary(VecOp::Scale, row, row, 1, cl, c, factor(q.KH, n), 0.0f), acc, acc);
+    }
+  for (int64_t j = 0; j < cols; ++j)
+    if (const int64_t n = countedTaps((ox0 + j) * q.sW - q.pL, q.KW, q.W, q.pR, q.countIncludePad); n != q.KW) {
+      const SramOperand col = ctx.at(acc, static_cast<uint64_t>(j * ck), cols * ck, ck);
+      ctx.emit(makeVecUnary(VecOp::Scale, col, col, r, 1, c, factor(q.KW, n), 0.0f), acc, acc);
+    }
 }
 
 /// The window taps of a pool tile folded into `acc` (tile layout [row][col][c]): the first two taps in one binary
@@ -64,10 +87,6 @@ hw::SupportResult checkPool(const Node& n) {
     for (int64_t d : n.attrInts("dilations"))
       if (d != 1) return refuse("dilated pooling is not lowered");
   if (n.attrInts("kernel_shape").size() != 2) return refuse("kernel_shape must have 2 values");
-  if (isOp(n, "AveragePool") && n.attrInt("count_include_pad") == 0 && windowsLeaveImage(poolProblem(n)))
-    return refuse("count_include_pad=0 with windows outside the image is not lowered");
-  if (isOp(n, "AveragePool") && windowsLeavePaddedImage(n, poolProblem(n)))
-    return refuse("ceil_mode windows past the padded image (averaged over fewer elements) are not lowered");
   return ok();
 }
 
@@ -120,7 +139,7 @@ void lowerPool(const Node& n, LowerContext& ctx) {
           auto r = static_cast<uint32_t>(rows), cl = static_cast<uint32_t>(cols);
           reduceWindowTaps(ctx, q, acc, in, r, cl, c,
                            [&](int64_t kh, int64_t kw) { return ctx.at(in, (kh * wt + kw) * ck, q.sH * wt * ck, q.sW * ck); });
-          if (!q.isMax) ctx.emit(makeVecUnary(VecOp::Scale, tile, tile, r, cl, c, q.scale, 0.0f), acc, acc);
+          if (!q.isMax) divideAverage(ctx, q, acc, oy0, rows, ox0, cols, ck);
           applyUnarySteps(ctx, epilogue, acc, tile, r, cl, c);
           ctx.emit(makeStore(tile, y.addr + ((n0 * q.OH + oy0) * q.OW + ox0) * sy + c0, q.OW * sy, sy, r, cl, c), -1, acc);
         }
@@ -177,7 +196,7 @@ int32_t poolTileOnChip(LowerContext& ctx, const Node& node, int64_t oy0, int64_t
   reduceWindowTaps(ctx, q, acc, window.region, r, cl, c, [&](int64_t kh, int64_t kw) {
     return ctx.at(window.region, static_cast<uint64_t>(base + (kh * wc + kw) * C), q.sH * wc * C, q.sW * C);
   });
-  if (!q.isMax) ctx.emit(makeVecUnary(VecOp::Scale, tile, tile, r, cl, c, q.scale, 0.0f), acc, acc);
+  if (!q.isMax) divideAverage(ctx, q, acc, oy0, rows, ox0, cols, ck);
   applyUnarySteps(ctx, ctx.epilogue(node), acc, tile, r, cl, c);
   return acc;
 }
