@@ -98,19 +98,20 @@ class RandomGraphBuilder {
     Value* x = source();
     const Shape s = shapeOf(x);
     if (s.size() == 2) {
-      switch (weighted({40, 30, 30, 8, 8, 6, 5})) {
+      switch (weighted({40, 30, 30, 8, 8, 6, 5, 5})) {
         case 0: gemm(x); return;
         case 1: unary(x); return;
         case 2: binary(x); return;
         case 3: node("Reshape", {x, ints({s[0], s[1], 1, 1})}); return;  // back to an image of one pixel
         case 4: concatVectors(x); return;
         case 5: layerNorm(x); return;
-        default: selfAttention(x); return;
+        case 6: selfAttention(x); return;
+        default: rowOps(x); return;
       }
     }
     const bool onePixel = s[2] * s[3] == 1;
     switch (weighted({34, 10, 18, 15, 7, 3, onePixel ? 8 : 4, onePixel ? 0 : 1, onePixel ? 0 : 2, 4, s[2] * s[3] <= 600 ? 2 : 0,
-                      onePixel ? 0 : 5, 2, onePixel ? 0 : 4})) {
+                      onePixel ? 0 : 5, 2, onePixel ? 0 : 4, 3})) {
       case 0: conv(x); return;
       case 1: pool(x); return;
       case 2: unary(x); return;
@@ -124,7 +125,46 @@ class RandomGraphBuilder {
       case 10: upsample(x); return;
       case 11: depthwiseThenPointwise(x); return;
       case 12: transpose(x); return;
-      default: relayout(x); return;
+      case 13: relayout(x); return;
+      default: rowOps(x); return;
+    }
+  }
+
+  /// Reductions over the contiguous axis (a vector's last, a map's channels) and ops with one value per row: a
+  /// reduction (sum, mean or max, keepdims) combined with x by a binary op in either order (a map: its channel mean or
+  /// max, through a sigmoid, gating it, as spatial attention does), or RMSNorm x * Pow(mean(x * x) + eps, -0.5), or a
+  /// reduction without keepdims.
+  void rowOps(Value* x) {
+    const Shape s = shapeOf(x);
+    const int64_t axis = s.size() == 4 ? 1 : -1;
+    auto reduce = [&](Value* v, const std::string& op, int64_t keep) {
+      if (op == "ReduceSum") return node(op, {v, ints({axis})}, {{"keepdims", keep}});
+      return node(op, {v}, {{"axes", std::vector<int64_t>{axis}}, {"keepdims", keep}});
+    };
+    const std::string op = oneOf<std::string>({"ReduceSum", "ReduceMean", "ReduceMax"});
+    switch (weighted({4, 2, 1})) {
+      case 0: {
+        Value* r = reduce(x, op, 1);
+        if (s.size() == 4 && chance(0.7)) r = node("Sigmoid", {r});
+        const std::string bin = oneOf<std::string>({"Add", "Sub", "Mul", "Div", "Max", "Min"});
+        if (bin == "Div") {  // by the reduction kept away from 0 (x may be 0 after a Relu: never its divisor)
+          node(bin, {x, node("Add", {node("Relu", {r}), scalar(0.5f)})});
+          return;
+        }
+        node(bin, chance(0.5) ? std::vector<Value*>{x, r} : std::vector<Value*>{r, x});
+        return;
+      }
+      case 1: {
+        Value* ms = reduce(node("Mul", {x, x}), "ReduceMean", 1);
+        node("Mul", {x, node("Pow", {node("Add", {ms, scalar(1e-3f)}), scalar(-0.5f)})});
+        return;
+      }
+      default: {
+        Value* r = reduce(x, op, 0);  // rank one less: a vector's sums become a 1-D tensor, no source
+        values_.pop_back();
+        node("Reshape", {r, ints(s.size() == 4 ? Shape{s[0], 1, s[2], s[3]} : Shape{s[0], 1})});
+        return;
+      }
     }
   }
 
@@ -747,7 +787,7 @@ std::vector<std::string> checkRandomGraph(uint64_t seed, const std::vector<std::
   stats.graphs++;
   stats.graphsAllOnNpu += allOnNpu;
   stats.failures += !failures.empty();
-  if (!failures.empty() && !saveDir.empty()) {
+  if ((!failures.empty() || std::getenv("TESSEL_NPU_RANDOM_SAVE_ALL")) && !saveDir.empty()) {
     fs::create_directories(saveDir);
     writeModelTextFile(*model, (fs::path(saveDir) / fmt::format("{}.tir", seed)).string());
   }

@@ -137,7 +137,7 @@ TEST(NpuIsa, FieldsThatDoNotFitAreRefusedByName) {
 TEST(NpuIsa, DecodeRejectsUnknownOpcodes) {
   EncodedInstruction bits{31, 0, 0, 0};  // opcode field = 31
   EXPECT_THROW(decode(bits), tessel::UserError);
-  // The unary sub-ops end at rsqrt (31): 32 (reduce_sum) does not belong to vun.
+  // The unary sub-ops are 16 (copy) to 31 (rsqrt) and 34 (sqrt): 32 (reduce_sum) does not belong to vun.
   Instruction v;
   v.opcode = Opcode::VecUnary;
   v.vecOp = VecOp::Silu;
@@ -150,6 +150,12 @@ TEST(NpuIsa, DecodeRejectsUnknownOpcodes) {
   v.vecOp = static_cast<VecOp>(32);
   EXPECT_THROW(encode(v), tessel::UserError);
   v.vecOp = static_cast<VecOp>(33);
+  EXPECT_THROW(encode(v), tessel::UserError);
+  // sqrt (34) is unary again, after the two reductions; 35 is nothing.
+  v.vecOp = VecOp::Sqrt;
+  EXPECT_EQ(decode(encode(v)).vecOp, VecOp::Sqrt);
+  EXPECT_NE(disassemble(v).find("sqrt"), std::string::npos) << disassemble(v);
+  v.vecOp = static_cast<VecOp>(35);
   EXPECT_THROW(encode(v), tessel::UserError);
 }
 

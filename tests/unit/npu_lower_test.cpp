@@ -100,6 +100,10 @@ Value* conv(Graph& g, Value* x, int64_t cin, int64_t cout, int64_t k, int64_t st
   return n->output(0);
 }
 
+Value* constInts(Graph& g, const std::vector<int64_t>& v) {
+  return g.addConstant(g.uniqueName("i"), Tensor::fromVector<int64_t>({static_cast<int64_t>(v.size())}, v));
+}
+
 TEST(NpuLower, ConvPlainStridedPaddedWithBiasAndFusedRelu) {
   checkBoth([](Graph& g) {
     Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 20, 23, 19}));
@@ -174,6 +178,49 @@ TEST(NpuLower, PoolWindowsInEitherBuffer) {
           t.variant = variant, t.rows = 3, t.cols = 4, t.channels = 16;
         });
       }
+}
+
+// Reductions over the contiguous axis and element-wise ops with one value per row, on the vector unit (lower_norm.cpp):
+// a LayerNorm left decomposed (ReduceMean, Sub, Pow 2, ReduceMean, Add, Sqrt, Div: the Add and Sqrt fused into the
+// reduction), rows of 37 (two vectors and a remainder of 5), ReduceSum without keepdims (each tile's values spanning
+// rows of a rank-2 result), ReduceMax by attribute, a map's mean over its channels (a spatial-attention gate) multiplying
+// the map, a per-row operand first in a Sub and a Div, Pow by 1, 0.5 and -0.5.
+TEST(NpuLower, RowReductionsAndRowBroadcasts) {
+  checkBoth([](Graph& g) {
+    auto mean = [&](Value* v, const char* name, int64_t axis, int64_t keep) {
+      Node* r = g.addNode("ReduceMean", {v}, {name});
+      r->setAttr("axes", std::vector<int64_t>{axis});
+      r->setAttr("keepdims", keep);
+      return r->output(0);
+    };
+    Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {3, 5, 37}));
+    Value* d = g.addNode("Sub", {x, mean(x, "m", -1, 1)}, {"d"})->output(0);
+    Value* sq = g.addNode("Pow", {d, g.addConstant("two", Tensor::scalar(2.0f))}, {"sq"})->output(0);
+    Value* var = g.addNode("Add", {mean(sq, "var", 2, 1), g.addConstant("eps", Tensor::scalar(1e-5f))}, {"ve"})->output(0);
+    Value* sd = g.addNode("Sqrt", {var}, {"sd"})->output(0);
+    g.addOutput(g.addNode("Div", {d, sd}, {"ln"})->output(0));
+    Node* sum = g.addNode("ReduceSum", {x, constInts(g, {-1})}, {"sum"});
+    sum->setAttr("keepdims", int64_t{0});
+    g.addOutput(sum->output(0));  // [3, 5]
+    Node* mx = g.addNode("ReduceMax", {x}, {"mx"});
+    mx->setAttr("axes", std::vector<int64_t>{2});
+    g.addOutput(g.addNode("Sub", {mx->output(0), x}, {"below"})->output(0));  // the per-row operand first
+    Value* pos = g.addNode("Add", {g.addNode("Relu", {x}, {"rx"})->output(0), g.addConstant("half", Tensor::scalar(0.5f))},
+                           {"pos"})->output(0);
+    for (float e : {1.0f, 0.5f, -0.5f}) {
+      const std::string name = fmt::format("pow{}", e);
+      g.addOutput(g.addNode("Pow", {pos, g.addConstant(name + "_e", Tensor::scalar(e))}, {name})->output(0));
+    }
+    // A map: the mean over its channels gates it; a rank-2 row max divides its rows.
+    Value* z = g.addInput("z", TensorType::fromShape(DType::Float32, {1, 24, 5, 7}));
+    Value* gate = g.addNode("Sigmoid", {mean(z, "cm", 1, 1)}, {"gate"})->output(0);  // [1, 1, 5, 7]
+    g.addOutput(g.addNode("Mul", {z, gate}, {"gated"})->output(0));
+    Value* v = g.addInput("v", TensorType::fromShape(DType::Float32, {6, 40}));
+    Node* vm = g.addNode("ReduceMax", {v}, {"vm"});
+    vm->setAttr("axes", std::vector<int64_t>{1});
+    g.addOutput(g.addNode("Div", {vm->output(0), g.addNode("Add", {v, g.addConstant("three", Tensor::scalar(3.0f))}, {"v3"})->output(0)},
+                          {"ratio"})->output(0));
+  });
 }
 
 // An average's divisor where windows reach outside the image (count_include_pad=0) or past the padding (ceil_mode):
@@ -1401,10 +1448,6 @@ TEST(NpuLower, ChannelSplitOutputsAreViews) {
   });
 }
 
-Value* constInts(Graph& g, const std::vector<int64_t>& v) {
-  return g.addConstant(g.uniqueName("i"), Tensor::fromVector<int64_t>({static_cast<int64_t>(v.size())}, v));
-}
-
 // What addressing cannot do is copied by DMA (lower_copy.cpp), and matches the interpreter on default and tiny:
 // a Reshape that changes the channels-last layout (a map flattened with its pixels, the pixels merged into one axis
 // of a rank-3 tensor as ViT's patch embedding does, and a rank-3 tensor split back into a map), Concat along rows,
@@ -1801,7 +1844,9 @@ TEST(NpuLower, RefusalsNameTheReason) {
   Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {2, 3}));
   Value* y = g.addInput("y", TensorType::fromShape(DType::Float32, {1, 1, 3, 4}));  // computed, rank 4
   Node* mm = g.addNode("MatMul", {x, y}, {"m"});
-  Node* add = g.addNode("Add", {x, g.addConstant("row", randomTensor({2, 1}, 1))}, {"a"});
+  // One value per row ([2, 1]) is lowered (NpuLower.RowReductionsAndRowBroadcasts); a middle axis broadcast is not.
+  Value* x3 = g.addInput("x3", TensorType::fromShape(DType::Float32, {2, 3, 4}));
+  Node* add = g.addNode("Add", {x3, g.addConstant("mid", randomTensor({2, 1, 4}, 1))}, {"a"});
   g.addOutput(mm->output(0));
   g.addOutput(add->output(0));
   inferShapes(g);

@@ -97,7 +97,7 @@ TEST(NpuRandomGraphGenerator, CoversTheOperatorsAndConvolutionShapes) {
   for (const char* op : {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Relu", "Clip", "LeakyRelu",
                          "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Exp", "Add", "Sub", "Mul", "Div", "Max", "Min",
                          "Concat", "BatchNormalization", "Flatten", "Reshape", "Gemm", "MatMul", "Erf", "Pow", "Resize", "ReduceMean",
-                         "Sqrt", "Transpose", "Softmax", "Gather", "Slice", "Split"})
+                         "Sqrt", "Transpose", "Softmax", "Gather", "Slice", "Split", "ReduceSum", "ReduceMax"})
     EXPECT_TRUE(ops.count(op)) << op;
   for (int64_t k = 1; k <= 7; ++k) EXPECT_TRUE(kernels.count(k)) << "kernel " << k;
   EXPECT_TRUE(strides.count(1) && strides.count(2));

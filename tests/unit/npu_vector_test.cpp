@@ -113,6 +113,19 @@ TEST(NpuVector, UnaryOpsWithImmediatesMatchNaiveLoops) {
   }
 }
 
+// sqrt (sub-op 34, after the reductions): exact square roots of 0 and positive values, NaN below 0, and at the complex
+// rate like rsqrt.
+TEST(NpuVector, SqrtOfEachElement) {
+  const std::vector<float> x{0.0f, 1e-20f, 0.25f, 2.0f, 9.0f, 1e30f, 3.5f, -1.0f};
+  const auto n = static_cast<uint32_t>(x.size());
+  Instruction in = vec(Opcode::VecUnary, VecOp::Sqrt, {Buffer::Output, 0, 0, 0}, {Buffer::Input, 0, 0, 0}, {}, 1, 1, n);
+  std::vector<float> out = runVector(in, x, {0.0f}, n);
+  for (uint32_t i = 0; i + 1 < n; ++i) EXPECT_EQ(out[i], std::sqrt(x[i])) << i;
+  EXPECT_TRUE(std::isnan(out[n - 1]));
+  EXPECT_TRUE(isComplexVecOp(VecOp::Sqrt));
+  EXPECT_TRUE(isUnaryVecOp(VecOp::Sqrt));
+}
+
 // The vector unit's erf, gelu (erf form), gelu_tanh and silu against double-precision references over a sweep of
 // [-12, 12] in steps of 1/1024 and some far values: erf within 5e-7, gelu within 3e-7 * max(1, |x|) of
 // x * Phi(x) (std::erf), gelu_tanh within 2e-7 and silu within 3e-7 * max(1, |x|) of their formulas (bounds: docs/npu.md).

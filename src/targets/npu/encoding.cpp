@@ -169,7 +169,7 @@ bool vecOpMatchesOpcode(Opcode op, VecOp sub) {
   auto s = static_cast<unsigned>(sub);
   switch (op) {
     case Opcode::VecBinary: return s <= static_cast<unsigned>(VecOp::MulAcc);
-    case Opcode::VecUnary: return s >= 16 && s <= static_cast<unsigned>(VecOp::Rsqrt);
+    case Opcode::VecUnary: return isUnaryVecOp(sub);
     case Opcode::VecReduce: return sub == VecOp::ReduceSum || sub == VecOp::ReduceMax;
     case Opcode::VecAffine: return sub == VecOp::Affine;
     default: return true;

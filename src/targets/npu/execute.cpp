@@ -41,6 +41,7 @@ float unary(VecOp op, float a, float imm0, float imm1) {
     case VecOp::Sigmoid: return 1.0f / (1.0f + std::exp(-a));
     case VecOp::Silu: return a * unary(VecOp::Sigmoid, a, imm0, imm1);
     case VecOp::Rsqrt: return 1.0f / std::sqrt(a * imm0 + imm1);
+    case VecOp::Sqrt: return std::sqrt(a);
     case VecOp::Tanh: return std::tanh(a);
     case VecOp::Exp: return std::exp(a);
     case VecOp::HardSigmoid: return std::max(0.0f, std::min(1.0f, a * imm0 + imm1));

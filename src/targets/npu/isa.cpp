@@ -69,6 +69,7 @@ std::string_view vecOpName(VecOp op) {
     case VecOp::GeluTanh: return "gelu_tanh";
     case VecOp::Silu: return "silu";
     case VecOp::Rsqrt: return "rsqrt";
+    case VecOp::Sqrt: return "sqrt";
     case VecOp::ReduceSum: return "reduce_sum";
     case VecOp::ReduceMax: return "reduce_max";
     case VecOp::Affine: return "affine";
@@ -79,7 +80,7 @@ std::string_view vecOpName(VecOp op) {
 bool isComplexVecOp(VecOp op) {
   return op == VecOp::Div || op == VecOp::Sigmoid || op == VecOp::Tanh || op == VecOp::Exp || op == VecOp::Erf ||
          op == VecOp::Gelu || op == VecOp::GeluTanh || op == VecOp::Silu ||
-         op == VecOp::Rsqrt;
+         op == VecOp::Rsqrt || op == VecOp::Sqrt;
 }
 
 std::optional<VecOp> vecOpByName(std::string_view name) {
@@ -90,7 +91,7 @@ std::optional<VecOp> vecOpByName(std::string_view name) {
   return std::nullopt;
 }
 
-bool isUnaryVecOp(VecOp op) { return static_cast<int>(op) >= 16 && static_cast<int>(op) < 32; }
+bool isUnaryVecOp(VecOp op) { return (static_cast<int>(op) >= 16 && static_cast<int>(op) < 32) || op == VecOp::Sqrt; }
 
 namespace {
 

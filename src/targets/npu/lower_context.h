@@ -214,6 +214,13 @@ struct OpLowering {
   /// whose work is not its family's: a LayerNorm's passes, a MatMul of computed operands on the matrix unit).
   std::function<void(const Node&, const hw::NpuConfig&, SubgraphWork& w)> work = nullptr;
 };
+/// Which operand of a binary element-wise node holds one value per row of the other, which has the output's shape
+/// ([..., C] op [..., 1]; a map op [N, 1, H, W]), when one does (lower_norm.cpp).
+std::optional<size_t> perRowOperand(const Node& n);
+/// Lowers such a node: per tile of whole rows, each row's value loaded into 16 lanes and applied by the vector unit.
+void lowerRowBroadcast(const Node& n, LowerContext& ctx);
+/// Whether a row of such a node's output fits this configuration's buffers.
+hw::SupportResult rowBroadcastFits(const Node& n, const hw::NpuConfig& cfg);
 /// Before lowering: every Concat input that its producer can write straight into its slice of the output gets
 /// that slice as its DRAM location (a view with the output's pixel stride).
 void placeConcatInputs(const Graph& body, LowerContext& ctx);

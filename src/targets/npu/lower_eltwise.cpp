@@ -1,5 +1,6 @@
 // NPU operator interpreters of the element-wise family: binary arithmetic (same shape, per-channel or scalar
-// broadcast), activations (vun) and inference BatchNormalization (vaffine), tiled over pixels x channels.
+// broadcast; one value per row: lower_norm.cpp), Pow by 1, 2, 0.5 or -0.5, activations (vun) and inference
+// BatchNormalization (vaffine), tiled over pixels x channels.
 #include <algorithm>
 #include <cmath>
 #include <tuple>
@@ -40,9 +41,10 @@ struct ChannelVector {
 using TileOp = std::function<Instruction(SramOperand tile, std::optional<SramOperand> b,
                                          const std::vector<SramOperand>& vectors, uint32_t pixels, uint32_t channels)>;
 
-/// Streams the output in tiles of pixels x channels: load a (and b), one vector instruction, store.
+/// Streams the output in tiles of pixels x channels: load a (and b), one vector instruction, store. With
+/// `bIsTile` the instruction's second source is the tile too (a * a).
 void lowerTiled(LowerContext& ctx, const Node& node, const Value* a, const Value* bFull,
-                const std::vector<ChannelVector>& vectors, const TileOp& op) {
+                const std::vector<ChannelVector>& vectors, const TileOp& op, bool bIsTile = false) {
   // The result after the fused epilogue (unary steps: BatchNormalization then ReLU in one pass, DenseNet).
   const TensorLoc& y = ctx.loc(ctx.resultValue(node));
   const std::vector<EpilogueStep> epilogue = ctx.epilogue(node);
@@ -77,7 +79,7 @@ void lowerTiled(LowerContext& ctx, const Node& node, const Value* a, const Value
       if (b >= 0) bOperand = ctx.at(b, 0, pk * ck, ck);
       // Operand regions: dst and srcA the tile; srcB the full operand or the first vector; srcC the second.
       ctx.emit(op(ctx.at(tile, 0, pk * ck, ck), bOperand, vectorOperands, pk, static_cast<uint32_t>(ck)), tile, tile,
-               b >= 0 ? b : (staged.empty() ? -1 : staged[0]), staged.size() > 1 ? staged[1] : -1);
+               bIsTile ? tile : (b >= 0 ? b : (staged.empty() ? -1 : staged[0])), staged.size() > 1 ? staged[1] : -1);
       applyUnarySteps(ctx, epilogue, tile, ctx.at(tile, 0, pk * ck, ck), 1, pk, static_cast<uint32_t>(ck));
       ctx.emit(makeStore(ctx.at(tile, 0, pk * ck, ck), at(y), 0, y.pixelStride(), 1, pk, static_cast<uint32_t>(ck)), -1, tile);
     }
@@ -95,14 +97,21 @@ VecOp binaryOp(const std::string& op) {
 
 bool commutative(const std::string& op) { return op != "Sub" && op != "Div"; }
 
+/// Whether a binary node's operands are the same shape, or one of them a per-channel vector or a scalar constant
+/// (lowerTiled's cases).
+bool tiledOperands(const Node& n) {
+  const Shape y = n.output(0)->type.staticShape();
+  Operand a = classify(n.input(0), y), b = classify(n.input(1), y);
+  if (a == Operand::Full && b != Operand::Unsupported) return true;
+  if (b == Operand::Full && a == Operand::PerChannel && commutative(n.opType())) return true;
+  return b == Operand::Full && a == Operand::ScalarConstant && !isOp(n, "Div");
+}
+
 hw::SupportResult checkBinary(const Node& n) {
   if (n.numInputs() != 2) return refuse(fmt::format("{} with {} inputs is not lowered (2 expected)", n.opType(), n.numInputs()));
   const Shape y = n.output(0)->type.staticShape();
-  Operand a = classify(n.input(0), y), b = classify(n.input(1), y);
-  if (a == Operand::Full && b != Operand::Unsupported) return ok();
-  if (b == Operand::Full && a == Operand::PerChannel && commutative(n.opType())) return ok();
-  if (b == Operand::Full && a == Operand::ScalarConstant && !isOp(n, "Div")) return ok();
-  return refuse(fmt::format("broadcast of {} and {} to {} is not lowered (same shape, per-channel or scalar constant only)",
+  if (tiledOperands(n) || perRowOperand(n)) return ok();  // per row: lower_norm.cpp
+  return refuse(fmt::format("broadcast of {} and {} to {} is not lowered (same shape, per-channel, per-row or scalar constant only)",
                             n.input(0)->type.toString(), n.input(1)->type.toString(), shapeToString(y)));
 }
 
@@ -119,6 +128,10 @@ Instruction scalarOp(const std::string& op, float c, bool scalarFirst, SramOpera
 
 void lowerBinary(const Node& n, LowerContext& ctx) {
   const Shape y = n.output(0)->type.staticShape();
+  if (!tiledOperands(n)) {  // one value per row
+    lowerRowBroadcast(n, ctx);
+    return;
+  }
   const Value *a = n.input(0), *b = n.input(1);
   const std::string op = n.opType();
   Operand ka = classify(a, y), kb = classify(b, y);
@@ -143,6 +156,30 @@ void lowerBinary(const Node& n, LowerContext& ctx) {
              [&](SramOperand t, std::optional<SramOperand> full, const std::vector<SramOperand>& v, uint32_t p, uint32_t ch) {
                return makeVecBinary(vop, t, t, full ? *full : v.at(0), 1, p, ch);
              });
+}
+
+/// The exponent of a Pow the vector unit computes: a scalar constant 1, 2 (x * x), 0.5 (sqrt) or -0.5 (rsqrt).
+std::optional<float> powExponent(const Node& n) {
+  if (n.numInputs() != 2 || !n.input(1) || !n.input(1)->isConstant() || n.input(1)->constant().numel() != 1) return std::nullopt;
+  if (n.input(0)->type.staticShape() != n.output(0)->type.staticShape()) return std::nullopt;
+  const auto e = static_cast<float>(n.input(1)->constant().elementAsDouble(0));
+  if (e == 1.0f || e == 2.0f || e == 0.5f || e == -0.5f) return e;
+  return std::nullopt;
+}
+
+hw::SupportResult checkPow(const Node& n) {
+  if (!powExponent(n)) return refuse("only a Pow by a scalar constant 1, 2, 0.5 or -0.5 is lowered");
+  return ok();
+}
+
+void lowerPow(const Node& n, LowerContext& ctx) {
+  const float e = *powExponent(n);
+  lowerTiled(ctx, n, n.input(0), nullptr, {}, [&](SramOperand t, auto, const auto&, uint32_t p, uint32_t ch) {
+    if (e == 2.0f) return makeVecBinary(VecOp::Mul, t, t, t, 1, p, ch);
+    if (e == 0.5f) return makeVecUnary(VecOp::Sqrt, t, t, 1, p, ch);
+    if (e == -0.5f) return makeVecUnary(VecOp::Rsqrt, t, t, 1, p, ch, 1.0f, 0.0f);
+    return makeVecUnary(VecOp::Copy, t, t, 1, p, ch);
+  }, e == 2.0f);
 }
 
 hw::SupportResult checkActivation(const Node& n) {
@@ -179,7 +216,14 @@ void lowerBatchNorm(const Node& n, LowerContext& ctx) {
              });
 }
 
-const RegisterOpLowering kBinary({"Add", "Sub", "Mul", "Div", "Max", "Min"}, {OpFamily::Elementwise, checkBinary, lowerBinary});
+/// A binary node with one value per row needs a whole row on chip.
+hw::SupportResult binaryFits(const Node& n, const hw::NpuConfig& cfg) {
+  return tiledOperands(n) ? ok() : rowBroadcastFits(n, cfg);
+}
+
+const RegisterOpLowering kBinary({"Add", "Sub", "Mul", "Div", "Max", "Min"},
+                                 {OpFamily::Elementwise, checkBinary, lowerBinary, binaryFits});
+const RegisterOpLowering kPow({"Pow"}, {OpFamily::Elementwise, checkPow, lowerPow});
 const RegisterOpLowering kActivations({kVectorUnaryLowering}, {OpFamily::Elementwise, checkActivation, lowerActivation});
 const RegisterOpLowering kBatchNorm({"BatchNormalization"}, {OpFamily::Elementwise, checkBatchNorm, lowerBatchNorm});
 

@@ -265,10 +265,209 @@ void lowerSoftmax(const Node& n, LowerContext& ctx) {
 /// and its square (simple).
 void softmaxWork(const Node& n, const hw::NpuConfig& cfg, SubgraphWork& w) { addRowWork(n, cfg, w, 4, 1, 1, 1); }
 
+// ---- Reductions over the contiguous axis (the last axis; the channels of a rank-4 map, stored channels-last) and
+// element-wise ops with one value per row broadcast over it ([..., C] op [..., 1]; a map op [N, 1, H, W]): what a
+// LayerNorm or RMSNorm left decomposed (or a spatial-attention map) needs. Per tile of R whole rows in `inp`: the
+// reduction is rowReduce's lane values, scaled by 1 / C for a mean, one word per row stored; the broadcast loads each
+// row's value into 16 lanes (a load repeating it, DRAM inner stride 0) and applies the op by withRowVector.
+
+/// Rows (pixels) and their length (channels) of a tensor as the NPU stores it.
+NormShape storedRows(const Value* v) {
+  const Shape s = v->type.staticShape();
+  NormShape r;
+  r.channels = s.empty() ? 1 : (s.size() == 4 ? s[1] : s.back());
+  r.rows = r.channels == 0 ? 0 : shapeSize(s) / r.channels;
+  return r;
+}
+
+/// The contiguous axis of a rank-`rank` tensor as the NPU stores it.
+int64_t contiguousAxis(size_t rank) { return rank == 4 ? 1 : static_cast<int64_t>(rank) - 1; }
+
+/// Rows per tile of a row operation over rows of C words: the rows within half of `inp`, their lane values within half
+/// of `acc`.
+int64_t rowOpRows(const hw::NpuConfig& cfg, const NormShape& s) {
+  return std::min({s.rows, bufferWords(cfg, Buffer::Input) / 2 / std::max<int64_t>(1, s.channels),
+                   bufferWords(cfg, Buffer::Accumulator) / 2 / (4 * kLanesWords), kMaxInstructionCount});
+}
+
+/// The vred and butterfly ops of a reduction node, if it is one the vector unit does.
+std::optional<std::pair<VecOp, VecOp>> reduceOps(const Node& n) {
+  if (isOp(n, "ReduceSum") || isOp(n, "ReduceMean")) return std::pair{VecOp::ReduceSum, VecOp::Add};
+  if (isOp(n, "ReduceMax")) return std::pair{VecOp::ReduceMax, VecOp::Max};
+  return std::nullopt;
+}
+
+hw::SupportResult checkRowReduce(const Node& n) {
+  const Shape x = n.input(0)->type.staticShape();
+  if (x.empty()) return refuse(fmt::format("{} of a scalar", n.opType()));
+  std::vector<int64_t> axes;
+  if (n.hasInput(1)) {
+    if (!n.input(1)->isConstant()) return refuse("the axes must be a constant");
+    axes = n.input(1)->constant().toInt64Vector();
+  } else if (n.hasAttr("axes")) {
+    axes = n.attrInts("axes");
+  }
+  const auto rank = static_cast<int64_t>(x.size());
+  if (axes.empty() && rank == 1) axes = {0};
+  const int64_t want = contiguousAxis(x.size());
+  if (axes.size() != 1 || (axes[0] < 0 ? axes[0] + rank : axes[0]) != want)
+    return refuse(fmt::format("{} over axes other than the contiguous one is not lowered (axis {} of a rank-{} tensor only: "
+                              "the last, or a map's channels)",
+                              n.opType(), want, rank));
+  if (x[static_cast<size_t>(want)] > kMaxInstructionCount)
+    return refuse(fmt::format("{} over {} elements (at most {})", n.opType(), x[static_cast<size_t>(want)], kMaxInstructionCount));
+  return ok();
+}
+
+hw::SupportResult rowOpFits(const Node& n, const hw::NpuConfig& cfg) {
+  const NormShape s = storedRows(n.input(0));
+  if (rowOpRows(cfg, s) < 1)
+    return refuse(fmt::format("{} over rows of {} elements: a row does not fit half of the input buffer ({} of {} words) on "
+                              "this configuration",
+                              n.opType(), s.channels, bufferWords(cfg, Buffer::Input) / 2, bufferWords(cfg, Buffer::Input)));
+  return ok();
+}
+
+/// Loads rows [p0, p0 + R) of `x` (R x C words, row stride C) into a new input-buffer region.
+int32_t loadRows(LowerContext& ctx, const TensorLoc& x, int64_t p0, int64_t R, int64_t C) {
+  const int32_t xr = ctx.region(Buffer::Input, static_cast<uint64_t>(R * C));
+  ctx.emit(makeLoad(ctx.at(xr, 0, static_cast<uint64_t>(R * C), static_cast<uint64_t>(C)),
+                    x.addr + static_cast<uint64_t>(p0 * x.pixelStride()), 0, static_cast<uint64_t>(x.pixelStride()), 1,
+                    static_cast<uint32_t>(R), static_cast<uint32_t>(C)),
+           xr);
+  return xr;
+}
+
+void lowerRowReduce(const Node& n, LowerContext& ctx) {
+  const auto [reduce, combine] = *reduceOps(n);
+  const NormShape s = storedRows(n.input(0));
+  const int64_t C = s.channels, R = rowOpRows(ctx.cfg, s);
+  TESSEL_ASSERT(R >= 1, fmt::format("npu lowering: {}: no row fits (the partition checks rowOpFits)", n.describe()));
+  ctx.allocateResults(n);
+  const TensorLoc& x = ctx.loc(n.input(0));
+  const TensorLoc& y = ctx.loc(ctx.resultValue(n));
+  const std::vector<EpilogueStep> epilogue = ctx.epilogue(n);
+  // Output value p (row p of the input) is at word (p / Cy) * stride + p % Cy of y: Cy values per stored row of y
+  // (1 with keepdims).
+  const int64_t Cy = std::max<int64_t>(1, y.channels()), sy = y.pixelStride();
+  auto u = [](int64_t v) { return static_cast<uint32_t>(v); };
+  uint32_t tile = 0;
+  for (int64_t p0 = 0; p0 < s.rows; p0 += R) {
+    ctx.beginTile(n, tile++);
+    const int64_t rr = std::min(R, s.rows - p0);
+    const int32_t xr = loadRows(ctx, x, p0, rr, C);
+    const int32_t lanes = ctx.region(Buffer::Accumulator, static_cast<uint64_t>(rr * 2 * kLanesWords));
+    rowReduce(ctx, reduce, combine, xr, lanes, rr, C);
+    const SramOperand first = ctx.at(lanes, 0, 2 * kLanesWords, 0);  // one value per row
+    if (isOp(n, "ReduceMean"))
+      ctx.emit(makeVecUnary(VecOp::Scale, first, first, u(rr), 1, 1, 1.0f / static_cast<float>(C), 0.0f), lanes, lanes);
+    applyUnarySteps(ctx, epilogue, lanes, first, u(rr), 1, 1);
+    if (Cy == 1) {
+      ctx.emit(makeStore(first, y.addr + static_cast<uint64_t>(p0 * sy), static_cast<uint64_t>(sy), 0, u(rr), 1, 1), -1, lanes);
+      continue;
+    }
+    for (int64_t p = p0; p < p0 + rr;) {  // one store per stored row of y the tile's values fall in
+      const int64_t len = std::min(Cy - p % Cy, p0 + rr - p);
+      ctx.emit(makeStore(ctx.at(lanes, static_cast<uint64_t>((p - p0) * 2 * kLanesWords), 2 * kLanesWords, 0),
+                         y.addr + static_cast<uint64_t>(p / Cy * sy + p % Cy), 1, 0, u(len), 1, 1),
+               -1, lanes);
+      p += len;
+    }
+  }
+}
+
+/// One pass over the input (the vred); per row a few lane vectors.
+void rowReduceWork(const Node& n, const hw::NpuConfig& cfg, SubgraphWork& w) {
+  const NormShape s = storedRows(n.input(0));
+  w.vectorCycles += static_cast<uint64_t>(s.rows * s.channels) * cfg.vectorCyclesPerVector;
+}
+
+/// `dst = a op v` (or `v op a` when `vectorFirst`) with v one value per row in 16 lanes, rows 32 words apart.
+void rowVectorOp(LowerContext& ctx, VecOp op, bool vectorFirst, int32_t xr, int32_t v, int64_t R, int64_t C) {
+  if (!vectorFirst) {
+    withRowVector(ctx, op, xr, xr, v, R, C);
+    return;
+  }
+  auto u = [](int64_t x) { return static_cast<uint32_t>(x); };
+  const int64_t blocks = C / kLanesWords, rest = C % kLanesWords, row = 2 * kLanesWords;
+  const SramOperand vec = ctx.at(v, 0, row, 0);
+  if (blocks > 0)
+    ctx.emit(makeVecBinary(op, ctx.at(xr, 0, C, kLanesWords), vec, ctx.at(xr, 0, C, kLanesWords), u(R), u(blocks), u(kLanesWords)),
+             xr, v, xr);
+  if (rest > 0) {
+    const auto at = static_cast<uint64_t>(blocks * kLanesWords);
+    ctx.emit(makeVecBinary(op, ctx.at(xr, at, C, 0), vec, ctx.at(xr, at, C, 0), u(R), 1, u(rest)), xr, v, xr);
+  }
+}
+
+const RegisterOpLowering kRowReduce({"ReduceSum", "ReduceMean", "ReduceMax"},
+                                    {OpFamily::Elementwise, checkRowReduce, lowerRowReduce, rowOpFits, rowReduceWork});
+
 const RegisterOpLowering kSoftmax({"Softmax"},
                                   {OpFamily::Elementwise, checkSoftmax, lowerSoftmax, softmaxFits, softmaxWork});
 const RegisterOpLowering kLayerNorm({"LayerNormalization"},
                                     {OpFamily::Elementwise, checkLayerNorm, lowerLayerNorm, layerNormFits, layerNormWork});
 
 }  // namespace
+
+/// Which operand of a binary node holds one value per row of the other (the full one), when one does: 0 or 1.
+std::optional<size_t> perRowOperand(const Node& n) {
+  if (n.numInputs() != 2 || !n.input(0) || !n.input(1)) return std::nullopt;
+  const Shape y = n.output(0)->type.staticShape();
+  if (y.empty()) return std::nullopt;
+  const auto axis = static_cast<size_t>(contiguousAxis(y.size()));
+  if (y[axis] <= 1) return std::nullopt;
+  for (size_t i = 0; i < 2; ++i) {
+    const Shape full = n.input(1 - i)->type.staticShape(), v = n.input(i)->type.staticShape();
+    if (full != y || v.size() > y.size()) continue;
+    Shape aligned(y.size() - v.size(), 1);
+    aligned.insert(aligned.end(), v.begin(), v.end());
+    bool rows = aligned[axis] == 1;
+    for (size_t a = 0; a < y.size() && rows; ++a) rows = a == axis || aligned[a] == y[a];
+    if (rows) return i;
+  }
+  return std::nullopt;
+}
+
+hw::SupportResult rowBroadcastFits(const Node& n, const hw::NpuConfig& cfg) {
+  const NormShape s = storedRows(n.output(0));
+  if (rowOpRows(cfg, s) < 1)
+    return refuse(fmt::format("{} of rows of {} elements by one value per row: a row does not fit half of the input buffer "
+                              "({} of {} words) on this configuration",
+                              n.opType(), s.channels, bufferWords(cfg, Buffer::Input) / 2, bufferWords(cfg, Buffer::Input)));
+  return ok();
+}
+
+void lowerRowBroadcast(const Node& n, LowerContext& ctx) {
+  const size_t vi = *perRowOperand(n);
+  static const std::map<std::string, VecOp> ops{{"Add", VecOp::Add}, {"Sub", VecOp::Sub}, {"Mul", VecOp::Mul},
+                                                {"Div", VecOp::Div}, {"Max", VecOp::Max}, {"Min", VecOp::Min}};
+  const VecOp op = ops.at(n.opType());
+  const NormShape s = storedRows(n.output(0));
+  const int64_t C = s.channels, R = rowOpRows(ctx.cfg, s);
+  TESSEL_ASSERT(R >= 1, fmt::format("npu lowering: {}: no row fits (the partition checks rowOpFits)", n.describe()));
+  ctx.allocateResults(n);
+  const TensorLoc& x = ctx.loc(n.input(1 - vi));
+  const TensorLoc& v = ctx.loc(n.input(vi));
+  const TensorLoc& y = ctx.loc(ctx.resultValue(n));
+  const std::vector<EpilogueStep> epilogue = ctx.epilogue(n);
+  auto u = [](int64_t w) { return static_cast<uint32_t>(w); };
+  uint32_t tile = 0;
+  for (int64_t p0 = 0; p0 < s.rows; p0 += R) {
+    ctx.beginTile(n, tile++);
+    const int64_t rr = std::min(R, s.rows - p0);
+    const int32_t xr = loadRows(ctx, x, p0, rr, C);
+    // Each row's value into 16 lanes: a load repeating one word (DRAM inner stride 0), rows 32 words apart.
+    const int32_t lanes = ctx.region(Buffer::Accumulator, static_cast<uint64_t>(rr * 2 * kLanesWords));
+    ctx.emit(makeLoad(ctx.at(lanes, 0, 2 * kLanesWords, 1), v.addr + static_cast<uint64_t>(p0 * v.pixelStride()),
+                      static_cast<uint64_t>(v.pixelStride()), 0, u(rr), u(kLanesWords), 1),
+             lanes);
+    rowVectorOp(ctx, op, vi == 0, xr, lanes, rr, C);
+    applyUnarySteps(ctx, epilogue, xr, ctx.at(xr, 0, C, 0), u(rr), 1, u(C));
+    ctx.emit(makeStore(ctx.at(xr, 0, static_cast<uint64_t>(rr * C), C), y.addr + static_cast<uint64_t>(p0 * y.pixelStride()), 0,
+                       static_cast<uint64_t>(y.pixelStride()), 1, u(rr), u(C)),
+             -1, xr);
+  }
+}
+
 }  // namespace tessel::npu::lower

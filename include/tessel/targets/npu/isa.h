@@ -51,6 +51,8 @@ enum class VecOp : uint8_t {
   Rsqrt = 31,        ///< 1 / sqrt(a * imm0 + imm1) (LayerNormalization's 1 / sqrt(variance + epsilon))
   // VecReduce
   ReduceSum = 32, ReduceMax = 33,
+  // VecUnary, continued
+  Sqrt = 34,         ///< sqrt(a) (a LayerNorm or RMSNorm left decomposed: the standard deviation)
   // VecAffine
   Affine = 48,
 };
