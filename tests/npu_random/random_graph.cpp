@@ -132,8 +132,8 @@ class RandomGraphBuilder {
 
   /// Reductions over the contiguous axis (a vector's last, a map's channels) and ops with one value per row: a
   /// reduction (sum, mean or max, keepdims) combined with x by a binary op in either order (a map: its channel mean or
-  /// max, through a sigmoid, gating it, as spatial attention does), or RMSNorm x * Pow(mean(x * x) + eps, -0.5), or a
-  /// reduction without keepdims.
+  /// max, through a sigmoid, gating it, as spatial attention does), or RMSNorm x * Pow(mean(x * x) + eps, -0.5) (or
+  /// x * (1 / Sqrt(...)), as torch exports rsqrt), or a reduction without keepdims.
   void rowOps(Value* x) {
     const Shape s = shapeOf(x);
     const int64_t axis = s.size() == 4 ? 1 : -1;
@@ -155,8 +155,9 @@ class RandomGraphBuilder {
         return;
       }
       case 1: {
-        Value* ms = reduce(node("Mul", {x, x}), "ReduceMean", 1);
-        node("Mul", {x, node("Pow", {node("Add", {ms, scalar(1e-3f)}), scalar(-0.5f)})});
+        Value* ms = node("Add", {reduce(node("Mul", {x, x}), "ReduceMean", 1), scalar(1e-3f)});
+        // rsqrt as Pow -0.5, or as torch exports it: 1 / Sqrt
+        node("Mul", {x, chance(0.5) ? node("Pow", {ms, scalar(-0.5f)}) : node("Div", {scalar(1.0f), node("Sqrt", {ms})})});
         return;
       }
       default: {

@@ -184,7 +184,8 @@ TEST(NpuLower, PoolWindowsInEitherBuffer) {
 // a LayerNorm left decomposed (ReduceMean, Sub, Pow 2, ReduceMean, Add, Sqrt, Div: the Add and Sqrt fused into the
 // reduction), rows of 37 (two vectors and a remainder of 5), ReduceSum without keepdims (each tile's values spanning
 // rows of a rank-2 result), ReduceMax by attribute, a map's mean over its channels (a spatial-attention gate) multiplying
-// the map, a per-row operand first in a Sub and a Div, Pow by 1, 0.5 and -0.5.
+// the map, a per-row operand first in a Sub and a Div, Pow by 1, 0.5 and -0.5, RMSNorm as torch exports it (a scalar
+// constant divided by a tensor: 1 / Sqrt(...), and -7 / it).
 TEST(NpuLower, RowReductionsAndRowBroadcasts) {
   checkBoth([](Graph& g) {
     auto mean = [&](Value* v, const char* name, int64_t axis, int64_t keep) {
@@ -199,6 +200,14 @@ TEST(NpuLower, RowReductionsAndRowBroadcasts) {
     Value* var = g.addNode("Add", {mean(sq, "var", 2, 1), g.addConstant("eps", Tensor::scalar(1e-5f))}, {"ve"})->output(0);
     Value* sd = g.addNode("Sqrt", {var}, {"sd"})->output(0);
     g.addOutput(g.addNode("Div", {d, sd}, {"ln"})->output(0));
+    // RMSNorm as torch exports rsqrt: x * (1 / Sqrt(mean(x * x) + eps)), the 1 / y a scalar constant divided by a tensor.
+    Value* ms = mean(g.addNode("Mul", {x, x}, {"xx"})->output(0), "ms", -1, 1);
+    Value* inv = g.addNode("Div", {g.addConstant("one", Tensor::scalar(1.0f)),
+                                   g.addNode("Sqrt", {g.addNode("Add", {ms, g.addConstant("eps2", Tensor::scalar(1e-6f))}, {"mse"})->output(0)},
+                                             {"rms"})->output(0)},
+                           {"inv"})->output(0);
+    g.addOutput(g.addNode("Mul", {x, inv}, {"rmsnorm"})->output(0));
+    g.addOutput(g.addNode("Div", {g.addConstant("seven", Tensor::scalar(-7.0f)), sd}, {"neg"})->output(0));
     Node* sum = g.addNode("ReduceSum", {x, constInts(g, {-1})}, {"sum"});
     sum->setAttr("keepdims", int64_t{0});
     g.addOutput(sum->output(0));  // [3, 5]

@@ -41,10 +41,13 @@ struct ChannelVector {
 using TileOp = std::function<Instruction(SramOperand tile, std::optional<SramOperand> b,
                                          const std::vector<SramOperand>& vectors, uint32_t pixels, uint32_t channels)>;
 
-/// Streams the output in tiles of pixels x channels: load a (and b), one vector instruction, store. With
-/// `bIsTile` the instruction's second source is the tile too (a * a).
+/// The regions an instruction of lowerTiled reads: the tile then the second operand or first vector (the default),
+/// the tile twice (a * a), or the first vector then the tile (c / a).
+enum class Sources { TileThenOther, TileTwice, VectorThenTile };
+
+/// Streams the output in tiles of pixels x channels: load a (and b), one vector instruction, store.
 void lowerTiled(LowerContext& ctx, const Node& node, const Value* a, const Value* bFull,
-                const std::vector<ChannelVector>& vectors, const TileOp& op, bool bIsTile = false) {
+                const std::vector<ChannelVector>& vectors, const TileOp& op, Sources sources = Sources::TileThenOther) {
   // The result after the fused epilogue (unary steps: BatchNormalization then ReLU in one pass, DenseNet).
   const TensorLoc& y = ctx.loc(ctx.resultValue(node));
   const std::vector<EpilogueStep> epilogue = ctx.epilogue(node);
@@ -78,8 +81,14 @@ void lowerTiled(LowerContext& ctx, const Node& node, const Value* a, const Value
       std::optional<SramOperand> bOperand;
       if (b >= 0) bOperand = ctx.at(b, 0, pk * ck, ck);
       // Operand regions: dst and srcA the tile; srcB the full operand or the first vector; srcC the second.
-      ctx.emit(op(ctx.at(tile, 0, pk * ck, ck), bOperand, vectorOperands, pk, static_cast<uint32_t>(ck)), tile, tile,
-               bIsTile ? tile : (b >= 0 ? b : (staged.empty() ? -1 : staged[0])), staged.size() > 1 ? staged[1] : -1);
+      const int32_t other = b >= 0 ? b : (staged.empty() ? -1 : staged[0]);
+      const Instruction inst = op(ctx.at(tile, 0, pk * ck, ck), bOperand, vectorOperands, pk, static_cast<uint32_t>(ck));
+      if (sources == Sources::TileTwice)
+        ctx.emit(inst, tile, tile, tile);
+      else if (sources == Sources::VectorThenTile)
+        ctx.emit(inst, tile, other, tile);
+      else
+        ctx.emit(inst, tile, tile, other, staged.size() > 1 ? staged[1] : -1);
       applyUnarySteps(ctx, epilogue, tile, ctx.at(tile, 0, pk * ck, ck), 1, pk, static_cast<uint32_t>(ck));
       ctx.emit(makeStore(ctx.at(tile, 0, pk * ck, ck), at(y), 0, y.pixelStride(), 1, pk, static_cast<uint32_t>(ck)), -1, tile);
     }
@@ -104,7 +113,7 @@ bool tiledOperands(const Node& n) {
   Operand a = classify(n.input(0), y), b = classify(n.input(1), y);
   if (a == Operand::Full && b != Operand::Unsupported) return true;
   if (b == Operand::Full && a == Operand::PerChannel && commutative(n.opType())) return true;
-  return b == Operand::Full && a == Operand::ScalarConstant && !isOp(n, "Div");
+  return b == Operand::Full && a == Operand::ScalarConstant;  // c / x: a vector of c (lowerBinary)
 }
 
 hw::SupportResult checkBinary(const Node& n) {
@@ -140,6 +149,20 @@ void lowerBinary(const Node& n, LowerContext& ctx) {
     scalarFirst = ka == Operand::ScalarConstant;
     std::swap(a, b);
     std::swap(ka, kb);
+  }
+  if (kb == Operand::ScalarConstant && scalarFirst && op == "Div") {
+    // c / x: the vector unit has no reciprocal; a vector of c (one per channel) divided by the tile.
+    const float c = static_cast<float>(b->constant().elementAsDouble(0));
+    const TensorLoc& ya = ctx.loc(a);
+    const std::vector<ChannelVector> numerator{{ctx.addConstant(std::vector<float>(static_cast<size_t>(ya.channels()), c)),
+                                                Buffer::Output}};
+    lowerTiled(
+        ctx, n, a, nullptr, numerator,
+        [&](SramOperand t, auto, const std::vector<SramOperand>& v, uint32_t p, uint32_t ch) {
+          return makeVecBinary(VecOp::Div, t, v.at(0), t, 1, p, ch);
+        },
+        Sources::VectorThenTile);
+    return;
   }
   if (kb == Operand::ScalarConstant) {
     float c = static_cast<float>(b->constant().elementAsDouble(0));
@@ -179,7 +202,7 @@ void lowerPow(const Node& n, LowerContext& ctx) {
     if (e == 0.5f) return makeVecUnary(VecOp::Sqrt, t, t, 1, p, ch);
     if (e == -0.5f) return makeVecUnary(VecOp::Rsqrt, t, t, 1, p, ch, 1.0f, 0.0f);
     return makeVecUnary(VecOp::Copy, t, t, 1, p, ch);
-  }, e == 2.0f);
+  }, e == 2.0f ? Sources::TileTwice : Sources::TileThenOther);
 }
 
 hw::SupportResult checkActivation(const Node& n) {
