@@ -1641,6 +1641,14 @@ TEST(NpuLower, LayerNormalizationOnTheVectorUnit) {
   Node* ln = layerNorm(g, x, 768, true, 1e-6f, 9);
   g.addOutput(ln->output(0));
   inferShapes(g);
+  // Rows far from zero with a small spread (epsilon below the variance): 1365 values near -60 within +-0.01, as in
+  // random graph 5515 of the twenty-seventh session (near -38). The float32 row sums lost 5.4e-4 of the result's scale
+  // here (2.3e-4 there) before each row was shifted by its first element.
+  Value* wide = g.addInput("wide", TensorType::fromShape(DType::Float32, {2, 1365}));
+  Value* narrow = g.addNode("Mul", {wide, g.addConstant("spread", Tensor::scalar(0.01f))}, {"narrow"})->output(0);
+  Value* offset = g.addNode("Add", {narrow, g.addConstant("offset", Tensor::scalar(-60.0f))}, {"offset"})->output(0);
+  g.addOutput(layerNorm(g, offset, 1365, true, 1e-6f, 13)->output(0));
+  inferShapes(g);
   const npu::SimReport report = checkAgainstInterpreter(g, "default.json");
   EXPECT_GT(report.totalCycles, 0u);
   hw::SupportResult r = npu::loweringSupport(*ln, *config("tiny.json").firstNpu());

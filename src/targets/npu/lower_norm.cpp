@@ -2,7 +2,8 @@
 // LayerNormalization over the last axis: a transformer's LayerNorm, which pass
 // fuse-transformer-patterns makes of the exporters' ReduceMean / Sub / Pow / ReduceMean / Add / Sqrt / Div chain.
 // All on the vector unit, per tile of R rows (pixels) of C channels, every row whole on chip:
-//   load X (R x C, `inp`);
+//   load X (R x C, `inp`); X -= its row's first element (in 16 lanes by a `vun copy` with source inner stride 0): the
+//   sums below then add values near zero, not near the mean (accuracy; LayerNorm is shift-invariant);
 //   per row, `vred reduce_sum` of its C/16 vectors into 16 lane sums (`acc`, zero-filled first);
 //   a butterfly leaves the row's sum in every lane: the 16 lane sums are copied next to themselves (32 words), then
 //   4 `vbin add`s of the 32 words with themselves shifted by 8, 4, 2 and 1 (each writes both halves);
@@ -56,10 +57,10 @@ hw::SupportResult checkLayerNorm(const Node& n) {
   return ok();
 }
 
-/// Rows per tile: X and Y each within half of `inp` and `out`, the two rows of lane sums within half of `acc`.
+/// Rows per tile: X and Y each within half of `inp` and `out`, the three rows of lanes (shift, sums) within half of `acc`.
 int64_t rowsPerTile(const hw::NpuConfig& cfg, const NormShape& s) {
   return std::min({s.rows, bufferWords(cfg, Buffer::Input) / 2 / s.channels, bufferWords(cfg, Buffer::Output) / 2 / s.channels,
-                   bufferWords(cfg, Buffer::Accumulator) / 2 / (4 * kLanesWords), kMaxInstructionCount});
+                   bufferWords(cfg, Buffer::Accumulator) / 2 / (6 * kLanesWords), kMaxInstructionCount});
 }
 
 hw::SupportResult layerNormFits(const Node& n, const hw::NpuConfig& cfg) {
@@ -187,6 +188,13 @@ void lowerLayerNorm(const Node& n, LowerContext& ctx) {
   };
   rowTiles(ctx, n, R, stage, [&](int32_t xr, int64_t rr) {
     const auto tileWords = static_cast<uint64_t>(rr * C);
+    // The row shifted by its first element (LayerNorm does not change): float32 sums of values far from zero lose the
+    // small spread the result depends on (a row near -38 with a spread of 0.1 lost 2e-4 of the result's scale).
+    const int32_t shift = ctx.region(Buffer::Accumulator, static_cast<uint64_t>(rr * 2 * kLanesWords));
+    ctx.emit(makeVecUnary(VecOp::Copy, ctx.at(shift, 0, 2 * kLanesWords, 1), ctx.at(xr, 0, static_cast<uint64_t>(C), 0), u(rr),
+                          u(kLanesWords), 1),
+             shift, xr);
+    withRowVector(ctx, VecOp::Sub, xr, xr, shift, rr, C);
     const int32_t mean = ctx.region(Buffer::Accumulator, static_cast<uint64_t>(rr * 2 * kLanesWords));
     rowSums(ctx, xr, mean, rr, C);
     const SramOperand meanLanes = ctx.at(mean, 0, 2 * kLanesWords, 0);
@@ -205,9 +213,9 @@ void lowerLayerNorm(const Node& n, LowerContext& ctx) {
   });
 }
 
-/// Two reductions, the deviation, its square, the scaling by 1 / sd and the affine map: six simple passes over the
-/// elements; per row one rsqrt vector.
-void layerNormWork(const Node& n, const hw::NpuConfig& cfg, SubgraphWork& w) { addRowWork(n, cfg, w, 6, 0, 0, 1); }
+/// The shift, two reductions, the deviation, its square, the scaling by 1 / sd and the affine map: seven simple passes
+/// over the elements; per row one rsqrt vector.
+void layerNormWork(const Node& n, const hw::NpuConfig& cfg, SubgraphWork& w) { addRowWork(n, cfg, w, 7, 0, 0, 1); }
 
 // ---- Softmax over the last axis: y = exp(x - max) / sum exp(x - max), per tile of whole rows in `inp` (in place): the
 // row max (vred reduce_max, a butterfly of vbin max), x - max, vun exp, the row sum (butterfly of adds), its inverse as

@@ -116,6 +116,14 @@ LowerContext::LowerContext(const Graph& body, const hw::NpuConfig& config, const
       if (v && v->isConstant()) constantBound += static_cast<uint64_t>(v->constant().numel());
     if (isOp(*n, "Gemm") && n->hasInput(2) && n->input(2)->isConstant() && n->input(2)->constant().numel() == 1)
       constantBound += static_cast<uint64_t>(n->output(0)->type.staticShape().back());
+    // Vectors a lowering makes of its own: a LayerNormalization's gamma and beta over its channels (either may be
+    // absent or broadcast in the graph), a scalar divided by a tensor's vector of the scalar (c / x).
+    if (const Value* y = n->numOutputs() ? n->output(0) : nullptr; y && y->type.isStatic() && !y->type.staticShape().empty()) {
+      const Shape s = y->type.staticShape();
+      const auto channels = static_cast<uint64_t>(s.size() == 4 ? s[1] : s.back());
+      if (isOp(*n, "LayerNormalization")) constantBound += 2 * channels;
+      if (isOp(*n, "Div")) constantBound += channels;
+    }
     const NodeTiling* t = sched.tilingOf(n->name());
     if (t && t->groupPack > 1) {  // block-diagonal weights (and a bias) of the packed geometry
       const ConvGeometry q = packGroups(convGeometry(*n), t->groupPack);
