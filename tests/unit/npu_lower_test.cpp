@@ -208,6 +208,12 @@ TEST(NpuLower, RowReductionsAndRowBroadcasts) {
                            {"inv"})->output(0);
     g.addOutput(g.addNode("Mul", {x, inv}, {"rmsnorm"})->output(0));
     g.addOutput(g.addNode("Div", {g.addConstant("seven", Tensor::scalar(-7.0f)), sd}, {"neg"})->output(0));
+    // Rows near -60 within +-0.01: the mean subtracted (the sums add each row minus its first element).
+    Value* far = g.addNode("Add", {g.addNode("Mul", {x, g.addConstant("hundredth", Tensor::scalar(0.01f))}, {"small"})->output(0),
+                                   g.addConstant("minus60", Tensor::scalar(-60.0f))},
+                           {"far"})->output(0);
+    g.addOutput(g.addNode("Sub", {far, mean(far, "farmean", -1, 1)}, {"centred"})->output(0));
+    g.addOutput(g.addNode("ReduceSum", {far, constInts(g, {2})}, {"farsum"})->output(0));  // C x0 added back
     Node* sum = g.addNode("ReduceSum", {x, constInts(g, {-1})}, {"sum"});
     sum->setAttr("keepdims", int64_t{0});
     g.addOutput(sum->output(0));  // [3, 5]

@@ -364,11 +364,27 @@ void lowerRowReduce(const Node& n, LowerContext& ctx) {
     ctx.beginTile(n, tile++);
     const int64_t rr = std::min(R, s.rows - p0);
     const int32_t xr = loadRows(ctx, x, p0, rr, C);
+    // A sum adds the row minus its first element, then C times that element (as LayerNorm's, for accuracy far from 0).
+    const bool sum = reduce == VecOp::ReduceSum && C > 1;
+    const int32_t shift = sum ? ctx.region(Buffer::Accumulator, static_cast<uint64_t>(rr * 2 * kLanesWords)) : -1;
+    if (sum) {
+      ctx.emit(makeVecUnary(VecOp::Copy, ctx.at(shift, 0, 2 * kLanesWords, 1), ctx.at(xr, 0, static_cast<uint64_t>(C), 0), u(rr),
+                            u(kLanesWords), 1),
+               shift, xr);
+      withRowVector(ctx, VecOp::Sub, xr, xr, shift, rr, C);
+    }
     const int32_t lanes = ctx.region(Buffer::Accumulator, static_cast<uint64_t>(rr * 2 * kLanesWords));
     rowReduce(ctx, reduce, combine, xr, lanes, rr, C);
     const SramOperand first = ctx.at(lanes, 0, 2 * kLanesWords, 0);  // one value per row
-    if (isOp(n, "ReduceMean"))
+    const bool mean = isOp(n, "ReduceMean");
+    if (sum) {  // + C x0 (a sum) or + x0 (a mean: the shifted sum scaled by 1 / C first)
+      if (mean) ctx.emit(makeVecUnary(VecOp::Scale, first, first, u(rr), 1, 1, 1.0f / static_cast<float>(C), 0.0f), lanes, lanes);
+      const SramOperand x0 = ctx.at(shift, 0, 2 * kLanesWords, 0);
+      if (!mean) ctx.emit(makeVecUnary(VecOp::Scale, x0, x0, u(rr), 1, 1, static_cast<float>(C), 0.0f), shift, shift);
+      ctx.emit(makeVecBinary(VecOp::Add, first, first, x0, u(rr), 1, 1), lanes, lanes, shift);
+    } else if (mean) {
       ctx.emit(makeVecUnary(VecOp::Scale, first, first, u(rr), 1, 1, 1.0f / static_cast<float>(C), 0.0f), lanes, lanes);
+    }
     applyUnarySteps(ctx, epilogue, lanes, first, u(rr), 1, 1);
     if (Cy == 1) {
       ctx.emit(makeStore(first, y.addr + static_cast<uint64_t>(p0 * sy), static_cast<uint64_t>(sy), 0, u(rr), 1, 1), -1, lanes);
