@@ -75,39 +75,8 @@ hw::SupportResult checkView(const Node& n) {
   return checkCopySize(x);
 }
 
-/// The first channel a Slice keeps when it keeps a contiguous range of channels (step 1) and every other axis
-/// whole, else nullopt. Opset >= 10 gives starts/axes/steps as constant inputs, older opsets as attributes.
-std::optional<int64_t> channelSliceStart(const Node& n) {
-  const Shape x = n.input(0)->type.staticShape(), y = n.output(0)->type.staticShape();
-  if (x.size() != y.size() || x.empty()) return std::nullopt;
-  const auto rank = static_cast<int64_t>(x.size()), axis = channelAxis(x.size());
-  for (int64_t a = 0; a < rank; ++a)
-    if (a != axis && x[static_cast<size_t>(a)] != y[static_cast<size_t>(a)]) return std::nullopt;
-  auto ints = [&](size_t input, const char* attr) -> std::optional<std::vector<int64_t>> {
-    if (n.hasAttr(attr)) return n.attrInts(attr);
-    if (!n.hasInput(input)) return std::vector<int64_t>{};
-    if (!n.input(input)->isConstant()) return std::nullopt;
-    return n.input(input)->constant().toInt64Vector();
-  };
-  const auto starts = ints(1, "starts"), axes = ints(3, "axes"), steps = ints(4, "steps");
-  if (!starts || !axes || !steps) return std::nullopt;
-  for (int64_t step : *steps)
-    if (step != 1) return std::nullopt;
-  int64_t start = 0;
-  for (size_t i = 0; i < starts->size(); ++i) {
-    int64_t a = axes->empty() ? static_cast<int64_t>(i) : (*axes)[i];
-    if (a < 0) a += rank;
-    if (a != axis) continue;
-    const int64_t dim = x[static_cast<size_t>(axis)];
-    start = (*starts)[i] < 0 ? (*starts)[i] + dim : (*starts)[i];
-    start = std::clamp<int64_t>(start, 0, dim);
-  }
-  if (start + y[static_cast<size_t>(axis)] > x[static_cast<size_t>(axis)]) return std::nullopt;
-  return start;
-}
-
 /// Per axis of a Slice's input the first index it keeps and its step (constant starts, axes and steps, every step
-/// positive), else nullopt.
+/// positive), else nullopt. Opset >= 10 gives starts/axes/steps as constant inputs, older opsets as attributes.
 std::optional<std::pair<std::vector<int64_t>, std::vector<int64_t>>> sliceStartsAndSteps(const Node& n) {
   const Shape x = n.input(0)->type.staticShape(), y = n.output(0)->type.staticShape();
   if (x.size() != y.size() || x.empty()) return std::nullopt;
@@ -133,6 +102,19 @@ std::optional<std::pair<std::vector<int64_t>, std::vector<int64_t>>> sliceStarts
   for (size_t a = 0; a < x.size(); ++a)  // what the output's static shape keeps lies inside the input
     if (y[a] > 0 && first[a] + (y[a] - 1) * step[a] >= x[a]) return std::nullopt;
   return std::pair{first, step};
+}
+
+/// The first channel a Slice keeps when it keeps a contiguous range of channels (step 1) and every other axis
+/// whole, else nullopt.
+std::optional<int64_t> channelSliceStart(const Node& n) {
+  const auto kept = sliceStartsAndSteps(n);
+  if (!kept) return std::nullopt;
+  const Shape x = n.input(0)->type.staticShape(), y = n.output(0)->type.staticShape();
+  const auto axis = static_cast<size_t>(channelAxis(x.size()));
+  for (size_t a = 0; a < x.size(); ++a)
+    if (a != axis && x[a] != y[a]) return std::nullopt;
+  if (kept->second[axis] != 1) return std::nullopt;
+  return kept->first[axis];
 }
 
 hw::SupportResult checkSlice(const Node& n) {
