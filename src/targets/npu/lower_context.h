@@ -254,6 +254,9 @@ struct RegisterOpLowering {
 };
 
 /// Helpers for the interpreters.
+/// The channel axis of a rank-`rank` tensor as the NPU stores it, which is also its contiguous axis: 1 for rank 4
+/// (channels-last), the last axis otherwise.
+inline int64_t channelAxis(size_t rank) { return rank == 4 ? 1 : static_cast<int64_t>(rank) - 1; }
 /// The largest count an instruction's outer, inner or vec_len field holds.
 inline constexpr int64_t kMaxInstructionCount = (int64_t{1} << kCountBits) - 1;
 /// Words of buffer `b` in the configuration.
@@ -306,5 +309,7 @@ std::optional<CopyBox> reshapeBox(const Shape& x, const std::vector<int64_t>& xs
 uint32_t copyBox(LowerContext& ctx, const Node& node, const CopyBox& box, uint32_t tile);
 /// Tensors of this many elements or more are not copied by DMA (the inner DRAM stride field holds 24 bits).
 inline constexpr int64_t kMaxCopyElements = int64_t{1} << 24;
+/// Refuses a tensor of kMaxCopyElements or more (a copy steps by strides up to its size).
+hw::SupportResult checkCopySize(const Shape& s);
 
 }  // namespace tessel::npu::lower

@@ -4,7 +4,7 @@
 // destination; it is lowered in tiles of rows of the destination's contiguous axis, each tile one strided load into
 // `inp` and one store.
 #include <algorithm>
-#include <numeric>
+#include <fmt/format.h>
 
 #include "lower_context.h"
 #include "tessel/support/error.h"
@@ -23,6 +23,13 @@ std::vector<int64_t> storageStrides(const TensorLoc& l) {
   if (s.size() >= 2) st[s.size() - 2] = ps;
   for (size_t k = s.size() - 2; s.size() >= 3 && k-- > 0;) st[k] = st[k + 1] * s[k + 1];
   return st;
+}
+
+hw::SupportResult checkCopySize(const Shape& s) {
+  if (shapeSize(s) >= kMaxCopyElements)
+    return refuse(fmt::format("a copy of {} elements (2^24 or more: the DMA's inner stride field holds 24 bits)",
+                              shapeSize(s)));
+  return ok();
 }
 
 std::vector<int64_t> denseStrides(const Shape& s) {

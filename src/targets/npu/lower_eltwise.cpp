@@ -22,11 +22,11 @@ Operand classify(const Value* v, const Shape& out) {
   if (s == out) return Operand::Full;
   if (shapeSize(s) == 1 && v->isConstant()) return Operand::ScalarConstant;
   if (s.size() > out.size() || out.empty()) return Operand::Unsupported;
-  const size_t r = out.size(), channelAxis = r == 4 ? 1 : r - 1;
+  const size_t r = out.size(), axis = static_cast<size_t>(channelAxis(r));
   Shape aligned(r - s.size(), 1);
   aligned.insert(aligned.end(), s.begin(), s.end());
   for (size_t i = 0; i < r; ++i)
-    if (aligned[i] != (i == channelAxis ? out[i] : 1)) return Operand::Unsupported;
+    if (aligned[i] != (i == axis ? out[i] : 1)) return Operand::Unsupported;
   return Operand::PerChannel;
 }
 

@@ -27,18 +27,21 @@ namespace {
 
 constexpr int64_t kLanesWords = 16;  ///< words of one row's lane sums (the butterfly works on twice that)
 
-/// Normalised channels (the last axis) and rows of a LayerNormalization's input.
+/// Rows (pixels) of a tensor as the NPU stores it and their length: the channels, the contiguous axis.
 struct NormShape {
   int64_t rows = 1, channels = 1;
 };
 
-NormShape normShape(const Node& n) {
-  const Shape x = n.input(0)->type.staticShape();
-  NormShape s;
-  s.channels = x.back();
-  for (size_t i = 0; i + 1 < x.size(); ++i) s.rows *= x[i];
-  return s;
+NormShape storedRows(const Value* v) {
+  const Shape s = v->type.staticShape();
+  NormShape r;
+  r.channels = s.empty() ? 1 : s[static_cast<size_t>(channelAxis(s.size()))];
+  r.rows = r.channels == 0 ? 0 : shapeSize(s) / r.channels;
+  return r;
 }
+
+/// The rows a row operation (LayerNormalization, Softmax, a reduction) works on: its input's.
+NormShape normShape(const Node& n) { return storedRows(n.input(0)); }
 
 hw::SupportResult checkLayerNorm(const Node& n) {
   const Shape x = n.input(0)->type.staticShape();
@@ -108,28 +111,54 @@ void rowSums(LowerContext& ctx, int32_t src, int32_t sums, int64_t R, int64_t C)
   rowReduce(ctx, VecOp::ReduceSum, VecOp::Add, src, sums, R, C);
 }
 
-/// dst = a (op) per-row vector v (16 equal lanes, rows 32 words apart) over R rows of C words.
-void withRowVector(LowerContext& ctx, VecOp op, int32_t dst, int32_t a, int32_t v, int64_t R, int64_t C) {
+/// dst = a (op) per-row vector v (16 equal lanes, rows 32 words apart) over R rows of C words; with `vectorFirst`,
+/// dst = v (op) a.
+void withRowVector(LowerContext& ctx, VecOp op, int32_t dst, int32_t a, int32_t v, int64_t R, int64_t C,
+                   bool vectorFirst = false) {
   auto u = [](int64_t x) { return static_cast<uint32_t>(x); };
   const int64_t blocks = C / kLanesWords, rest = C % kLanesWords, row = 2 * kLanesWords;
   const SramOperand vec = ctx.at(v, 0, row, 0);
-  if (blocks > 0)
-    ctx.emit(makeVecBinary(op, ctx.at(dst, 0, C, kLanesWords), ctx.at(a, 0, C, kLanesWords), vec, u(R), u(blocks), u(kLanesWords)),
-             dst, a, v);
-  if (rest > 0) {
-    const auto at = static_cast<uint64_t>(blocks * kLanesWords);
-    ctx.emit(makeVecBinary(op, ctx.at(dst, at, C, 0), ctx.at(a, at, C, 0), vec, u(R), 1, u(rest)), dst, a, v);
-  }
+  auto emit = [&](uint64_t at, uint32_t inner, uint32_t vecLen, uint64_t innerStride) {
+    const SramOperand rows = ctx.at(a, at, C, innerStride);
+    if (vectorFirst)
+      ctx.emit(makeVecBinary(op, ctx.at(dst, at, C, innerStride), vec, rows, u(R), inner, vecLen), dst, v, a);
+    else
+      ctx.emit(makeVecBinary(op, ctx.at(dst, at, C, innerStride), rows, vec, u(R), inner, vecLen), dst, a, v);
+  };
+  if (blocks > 0) emit(0, u(blocks), u(kLanesWords), kLanesWords);
+  if (rest > 0) emit(static_cast<uint64_t>(blocks * kLanesWords), 1, u(rest), 0);
 }
 
-/// Lowers `n` (a row operation over its last axis) in tiles of up to R whole rows: per tile, `begin(rows)` (staging
-/// what the first tile loads for all), a load of the rows into `inp`, `compute(x, rows)` on that region returning the
-/// region that holds the result, the node's unary epilogue steps on it, and its store.
+/// Subtracts from each of R rows of C words in `xr` its first element, kept in 16 lanes of `shift` (R rows of 32
+/// words) by a `vun copy` whose source repeats it (inner stride 0): sums of the rows then add values near zero, not
+/// near the rows' mean (float32 accuracy far from zero).
+void subtractFirst(LowerContext& ctx, int32_t xr, int32_t shift, int64_t R, int64_t C) {
+  ctx.emit(makeVecUnary(VecOp::Copy, ctx.at(shift, 0, 2 * kLanesWords, 1), ctx.at(xr, 0, static_cast<uint64_t>(C), 0),
+                        static_cast<uint32_t>(R), static_cast<uint32_t>(kLanesWords), 1),
+           shift, xr);
+  withRowVector(ctx, VecOp::Sub, xr, xr, shift, R, C);
+}
+
+/// Loads rows [p0, p0 + R) of `x` (R x C words, row stride C) into a new input-buffer region.
+int32_t loadRows(LowerContext& ctx, const TensorLoc& x, int64_t p0, int64_t R, int64_t C) {
+  const int32_t xr = ctx.region(Buffer::Input, static_cast<uint64_t>(R * C));
+  ctx.emit(makeLoad(ctx.at(xr, 0, static_cast<uint64_t>(R * C), static_cast<uint64_t>(C)),
+                    x.addr + static_cast<uint64_t>(p0 * x.pixelStride()), 0, static_cast<uint64_t>(x.pixelStride()), 1,
+                    static_cast<uint32_t>(R), static_cast<uint32_t>(C)),
+           xr);
+  return xr;
+}
+
+/// Lowers `n`, a row operation whose result has the shape of its input `rows` (its first input unless given), in tiles
+/// of up to R whole rows: per tile, `begin()` (staging what the first tile loads for all), a load of the rows into
+/// `inp`, `compute(x, first row, rows)` on that region returning the region that holds the result, the node's unary
+/// epilogue steps on it, and its store.
 void rowTiles(LowerContext& ctx, const Node& n, int64_t R, const std::function<void()>& begin,
-              const std::function<int32_t(int32_t x, int64_t rows)>& compute) {
-  const NormShape s = normShape(n);
+              const std::function<int32_t(int32_t x, int64_t p0, int64_t rows)>& compute, const Value* rows = nullptr) {
+  if (!rows) rows = n.input(0);
+  const NormShape s = storedRows(rows);
   const int64_t C = s.channels;
-  const TensorLoc& x = ctx.loc(n.input(0));
+  const TensorLoc& x = ctx.loc(rows);
   const TensorLoc& y = ctx.loc(ctx.resultValue(n));
   const std::vector<EpilogueStep> epilogue = ctx.epilogue(n);
   auto u = [](int64_t v) { return static_cast<uint32_t>(v); };
@@ -139,11 +168,7 @@ void rowTiles(LowerContext& ctx, const Node& n, int64_t R, const std::function<v
     if (begin) begin();
     const int64_t rr = std::min(R, s.rows - p0);
     const auto tileWords = static_cast<uint64_t>(rr * C);
-    const int32_t xr = ctx.region(Buffer::Input, tileWords);
-    ctx.emit(makeLoad(ctx.at(xr, 0, tileWords, C), x.addr + static_cast<uint64_t>(p0 * x.pixelStride()), 0, x.pixelStride(), 1,
-                      u(rr), u(C)),
-             xr);
-    const int32_t result = compute(xr, rr);
+    const int32_t result = compute(loadRows(ctx, x, p0, rr, C), p0, rr);
     applyUnarySteps(ctx, epilogue, result, ctx.at(result, 0, C, 0), u(rr), 1, u(C));
     ctx.emit(makeStore(ctx.at(result, 0, tileWords, C), y.addr + static_cast<uint64_t>(p0 * y.pixelStride()), 0,
                        y.pixelStride(), 1, u(rr), u(C)),
@@ -186,15 +211,11 @@ void lowerLayerNorm(const Node& n, LowerContext& ctx) {
     loadContiguous(ctx, g, 0, gammaAt, static_cast<uint64_t>(C));
     loadContiguous(ctx, b, 0, betaAt, static_cast<uint64_t>(C));
   };
-  rowTiles(ctx, n, R, stage, [&](int32_t xr, int64_t rr) {
+  rowTiles(ctx, n, R, stage, [&](int32_t xr, int64_t, int64_t rr) {
     const auto tileWords = static_cast<uint64_t>(rr * C);
     // The row shifted by its first element (LayerNorm does not change): float32 sums of values far from zero lose the
     // small spread the result depends on (a row near -38 with a spread of 0.1 lost 2e-4 of the result's scale).
-    const int32_t shift = ctx.region(Buffer::Accumulator, static_cast<uint64_t>(rr * 2 * kLanesWords));
-    ctx.emit(makeVecUnary(VecOp::Copy, ctx.at(shift, 0, 2 * kLanesWords, 1), ctx.at(xr, 0, static_cast<uint64_t>(C), 0), u(rr),
-                          u(kLanesWords), 1),
-             shift, xr);
-    withRowVector(ctx, VecOp::Sub, xr, xr, shift, rr, C);
+    subtractFirst(ctx, xr, ctx.region(Buffer::Accumulator, static_cast<uint64_t>(rr * 2 * kLanesWords)), rr, C);
     const int32_t mean = ctx.region(Buffer::Accumulator, static_cast<uint64_t>(rr * 2 * kLanesWords));
     rowSums(ctx, xr, mean, rr, C);
     const SramOperand meanLanes = ctx.at(mean, 0, 2 * kLanesWords, 0);
@@ -253,7 +274,7 @@ void lowerSoftmax(const Node& n, LowerContext& ctx) {
   const int64_t C = s.channels, R = softmaxRows(ctx.cfg, s);
   TESSEL_ASSERT(R >= 1, fmt::format("npu lowering: {}: no row fits (the partition checks softmaxFits)", n.describe()));
   auto u = [](int64_t v) { return static_cast<uint32_t>(v); };
-  rowTiles(ctx, n, R, nullptr, [&](int32_t xr, int64_t rr) {
+  rowTiles(ctx, n, R, nullptr, [&](int32_t xr, int64_t, int64_t rr) {
     const int32_t max = ctx.region(Buffer::Accumulator, static_cast<uint64_t>(rr * 2 * kLanesWords));
     rowReduce(ctx, VecOp::ReduceMax, VecOp::Max, xr, max, rr, C);
     withRowVector(ctx, VecOp::Sub, xr, xr, max, rr, C);
@@ -278,18 +299,6 @@ void softmaxWork(const Node& n, const hw::NpuConfig& cfg, SubgraphWork& w) { add
 // LayerNorm or RMSNorm left decomposed (or a spatial-attention map) needs. Per tile of R whole rows in `inp`: the
 // reduction is rowReduce's lane values, scaled by 1 / C for a mean, one word per row stored; the broadcast loads each
 // row's value into 16 lanes (a load repeating it, DRAM inner stride 0) and applies the op by withRowVector.
-
-/// Rows (pixels) and their length (channels) of a tensor as the NPU stores it.
-NormShape storedRows(const Value* v) {
-  const Shape s = v->type.staticShape();
-  NormShape r;
-  r.channels = s.empty() ? 1 : (s.size() == 4 ? s[1] : s.back());
-  r.rows = r.channels == 0 ? 0 : shapeSize(s) / r.channels;
-  return r;
-}
-
-/// The contiguous axis of a rank-`rank` tensor as the NPU stores it.
-int64_t contiguousAxis(size_t rank) { return rank == 4 ? 1 : static_cast<int64_t>(rank) - 1; }
 
 /// Rows per tile of a row operation over rows of C words: the rows within half of `inp`, their lane values within half
 /// of `acc`.
@@ -317,7 +326,7 @@ hw::SupportResult checkRowReduce(const Node& n) {
   }
   const auto rank = static_cast<int64_t>(x.size());
   if (axes.empty() && rank == 1) axes = {0};
-  const int64_t want = contiguousAxis(x.size());
+  const int64_t want = channelAxis(x.size());
   if (axes.size() != 1 || (axes[0] < 0 ? axes[0] + rank : axes[0]) != want)
     return refuse(fmt::format("{} over axes other than the contiguous one is not lowered (axis {} of a rank-{} tensor only: "
                               "the last, or a map's channels)",
@@ -327,31 +336,25 @@ hw::SupportResult checkRowReduce(const Node& n) {
   return ok();
 }
 
-hw::SupportResult rowOpFits(const Node& n, const hw::NpuConfig& cfg) {
-  const NormShape s = storedRows(n.input(0));
+/// Whether a row of `rows` fits this configuration's buffers (rowOpRows); the refusal reads "<op> <before> rows of C
+/// elements<after>: ...".
+hw::SupportResult rowsFit(const Node& n, const Value* rows, const char* before, const char* after, const hw::NpuConfig& cfg) {
+  const NormShape s = storedRows(rows);
   if (rowOpRows(cfg, s) < 1)
-    return refuse(fmt::format("{} over rows of {} elements: a row does not fit half of the input buffer ({} of {} words) on "
+    return refuse(fmt::format("{} {} rows of {} elements{}: a row does not fit half of the input buffer ({} of {} words) on "
                               "this configuration",
-                              n.opType(), s.channels, bufferWords(cfg, Buffer::Input) / 2, bufferWords(cfg, Buffer::Input)));
+                              n.opType(), before, s.channels, after, bufferWords(cfg, Buffer::Input) / 2,
+                              bufferWords(cfg, Buffer::Input)));
   return ok();
 }
 
-/// Loads rows [p0, p0 + R) of `x` (R x C words, row stride C) into a new input-buffer region.
-int32_t loadRows(LowerContext& ctx, const TensorLoc& x, int64_t p0, int64_t R, int64_t C) {
-  const int32_t xr = ctx.region(Buffer::Input, static_cast<uint64_t>(R * C));
-  ctx.emit(makeLoad(ctx.at(xr, 0, static_cast<uint64_t>(R * C), static_cast<uint64_t>(C)),
-                    x.addr + static_cast<uint64_t>(p0 * x.pixelStride()), 0, static_cast<uint64_t>(x.pixelStride()), 1,
-                    static_cast<uint32_t>(R), static_cast<uint32_t>(C)),
-           xr);
-  return xr;
-}
+hw::SupportResult rowOpFits(const Node& n, const hw::NpuConfig& cfg) { return rowsFit(n, n.input(0), "over", "", cfg); }
 
 void lowerRowReduce(const Node& n, LowerContext& ctx) {
   const auto [reduce, combine] = *reduceOps(n);
   const NormShape s = storedRows(n.input(0));
   const int64_t C = s.channels, R = rowOpRows(ctx.cfg, s);
   TESSEL_ASSERT(R >= 1, fmt::format("npu lowering: {}: no row fits (the partition checks rowOpFits)", n.describe()));
-  ctx.allocateResults(n);
   const TensorLoc& x = ctx.loc(n.input(0));
   const TensorLoc& y = ctx.loc(ctx.resultValue(n));
   const std::vector<EpilogueStep> epilogue = ctx.epilogue(n);
@@ -367,12 +370,7 @@ void lowerRowReduce(const Node& n, LowerContext& ctx) {
     // A sum adds the row minus its first element, then C times that element (as LayerNorm's, for accuracy far from 0).
     const bool sum = reduce == VecOp::ReduceSum && C > 1;
     const int32_t shift = sum ? ctx.region(Buffer::Accumulator, static_cast<uint64_t>(rr * 2 * kLanesWords)) : -1;
-    if (sum) {
-      ctx.emit(makeVecUnary(VecOp::Copy, ctx.at(shift, 0, 2 * kLanesWords, 1), ctx.at(xr, 0, static_cast<uint64_t>(C), 0), u(rr),
-                            u(kLanesWords), 1),
-               shift, xr);
-      withRowVector(ctx, VecOp::Sub, xr, xr, shift, rr, C);
-    }
+    if (sum) subtractFirst(ctx, xr, shift, rr, C);
     const int32_t lanes = ctx.region(Buffer::Accumulator, static_cast<uint64_t>(rr * 2 * kLanesWords));
     rowReduce(ctx, reduce, combine, xr, lanes, rr, C);
     const SramOperand first = ctx.at(lanes, 0, 2 * kLanesWords, 0);  // one value per row
@@ -401,28 +399,7 @@ void lowerRowReduce(const Node& n, LowerContext& ctx) {
 }
 
 /// One pass over the input (the vred); per row a few lane vectors.
-void rowReduceWork(const Node& n, const hw::NpuConfig& cfg, SubgraphWork& w) {
-  const NormShape s = storedRows(n.input(0));
-  w.vectorCycles += static_cast<uint64_t>(s.rows * s.channels) * cfg.vectorCyclesPerVector;
-}
-
-/// `dst = a op v` (or `v op a` when `vectorFirst`) with v one value per row in 16 lanes, rows 32 words apart.
-void rowVectorOp(LowerContext& ctx, VecOp op, bool vectorFirst, int32_t xr, int32_t v, int64_t R, int64_t C) {
-  if (!vectorFirst) {
-    withRowVector(ctx, op, xr, xr, v, R, C);
-    return;
-  }
-  auto u = [](int64_t x) { return static_cast<uint32_t>(x); };
-  const int64_t blocks = C / kLanesWords, rest = C % kLanesWords, row = 2 * kLanesWords;
-  const SramOperand vec = ctx.at(v, 0, row, 0);
-  if (blocks > 0)
-    ctx.emit(makeVecBinary(op, ctx.at(xr, 0, C, kLanesWords), vec, ctx.at(xr, 0, C, kLanesWords), u(R), u(blocks), u(kLanesWords)),
-             xr, v, xr);
-  if (rest > 0) {
-    const auto at = static_cast<uint64_t>(blocks * kLanesWords);
-    ctx.emit(makeVecBinary(op, ctx.at(xr, at, C, 0), vec, ctx.at(xr, at, C, 0), u(R), 1, u(rest)), xr, v, xr);
-  }
-}
+void rowReduceWork(const Node& n, const hw::NpuConfig& cfg, SubgraphWork& w) { addRowWork(n, cfg, w, 1, 0, 0, 0); }
 
 const RegisterOpLowering kRowReduce({"ReduceSum", "ReduceMean", "ReduceMax"},
                                     {OpFamily::Elementwise, checkRowReduce, lowerRowReduce, rowOpFits, rowReduceWork});
@@ -439,7 +416,7 @@ std::optional<size_t> perRowOperand(const Node& n) {
   if (n.numInputs() != 2 || !n.input(0) || !n.input(1)) return std::nullopt;
   const Shape y = n.output(0)->type.staticShape();
   if (y.empty()) return std::nullopt;
-  const auto axis = static_cast<size_t>(contiguousAxis(y.size()));
+  const auto axis = static_cast<size_t>(channelAxis(y.size()));
   if (y[axis] <= 1) return std::nullopt;
   for (size_t i = 0; i < 2; ++i) {
     const Shape full = n.input(1 - i)->type.staticShape(), v = n.input(i)->type.staticShape();
@@ -454,44 +431,29 @@ std::optional<size_t> perRowOperand(const Node& n) {
 }
 
 hw::SupportResult rowBroadcastFits(const Node& n, const hw::NpuConfig& cfg) {
-  const NormShape s = storedRows(n.output(0));
-  if (rowOpRows(cfg, s) < 1)
-    return refuse(fmt::format("{} of rows of {} elements by one value per row: a row does not fit half of the input buffer "
-                              "({} of {} words) on this configuration",
-                              n.opType(), s.channels, bufferWords(cfg, Buffer::Input) / 2, bufferWords(cfg, Buffer::Input)));
-  return ok();
+  return rowsFit(n, n.output(0), "of", " by one value per row", cfg);
 }
 
 void lowerRowBroadcast(const Node& n, LowerContext& ctx) {
   const size_t vi = *perRowOperand(n);
-  static const std::map<std::string, VecOp> ops{{"Add", VecOp::Add}, {"Sub", VecOp::Sub}, {"Mul", VecOp::Mul},
-                                                {"Div", VecOp::Div}, {"Max", VecOp::Max}, {"Min", VecOp::Min}};
-  const VecOp op = ops.at(n.opType());
-  const NormShape s = storedRows(n.output(0));
+  const Value* full = n.input(1 - vi);
+  const NormShape s = storedRows(full);
   const int64_t C = s.channels, R = rowOpRows(ctx.cfg, s);
-  TESSEL_ASSERT(R >= 1, fmt::format("npu lowering: {}: no row fits (the partition checks rowOpFits)", n.describe()));
-  ctx.allocateResults(n);
-  const TensorLoc& x = ctx.loc(n.input(1 - vi));
+  TESSEL_ASSERT(R >= 1, fmt::format("npu lowering: {}: no row fits (the partition checks rowBroadcastFits)", n.describe()));
   const TensorLoc& v = ctx.loc(n.input(vi));
-  const TensorLoc& y = ctx.loc(ctx.resultValue(n));
-  const std::vector<EpilogueStep> epilogue = ctx.epilogue(n);
-  auto u = [](int64_t w) { return static_cast<uint32_t>(w); };
-  uint32_t tile = 0;
-  for (int64_t p0 = 0; p0 < s.rows; p0 += R) {
-    ctx.beginTile(n, tile++);
-    const int64_t rr = std::min(R, s.rows - p0);
-    const int32_t xr = loadRows(ctx, x, p0, rr, C);
-    // Each row's value into 16 lanes: a load repeating one word (DRAM inner stride 0), rows 32 words apart.
-    const int32_t lanes = ctx.region(Buffer::Accumulator, static_cast<uint64_t>(rr * 2 * kLanesWords));
-    ctx.emit(makeLoad(ctx.at(lanes, 0, 2 * kLanesWords, 1), v.addr + static_cast<uint64_t>(p0 * v.pixelStride()),
-                      static_cast<uint64_t>(v.pixelStride()), 0, u(rr), u(kLanesWords), 1),
-             lanes);
-    rowVectorOp(ctx, op, vi == 0, xr, lanes, rr, C);
-    applyUnarySteps(ctx, epilogue, xr, ctx.at(xr, 0, C, 0), u(rr), 1, u(C));
-    ctx.emit(makeStore(ctx.at(xr, 0, static_cast<uint64_t>(rr * C), C), y.addr + static_cast<uint64_t>(p0 * y.pixelStride()), 0,
-                       static_cast<uint64_t>(y.pixelStride()), 1, u(rr), u(C)),
-             -1, xr);
-  }
+  rowTiles(
+      ctx, n, R, nullptr,
+      [&](int32_t xr, int64_t p0, int64_t rr) {
+        // Each row's value into 16 lanes: a load repeating one word (DRAM inner stride 0), rows 32 words apart.
+        const int32_t lanes = ctx.region(Buffer::Accumulator, static_cast<uint64_t>(rr * 2 * kLanesWords));
+        ctx.emit(makeLoad(ctx.at(lanes, 0, 2 * kLanesWords, 1), v.addr + static_cast<uint64_t>(p0 * v.pixelStride()),
+                          static_cast<uint64_t>(v.pixelStride()), 0, static_cast<uint32_t>(rr),
+                          static_cast<uint32_t>(kLanesWords), 1),
+                 lanes);
+        withRowVector(ctx, *vectorOpOf(n), xr, xr, lanes, rr, C, vi == 0);
+        return xr;
+      },
+      full);
 }
 
 }  // namespace tessel::npu::lower

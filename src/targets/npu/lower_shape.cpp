@@ -24,17 +24,8 @@ namespace {
 /// or rank 4 with one pixel or one channel (then channels-last and channels-first coincide).
 bool storedRowMajor(const Shape& s) { return s.size() != 4 || s[2] * s[3] == 1 || s[1] == 1; }
 
-/// The channel axis of a tensor as the NPU stores it (1 for rank 4, the last axis otherwise).
-int64_t channelAxis(size_t rank) { return rank == 4 ? 1 : static_cast<int64_t>(rank) - 1; }
-
 /// A node's `axis` attribute as written (0 when absent, ONNX's default for Split and Gather).
 int64_t axisAttr(const Node& n) { return n.hasAttr("axis") ? n.attrInt("axis") : 0; }
-
-/// Whether a node's `axis` (Concat, Split, Gather) is the channel axis of a rank-`rank` tensor as the NPU stores it.
-bool alongChannels(const Node& n, size_t rank) {
-  const int64_t a = axisAttr(n);
-  return (a < 0 ? a + static_cast<int64_t>(rank) : a) == channelAxis(rank);
-}
 
 /// A node's `axis` normalised to [0, rank).
 int64_t normalisedAxis(const Node& n, size_t rank) {
@@ -42,13 +33,8 @@ int64_t normalisedAxis(const Node& n, size_t rank) {
   return a < 0 ? a + static_cast<int64_t>(rank) : a;
 }
 
-/// Refuses a tensor too large to be copied by DMA.
-hw::SupportResult checkCopySize(const Shape& s) {
-  if (shapeSize(s) >= kMaxCopyElements)
-    return refuse(fmt::format("a copy of {} elements (2^24 or more: the DMA's inner stride field holds 24 bits)",
-                              shapeSize(s)));
-  return ok();
-}
+/// Whether a node's `axis` (Concat, Split, Gather) is the channel axis of a rank-`rank` tensor as the NPU stores it.
+bool alongChannels(const Node& n, size_t rank) { return normalisedAxis(n, rank) == channelAxis(rank); }
 
 /// Whether Concat `n` joins channels (by addressing: its inputs are written into their slices of the output).
 bool channelConcat(const Node& n) {
@@ -173,20 +159,6 @@ void lowerSplit(const Node& n, LowerContext& ctx) {
   }
 }
 
-/// The constant channel indices of a Gather along the NPU's channel axis (normalised), or nullopt.
-std::optional<std::vector<int64_t>> gatheredChannels(const Node& n) {
-  const Shape x = n.input(0)->type.staticShape();
-  if (x.empty() || !n.input(1)->isConstant() || n.input(1)->type.rank() != 1) return std::nullopt;
-  if (!alongChannels(n, x.size())) return std::nullopt;
-  std::vector<int64_t> idx = n.input(1)->constant().toInt64Vector();
-  const int64_t C = x[static_cast<size_t>(channelAxis(x.size()))];
-  for (int64_t& i : idx) {
-    if (i < 0) i += C;
-    if (i < 0 || i >= C) return std::nullopt;
-  }
-  return idx;
-}
-
 /// The constant indices of a Gather (normalised) when they are a scalar or 1-D and in range, else nullopt.
 std::optional<std::vector<int64_t>> gatheredIndices(const Node& n) {
   const Shape x = n.input(0)->type.staticShape();
@@ -200,6 +172,13 @@ std::optional<std::vector<int64_t>> gatheredIndices(const Node& n) {
     if (i < 0 || i >= dim) return std::nullopt;
   }
   return idx;
+}
+
+/// The constant channel indices of a Gather along the NPU's channel axis (1-D, normalised), or nullopt.
+std::optional<std::vector<int64_t>> gatheredChannels(const Node& n) {
+  const size_t rank = n.input(0)->type.staticShape().size();
+  if (rank == 0 || n.input(1)->type.rank() != 1 || !alongChannels(n, rank)) return std::nullopt;
+  return gatheredIndices(n);
 }
 
 hw::SupportResult checkGather(const Node& n) {

@@ -33,9 +33,7 @@ hw::SupportResult checkTranspose(const Node& n) {
     if (d > kMaxInstructionCount)
       return refuse(fmt::format("Transpose of an axis longer than {}", kMaxInstructionCount));
   // A word-by-word load steps by an input stride, which the encoding holds in 24 bits.
-  if (shapeSize(n.input(0)->type.staticShape()) >= kMaxCopyElements)
-    return refuse("Transpose of 2^24 elements or more (the DMA's inner stride field holds 24 bits)");
-  return ok();
+  return checkCopySize(n.input(0)->type.staticShape());
 }
 
 void lowerTranspose(const Node& n, LowerContext& ctx) {
