@@ -14,6 +14,7 @@
 #include "tessel/interp/interpreter.h"
 #include "tessel/ir/text.h"
 #include "tessel/ops/shape_inference.h"
+#include "tessel/passes/pass.h"
 #include "tessel/support/error.h"
 #include "tessel/targets/npu/model_file.h"
 #include "tessel/targets/npu/verify.h"
@@ -637,7 +638,7 @@ Tensor randomInput(const Shape& s, std::mt19937_64& rng) {
 }
 
 /// Compares one output; an empty string when it matches.
-std::string compareOutput(const std::string& name, const Tensor& got, const Tensor& want) {
+std::string compareOutput(const std::string& name, const Tensor& got, const Tensor& want, float slack = 1) {
   if (got.shape() != want.shape())
     return fmt::format("output '{}': shape {} from the NPU, {} from the interpreter", name, shapeToString(got.shape()),
                        shapeToString(want.shape()));
@@ -649,7 +650,7 @@ std::string compareOutput(const std::string& name, const Tensor& got, const Tens
     if (d > diff || (std::isnan(d) && !std::isnan(diff))) diff = d, worst = i;
     scale = std::max(scale, std::fabs(b[i]));
   }
-  if (diff <= kRelTolerance * scale + kAbsTolerance) return "";
+  if (diff <= slack * (kRelTolerance * scale + kAbsTolerance)) return "";
   return fmt::format("output '{}' differs from the interpreter by {:g} (max |ref| {:g}, tolerance {:g}); first worst element {}: "
                      "npu {:g}, interpreter {:g}",
                      name, diff, scale, kRelTolerance * scale + kAbsTolerance, worst, a[worst], b[worst]);
@@ -730,8 +731,29 @@ NpuCheck checkOnNpu(const Model& model, const std::string& configPath, uint64_t 
     out.problems.push_back(fmt::format("{} outputs from the NPU, {} from the interpreter", run.outputs.size(), want.size()));
     return out;
   }
+  // The interpreter evaluates the graph as written, one float32 result per node. Where the npu pipeline recombined a
+  // pattern into one operator (a LayerNorm spelled as ReduceMean/Sub/Pow/Sqrt/Div, GELU) the NPU computes that operator,
+  // and the interpreter's own operator (double accumulation) is the tighter oracle: seed 715's decomposed LayerNorm
+  // over 4 values near -50 with a spread of 0.015 loses 9.4e-5 of a 1.0 output in float32 where the NPU's is within
+  // 1e-7 of a float64 evaluation. So an output that misses the graph's reference may instead match the reference of
+  // the prepared graph (the pipeline's passes, run by the interpreter) within the same tolerance, provided the two
+  // references agree within ten times it: a recombination that changes the result still fails.
+  std::vector<Tensor> wantPrepared;
   for (size_t i = 0; i < want.size(); ++i) {
-    std::string p = compareOutput(model.graph->outputs()[i]->name(), run.outputs[i], want[i]);
+    const std::string& name = model.graph->outputs()[i]->name();
+    std::string p = compareOutput(name, run.outputs[i], want[i]);
+    if (!p.empty()) {
+      if (wantPrepared.empty()) {
+        std::unique_ptr<Model> prepared = model.clone();
+        namedPipeline("npu").run(*prepared);
+        wantPrepared = Interpreter(*prepared->graph).run(inputs);
+      }
+      if (wantPrepared.size() == want.size() && compareOutput(name, run.outputs[i], wantPrepared[i]).empty() &&
+          compareOutput(name, wantPrepared[i], want[i], 10).empty()) {
+        out.preparedOracle++;
+        continue;
+      }
+    }
     if (!p.empty()) out.problems.push_back(p);
   }
   return out;
@@ -770,6 +792,7 @@ std::vector<std::string> checkRandomGraph(uint64_t seed, const std::vector<std::
     stats.channelChains += c.channelChains;
     stats.expandChains += c.expandChains;
     stats.layerNorms += c.layerNorms;
+    stats.preparedOracle += c.preparedOracle;
     stats.residualsInAcc += c.residualsInAcc;
     stats.residualConvs += c.residualConvs;
     stats.maxPools += c.maxPools;

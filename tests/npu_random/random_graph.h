@@ -38,6 +38,7 @@ struct NpuCheck {
   size_t channelChains = 0;           ///< groups running a depthwise and a 1x1 convolution as a channel chain
   size_t expandChains = 0;            ///< of those, chains with an expand stage first
   size_t layerNorms = 0;              ///< LayerNormalization nodes lowered (the decomposed LayerNorms recombined)
+  size_t preparedOracle = 0;          ///< outputs that matched the prepared graph's reference, not the graph's (checkOnNpu)
 };
 
 /// Compiles `model` for the configuration file `configPath` through the target registry's "npu" target (its
@@ -65,6 +66,7 @@ struct RandomRunStats {
   size_t channelChains = 0;   ///< NpuCheck::channelChains summed
   size_t expandChains = 0;    ///< NpuCheck::expandChains summed
   size_t layerNorms = 0;      ///< NpuCheck::layerNorms summed
+  size_t preparedOracle = 0;  ///< NpuCheck::preparedOracle summed
   uint64_t cycles = 0;
   std::map<std::string, size_t> hostOps;  ///< nodes left on the host, by operator
 };
