@@ -1074,6 +1074,26 @@ TEST(NpuLower, ElementwiseSameShapePerChannelAndScalar) {
   });
 }
 
+// A batch's squeeze-and-excitation scale: one vector of channels per image (`[N, C, 1, 1]` against `[N, C, H, W]`), computed
+// or constant, either operand order where the op commutes; tiles stay within an image and stage that image's vector
+// (on tiny a 11x13 image takes several tiles, on default one). A Mul feeding a conv takes this path too with N > 1.
+TEST(NpuLower, PerImageChannelVectors) {
+  checkBoth([](Graph& g) {
+    Shape s{3, 40, 11, 13};
+    Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, s));
+    Value* pooled = g.addNode("GlobalAveragePool", {x}, {"gap"})->output(0);
+    Value* gate = g.addNode("Sigmoid", {pooled}, {"gate"})->output(0);
+    Value* scaled = g.addNode("Mul", {x, gate}, {"se_mul"})->output(0);
+    Value* again = g.addNode("Mul", {gate, scaled}, {"mul_vector_first"})->output(0);
+    Value* shifted = g.addNode("Sub", {again, pooled}, {"sub"})->output(0);
+    Value* biased = g.addNode("Add", {shifted, g.addConstant("per_image", randomTensor({3, 40, 1, 1}, 5))}, {"add"})->output(0);
+    Value* divided = g.addNode("Div", {biased, g.addNode("Add", {gate, g.addConstant("one", Tensor::scalar(1.0f))},
+                                                         {"gate1"})->output(0)}, {"div"})->output(0);
+    g.addOutput(divided);
+    g.addOutput(conv(g, scaled, 40, 8, 1, 1, 0, 1, true, 9));
+  });
+}
+
 Value* channelSlice(Graph& g, Value* x, int64_t start, int64_t end, int64_t axis) {
   const std::string n = g.uniqueName("slice");
   Value* starts = g.addConstant(n + "_starts", Tensor::fromVector<int64_t>({1}, {start}));

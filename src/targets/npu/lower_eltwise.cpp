@@ -15,7 +15,9 @@ namespace tessel::npu::lower {
 namespace {
 
 /// How an operand relates to the output of an element-wise node.
-enum class Operand { Full, PerChannel, ScalarConstant, Unsupported };
+/// PerImageChannel: one vector of channels per image of a batch (`[N, C, 1, 1]` against `[N, C, H, W]`, N > 1: a
+/// squeeze-and-excitation scale of a batch).
+enum class Operand { Full, PerChannel, PerImageChannel, ScalarConstant, Unsupported };
 
 Operand classify(const Value* v, const Shape& out) {
   Shape s = v->type.staticShape();
@@ -25,15 +27,23 @@ Operand classify(const Value* v, const Shape& out) {
   const size_t r = out.size(), axis = static_cast<size_t>(channelAxis(r));
   Shape aligned(r - s.size(), 1);
   aligned.insert(aligned.end(), s.begin(), s.end());
-  for (size_t i = 0; i < r; ++i)
-    if (aligned[i] != (i == axis ? out[i] : 1)) return Operand::Unsupported;
-  return Operand::PerChannel;
+  bool perImage = false;
+  for (size_t i = 0; i < r; ++i) {
+    if (aligned[i] == (i == axis ? out[i] : 1)) continue;
+    if (i != 0 || r != 4 || aligned[i] != out[i]) return Operand::Unsupported;
+    perImage = true;  // the batch axis of a map, whole
+  }
+  return perImage ? Operand::PerImageChannel : Operand::PerChannel;
 }
 
-/// A per-channel vector operand: DRAM address of its Cc words and the buffer it is staged in.
+bool channelVector(Operand k) { return k == Operand::PerChannel || k == Operand::PerImageChannel; }
+
+/// A per-channel vector operand: DRAM address of its Cc words, the buffer it is staged in, and the words from one
+/// image's vector to the next (0: one vector for every image).
 struct ChannelVector {
   uint64_t dramAddr;
   Buffer buffer;
+  uint64_t imageStride = 0;
 };
 
 /// The instruction for one tile: dst and the first operand share the tile in `inp`; `b` is the second
@@ -55,18 +65,23 @@ void lowerTiled(LowerContext& ctx, const Node& node, const Value* a, const Value
   const TensorLoc* lb = bFull ? &ctx.loc(bFull) : nullptr;
   const int64_t P = y.pixels(), Cc = y.channels();
   const int64_t nc = ctx.tiling(node).channels, np = ctx.tiling(node).cols;
+  // With a vector per image, tiles stay within one image and stage that image's vector.
+  const bool perImage = std::any_of(vectors.begin(), vectors.end(), [](const ChannelVector& v) { return v.imageStride; });
+  const int64_t images = perImage ? y.shape.at(0) : 1, imagePixels = P / images;
   uint32_t tileCount = 0;
   for (int64_t c0 = 0; c0 < Cc; c0 += nc) {
     const int64_t ck = std::min(nc, Cc - c0);
     std::vector<int32_t> staged;
-    for (int64_t p0 = 0; p0 < P; p0 += np) {
+    for (int64_t image = 0; image < images; ++image, staged.clear())
+    for (int64_t p0 = image * imagePixels, pEnd = p0 + imagePixels; p0 < pEnd; p0 += np) {
       ctx.beginTile(node, tileCount++);
       if (staged.empty())
         for (const ChannelVector& v : vectors) {
           staged.push_back(ctx.region(v.buffer, static_cast<uint64_t>(ck)));
-          loadContiguous(ctx, staged.back(), 0, v.dramAddr + c0, static_cast<uint64_t>(ck));
+          loadContiguous(ctx, staged.back(), 0, v.dramAddr + static_cast<uint64_t>(image) * v.imageStride + c0,
+                         static_cast<uint64_t>(ck));
         }
-      const auto pk = static_cast<uint32_t>(std::min(np, P - p0));
+      const auto pk = static_cast<uint32_t>(std::min(np, pEnd - p0));
       auto at = [&](const TensorLoc& l) { return l.addr + static_cast<uint64_t>(p0 * l.pixelStride() + c0); };
       const int32_t tile = ctx.region(Buffer::Input, uint64_t{pk} * static_cast<uint64_t>(ck));
       // outer = 1, inner = pixels: one DRAM burst when whole rows of channels are moved.
@@ -112,7 +127,7 @@ bool tiledOperands(const Node& n) {
   const Shape y = n.output(0)->type.staticShape();
   Operand a = classify(n.input(0), y), b = classify(n.input(1), y);
   if (a == Operand::Full && b != Operand::Unsupported) return true;
-  if (b == Operand::Full && a == Operand::PerChannel && commutative(n.opType())) return true;
+  if (b == Operand::Full && channelVector(a) && commutative(n.opType())) return true;
   return b == Operand::Full && a == Operand::ScalarConstant;  // c / x: a vector of c (lowerBinary)
 }
 
@@ -172,7 +187,9 @@ void lowerBinary(const Node& n, LowerContext& ctx) {
     return;
   }
   std::vector<ChannelVector> vectors;
-  if (kb == Operand::PerChannel) vectors.push_back({ctx.loc(b).addr, Buffer::Output});
+  if (channelVector(kb))
+    vectors.push_back({ctx.loc(b).addr, Buffer::Output,
+                       kb == Operand::PerImageChannel ? static_cast<uint64_t>(ctx.loc(b).pixelStride()) : 0});
   const Value* bFull = kb == Operand::Full ? b : nullptr;
   VecOp vop = binaryOp(op);
   lowerTiled(ctx, n, a, bFull, vectors,
