@@ -16,7 +16,17 @@ namespace {
 
 constexpr int MR = kGemmMR, NR = kGemmNR;
 // B micro-panels (KC x 16 or 32 floats) and the current A panel stay in L1/L2; an MC x KC A block and the K x NC B block in L2.
-constexpr int64_t KC = 384;  // upper bound; K is split into equal blocks (balanced_kc)
+// Upper bound of a K block; K is split into equal blocks (balanced_kc). With AVX-512 the 12x32 tiles' B micro-panel
+// (kc x 32 floats) is read from L2 at either size, and one block up to K = 768 keeps the whole reduction in the
+// registers with the epilogue inline, instead of storing the tiles and adding a second pass (Zen 5, 1 thread, minima
+// of alternating runs: ViT-B/16's 197 x 2304 x 768 3.75 -> 3.40 ms, 197 x 768 x 768 1.22 -> 1.15, ResNet-style
+// 2048 x 49 x 512 0.597 -> 0.579, 128 x 784 x 512 0.540 -> 0.507). With AVX2 the 6x16 tiles' micro-panel (kc x 16) fits
+// a 32 KiB L1 at 384 only, and 1024 was 2-10 % slower there; 768 gained 1-5 % on Zen 5 (48 KiB L1) but is not taken.
+#if defined(__AVX512F__)
+constexpr int64_t KC = 768;
+#else
+constexpr int64_t KC = 384;
+#endif
 constexpr int64_t MC = 120;
 constexpr int64_t kBBlockBytes = 1 << 20;
 // Up to this K, tiles are visited row block by row block (gemm_task). In ResNet-50 (1 thread, AVX-512)
