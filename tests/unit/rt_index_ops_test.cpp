@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <vector>
 
 #include "rt_test_util.h"
@@ -13,6 +14,7 @@
 #include "tessel/rt/index_ops.h"
 #include "tessel/rt/pool_nd.h"
 #include "tessel/rt/resize.h"
+#include "tessel/rt/thread_pool.h"
 
 namespace tessel::rt {
 namespace {
@@ -146,6 +148,60 @@ TEST(RtResizeTaps, TensorProductOfPerAxisTapsAndExtrapolation) {
   const uint8_t last_outside[4] = {0, 0, 0, 1};
   resize_taps(x, y, 2, in, out, first, index, weight, last_outside, -1.0);
   EXPECT_EQ(std::vector<float>(y, y + 4), (std::vector<float>{1.5f, -1, 4.5f, -1}));
+}
+
+// resize_2d (the compiled separable path) against resize_taps (per element, in double) on random tap lists:
+// 0-4 taps per coordinate at any input index with any weight (negative: cubic), odd extents, up- and
+// down-sampling, 1 and 3 threads; bands of 64 output rows, so OH > 64 crosses a band boundary.
+TEST(RtResize2d, MatchesTheTensorProductOfTapsOnRandomTapLists) {
+  std::mt19937 rng(7);
+  ThreadPool three(3);
+  const int64_t sizes[][4] = {{5, 7, 40, 56}, {37, 29, 11, 13}, {1, 1, 3, 2}, {9, 65, 130, 17}, {3, 4, 3, 4}};
+  for (const auto& sz : sizes) {
+    const int64_t H = sz[0], W = sz[1], OH = sz[2], OW = sz[3], planes = 3;
+    auto taps = [&](int64_t out, int64_t in, std::vector<int64_t>* first, std::vector<int64_t>* index,
+                    std::vector<double>* weight) {
+      for (int64_t c = 0; c < out; ++c) {
+        first->push_back(static_cast<int64_t>(index->size()));
+        const int n = static_cast<int>(rng() % 5);
+        for (int t = 0; t < n; ++t) {
+          index->push_back(static_cast<int64_t>(rng() % static_cast<uint32_t>(in)));
+          weight->push_back(std::uniform_real_distribution<double>(-0.5, 1.5)(rng));
+        }
+      }
+      first->push_back(static_cast<int64_t>(index->size()));
+    };
+    std::vector<int64_t> rf, ri, cf, ci;
+    std::vector<double> rw, cw;
+    taps(OH, H, &rf, &ri, &rw);
+    taps(OW, W, &cf, &ci, &cw);
+    // resize_taps: axis 0 (planes) identity, then the row and column taps.
+    std::vector<int64_t> first, index;
+    std::vector<double> weight;
+    for (int64_t p = 0; p < planes; ++p) first.push_back(p), index.push_back(p), weight.push_back(1.0);
+    first.push_back(planes);
+    const int64_t row_base = static_cast<int64_t>(index.size());
+    for (int64_t f : rf) first.push_back(row_base + f);
+    index.insert(index.end(), ri.begin(), ri.end());
+    weight.insert(weight.end(), rw.begin(), rw.end());
+    const int64_t col_base = static_cast<int64_t>(index.size());
+    for (int64_t f : cf) first.push_back(col_base + f);
+    index.insert(index.end(), ci.begin(), ci.end());
+    weight.insert(weight.end(), cw.begin(), cw.end());
+    const std::vector<uint8_t> outside(static_cast<size_t>(planes + OH + OW), 0);
+    const int64_t in_shape[3] = {planes, H, W}, out_shape[3] = {planes, OH, OW};
+    const std::vector<float> x = random_vector(static_cast<size_t>(planes * H * W), static_cast<uint32_t>(H * W));
+    std::vector<float> want(static_cast<size_t>(planes * OH * OW));
+    resize_taps(x.data(), want.data(), 3, in_shape, out_shape, first.data(), index.data(), weight.data(), outside.data(), 0.0);
+    const std::vector<float> rwf(rw.begin(), rw.end()), cwf(cw.begin(), cw.end());
+    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &three}) {
+      std::vector<float> got(want.size(), std::nanf(""));
+      resize_2d(x.data(), got.data(), planes, H, W, OH, OW, rf.data(), ri.data(), rwf.data(), cf.data(), ci.data(),
+                cwf.data(), pool);
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_NEAR(got[i], want[i], 1e-5 * (1 + std::fabs(want[i]))) << H << "x" << W << " -> " << OH << "x" << OW << " at " << i;
+    }
+  }
 }
 
 TEST(RtPoolNd, DilatedMaxPoolIndicesAndAverageWithPadding) {

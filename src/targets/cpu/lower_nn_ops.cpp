@@ -7,6 +7,7 @@
 // the window functions (a generated loop).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -80,11 +81,56 @@ bool Lowerer::lowerResize(const Node* n) {
     }
     first.push_back(static_cast<int64_t>(index.size()));
   }
+  const int x = tensorOf(xv), y = tensorOf(n->output(0));
+  // float32 resizing only the last two axes, every coordinate inside the input (not tf_crop_and_resize's
+  // extrapolation): the separable kernel over planes (rt::resize_2d), threaded.
+  const size_t r = xs.size();
+  auto keeps = [&](size_t a) {
+    if (ys[a] != xs[a]) return false;
+    for (int64_t c = 0; c < ys[a]; ++c) {
+      const auto& taps = axes[a].taps[static_cast<size_t>(c)];
+      if (axes[a].outside[static_cast<size_t>(c)] || taps.size() != 1 || taps[0].first != c || taps[0].second != 1.0)
+        return false;
+    }
+    return true;
+  };
+  bool planar = dt == DType::Float32 && r >= 2;
+  for (size_t a = 0; planar && a + 2 < r; ++a) planar = keeps(a);
+  for (size_t a = r - std::min<size_t>(r, 2); planar && a < r; ++a)
+    planar = std::none_of(axes[a].outside.begin(), axes[a].outside.end(), [](bool o) { return o; });
+  if (planar) {
+    int64_t planes = 1;
+    for (size_t a = 0; a + 2 < r; ++a) planes *= xs[a];
+    const int id = shapeCounter_++;
+    auto axisArrays = [&](size_t a, const char* name) {
+      std::vector<int64_t> firstA, indexA;
+      std::vector<float> weightA;
+      for (const auto& taps : axes[a].taps) {
+        firstA.push_back(static_cast<int64_t>(indexA.size()));
+        for (const auto& [i, w] : taps) indexA.push_back(i), weightA.push_back(static_cast<float>(w));
+      }
+      firstA.push_back(static_cast<int64_t>(indexA.size()));
+      std::string weights;
+      for (float w : weightA.empty() ? std::vector<float>{0.0f} : weightA)
+        weights += fmt::format("{}{:.9e}f", weights.empty() ? "" : ", ", w);
+      plan_.globals += fmt::format("static const float k{}W{}[] = {{{}}};\n", name, id, weights);
+      return std::make_pair(int64Array(name, firstA), int64Array(name, indexA.empty() ? std::vector<int64_t>{0} : indexA));
+    };
+    const auto [rowFirst, rowIndex] = axisArrays(r - 2, "RsRow");
+    const auto [colFirst, colIndex] = axisArrays(r - 1, "RsCol");
+    addStep({n->name(), n->opType(), "resize_2d"},
+            fmt::format("{} '{}' {} -> {}, {} taps (separable, planes)", n->opType(), n->name(), shapeToString(xs),
+                        shapeToString(ys), index.size()),
+            fmt::format("rt::resize_2d({}, {}, {}, {}, {}, {}, {}, {}, {}, kRsRowW{}, {}, {}, kRsColW{}, pool);", ref(x),
+                        ref(y), planes, xs[r - 2], xs[r - 1], ys[r - 2], ys[r - 1], rowFirst, rowIndex, id, colFirst,
+                        colIndex, id),
+            {x}, {y});
+    return true;
+  }
   const int id = shapeCounter_++;
   plan_.globals += fmt::format("static const double kRsW{}[] = {{{:.17g}}};\nstatic const uint8_t kRsOut{}[] = {{{}}};\n",
                                id, fmt::join(weight.empty() ? std::vector<double>{0} : weight, ", "), id,
                                fmt::join(outside.empty() ? std::vector<int64_t>{0} : outside, ", "));
-  const int x = tensorOf(xv), y = tensorOf(n->output(0));
   const double extrapolation = upsample ? 0.0 : n->attrFloat("extrapolation_value");
   addStep({n->name(), n->opType(), "resize_taps"},
           fmt::format("{} '{}' {} -> {}, {} taps", n->opType(), n->name(), shapeToString(xs), shapeToString(ys),

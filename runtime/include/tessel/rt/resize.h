@@ -6,6 +6,19 @@
 
 namespace tessel::rt {
 
+class ThreadPool;
+
+/// Separable 2-D resize of `planes` float planes H x W to OH x OW (the last two axes of an NCHW tensor whose
+/// leading axes are kept): output row r takes the input rows row_index[t] with weights row_weight[t] for t in
+/// [row_first[r], row_first[r + 1]), output column c the columns col_index / col_weight of
+/// [col_first[c], col_first[c + 1]). Every index is inside the input (no extrapolated coordinate). Each task
+/// (a plane's band of output rows) interpolates the input rows it reads along W once, into scratch, then
+/// combines them along H in contiguous vector loops; bilinear 65x65 -> 520x520 on 21 planes took 43 ms
+/// through resize_taps (per element, in double, one thread).
+void resize_2d(const float* x, float* y, int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW,
+               const int64_t* row_first, const int64_t* row_index, const float* row_weight, const int64_t* col_first,
+               const int64_t* col_index, const float* col_weight, ThreadPool* pool);
+
 /// Resize of x (rank <= 8, in_shape) to y (out_shape). Axis a's output coordinate c has the taps
 /// [first[a][c], first[a][c + 1]) of `index`/`weight`, where the per-axis `first` arrays of out_shape[a] + 1
 /// entries are concatenated; outside[a][c] (concatenated, out_shape[a] each) marks coordinates that take
