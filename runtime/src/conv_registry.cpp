@@ -96,6 +96,8 @@ const std::vector<Conv2dKernel>& conv2d_kernels() {
        conv2d_winograd_f43_pack, conv2d_winograd_f43_avx2},
       {"conv2d_nchw_direct_small_cin", ConvLayout::NCHW, conv2d_nchw_direct_small_cin_applicable,
        conv2d_nchw_direct_small_cin_packed_size, conv2d_nchw_direct_small_cin_pack, conv2d_nchw_direct_small_cin},
+      {"conv2d_nchw_dilated_taps", ConvLayout::NCHW, conv2d_nchw_dilated_taps_applicable,
+       conv2d_nchw_dilated_taps_packed_size, conv2d_nchw_dilated_taps_pack, conv2d_nchw_dilated_taps},
       {"conv2d_nchw_pixel_tile", ConvLayout::NCHW, conv2d_nchw_pixel_tile_applicable,
        conv2d_nchw_pixel_tile_packed_size, conv2d_nchw_pixel_tile_pack, conv2d_nchw_pixel_tile, true},
       {"conv2d_nchw_gemm_pixel_rows", ConvLayout::NCHW, conv2d_nchw_gemm_pixel_rows_applicable,

@@ -35,6 +35,11 @@ TEST(PassesSingleNode, MaxPoolOfAChannelConcatPoolsEachPart) { expectPassCase("p
 TEST(PassesSingleNode, AveragePoolMovesBeforePointwiseConv) {
   expectPassCase("pool_before_pointwise_conv", "pool-before-pointwise-conv");
 }
+// Atrous taps that read only padding are cut: rate 6 on a 5x5 map -> 1x1 (a), rows only (c); (b) reads the map
+// through every tap, (d) would need a negative pad.
+TEST(PassesSingleNode, CropDeadConvTapsCutsKernelRowsThatReadOnlyPadding) {
+  expectPassCase("crop_dead_conv_taps", "crop-dead-conv-taps");
+}
 // ShuffleNet's Reshape-Transpose-Reshape becomes a Gather of channels (g = 2, C = 6: 0 3 1 4 2 5); a split and
 // transpose that is not merged back stays.
 TEST(PassesFusion, ChannelShuffleBecomesGather) { expectPassCase("channel_shuffle", "channel-shuffle-to-gather"); }

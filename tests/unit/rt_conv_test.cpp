@@ -146,6 +146,9 @@ std::vector<Conv2dShape> dense_shapes() {
       shape(1, 24, 9, 30, 56, 1, 1, 0, 0, 0, 0),       // 1x1 on a flattened row of 270, 7 blocks: 4 + 2 + 1
       shape(2, 32, 10, 13, 64, 3, 2, 1, 0, 1, 1, 1, 2),  // 2 block groups of 4 blocks, stride 2, batch 2
       shape(1, 32, 12, 12, 32, 3, 1, 1, 1, 1, 1, 1, 2),  // 2 block groups of 2 blocks (pairs only)
+      // atrous (dilated taps: one GEMM per tap over its live outputs): the centre tap reads the whole map
+      shape(1, 8, 9, 11, 12, 3, 1, 6, 6, 6, 6, 6),
+      shape(2, 10, 7, 8, 9, 3, 1, 4, 5, 8, 5, 6),      // no tap covers the output; one tap reads padding only
   };
 }
 

@@ -110,6 +110,15 @@ bool conv2d_nchw_gemm_pixel_rows_applicable(const Conv2dShape&);
 size_t conv2d_nchw_gemm_pixel_rows_packed_size(const Conv2dShape&);
 void conv2d_nchw_gemm_pixel_rows_pack(const Conv2dShape&, const float* weights, float* packed);
 
+/// Atrous convolution (groups == 1, stride 1, dilation > 1) as one GEMM per kernel tap over the outputs for
+/// which that tap reads the map, not padding; for dilations large against the map (DeepLabV3's ASPP), where
+/// at least a fifth of im2col's products would multiply padding. Weights packed per tap (pack_a layout).
+void conv2d_nchw_dilated_taps(const Conv2dShape&, const float* in, const float* packed, float* out, const Epilogue&,
+                              ThreadPool*);
+bool conv2d_nchw_dilated_taps_applicable(const Conv2dShape&);
+size_t conv2d_nchw_dilated_taps_packed_size(const Conv2dShape&);
+void conv2d_nchw_dilated_taps_pack(const Conv2dShape&, const float* weights, float* packed);
+
 /// Depthwise (multiplier 1), any kernel/stride/pad/dilation, NCHW; weights are used unpacked.
 void conv2d_nchw_depthwise_avx2(const Conv2dShape&, const float* in, const float* weights, float* out,
                                 const Epilogue&, ThreadPool*);
