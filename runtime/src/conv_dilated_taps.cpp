@@ -3,8 +3,8 @@
 // inside the map only on a rectangle of outputs, and everywhere else it multiplies padding. DeepLabV3's ASPP
 // on a 33x33 map (520x520 input, output stride 16) has rates 12 and 24: 43 % and 73 % of im2col's products
 // are such zeros. Here tap t computes C_t[Cout x R_t] = W_t[Cout x Cin] * X_t[Cin x R_t] over its rectangle R_t
-// alone (X_t copied from the input rows, W_t packed per tap), and adds it into the output; the taps whose
-// rectangle is the whole output (the centre one) write or accumulate straight into it. Bias, residual and
+// alone (X_t copied from the input rows, W_t packed per tap) and adds it into the output: straight from the
+// GEMM for a tap that covers the whole output (the centre one), else through a scratch tile. Bias, residual and
 // activation go on at the end (apply_epilogue_planar).
 #include <algorithm>
 #include <cstring>
@@ -45,11 +45,16 @@ double live_share(const Conv2dShape& s) {
 
 }  // namespace
 
+// Per-tap GEMMs of this many input channels or more run closer to the GEMM's peak than im2col's one GEMM
+// with its implicit dilated im2col panels, even with no tap in padding: FCN-ResNet50's d = 2 and 4 3x3 convs
+// (256-512 channels on 65x65) 614 -> 515 ms in all (Zen 5, 1 thread).
+constexpr int64_t kMinChannels = 128;
+
 bool conv2d_nchw_dilated_taps_applicable(const Conv2dShape& s) {
-  // Worth it where a fifth of the products or more would multiply padding; elsewhere im2col's single GEMM
-  // (or the pixel tiles) does the same work in one pass.
+  // Worth it where a fifth of the products or more would multiply padding, or the taps' GEMMs are long;
+  // elsewhere im2col's single GEMM (or the pixel tiles) does the same work in one pass.
   return s.groups == 1 && s.stride_h == 1 && s.stride_w == 1 && (s.dilation_h > 1 || s.dilation_w > 1) &&
-         s.out_h() > 0 && s.out_w() > 0 && live_share(s) <= 0.8;
+         s.out_h() > 0 && s.out_w() > 0 && live_share(s) <= 1.0;
 }
 
 size_t conv2d_nchw_dilated_taps_packed_size(const Conv2dShape& s) { return static_cast<size_t>(taps(s)) * tap_floats(s); }
@@ -72,7 +77,7 @@ void conv2d_nchw_dilated_taps(const Conv2dShape& s, const float* in, const float
   for (int64_t n = 0; n < s.batch; ++n) {
     const float* x = in + n * C * H * W;
     float* y = out + n * M * plane;
-    // Whole-output taps first (the first one writes, the rest accumulate), then the partial ones into scratch.
+    // Whole-output taps first (the first one writes, the rest accumulate), then the partial ones.
     bool written = false;
     for (int pass = 0; pass < 2; ++pass)
       for (int64_t kh = 0; kh < s.kernel_h; ++kh)
@@ -88,23 +93,29 @@ void conv2d_nchw_dilated_taps(const Conv2dShape& s, const float* in, const float
             written = true;
             continue;
           }
-          // X_t: the rectangle of every input channel, rows of rw.
-          const int64_t pixels = rh * rw;
+          // X_t: the rectangle of every input channel, rows of rw. A partial tap goes through a scratch tile and
+          // a second pass: accumulating straight into the output rows (the rectangle copied at the output's width
+          // with zeros around it, ldc = plane) was slower, FCN-ResNet50's atrous convs 511-538 -> 622-657 ms.
+          const bool full_rows = whole;
+          const int64_t bw = full_rows ? OW : rw, b0 = full_rows ? c.o0 : 0, pixels = rh * bw;
           float* b = b_buf.ensure(static_cast<size_t>(C * pixels));
           parallel_for(pool, C, [&](int64_t c0, int64_t c1) {
             for (int64_t ch = c0; ch < c1; ++ch)
-              for (int64_t i = 0; i < rh; ++i)
-                std::memcpy(b + ch * pixels + i * rw, x + (ch * H + ih0 + i) * W + iw0, static_cast<size_t>(rw) * sizeof(float));
+              for (int64_t i = 0; i < rh; ++i) {
+                float* dst = b + ch * pixels + i * bw;
+                std::fill(dst, dst + b0, 0.0f);
+                std::memcpy(dst + b0, x + (ch * H + ih0 + i) * W + iw0, static_cast<size_t>(rw) * sizeof(float));
+                std::fill(dst + b0 + rw, dst + bw, 0.0f);
+              }
           });
-          if (whole) {
-            sgemm_packed_a(M, plane, C, 1.0f, a, false, b, pixels, written ? 1.0f : 0.0f, y, plane, {}, pool);
+          if (!written && !whole) std::fill(y, y + M * plane, 0.0f);
+          if (full_rows) {
+            sgemm_packed_a(M, pixels, C, 1.0f, a, false, b, pixels, written ? 1.0f : 0.0f, y + r.o0 * OW, plane, {},
+                           pool);
             written = true;
             continue;
           }
-          if (!written) {
-            std::fill(y, y + M * plane, 0.0f);
-            written = true;
-          }
+          written = true;
           float* t = c_buf.ensure(static_cast<size_t>(M * pixels));
           sgemm_packed_a(M, pixels, C, 1.0f, a, false, b, pixels, 0.0f, t, pixels, {}, pool);
           parallel_for(pool, M, [&](int64_t m0, int64_t m1) {

@@ -149,6 +149,7 @@ std::vector<Conv2dShape> dense_shapes() {
       // atrous (dilated taps: one GEMM per tap over its live outputs): the centre tap reads the whole map
       shape(1, 8, 9, 11, 12, 3, 1, 6, 6, 6, 6, 6),
       shape(2, 10, 7, 8, 9, 3, 1, 4, 5, 8, 5, 6),      // no tap covers the output; one tap reads padding only
+      shape(1, 128, 10, 12, 20, 3, 1, 2, 2, 2, 2, 2),  // 128 channels, d = 2: taps' rows 10 of 12 wide, GEMM into the rows
   };
 }
 
