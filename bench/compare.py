@@ -7,7 +7,7 @@ table: median ms of each, the ratio Tessel/ORT (median of the back-to-back round
 and Tessel's GFLOP/s as a share of the FMA peak of the ISA (`tessel bench` measures it on one core).
 
 usage: bench/compare.py [--tessel build/tessel] [--models-dir DIR] [--threads 1 2] [--rounds 5]
-                        [--iterations 20] [--warmup 3] [--set cnn4|all | --models resnet18 ...]
+                        [--iterations 20] [--warmup 3] [--set cnn4|all|dense | --models resnet18 ...]
                         [--isa auto|avx2|avx512|avx2,avx512] [--markdown FILE]
 """
 import argparse
@@ -29,19 +29,20 @@ MODELS = ("resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1")
 
 
 def export_lists():
-    """MODELS and MORE_MODELS of scripts/export-models.py (read without importing torch)."""
+    """MODELS, MORE_MODELS and DENSE_MODELS of scripts/export-models.py (read without importing torch)."""
     with open(os.path.join(ROOT, "scripts/export-models.py")) as f:
         tree = ast.parse(f.read())
     found = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
-            if node.targets[0].id in ("MODELS", "MORE_MODELS"):
+            if node.targets[0].id in ("MODELS", "MORE_MODELS", "DENSE_MODELS"):
                 found[node.targets[0].id] = tuple(ast.literal_eval(node.value))
-    return found["MODELS"], found["MORE_MODELS"]
+    return found["MODELS"], found["MORE_MODELS"], found["DENSE_MODELS"]
 
 
-# --set: "cnn4" the four tuned CNNs, "all" those and torchvision's other CNN classifiers (issue 16).
-SETS = {"cnn4": MODELS, "all": MODELS + export_lists()[1]}
+# --set: "cnn4" the four tuned CNNs, "all" those and torchvision's other CNN classifiers (issue 16), "dense"
+# the dense-prediction networks at 512-520 pixels (segmentation heads, atrous convs, upsampling, skip concats).
+SETS = {"cnn4": MODELS, "all": MODELS + export_lists()[1], "dense": export_lists()[2]}
 
 
 def has_avx512():
@@ -160,8 +161,9 @@ def main():
     ap.add_argument("--tessel", default=os.path.join(ROOT, "build/tessel"))
     ap.add_argument("--models-dir", default=os.path.join(ROOT, "bench/models"))
     ap.add_argument("--set", choices=sorted(SETS), default="cnn4",
-                    help="cnn4: the four tuned CNNs (default); all: those and torchvision's other CNN classifiers")
-    ap.add_argument("--models", nargs="+", choices=SETS["all"], help="these models instead of --set")
+                    help="cnn4: the four tuned CNNs (default); all: those and torchvision's other CNN classifiers; "
+                         "dense: segmentation networks and a U-Net at 512-520 pixels")
+    ap.add_argument("--models", nargs="+", choices=SETS["all"] + SETS["dense"], help="these models instead of --set")
     ap.add_argument("--isa", type=isa_list, default=["auto"],
                     help="tessel compile --isa of the Tessel side, comma-separated for several in one run "
                          "(e.g. avx2,avx512; default auto: what the CPU has)")

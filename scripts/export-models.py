@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Exports torchvision classifiers (random weights) to ONNX with a seeded input and PyTorch's output on it."""
+"""Exports torchvision classifiers and dense-prediction networks (random weights) to ONNX with a seeded input and
+PyTorch's output on it."""
 import argparse
 import os
 import sys
@@ -15,7 +16,12 @@ MODELS = ("resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1")
 # 16's); not exported by default.
 MORE_MODELS = ("mobilenet_v3_small", "mobilenet_v3_large", "shufflenet_v2_x1_0", "densenet121", "googlenet", "mnasnet1_0",
                "efficientnet_b0", "regnet_y_400mf", "resnext50_32x4d", "vit_b_16")
+# Dense prediction at large inputs (issue 16: upsampling, concat, atrous convolutions): torchvision 0.14's
+# segmentation networks at 520x520 (their 'out' map) and a U-Net (bilinear upsampling and skip concats) at 512x512.
+DENSE_MODELS = ("lraspp_mobilenet_v3_large", "deeplabv3_mobilenet_v3_large", "fcn_resnet50", "unet")
 INPUT_SHAPE = (1, 3, 224, 224)
+DENSE_INPUT_SHAPES = {"unet": (1, 3, 512, 512)}
+DENSE_INPUT_SHAPE = (1, 3, 520, 520)
 OPSET = 13
 SEED = 0
 
@@ -45,10 +51,65 @@ def save_npy(path, array):
         np.save(f, array)
 
 
+class SegmentationOut(torch.nn.Module):
+    """torchvision's segmentation networks return a dict; the export takes its 'out' map."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x)["out"]
+
+
+def unet_block(cin, cout):
+    conv = lambda i, o: torch.nn.Conv2d(i, o, 3, padding=1, bias=False)
+    return torch.nn.Sequential(conv(cin, cout), torch.nn.BatchNorm2d(cout), torch.nn.ReLU(inplace=True),
+                               conv(cout, cout), torch.nn.BatchNorm2d(cout), torch.nn.ReLU(inplace=True))
+
+
+class UNet(torch.nn.Module):
+    """A U-Net: four 2x2 max-pool levels down (32-512 channels), bilinear 2x upsampling and a skip concat per
+    level up, two classes; batch norms with random statistics so that folding them is checked."""
+
+    def __init__(self, width=32, classes=2):
+        super().__init__()
+        w = width
+        self.down = torch.nn.ModuleList([unet_block(3, w), unet_block(w, 2 * w), unet_block(2 * w, 4 * w),
+                                         unet_block(4 * w, 8 * w), unet_block(8 * w, 16 * w)])
+        self.up = torch.nn.ModuleList([unet_block(24 * w, 8 * w), unet_block(12 * w, 4 * w), unet_block(6 * w, 2 * w),
+                                       unet_block(3 * w, w)])
+        self.head = torch.nn.Conv2d(w, classes, 1)
+        for m in self.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.1, 0.1)
+                m.running_var.uniform_(0.5, 1.5)
+
+    def forward(self, x):
+        skips = []
+        for i, block in enumerate(self.down):
+            x = block(x)
+            if i < len(self.down) - 1:
+                skips.append(x)
+                x = torch.nn.functional.max_pool2d(x, 2)
+        for block in self.up:
+            x = torch.nn.functional.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
+            x = block(torch.cat([x, skips.pop()], 1))
+        return self.head(x)
+
+
+def build_model(name):
+    if name == "unet":
+        return UNet().eval()
+    if name in DENSE_MODELS:
+        return SegmentationOut(getattr(torchvision.models.segmentation, name)(weights=None, weights_backbone=None)).eval()
+    return getattr(torchvision.models, name)(weights=None).eval()
+
+
 def export_model(name, out_dir):
     paths = files_for(out_dir, name)
     torch.manual_seed(SEED)
-    model = getattr(torchvision.models, name)(weights=None).eval()
+    model = build_model(name)
     # torchvision initialises ViT's classifier to zeros, so every output would be 0 whatever the network
     # computed: random weights instead, so that comparing outputs checks the whole network.
     head = getattr(getattr(model, "heads", None), "head", None)
@@ -58,7 +119,8 @@ def export_model(name, out_dir):
             torch.nn.init.normal_(head.bias, std=0.02)
     # The input has its own seed so it does not depend on how many weights the model drew.
     generator = torch.Generator().manual_seed(SEED + 1)
-    example = torch.randn(*INPUT_SHAPE, generator=generator)
+    shape = DENSE_INPUT_SHAPES.get(name, DENSE_INPUT_SHAPE) if name in DENSE_MODELS else INPUT_SHAPE
+    example = torch.randn(*shape, generator=generator)
     with torch.no_grad():
         output = model(example).numpy()
     save_atomically(paths["onnx"], lambda p: torch.onnx.export(
@@ -72,7 +134,7 @@ def export_model(name, out_dir):
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("out_dir", help="writes <name>.onnx, <name>.input.npy, <name>.torch_output.npy")
-    parser.add_argument("--models", nargs="+", choices=MODELS + MORE_MODELS, default=list(MODELS))
+    parser.add_argument("--models", nargs="+", choices=MODELS + MORE_MODELS + DENSE_MODELS, default=list(MODELS))
     parser.add_argument("--force", action="store_true", help="export even if the files exist")
     args = parser.parse_args()
     os.makedirs(args.out_dir, exist_ok=True)

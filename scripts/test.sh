@@ -21,7 +21,9 @@
 #   cpu         the four torchvision models compiled to .so (generated C++) vs the interpreter; --emit-app
 #               build reproduces `tessel run` bit for bit; compile-time bad input; every node-suite test compiled and
 #               run as .so (listed tests must pass, without host steps unless listed with pass-host); a PyTorch
-#               loop around an LSTM cell with a data-dependent If compiled with --no-host-fallback vs ONNX Runtime
+#               loop around an LSTM cell with a data-dependent If compiled with --no-host-fallback vs ONNX Runtime;
+#               a PyTorch dense-prediction head (atrous convs, bilinear/nearest upsampling, concats) vs PyTorch,
+#               native, AVX2 and AVX2 in NCHW, with the atrous and resize kernels in its profile
 #   npu         the four torchvision models compiled for the NPU (default and tiny configs; SqueezeNet 1.1 and
 #               MobileNetV2 also no-grouped-conv): .tnpu results vs the interpreter, no hazards, peak SRAM <= capacity
 #   sanitize    unit tests built with AddressSanitizer + UndefinedBehaviorSanitizer
@@ -121,6 +123,7 @@ stage_cpu() {
   $py "$repo/tests/conformance/run_node_suite_compiled.py" --tessel "$build/tessel" --suite "$build/onnx-suite" \
     --report "$build/conformance-compiled-report.tsv" || rc=1
   $py "$repo/tests/cpu/check_torch_control_flow.py" --tessel "$build/tessel" || rc=1
+  $py "$repo/tests/cpu/check_dense_head.py" --tessel "$build/tessel" || rc=1
   return $rc
 }
 stage_npu() {
