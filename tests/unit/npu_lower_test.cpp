@@ -1615,6 +1615,32 @@ TEST(NpuLower, BilinearResizeByVectorInterpolation) {
   });
 }
 
+// A one-pixel map upsampled in any mode is a replication (DeepLabV3's image pooling branch, 1x1 -> 33x33 bilinear,
+// which the linear lowering's factor limit of 8 had left on the host): linear half_pixel 33x33 on 300 channels
+// (tiles split the channels on tiny), cubic 5x7, nearest asymmetric 4x3, and by output sizes.
+TEST(NpuLower, OnePixelResizeInAnyModeIsAReplication) {
+  checkBoth([](Graph& g) {
+    Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {1, 300, 1, 1}));
+    Value* r = g.addNode("Relu", {x}, {"r"})->output(0);
+    for (auto [scales, mode] : std::vector<std::pair<std::vector<float>, std::string>>{
+             {{1, 1, 33, 33}, "linear"}, {{1, 1, 5, 7}, "cubic"}, {{1, 1, 4, 3}, "nearest"}}) {
+      Node* n = resize(g, r, scales, mode == "nearest" ? "asymmetric" : "half_pixel", "round_prefer_floor");
+      n->setAttr("mode", mode);
+      g.addOutput(n->output(0));
+    }
+  });
+  checkBoth([](Graph& g) {
+    Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {2, 24, 1, 1}));
+    Value* roi = g.addConstant("roi", Tensor::fromVector<float>({0}, {}));
+    Value* scales = g.addConstant("scales", Tensor::fromVector<float>({0}, {}));
+    Value* sizes = g.addConstant("sizes", Tensor::fromVector<int64_t>({4}, {2, 24, 13, 11}));
+    Node* n = g.addNode("Resize", {x, roi, scales, sizes}, {"up"});
+    n->setAttr("mode", std::string("linear"));
+    n->setAttr("coordinate_transformation_mode", std::string("align_corners"));
+    g.addOutput(n->output(0));
+  });
+}
+
 // Gelu (erf form, fused into the Conv's epilogue, and approximate="tanh" on its own) and Erf on the vector unit, on
 // inputs scaled by 4 so that the tails are reached; a Gelu with an unknown approximation is refused with the reason.
 TEST(NpuLower, GeluAndErfOnTheVectorUnit) {

@@ -4,8 +4,9 @@
 // stored once per row phase to the output rows it becomes. Linear (bilinear) mode, with the coordinate modes that
 // give each output phase fixed weights (half_pixel, pytorch_half_pixel, asymmetric), loads a band with a one-pixel
 // edge-clamped halo and computes on the vector unit, per column phase and then per row phase, a weighted sum of two
-// neighbouring columns / rows (`vun scale` by 1 - w, `vbin mulacc` by a vector filled with w). Cubic mode,
-// downscaling, fractional factors, align_corners and the other coordinate/rounding modes stay on the host.
+// neighbouring columns / rows (`vun scale` by 1 - w, `vbin mulacc` by a vector filled with w). A one-pixel map in
+// any mode is a replication (nearest's DMA). Cubic mode, downscaling, fractional factors, align_corners and the other
+// coordinate/rounding modes stay on the host.
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
@@ -72,7 +73,9 @@ std::variant<IntegerUpsample, std::string> integerUpsample(const Node& n) {
   const Value* y = n.output(0);
   if (!x->type.isStatic() || !y->type.isStatic() || x->type.rank() != 4) return std::string("only rank-4 static shapes");
   const std::string mode = attrOr(n, "mode", "nearest");
-  if (mode != "nearest" && mode != "linear") return fmt::format("mode '{}' (only nearest and linear)", mode);
+  if (mode != "nearest" && mode != "linear" && mode != "cubic") return fmt::format("mode '{}' (only nearest and linear)", mode);
+  if (mode == "cubic" && (x->type.staticShape()[2] != 1 || x->type.staticShape()[3] != 1))
+    return std::string("mode 'cubic' (only nearest and linear)");
   if (n.hasAttr("axes")) return std::string("the axes attribute");
   if (attrOr(n, "keep_aspect_ratio_policy", "stretch") != "stretch") return std::string("a keep_aspect_ratio_policy");
   const Shape in = x->type.staticShape(), out = y->type.staticShape();
@@ -80,6 +83,12 @@ std::variant<IntegerUpsample, std::string> integerUpsample(const Node& n) {
   if (out[2] % in[2] != 0 || out[3] % in[3] != 0)
     return fmt::format("{} -> {} is not an integer upscaling of H and W", shapeToString(in), shapeToString(out));
   IntegerUpsample u{out[2] / in[2], out[3] / in[3], mode == "linear", {}, {}};
+  const std::string coordinates = attrOr(n, "coordinate_transformation_mode", "half_pixel");
+  // A one-pixel map (DeepLabV3's image pooling, upsampled back to the feature map): every output reads the pixel, in
+  // any mode and coordinate mode but tf_crop_and_resize (whose roi may extrapolate), so it is a replication, the
+  // nearest lowering with factors H x W (no interpolation, however large the factors).
+  const bool onePixel = in[2] == 1 && in[3] == 1 && coordinates != "tf_crop_and_resize";
+  if (onePixel) u.linear = false;
   // Scales given as a constant (opset 10: input 1; opset 11+: input 2; roi has 8 values) must be those factors:
   // the reference computes coordinates from them, not from the shapes.
   for (size_t i = 1; i <= 2; ++i)
@@ -90,7 +99,7 @@ std::variant<IntegerUpsample, std::string> integerUpsample(const Node& n) {
       for (int64_t k = 0; k < 4; ++k)
         if (s.elementAsDouble(k) != want[static_cast<size_t>(k)]) return std::string("scales that are not integers");
     }
-  const std::string coordinates = attrOr(n, "coordinate_transformation_mode", "half_pixel");
+  if (onePixel) return u;
   if (u.linear) {
     if (u.sH > kMaxLinearFactor || u.sW > kMaxLinearFactor)
       return fmt::format("linear factors {}x{} (at most {} per axis)", u.sH, u.sW, kMaxLinearFactor);
