@@ -29,8 +29,10 @@ Span live_span(int64_t in, int64_t out, int64_t pad, int64_t k, int64_t dilation
 int64_t taps(const Conv2dShape& s) { return s.kernel_h * s.kernel_w; }
 size_t tap_floats(const Conv2dShape& s) { return packed_a_size(s.out_channels, s.in_channels); }
 
+}  // namespace
+
 // Products that read the map, over all of im2col's (the live share of the work).
-double live_share(const Conv2dShape& s) {
+double conv2d_live_tap_share(const Conv2dShape& s) {
   int64_t rows = 0, cols = 0;
   for (int64_t k = 0; k < s.kernel_h; ++k) {
     const Span r = live_span(s.in_h, s.out_h(), s.pad_top, k, s.dilation_h);
@@ -43,18 +45,26 @@ double live_share(const Conv2dShape& s) {
   return double(rows) * double(cols) / (double(s.kernel_h * s.out_h()) * double(s.kernel_w * s.out_w()));
 }
 
-}  // namespace
+namespace {
 
+// At most this share of live products, the per-tap GEMMs pay off at any channel count.
+constexpr double kMaxLiveShare = 0.8;
 // Per-tap GEMMs of this many input channels or more run closer to the GEMM's peak than im2col's one GEMM
 // with its implicit dilated im2col panels, even with no tap in padding: FCN-ResNet50's d = 2 and 4 3x3 convs
-// (256-512 channels on 65x65) 614 -> 515 ms in all (Zen 5, 1 thread).
+// (256-512 channels on 65x65) 614 -> 511-538 ms in all (Zen 5, 1 thread).
 constexpr int64_t kMinChannels = 128;
+
+}  // namespace
+
+bool conv2d_mostly_dead_taps(const Conv2dShape& s) {
+  return s.out_h() > 0 && s.out_w() > 0 && conv2d_live_tap_share(s) <= kMaxLiveShare;
+}
 
 bool conv2d_nchw_dilated_taps_applicable(const Conv2dShape& s) {
   // Worth it where a fifth of the products or more would multiply padding, or the taps' GEMMs are long;
   // elsewhere im2col's single GEMM (or the pixel tiles) does the same work in one pass.
   return s.groups == 1 && s.stride_h == 1 && s.stride_w == 1 && (s.dilation_h > 1 || s.dilation_w > 1) &&
-         s.out_h() > 0 && s.out_w() > 0 && live_share(s) <= 1.0;
+         s.out_h() > 0 && s.out_w() > 0 && (conv2d_mostly_dead_taps(s) || s.in_channels >= kMinChannels);
 }
 
 size_t conv2d_nchw_dilated_taps_packed_size(const Conv2dShape& s) { return static_cast<size_t>(taps(s)) * tap_floats(s); }

@@ -45,6 +45,9 @@ bool blockableConv(const Node& n, bool avx512) {
   if (name == "conv2d_nchw_direct_small_cin") return rt::conv2d_stem_nchwc8_applicable(*shape);
   // Winograd has an NCHWc8 twin (whole 8-channel blocks in and out), faster than the NCHW one on AVX2.
   if (name == "conv2d_winograd_f43_avx2") return rt::conv2d_winograd_f43_nchwc8_applicable(*shape);
+  // An atrous conv whose taps mostly read padding (DeepLabV3's ASPP on a 33x33 map) keeps the NCHW per-tap GEMMs:
+  // the NCHWc8 direct kernel computes every tap.
+  if (name == "conv2d_nchw_dilated_taps" && rt::conv2d_mostly_dead_taps(*shape)) return false;
   return name != "conv2d_nchw_pixel_tile";
 }
 

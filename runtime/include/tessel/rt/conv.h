@@ -116,6 +116,11 @@ void conv2d_nchw_gemm_pixel_rows_pack(const Conv2dShape&, const float* weights, 
 void conv2d_nchw_dilated_taps(const Conv2dShape&, const float* in, const float* packed, float* out, const Epilogue&,
                               ThreadPool*);
 bool conv2d_nchw_dilated_taps_applicable(const Conv2dShape&);
+/// The share of im2col's products that read the map rather than padding (1 for an undilated "same" conv).
+double conv2d_live_tap_share(const Conv2dShape&);
+/// At most 80 % of the products read the map: the atrous kernel's per-tap GEMMs beat any kernel that computes
+/// every tap (select-layout keeps such convs in NCHW for it).
+bool conv2d_mostly_dead_taps(const Conv2dShape&);
 size_t conv2d_nchw_dilated_taps_packed_size(const Conv2dShape&);
 void conv2d_nchw_dilated_taps_pack(const Conv2dShape&, const float* weights, float* packed);
 
