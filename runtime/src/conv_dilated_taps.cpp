@@ -106,25 +106,20 @@ void conv2d_nchw_dilated_taps(const Conv2dShape& s, const float* in, const float
           // X_t: the rectangle of every input channel, rows of rw. A partial tap goes through a scratch tile and
           // a second pass: accumulating straight into the output rows (the rectangle copied at the output's width
           // with zeros around it, ldc = plane) was slower, FCN-ResNet50's atrous convs 511-538 -> 622-657 ms.
-          const bool full_rows = whole;
-          const int64_t bw = full_rows ? OW : rw, b0 = full_rows ? c.o0 : 0, pixels = rh * bw;
+          const int64_t pixels = rh * rw;
           float* b = b_buf.ensure(static_cast<size_t>(C * pixels));
           parallel_for(pool, C, [&](int64_t c0, int64_t c1) {
             for (int64_t ch = c0; ch < c1; ++ch)
-              for (int64_t i = 0; i < rh; ++i) {
-                float* dst = b + ch * pixels + i * bw;
-                std::fill(dst, dst + b0, 0.0f);
-                std::memcpy(dst + b0, x + (ch * H + ih0 + i) * W + iw0, static_cast<size_t>(rw) * sizeof(float));
-                std::fill(dst + b0 + rw, dst + bw, 0.0f);
-              }
+              for (int64_t i = 0; i < rh; ++i)
+                std::memcpy(b + ch * pixels + i * rw, x + (ch * H + ih0 + i) * W + iw0,
+                            static_cast<size_t>(rw) * sizeof(float));
           });
-          if (!written && !whole) std::fill(y, y + M * plane, 0.0f);
-          if (full_rows) {
-            sgemm_packed_a(M, pixels, C, 1.0f, a, false, b, pixels, written ? 1.0f : 0.0f, y + r.o0 * OW, plane, {},
-                           pool);
+          if (whole) {  // the output's rows as they are (rw == OW)
+            sgemm_packed_a(M, pixels, C, 1.0f, a, false, b, pixels, written ? 1.0f : 0.0f, y, plane, {}, pool);
             written = true;
             continue;
           }
+          if (!written) std::fill(y, y + M * plane, 0.0f);
           written = true;
           float* t = c_buf.ensure(static_cast<size_t>(M * pixels));
           sgemm_packed_a(M, pixels, C, 1.0f, a, false, b, pixels, 0.0f, t, pixels, {}, pool);

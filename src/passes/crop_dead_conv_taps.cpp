@@ -11,10 +11,6 @@
 namespace tessel {
 namespace {
 
-std::vector<int64_t> intsOr(const Node& n, const char* name, std::vector<int64_t> fallback) {
-  return n.hasAttr(name) ? n.attrInts(name) : fallback;
-}
-
 /// The first and last kernel position of one spatial axis that reads the input for some output position.
 std::optional<std::pair<int64_t, int64_t>> liveTaps(int64_t in, int64_t out, int64_t kernel, int64_t stride,
                                                     int64_t dilation, int64_t padBegin) {
@@ -40,8 +36,8 @@ bool crop(Graph& graph, Node* conv) {
   if (!passes::isStaticF32(conv->input(0)) || !passes::isStaticF32(conv->output(0))) return false;
   const Shape x = conv->input(0)->type.staticShape(), y = conv->output(0)->type.staticShape(), ws = w->shape();
   if (x.size() != 4 || y.size() != 4) return false;
-  std::vector<int64_t> strides = intsOr(*conv, "strides", {1, 1}), dilations = intsOr(*conv, "dilations", {1, 1}),
-                       pads = intsOr(*conv, "pads", {0, 0, 0, 0});
+  const std::vector<int64_t> strides = passes::intsOr(*conv, "strides", {1, 1});
+  std::vector<int64_t> dilations = passes::intsOr(*conv, "dilations", {1, 1}), pads = passes::intsOr(*conv, "pads", {0, 0, 0, 0});
   if (strides.size() != 2 || dilations.size() != 2 || pads.size() != 4) return false;
   int64_t k0[2], k1[2];
   bool cut = false;

@@ -10,10 +10,6 @@
 namespace tessel {
 namespace {
 
-std::vector<int64_t> intsOr(const Node& n, const char* name, std::vector<int64_t> fallback) {
-  return n.hasAttr(name) ? n.attrInts(name) : fallback;
-}
-
 bool allZero(const std::vector<int64_t>& v) {
   return std::all_of(v.begin(), v.end(), [](int64_t x) { return x == 0; });
 }
@@ -25,9 +21,9 @@ bool pointwise(const Node& conv) {
   if (conv.numInputs() > 2 && conv.input(2) && !passes::constantData(conv.input(2))) return false;
   const Shape w = conv.input(1)->type.isStatic() ? conv.input(1)->type.staticShape() : Shape{};
   if (w.size() != 4 || w[2] != 1 || w[3] != 1) return false;
-  const std::vector<int64_t> strides = intsOr(conv, "strides", {1, 1});
+  const std::vector<int64_t> strides = passes::intsOr(conv, "strides", {1, 1});
   return std::all_of(strides.begin(), strides.end(), [](int64_t s) { return s == 1; }) &&
-         allZero(intsOr(conv, "pads", {0, 0, 0, 0})) &&
+         allZero(passes::intsOr(conv, "pads", {0, 0, 0, 0})) &&
          (!conv.hasAttr("auto_pad") || conv.attrString("auto_pad") == "NOTSET" || conv.attrString("auto_pad") == "VALID");
 }
 
@@ -36,7 +32,7 @@ bool unpaddedAverage(const Node& pool) {
   if (!isOp(pool, "AveragePool") || !pool.domain().empty()) return false;
   if (pool.hasAttr("ceil_mode") && pool.attrInt("ceil_mode") != 0) return false;
   if (pool.hasAttr("auto_pad") && pool.attrString("auto_pad") != "NOTSET" && pool.attrString("auto_pad") != "VALID") return false;
-  return allZero(intsOr(pool, "pads", {0, 0, 0, 0}));
+  return allZero(passes::intsOr(pool, "pads", {0, 0, 0, 0}));
 }
 
 class PoolBeforePointwiseConvPass : public Pass {

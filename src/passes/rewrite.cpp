@@ -211,6 +211,10 @@ Value* otherOperand(const Node* n, const Value* x) {
   return n->input(1) == x ? n->input(0) : nullptr;
 }
 
+std::vector<int64_t> intsOr(const Node& n, const char* name, std::vector<int64_t> fallback) {
+  return n.hasAttr(name) ? n.attrInts(name) : fallback;
+}
+
 bool rewriteEach(Graph& graph, const char* op, bool (*fuse)(Graph&, Node*)) {
   std::vector<std::string> names;
   for (const auto& n : graph.nodes())

@@ -47,6 +47,8 @@ std::optional<float> scalarConstant(const Value* v);
 inline bool near(std::optional<float> v, double expected) { return v && std::abs(*v - expected) <= 1e-4 * std::abs(expected); }
 /// For a binary node with `x` as one operand: the other operand.
 Value* otherOperand(const Node* n, const Value* x);
+/// The ints attribute `name` of `n`, or `fallback` when it is absent (a Conv's or pool's strides, pads, dilations).
+std::vector<int64_t> intsOr(const Node& n, const char* name, std::vector<int64_t> fallback);
 /// Calls `fuse(graph, node)` on every standard `op` node, found again by its result's name when reached (each
 /// rewrite removes nodes); true when any call changed the graph. The pattern passes' driver.
 bool rewriteEach(Graph& graph, const char* op, bool (*fuse)(Graph&, Node*));
