@@ -1546,6 +1546,16 @@ Node* resize(Graph& g, Value* x, const std::vector<float>& scales, const std::st
   return n;
 }
 
+/// A Resize to output `sizes` (empty roi and scales), in `mode`.
+Node* resizeToSizes(Graph& g, Value* x, const std::vector<int64_t>& sizes, const std::string& mode) {
+  Value* roi = g.addConstant(g.uniqueName("roi"), Tensor::fromVector<float>({0}, {}));
+  Value* scales = g.addConstant(g.uniqueName("scales"), Tensor::fromVector<float>({0}, {}));
+  Value* sz = g.addConstant(g.uniqueName("sizes"), Tensor::fromVector<int64_t>({4}, sizes));
+  Node* n = g.addNode("Resize", {x, roi, scales, sz}, {g.uniqueName("up")});
+  n->setAttr("mode", mode);
+  return n;
+}
+
 // Nearest upsampling by integer factors (2x2 half_pixel, 3x2 asymmetric floor, 1x4 pytorch_half_pixel) as DMA:
 // loads per column phase, stores per row phase; 300 channels make the default tiles split the columns and tiny
 // the channels. Cubic mode, linear align_corners, fractional factors and asymmetric rounding that is not
@@ -1598,12 +1608,7 @@ TEST(NpuLower, BilinearResizeByVectorInterpolation) {
     });
   checkBoth([](Graph& g) {
     Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {2, 40, 24, 20}));
-    Value* roi = g.addConstant("roi", Tensor::fromVector<float>({0}, {}));
-    Value* scales = g.addConstant("scales", Tensor::fromVector<float>({0}, {}));
-    Value* sizes = g.addConstant("sizes", Tensor::fromVector<int64_t>({4}, {2, 40, 48, 40}));
-    Node* n = g.addNode("Resize", {x, roi, scales, sizes}, {"up"});
-    n->setAttr("mode", std::string("linear"));
-    g.addOutput(n->output(0));
+    g.addOutput(resizeToSizes(g, x, {2, 40, 48, 40}, "linear")->output(0));
   });
   // A one-pixel map upsampled 3x2 (random graph seed 613 of the long run): its output (6 words) is smaller than one
   // tile's 3x3 halo band, which must still fit (the tile is sized by the buffers, not by the node's output).
@@ -1631,11 +1636,7 @@ TEST(NpuLower, OnePixelResizeInAnyModeIsAReplication) {
   });
   checkBoth([](Graph& g) {
     Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {2, 24, 1, 1}));
-    Value* roi = g.addConstant("roi", Tensor::fromVector<float>({0}, {}));
-    Value* scales = g.addConstant("scales", Tensor::fromVector<float>({0}, {}));
-    Value* sizes = g.addConstant("sizes", Tensor::fromVector<int64_t>({4}, {2, 24, 13, 11}));
-    Node* n = g.addNode("Resize", {x, roi, scales, sizes}, {"up"});
-    n->setAttr("mode", std::string("linear"));
+    Node* n = resizeToSizes(g, x, {2, 24, 13, 11}, "linear");
     n->setAttr("coordinate_transformation_mode", std::string("align_corners"));
     g.addOutput(n->output(0));
   });
