@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
+#include <vector>
 
 #include "rt_test_util.h"
 #include "tessel/rt/eltwise.h"
@@ -29,6 +31,7 @@ double max_error(UnaryOp op, double (*f)(double), double lo, double hi, bool rel
 }
 
 double sigmoid_d(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double silu_d(double x) { return x / (1.0 + std::exp(-x)); }
 double gelu_d(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
 double exp_d(double x) { return std::exp(x); }
 double tanh_d(double x) { return std::tanh(x); }
@@ -39,6 +42,9 @@ TEST(RtEltwise, VectorMathMeetsDocumentedErrors) {
   EXPECT_LE(max_error(UnaryOp::Exp, exp_d, -80, 80, true), 3e-7);
   EXPECT_LE(max_error(UnaryOp::Tanh, tanh_d, -20, 20, false), 3e-7);
   EXPECT_LE(max_error(UnaryOp::Sigmoid, sigmoid_d, -20, 20, false), 2e-7);
+  EXPECT_LE(max_error(UnaryOp::Sigmoid, sigmoid_d, -200, 200, false), 2e-7);
+  EXPECT_LE(max_error(UnaryOp::Silu, silu_d, -4, 4, false), 8e-7);  // |x| times the sigmoid's 2e-7
+  EXPECT_LE(max_error(UnaryOp::Silu, silu_d, -100, 100, false), 4e-6);
   EXPECT_LE(max_error(UnaryOp::Erf, erf_d, -6, 6, false), 4e-7);
   EXPECT_LE(max_error(UnaryOp::Gelu, gelu_d, -6, 6, false), 1e-6);
   EXPECT_LE(max_error(UnaryOp::Log, log_d, 1e-3, 1e3, false), 4e-7);
@@ -50,6 +56,26 @@ TEST(RtEltwise, VectorMathMeetsDocumentedErrors) {
   EXPECT_EQ(y[4], 0.0f);
   EXPECT_TRUE(std::isinf(y[5]) && y[5] < 0);
   EXPECT_TRUE(std::isnan(y[6]));
+}
+
+// The sigmoid saturates to 1 and to 2^-126 (its exponent's clamp) at the infinities and keeps a NaN: the clamp
+// must neither turn infinities into NaN nor a NaN into a number; in the standalone op and in SiLU.
+TEST(RtEltwise, SigmoidAndSiluAtInfinitiesAndNaN) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> x = {inf, -inf, nan, 1e30f, -1e30f, 0.0f}, y(x.size()), s(x.size());
+  unary(UnaryOp::Sigmoid, x.data(), y.data(), static_cast<int64_t>(x.size()));
+  EXPECT_EQ(y[0], 1.0f);
+  EXPECT_LE(y[1], 1.2e-38f);
+  EXPECT_GE(y[1], 0.0f);
+  EXPECT_TRUE(std::isnan(y[2]));
+  EXPECT_EQ(y[3], 1.0f);
+  EXPECT_LE(y[4], 1.2e-38f);
+  EXPECT_EQ(y[5], 0.5f);
+  unary(UnaryOp::Silu, x.data(), s.data(), static_cast<int64_t>(x.size()));
+  EXPECT_EQ(s[0], inf);
+  EXPECT_TRUE(std::isnan(s[2]));
+  EXPECT_EQ(s[3], 1e30f);
+  EXPECT_EQ(s[5], 0.0f);
 }
 
 TEST(RtEltwise, SimpleUnaryOpsAndTails) {

@@ -117,7 +117,8 @@ inline __m256 verf(__m256 x) {
 inline __m256 vsigmoid(__m256 x) {
   const __m256 one = _mm256_set1_ps(1.0f), magic = _mm256_set1_ps(12582912.0f);
   __m256 t = _mm256_mul_ps(x, _mm256_set1_ps(-1.44269504088896341f));
-  t = _mm256_min_ps(_mm256_max_ps(t, _mm256_set1_ps(-126.0f)), _mm256_set1_ps(126.0f));
+  // max/min return their second operand when either is NaN: t second keeps a NaN.
+  t = _mm256_min_ps(_mm256_set1_ps(126.0f), _mm256_max_ps(_mm256_set1_ps(-126.0f), t));
   const __m256 r = _mm256_add_ps(t, magic);  // 1.5 * 2^23 + round(t)
   const __m256 f = _mm256_sub_ps(t, _mm256_sub_ps(r, magic));
   __m256 p = _mm256_set1_ps(1.32765e-3f);
