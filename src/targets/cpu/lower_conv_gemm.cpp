@@ -63,7 +63,8 @@ bool Lowerer::lowerConv(const Node* conv) {
       what += "+add";
       plan_.report.fusedNodes++;  // the Add fuse-conv-epilogue merged
     }
-    if (act->kind != rt::Activation::None) what += "+" + conv->attrString("activation"), plan_.report.fusedNodes++;
+    // Appended in two steps: `"+" + std::string` trips GCC 12's -Wrestrict false positive (basic_string::insert).
+    if (act->kind != rt::Activation::None) what.append("+").append(conv->attrString("activation")), plan_.report.fusedNodes++;
   }
   const rt::Conv2dKernel* kernel = recordedKernel(conv, s);
   // A stem conv whose only user is a MaxPool: one kernel pools the conv rows while they are in cache,
@@ -165,7 +166,7 @@ bool Lowerer::lowerGemm(const Node* n) {
       what += "+add";
       plan_.report.fusedNodes++;
     }
-    if (act->kind != rt::Activation::None) what += "+" + n->attrString("activation"), plan_.report.fusedNodes++;
+    if (act->kind != rt::Activation::None) what.append("+").append(n->attrString("activation")), plan_.report.fusedNodes++;
   }
   int bw = tensorOf(b);
   int64_t packedOffset = plan_.packedFloats;
