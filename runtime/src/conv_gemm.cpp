@@ -115,6 +115,29 @@ void conv2d_nchw_1x1_gemm_avx2(const Conv2dShape& s, const float* in, const floa
     }
 }
 
+bool conv2d_nchw_1x1_gemv_applicable(const Conv2dShape& s) {
+  return s.is_pointwise() && s.groups == 1 && s.in_h == 1 && s.in_w == 1;
+}
+
+size_t conv2d_nchw_1x1_gemv_packed_size(const Conv2dShape& s) { return packed_b_size(s.out_channels, s.in_channels); }
+
+void conv2d_nchw_1x1_gemv_pack(const Conv2dShape& s, const float* weights, float* packed) {
+  pack_b(true, s.out_channels, s.in_channels, weights, s.in_channels, packed);  // op(B) = W^T, Cin x Cout
+}
+
+void conv2d_nchw_1x1_gemv(const Conv2dShape& s, const float* in, const float* packed, float* out,
+                          const Epilogue& ep, ThreadPool* pool) {
+  const int64_t K = s.in_channels, M = s.out_channels;
+  // Below 64k multiply-adds (a few microseconds) handing half the panels to the other thread costs more than it saves.
+  ThreadPool* p = M * K >= (int64_t{1} << 16) ? pool : nullptr;
+  for (int64_t n = 0; n < s.batch; ++n) {
+    Epilogue e = ep;
+    e.bias_per_column = true;  // output channel = GEMV column
+    if (e.residual) e.residual += n * M;
+    sgemm_packed_b(false, 1, M, K, 1.0f, in + n * K, K, packed, 0.0f, out + n * M, M, e, p);
+  }
+}
+
 bool conv2d_nchw_gemm_pixel_rows_applicable(const Conv2dShape& s) { return s.groups == 1; }
 
 size_t conv2d_nchw_gemm_pixel_rows_packed_size(const Conv2dShape& s) {

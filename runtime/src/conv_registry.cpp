@@ -90,6 +90,8 @@ const std::vector<Conv2dKernel>& conv2d_kernels() {
   static const std::vector<Conv2dKernel> kernels = {
       {"conv2d_nchw_depthwise_avx2", ConvLayout::NCHW, is_depthwise, depthwise_nchw_size, depthwise_nchw_pack,
        conv2d_nchw_depthwise_avx2},
+      {"conv2d_nchw_1x1_gemv", ConvLayout::NCHW, conv2d_nchw_1x1_gemv_applicable, conv2d_nchw_1x1_gemv_packed_size,
+       conv2d_nchw_1x1_gemv_pack, conv2d_nchw_1x1_gemv},
       {"conv2d_nchw_grouped", ConvLayout::NCHW, conv2d_nchw_grouped_applicable, conv2d_nchw_grouped_packed_size,
        conv2d_nchw_grouped_pack, conv2d_nchw_grouped},
       {"conv2d_winograd_f43_avx2", ConvLayout::NCHW, is_winograd_f43, conv2d_winograd_f43_packed_size,

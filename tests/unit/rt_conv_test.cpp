@@ -224,6 +224,38 @@ TEST(RtConv, NoEpilogueAndSelection) {
   EXPECT_EQ(find_conv2d_kernel("no_such_kernel"), nullptr);
 }
 
+// Squeeze-and-excitation's convolutions of a 1x1 map go to the GEMV kernel with either ISA's selection: reductions
+// and output counts that leave partial 16-column panels and partial 2-step K loops, batch 2 (each image's bias
+// and residual offsets), the gated activations, and thread counts on both sides of its 64k-MAC threading limit.
+TEST(RtConv, OnePixelPointwiseConvIsAGemv) {
+  const Conv2dKernel* k = find_conv2d_kernel("conv2d_nchw_1x1_gemv");
+  ASSERT_NE(k, nullptr);
+  const std::vector<Conv2dShape> shapes = {
+      shape(1, 48, 1, 1, 1152, 1, 1, 0, 0, 0, 0),  // EfficientNet-B0's excitation, 73k MACs: threaded
+      shape(1, 1152, 1, 1, 48, 1, 1, 0, 0, 0, 0),  // its squeeze (3 panels)
+      shape(2, 13, 1, 1, 37, 1, 1, 0, 0, 0, 0),    // odd K, 2 full panels + 5 columns, batch 2
+      shape(1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0),      // one channel
+      shape(3, 300, 1, 1, 250, 1, 1, 0, 0, 0, 0),  // 75k MACs per image, batch 3
+  };
+  float dummy = 0;
+  int runs = 0;
+  for (const auto& s : shapes) {
+    for (bool avx512 : {false, true})
+      EXPECT_STREQ(select_conv2d_kernel(s, ConvLayout::NCHW, avx512)->name, "conv2d_nchw_1x1_gemv");
+    for (Epilogue ep : test::all_activations())
+      for (int threads : {1, 2, 3}) {
+        ep.bias = &dummy;
+        ep.residual = threads == 2 ? &dummy : nullptr;
+        runs += check_kernel(*k, s, ep, threads, tolerance_for(*k));
+      }
+  }
+  EXPECT_EQ(runs, static_cast<int>(shapes.size() * test::all_activations().size() * 3));
+  // A 1x1 map with padding, stride or groups is not a GEMV.
+  EXPECT_FALSE(k->applicable(shape(1, 8, 1, 1, 8, 1, 1, 1, 1, 1, 1)));
+  EXPECT_FALSE(k->applicable(shape(1, 8, 1, 1, 8, 1, 1, 0, 0, 0, 0, 1, 2)));
+  EXPECT_FALSE(k->applicable(shape(1, 8, 2, 1, 8, 1, 1, 0, 0, 0, 0)));
+}
+
 TEST(RtConv, WinogradSelectedOnlyForMapsWithEnoughTiles) {
   // 7x7 (4 tiles) goes to pixel rows (49 pixels pad to 54 rows, not 64 columns), 8x8 (4 tiles) to im2col,
   // 12x12 (9 tiles) and 14x14 (16 tiles) to Winograd.
