@@ -69,27 +69,42 @@ inline __m256 vlog(__m256 x) {
 
 /// Odd polynomial / even polynomial evaluation shared by vtanh and verf: x * P(x^2) / Q(x^2).
 namespace detail {
+/// c[0] x^(N-1) + ... + c[N-1] by Horner's rule.
+template <int N>
+inline __m256 horner(__m256 x, const float (&c)[N]) {
+  __m256 y = _mm256_set1_ps(c[0]);
+  for (int i = 1; i < N; ++i) y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(c[i]));
+  return y;
+}
+
 template <int NP, int NQ>
 inline __m256 odd_rational(__m256 x, const float (&p)[NP], const float (&q)[NQ]) {
-  __m256 x2 = _mm256_mul_ps(x, x);
-  __m256 num = _mm256_set1_ps(p[0]);
-  for (int i = 1; i < NP; ++i) num = _mm256_fmadd_ps(num, x2, _mm256_set1_ps(p[i]));
-  __m256 den = _mm256_set1_ps(q[0]);
-  for (int i = 1; i < NQ; ++i) den = _mm256_fmadd_ps(den, x2, _mm256_set1_ps(q[i]));
-  return _mm256_div_ps(_mm256_mul_ps(x, num), den);
+  const __m256 x2 = _mm256_mul_ps(x, x);
+  return _mm256_div_ps(_mm256_mul_ps(x, horner(x2, p)), horner(x2, q));
 }
+
+// Coefficients, highest power first, shared with vmath512.h's 16-lane versions (one copy of each polynomial).
+/// tanh: x * P(x^2) / Q(x^2), the rational 13/6 minimax approximation on [-7.9, 7.9] (as in Eigen).
+inline constexpr float kTanhP[] = {-2.76076847742355e-16f, 2.00018790482477e-13f, -8.60467152213735e-11f,
+                                   5.12229709037114e-08f,  1.48572235717979e-05f, 6.37261928875436e-04f,
+                                   4.89352455891786e-03f};
+inline constexpr float kTanhQ[] = {1.19825839466702e-06f, 1.18534705686654e-04f, 2.26843463243900e-03f,
+                                   4.89352518554385e-03f};
+/// erf: x * P(x^2) / Q(x^2), the rational 13/8 approximation on [-4, 4] (as in Eigen).
+inline constexpr float kErfP[] = {-2.72614225801306e-10f, 2.77068142495902e-08f, -2.10102402082508e-06f,
+                                  -5.69250639462346e-05f, -7.34990630326855e-04f, -2.95459980854025e-03f,
+                                  -1.60960333262415e-02f};
+inline constexpr float kErfQ[] = {-1.45660718464996e-05f, -2.13374055278905e-04f, -1.68282697438203e-03f,
+                                  -7.37332916720468e-03f, -1.42647390514189e-02f};
+/// 2^f for |f| <= 1/2: the sigmoid's degree-5 near-minimax polynomial (relative error 7.5e-8).
+inline constexpr float kExp2Half[] = {1.32765e-3f, 9.67554e-3f, 5.550713e-2f, 2.402212e-1f, 6.9314697e-1f, 1.00000007f};
 }  // namespace detail
 
 /// tanh(x): rational 13/6 minimax approximation on [-7.9, 7.9] (as in Eigen), saturating beyond.
 inline __m256 vtanh(__m256 x) {
-  static constexpr float p[] = {-2.76076847742355e-16f, 2.00018790482477e-13f, -8.60467152213735e-11f,
-                                5.12229709037114e-08f,  1.48572235717979e-05f, 6.37261928875436e-04f,
-                                4.89352455891786e-03f};
-  static constexpr float q[] = {1.19825839466702e-06f, 1.18534705686654e-04f, 2.26843463243900e-03f,
-                                4.89352518554385e-03f};
   const __m256 clamp = _mm256_set1_ps(7.90531110763549805f);
   __m256 xc = _mm256_min_ps(_mm256_max_ps(x, _mm256_sub_ps(_mm256_setzero_ps(), clamp)), clamp);
-  __m256 r = detail::odd_rational(xc, p, q);
+  __m256 r = detail::odd_rational(xc, detail::kTanhP, detail::kTanhQ);
   // Below 4e-4, tanh(x) == x to float precision.
   __m256 tiny = _mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), x), _mm256_set1_ps(4e-4f),
                               _CMP_LT_OQ);
@@ -98,14 +113,9 @@ inline __m256 vtanh(__m256 x) {
 
 /// erf(x): rational 13/8 approximation on [-4, 4] (as in Eigen), +-1 beyond.
 inline __m256 verf(__m256 x) {
-  static constexpr float p[] = {-2.72614225801306e-10f, 2.77068142495902e-08f, -2.10102402082508e-06f,
-                                -5.69250639462346e-05f, -7.34990630326855e-04f, -2.95459980854025e-03f,
-                                -1.60960333262415e-02f};
-  static constexpr float q[] = {-1.45660718464996e-05f, -2.13374055278905e-04f, -1.68282697438203e-03f,
-                                -7.37332916720468e-03f, -1.42647390514189e-02f};
   const __m256 clamp = _mm256_set1_ps(4.0f);
   __m256 xc = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-4.0f)), clamp);
-  return detail::odd_rational(xc, p, q);
+  return detail::odd_rational(xc, detail::kErfP, detail::kErfQ);
 }
 
 /// 1 / (1 + e^-x), with e^-x = 2^t, t = -x log2(e) clamped to [-126, 126], split as n + f (|f| <= 1/2) by
@@ -121,12 +131,7 @@ inline __m256 vsigmoid(__m256 x) {
   t = _mm256_min_ps(_mm256_set1_ps(126.0f), _mm256_max_ps(_mm256_set1_ps(-126.0f), t));
   const __m256 r = _mm256_add_ps(t, magic);  // 1.5 * 2^23 + round(t)
   const __m256 f = _mm256_sub_ps(t, _mm256_sub_ps(r, magic));
-  __m256 p = _mm256_set1_ps(1.32765e-3f);
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.67554e-3f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.550713e-2f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.402212e-1f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.9314697e-1f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.00000007f));
+  const __m256 p = detail::horner(f, detail::kExp2Half);
   const __m256i pow2n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_castps_si256(r), _mm256_set1_epi32(127 - 0x4B400000)), 23);
   return _mm256_div_ps(one, _mm256_add_ps(one, _mm256_mul_ps(p, _mm256_castsi256_ps(pow2n))));
 }

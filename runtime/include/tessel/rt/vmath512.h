@@ -9,12 +9,23 @@
 #include <immintrin.h>
 
 #include "tessel/rt/epilogue.h"
+#include "tessel/rt/vmath.h"
 
 // GCC 12's own intrinsic headers (_mm512_undefined_* pass-through operands) trip -Wmaybe-uninitialized wherever these
 // functions are inlined; nothing here is uninitialised.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 namespace tessel::rt {
+
+namespace detail {
+/// c[0] x^(N-1) + ... + c[N-1] by Horner's rule (vmath.h's horner on 16 lanes).
+template <int N>
+inline __m512 horner512(__m512 x, const float (&c)[N]) {
+  __m512 y = _mm512_set1_ps(c[0]);
+  for (int i = 1; i < N; ++i) y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(c[i]));
+  return y;
+}
+}  // namespace detail
 
 /// e^x (vexp's Cephes range reduction and polynomial; 2^n by `vscalefps`).
 inline __m512 vexp512(__m512 x) {
@@ -51,13 +62,7 @@ inline __m512 vsigmoid512(__m512 x) {
   t = _mm512_min_ps(_mm512_set1_ps(126.0f), _mm512_max_ps(_mm512_set1_ps(-126.0f), t));
   const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m512 f = _mm512_sub_ps(t, n);
-  __m512 p = _mm512_set1_ps(1.32765e-3f);
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.67554e-3f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550713e-2f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402212e-1f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314697e-1f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.00000007f));
-  return vrecip512(_mm512_add_ps(_mm512_set1_ps(1.0f), _mm512_scalef_ps(p, n)));
+  return vrecip512(_mm512_add_ps(_mm512_set1_ps(1.0f), _mm512_scalef_ps(detail::horner512(f, detail::kExp2Half), n)));
 }
 
 /// x * sigmoid(x) (SiLU / Swish).
@@ -67,37 +72,23 @@ namespace detail {
 template <int NP, int NQ>
 inline __m512 odd_rational512(__m512 x, const float (&p)[NP], const float (&q)[NQ]) {
   const __m512 x2 = _mm512_mul_ps(x, x);
-  __m512 num = _mm512_set1_ps(p[0]);
-  for (int i = 1; i < NP; ++i) num = _mm512_fmadd_ps(num, x2, _mm512_set1_ps(p[i]));
-  __m512 den = _mm512_set1_ps(q[0]);
-  for (int i = 1; i < NQ; ++i) den = _mm512_fmadd_ps(den, x2, _mm512_set1_ps(q[i]));
-  return _mm512_div_ps(_mm512_mul_ps(x, num), den);
+  return _mm512_div_ps(_mm512_mul_ps(x, horner512(x2, p)), horner512(x2, q));
 }
 }  // namespace detail
 
 /// tanh(x): vtanh's rational 13/6 approximation, saturating beyond 7.9; x itself below 4e-4.
 inline __m512 vtanh512(__m512 x) {
-  static constexpr float p[] = {-2.76076847742355e-16f, 2.00018790482477e-13f, -8.60467152213735e-11f,
-                                5.12229709037114e-08f,  1.48572235717979e-05f, 6.37261928875436e-04f,
-                                4.89352455891786e-03f};
-  static constexpr float q[] = {1.19825839466702e-06f, 1.18534705686654e-04f, 2.26843463243900e-03f,
-                                4.89352518554385e-03f};
   const __m512 clamp = _mm512_set1_ps(7.90531110763549805f);
   const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, _mm512_sub_ps(_mm512_setzero_ps(), clamp)), clamp);
-  const __m512 r = detail::odd_rational512(xc, p, q);
+  const __m512 r = detail::odd_rational512(xc, detail::kTanhP, detail::kTanhQ);
   const __mmask16 tiny = _mm512_cmp_ps_mask(_mm512_abs_ps(x), _mm512_set1_ps(4e-4f), _CMP_LT_OQ);
   return _mm512_mask_blend_ps(tiny, r, x);
 }
 
 /// erf(x): verf's rational 13/8 approximation on [-4, 4], +-1 beyond.
 inline __m512 verf512(__m512 x) {
-  static constexpr float p[] = {-2.72614225801306e-10f, 2.77068142495902e-08f, -2.10102402082508e-06f,
-                                -5.69250639462346e-05f, -7.34990630326855e-04f, -2.95459980854025e-03f,
-                                -1.60960333262415e-02f};
-  static constexpr float q[] = {-1.45660718464996e-05f, -2.13374055278905e-04f, -1.68282697438203e-03f,
-                                -7.37332916720468e-03f, -1.42647390514189e-02f};
   const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-4.0f)), _mm512_set1_ps(4.0f));
-  return detail::odd_rational512(xc, p, q);
+  return detail::odd_rational512(xc, detail::kErfP, detail::kErfQ);
 }
 
 /// GELU with the exact erf form: 0.5 x (1 + erf(x / sqrt 2)).
