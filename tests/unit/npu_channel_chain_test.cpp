@@ -75,16 +75,28 @@ void expectMatches(const Graph& g, const hw::Device& dev, const NpuSchedule& s, 
   EXPECT_LE(diff, 1e-4f * scale) << what;
 }
 
-/// Each option as given (biases by gemms on the matrix unit) and with its biases added on the vector unit instead.
-std::vector<GroupSchedule> withVectorBiases(const std::vector<GroupSchedule>& options) {
+/// Each option as given (biases by gemms on the matrix unit), with its biases added on the vector unit instead, and
+/// with them broadcast into the accumulator by the load unit (NodeTiling::biasLoad; a 1x1 stage that loads its
+/// residual there keeps its bias gemm).
+std::vector<GroupSchedule> withEachBiasPlacement(const std::vector<GroupSchedule>& options) {
   std::vector<GroupSchedule> out;
   for (const GroupSchedule& o : options) {
     out.push_back(o);
-    GroupSchedule v = o;
+    GroupSchedule v = o, l = o;
     for (NodeTiling& t : v.tiling) t.biasGemm = false;
     out.push_back(v);
+    for (NodeTiling& t : l.tiling)
+      if (t.variant == "matrix" && !t.residualInAcc) t.biasGemm = false, t.biasLoad = true;
+    out.push_back(l);
   }
   return out;
+}
+
+std::string biasPlacement(const GroupSchedule& o) {
+  std::string s;
+  for (const NodeTiling& t : o.tiling)
+    if (t.variant == "matrix") s += t.biasLoad ? " load" : t.biasGemm ? " gemm" : " vector";
+  return s;
 }
 
 TEST(NpuChannelChain, InvertedResidualsMatchTheInterpreterForEveryOption) {
@@ -107,12 +119,12 @@ TEST(NpuChannelChain, InvertedResidualsMatchTheInterpreterForEveryOption) {
       EXPECT_EQ(layered.groups[candidates[0].second].tiling[0].node, "project");
       const std::vector<GroupSchedule> options = channelChainOptions(layered, candidates[0].first, candidates[0].second, g, dev.npu, 8);
       ASSERT_FALSE(options.empty()) << config;
-      for (const GroupSchedule& option : withVectorBiases(options)) {
+      for (const GroupSchedule& option : withEachBiasPlacement(options)) {
         NpuSchedule s = layered;
         replaceByFusedGroups(s, {{{candidates[0].first, candidates[0].second}, option}});
-        const std::string what = fmt::format("{} stride {} hidden {}: cb {} every {} tile {}x{} bias gemm {}", config, b.stride,
+        const std::string what = fmt::format("{} stride {} hidden {}: cb {} every {} tile {}x{} biases{}", config, b.stride,
                                              b.hidden, option.tiling[0].channels, option.tiling[0].matrixEvery, option.tiling[0].rows,
-                                             option.tiling[0].cols, option.tiling.back().biasGemm);
+                                             option.tiling[0].cols, biasPlacement(option));
         if (b.pool) {
           ASSERT_TRUE(foldGlobalPool(s, g, "pool", "project")) << what;
           EXPECT_EQ(s.groups.back().tiling.back().globalPool, "pool") << what;
@@ -140,13 +152,18 @@ TEST(NpuChannelChain, InvertedResidualsMatchTheInterpreterForEveryOption) {
         if (inInp != withExpand.end()) {
           EXPECT_GT(inAcc->tiling[1].rows * inAcc->tiling[1].cols, inInp->tiling[1].rows * inInp->tiling[1].cols);
         }
+        // And windows in the accumulator with every 4th block's taps on the matrix unit (those windows in the input
+        // buffer), which the loop below checks against the interpreter.
+        EXPECT_TRUE(std::any_of(withExpand.begin(), withExpand.end(),
+                                [](const GroupSchedule& o) { return o.tiling[1].windowInAcc && o.tiling[1].matrixEvery == 4; }))
+            << "hidden " << b.hidden;
       }
-      for (const GroupSchedule& option : withVectorBiases(withExpand)) {
+      for (const GroupSchedule& option : withEachBiasPlacement(withExpand)) {
         NpuSchedule s = chained;
         replaceByFusedGroups(s, {{{at - 1, at}, option}});
-        const std::string what = fmt::format("{} stride {} hidden {}: expand + cb {} every {} tile {}x{} bias gemm {} window in acc {}",
+        const std::string what = fmt::format("{} stride {} hidden {}: expand + cb {} every {} tile {}x{} biases{} window in acc {}",
                                              config, b.stride, b.hidden, option.tiling[1].channels, option.tiling[1].matrixEvery,
-                                             option.tiling[1].rows, option.tiling[1].cols, option.tiling.back().biasGemm,
+                                             option.tiling[1].rows, option.tiling[1].cols, biasPlacement(option),
                                              option.tiling[1].windowInAcc);
         ASSERT_EQ(option.tiling.size(), 3u) << what;
         EXPECT_EQ(option.tiling[0].node, "expand") << what;
@@ -227,6 +244,24 @@ TEST(NpuChannelChain, VerifierRefusesWhatIsNoChainAndJsonKeepsTheFlag) {
   NpuSchedule outside = layered;
   outside.groups[at - 1].tiling[0].biasGemm = true;  // the expand conv, a layer-by-layer group
   refused(outside, "bias_gemm applies to the matrix stages of a channel chain only");
+  NpuSchedule loadOutside = layered;
+  loadOutside.groups[at - 1].tiling[0].biasLoad = true;
+  refused(loadOutside, "bias_load applies to the matrix stages of a channel chain only");
+  NpuSchedule loadAndGemm = good;
+  loadAndGemm.groups[at].tiling[1].biasLoad = loadAndGemm.groups[at].tiling[1].biasGemm = true;
+  refused(loadAndGemm, "without bias_gemm or residual_in_acc");
+  NpuSchedule loadOnDepthwise = good;
+  loadOnDepthwise.groups[at].tiling[0].biasLoad = true;
+  refused(loadOnDepthwise, "bias_load applies to the matrix stages");
+  NpuSchedule loaded = good;
+  NodeTiling& project = loaded.groups[at].tiling[1];
+  project.biasGemm = false, project.biasLoad = true;
+  ASSERT_TRUE(project.residualInAcc);  // the Add's other operand loaded into the accumulator: the bias cannot be
+  refused(loaded, "without bias_gemm or residual_in_acc");
+  project.residualInAcc = false;  // the Add then a vector step of the epilogue
+  expectMatches(g, dev, loaded, b, "1x1 bias loaded, residual added by the vector unit");
+  EXPECT_EQ(NpuSchedule::fromJson(loaded.toJson(), "test"), loaded);
+  EXPECT_NE(loaded.toText().find("bias loaded into the accumulator"), std::string::npos);
   NpuSchedule accWithoutExpand = good;  // windows in the accumulator need the expand stage that makes them there
   accWithoutExpand.groups[at].tiling[0].windowInAcc = true;
   refused(accWithoutExpand, "window_in_acc applies to the depthwise stage of a channel chain with an expand stage");
@@ -276,6 +311,52 @@ TEST(NpuChannelChain, TheExpandStageIsTriedOnPairsLeftApart) {
   ASSERT_EQ(s.groups[0].tiling.size(), 3u) << s.toText();
   EXPECT_EQ(s.groups[0].tiling[0].node, "expand");
   expectMatches(g, dev, s, b, "compiler's three-stage chain");
+}
+
+// NodeTiling::biasLoad takes every bias off the matrix unit: the chain's program has no gemm of K = 1 (the bias
+// gemms of a word holding 1.0) and one load whose DRAM strides are both 0 per accumulator tile it initialises (per
+// tile the 1x1 stage's, per tile and block the expand stage's), where the bias-gemm program has none; both match
+// the interpreter (checked for every option above).
+TEST(NpuChannelChain, BiasLoadsReplaceTheBiasGemms) {
+  Block b;
+  b.residual = false;  // a residual loaded into the accumulator keeps the 1x1 stage's bias gemm
+  Graph g;
+  invertedResidual(g, b);
+  hw::HardwareConfig cfg = test::shippedConfig("default.json");
+  const hw::Device& dev = *cfg.firstNpu();
+  NpuSchedule chained = tiledSchedule(g, dev.npu, "block");
+  const auto candidates = channelChainCandidates(chained, g);
+  ASSERT_EQ(candidates.size(), 1u);
+  replaceByFusedGroups(chained, {{{candidates[0].first, candidates[0].second},
+                                  channelChainOptions(chained, candidates[0].first, candidates[0].second, g, dev.npu, 1).at(0)}});
+  const size_t at = expandChainCandidates(chained, g).at(0);
+  NpuSchedule withGemms = chained;
+  replaceByFusedGroups(withGemms, {{{at - 1, at}, expandChainOptions(chained, at, g, dev.npu, 1).at(0)}});
+  const size_t chain = at - 1;
+  ASSERT_TRUE(withGemms.groups[chain].channelChain);
+  ASSERT_TRUE(withGemms.groups[chain].tiling[0].biasGemm && withGemms.groups[chain].tiling[2].biasGemm);
+  NpuSchedule withLoads = withGemms;
+  for (size_t t : {size_t{0}, size_t{2}}) withLoads.groups[chain].tiling[t].biasGemm = false, withLoads.groups[chain].tiling[t].biasLoad = true;
+  verifySchedule(withLoads, g, dev.npu);
+  auto count = [&](const NpuSchedule& s) {
+    const LoweredSubgraph lowered = lowerSubgraph(g, dev, s);
+    std::pair<int, int> kOneGemmsAndBroadcastLoads{0, 0};
+    for (const Instruction& in : lowered.program.instructions) {
+      kOneGemmsAndBroadcastLoads.first += in.opcode == Opcode::Gemm && in.gemmK == 1;
+      kOneGemmsAndBroadcastLoads.second += in.opcode == Opcode::Load && in.dramStrideOuter == 0 && in.dramStrideInner == 0 && in.outer * in.inner > 1;
+    }
+    return kOneGemmsAndBroadcastLoads;
+  };
+  const NodeTiling& d = withGemms.groups[chain].tiling[1];
+  auto up = [](int64_t a, int64_t q) { return (a + q - 1) / q; };
+  const int64_t tiles = up(b.H, d.rows) * up(b.W, d.cols), blocks = up(b.hidden, d.channels);
+  const auto [gemmsBefore, loadsBefore] = count(withGemms);
+  EXPECT_EQ(loadsBefore, 0);
+  EXPECT_GE(gemmsBefore, tiles * (blocks + 1));
+  const auto [gemmsAfter, loadsAfter] = count(withLoads);
+  EXPECT_EQ(gemmsAfter, 0);
+  EXPECT_EQ(loadsAfter, tiles * (blocks + 1));
+  expectMatches(g, dev, withLoads, b, "biases loaded");
 }
 
 }  // namespace

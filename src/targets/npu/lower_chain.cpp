@@ -158,7 +158,9 @@ class ChannelChain {
       dw_->beginBlock(c0, dw_->unitsOf(c0, spatialTiles(dwp_, *dwt_), true));  // lower()'s tiles
     ctx_.builder.setNode(convNode_->name());
     weights_.stage(ctx_, packWeights(), ct_->weightsResident);
-    if (!cp_.bias.empty()) {
+    if (!cp_.bias.empty() && ct_->biasLoad) {
+      biasDram_ = ctx_.addConstant(cp_.bias);  // broadcast into each tile's accumulator by a load
+    } else if (!cp_.bias.empty()) {
       // biasGemm: on the matrix unit, a gemm of the word 1.0 by the bias row starts each output block's accumulation;
       // else a vector add per tile.
       bias_ = ctx_.region(ct_->biasGemm ? Buffer::Weight : Buffer::Output, static_cast<uint64_t>(cp_.M));
@@ -172,7 +174,9 @@ class ChannelChain {
     if (!exNode_) return;
     ctx_.builder.setNode(exNode_->name());
     exWeights_.stage(ctx_, packExpandWeights(), ext_->weightsResident);
-    if (!exp_.bias.empty() && !ext_->biasGemm) {  // else the bias rows ride in the packed weights
+    if (!exp_.bias.empty() && ext_->biasLoad) {
+      exBiasDram_ = ctx_.addConstant(exp_.bias);  // broadcast into each block's expanded pixels by a load
+    } else if (!exp_.bias.empty() && !ext_->biasGemm) {  // else the bias rows ride in the packed weights
       exBias_ = ctx_.region(Buffer::Output, static_cast<uint64_t>(exp_.M));
       loadContiguous(ctx_, exBias_, 0, ctx_.addConstant(exp_.bias), static_cast<uint64_t>(exp_.M));
     }
@@ -200,11 +204,12 @@ class ChannelChain {
   /// epilogue, the copy into the window (its last unary step on the way), and the window's padding ring zeroed (the
   /// expand of a padding pixel is not zero). With NodeTiling::windowInAcc the gemms write the window's inside in
   /// the accumulator directly, the last step is applied in place and the ring is zeroed there: no copy, and no
-  /// window in the input buffer.
+  /// window in the input buffer. A block whose taps run on the matrix unit (NodeTiling::matrixEvery) has its window
+  /// in the input buffer either way, where the gemms read it; the copy there applies the last step, as in place.
   int32_t expandWindow(int32_t x, int64_t wy0, int64_t wx0, int64_t wr, int64_t wc, int64_t y0, int64_t x0, int64_t ir,
                        int64_t ic, int64_t c0, size_t block) {
     const int64_t DIM = ctx_.cfg.dim, K = exp_.C, ck = std::min(dwt_->channels, dwp_.C - c0), N = std::min(DIM, ck);
-    const bool inAcc = dwt_->windowInAcc;
+    const bool inAcc = dwt_->windowInAcc && !dw_->nextTileOnMatrix();
     const int64_t top = y0 - wy0, left = x0 - wx0;
     // Where the expanded pixels go: a region of their own, or the inside of the window (rows wc pixels apart).
     const uint64_t inside = inAcc ? static_cast<uint64_t>((top * wc + left) * ck) : 0;
@@ -222,11 +227,17 @@ class ChannelChain {
                  rowPixels);
         woff += static_cast<uint64_t>(nb);
       }
+    // NodeTiling::biasLoad: the bias broadcast into the expanded pixels by the load unit (DRAM strides 0).
+    const bool biasLoaded = !exp_.bias.empty() && ext_->biasLoad;
+    if (biasLoaded)
+      ctx_.emit(makeLoad(ctx_.at(e, inside, rowPixels * ck, ck), exBiasDram_ + static_cast<uint64_t>(c0), 0, 0, static_cast<uint32_t>(ir),
+                         static_cast<uint32_t>(ic), static_cast<uint32_t>(ck)),
+                e);
     for (int64_t k0 = 0; k0 < K; k0 += DIM)
       for (int64_t j0 = 0; j0 < ck; j0 += N) {
         const int64_t k = std::min(DIM, K - k0), nb = std::min(N, ck - j0);
         emitGemm(ctx_, e, inside + static_cast<uint64_t>(j0), ck, x, ctx_.at(x, static_cast<uint64_t>(k0), ic * K, K), wgt, woff, ir,
-                 ic, k, nb, bias || k0 > 0, rowPixels);
+                 ic, k, nb, bias || biasLoaded || k0 > 0, rowPixels);
         woff += static_cast<uint64_t>(k * nb);
       }
     const auto r = static_cast<uint32_t>(ir), c = static_cast<uint32_t>(ic), v = static_cast<uint32_t>(ck);
@@ -280,6 +291,10 @@ class ChannelChain {
                 acc);
     }
     const bool biasGemm = !cp_.bias.empty() && ct_->biasGemm;
+    if (!cp_.bias.empty() && ct_->biasLoad) {  // NodeTiling::biasLoad (never with residualInAcc)
+      ctx_.emit(makeLoad(ctx_.at(acc, 0, cols * M, M), biasDram_, 0, 0, r, c, static_cast<uint32_t>(M)), acc);
+      started = true;
+    }
     if (biasGemm) {
       for (int64_t j0 = 0; j0 < M; j0 += N)
         emitGemm(ctx_, acc, static_cast<uint64_t>(j0), M, one_, ctx_.at(one_, 0, 0, 0), bias_, static_cast<uint64_t>(j0), rows, cols,
@@ -355,6 +370,7 @@ class ChannelChain {
   std::unique_ptr<DepthwiseConv> dw_;
   BlockWeights weights_;  ///< the 1x1 weights per depthwise block
   int32_t bias_ = -1, one_ = -1;  ///< bias_: the 1x1 bias row (weight buffer); one_: a word of 1.0
+  uint64_t biasDram_ = 0, exBiasDram_ = 0;  ///< NodeTiling::biasLoad: the 1x1 and expand biases in DRAM
   int32_t poolSums_ = -1;  ///< NodeTiling::globalPool of the 1x1 convolution: the current image's pooled vector
 };
 

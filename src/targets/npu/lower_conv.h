@@ -177,6 +177,9 @@ class DepthwiseConv {
   /// Loads from DRAM the input window of an output tile for channel block c0; returns its region (for computeTile).
   /// A caller loading the next block's window before it computes the current one keeps the load unit ahead.
   int32_t loadWindow(int64_t n, int64_t oy0, int64_t rows, int64_t ox0, int64_t cols, int64_t c0);
+  /// Whether the next tile computeTile makes runs on the matrix unit (NodeTiling::matrixEvery): a channel chain
+  /// places that tile's window where the matrix unit reads it (the input buffer).
+  bool nextTileOnMatrix() const { return depthwiseTileOnMatrix(tilesComputed_, t_.matrixEvery); }
   int64_t blockChannel() const { return c0_; }
   int64_t blockWidth() const { return cbk_; }
 

@@ -61,10 +61,17 @@ struct NodeTiling {
   /// matrix, the expand or 1x1 stage of a channel chain (GroupSchedule::channelChain): its bias is added on the matrix
   /// unit, as a first gemm of a word holding 1.0 by the bias row (K = 1), instead of a vector add per tile.
   bool biasGemm = false;
+  /// matrix, the expand or 1x1 stage of a channel chain: its bias is broadcast into each accumulator tile by the load
+  /// unit (one load of the bias row whose DRAM strides are 0, priced as the words it writes) before the gemms, which
+  /// accumulate onto it: no gemm and no vector pass, for load cycles the chains mostly leave idle. Not with biasGemm,
+  /// nor on a 1x1 stage whose residual is loaded into the accumulator (residualInAcc).
+  bool biasLoad = false;
   /// vector, the depthwise stage of a channel chain with an expand stage: each block's window is kept where the
   /// expand's gemms make it, in the accumulator (the ring of padding zeroed there), and the taps read it from there,
   /// instead of being copied into the input buffer: the input buffer then holds only the tile's input pixels and the
-  /// depthwise results, so the tiles can be larger. The taps run on the vector unit only (matrixEvery 0).
+  /// depthwise results, so the tiles can be larger. With matrixEvery the blocks whose taps run on the matrix unit
+  /// have their windows copied into the input buffer instead (the copy applies the expand's last step, which the
+  /// others apply in place), where the gemms read them: the two units share the taps (matrixEvery 1 is refused).
   bool windowInAcc = false;
   /// Nodes applied in place to each tile before the store, in order (fused epilogue): activations and
   /// element-wise ops whose other operand is a scalar constant or a same-shape tensor read from DRAM.

@@ -23,6 +23,8 @@ namespace {
 
 /// The windows a chain and the pair it replaces are priced at (each side takes the better).
 constexpr uint32_t kChainPricingWindows[] = {2, 8};
+/// The options priced per candidate chain (all of chainOptions' kinds).
+constexpr size_t kChainOptions = 8;
 
 std::map<std::string, const Node*> nodesByName(const Graph& body) {
   std::map<std::string, const Node*> byName;
@@ -92,20 +94,22 @@ std::vector<GroupSchedule> chainOptions(const GroupSchedule* ge, const GroupSche
   const ConvGeometry dg = convGeometry(dw), cg = convGeometry(*byName.at(gc.tiling[0].node));
   const ConvGeometry eg = ge ? convGeometry(*byName.at(ge->tiling[0].node)) : ConvGeometry{};
   const auto words = [&](Buffer b) { return static_cast<int64_t>(cfg.bufferWords(static_cast<size_t>(b))); };
-  // inAcc (NodeTiling::windowInAcc): the two windows in the accumulator, where the expand stage makes them.
-  auto fits = [&](int64_t th, int64_t tw, int64_t cb, bool inAcc) {
+  // inAcc (NodeTiling::windowInAcc): the two windows in the accumulator, where the expand stage makes them; with
+  // matrix-unit blocks (`every`) also one window in the input buffer, where their gemms read it.
+  auto fits = [&](int64_t th, int64_t tw, int64_t cb, int64_t every, bool inAcc) {
     const int64_t px = ge ? std::min(dg.inRows(th), dg.H) * std::min(dg.inCols(tw), dg.W) : 0, window = dg.inRows(th) * dg.inCols(tw) * cb;
-    return px * eg.C + 2 * ((inAcc ? 0 : window) + th * tw * cb) <= words(Buffer::Input) &&
+    const int64_t inputWindows = inAcc ? (every > 0 ? window : 0) : 2 * window;
+    return px * eg.C + inputWindows + 2 * th * tw * cb <= words(Buffer::Input) &&
            2 * (inAcc ? window : px * cb) + th * tw * (cg.M + 2 * cb) <= words(Buffer::Accumulator);
   };
-  auto largest = [&](int64_t cb, bool inAcc) -> std::optional<std::pair<int64_t, int64_t>> {
+  auto largest = [&](int64_t cb, int64_t every, bool inAcc) -> std::optional<std::pair<int64_t, int64_t>> {
     std::optional<std::pair<int64_t, int64_t>> best;
     int64_t bestTiles = 0;
     for (int64_t parts = 1; parts <= dg.OW; ++parts) {
       const int64_t tw = ceilDiv(dg.OW, parts);
       if (parts > 1 && ceilDiv(dg.OW, parts - 1) == tw) continue;
       int64_t th = dg.OH;
-      while (th >= 1 && !fits(th, tw, cb, inAcc)) --th;
+      while (th >= 1 && !fits(th, tw, cb, every, inAcc)) --th;
       if (th < 1) continue;
       th = ceilDiv(dg.OH, ceilDiv(dg.OH, th));
       const int64_t tiles = ceilDiv(dg.OH, th) * ceilDiv(dg.OW, tw);
@@ -115,14 +119,16 @@ std::vector<GroupSchedule> chainOptions(const GroupSchedule* ge, const GroupSche
   };
   std::vector<GroupSchedule> out;
   const int64_t lanes = cfg.vectorLanes;
-  // (vectors of channels per block, matrixEvery, windowInAcc); the windows in the accumulator with an expand stage only.
+  // (vectors of channels per block, matrixEvery, windowInAcc); the windows in the accumulator with an expand stage
+  // only, there also with every 4th block's taps on the matrix unit (their windows in the input buffer; every 3rd and
+  // 6th never won on MobileNetV2 or MnasNet).
   const std::tuple<int64_t, int64_t, bool> kinds[] = {{1, 0, false}, {1, 2, false}, {1, 3, false}, {1, 4, false},
-                                                       {2, 0, false}, {1, 0, true},  {2, 0, true}};
+                                                       {2, 0, false}, {1, 0, true},  {2, 0, true},  {1, 4, true}};
   for (const auto& [vectors, every, inAcc] : kinds) {
     if (out.size() >= count) break;
     if (inAcc && !ge) continue;
     const int64_t cb = std::min(dg.C, vectors * lanes);
-    const auto tile = largest(cb, inAcc);
+    const auto tile = largest(cb, every, inAcc);
     if (!tile) continue;
     NodeTiling d = gd.tiling[0];
     d.channels = d.inChannels = cb, d.matrixEvery = every, d.windowInAcc = inAcc;
@@ -209,6 +215,24 @@ void chooseReplacements(NpuSchedule& s, const Graph& body, const hw::NpuConfig& 
       for (NodeTiling& t : twin.tiling) differs |= std::exchange(t.biasGemm, false);
       if (differs) tryOption(twin);
     }
+    // And with the biases broadcast by the load unit (NodeTiling::biasLoad), which chains leave mostly idle: the
+    // expand stage's alone, then every stage's that can.
+    if (choice[k]) {
+      const GroupSchedule best = *choice[k];
+      auto loaded = [&](bool all) {
+        GroupSchedule twin = best;
+        bool differs = false;
+        for (size_t t = 0; t < twin.tiling.size(); ++t) {
+          NodeTiling& n = twin.tiling[t];
+          const bool expand = twin.tiling.size() == 3 && t == 0;
+          if (n.variant != "matrix" || n.residualInAcc || (!expand && !all)) continue;
+          n.biasGemm = false, n.biasLoad = true, differs = true;
+        }
+        if (differs) tryOption(twin);
+      };
+      loaded(false);
+      loaded(true);
+    }
   };
   std::atomic<size_t> next{0};
   auto worker = [&] {
@@ -255,7 +279,7 @@ std::vector<GroupSchedule> expandChainOptions(const NpuSchedule& s, size_t chain
 void chooseChannelChains(NpuSchedule& s, const Graph& body, const hw::NpuConfig& cfg) {
   std::vector<std::pair<std::vector<size_t>, std::vector<GroupSchedule>>> candidates;
   for (const auto& [gd, gc] : channelChainCandidates(s, body))
-    candidates.push_back({{gd, gc}, channelChainOptions(s, gd, gc, body, cfg, 8)});
+    candidates.push_back({{gd, gc}, channelChainOptions(s, gd, gc, body, cfg, kChainOptions)});
   chooseReplacements(s, body, cfg, candidates);
   // Then the expand convolutions before the chains taken, and before the pairs left apart: a pair's chain may lose
   // to its two groups while the three stages together, the expanded tensor no longer going through DRAM, win
@@ -264,13 +288,13 @@ void chooseChannelChains(NpuSchedule& s, const Graph& body, const hw::NpuConfig&
   const auto byName = nodesByName(body);
   std::vector<bool> taken(s.groups.size(), false);
   for (size_t g : expandChainCandidates(s, body)) {
-    candidates.push_back({{g - 1, g}, expandChainOptions(s, g, body, cfg, 8)});
+    candidates.push_back({{g - 1, g}, expandChainOptions(s, g, body, cfg, kChainOptions)});
     taken[g - 1] = taken[g] = true;
   }
   for (const auto& [gd, gc] : channelChainCandidates(s, body)) {
     if (gd == 0 || taken[gd - 1] || taken[gd] || taken[gc] || !expandsInto(s.groups[gd - 1], s.groups[gd].tiling[0].node, body, byName))
       continue;
-    candidates.push_back({{gd - 1, gd, gc}, chainOptions(&s.groups[gd - 1], s.groups[gd], s.groups[gc], body, cfg, 8)});
+    candidates.push_back({{gd - 1, gd, gc}, chainOptions(&s.groups[gd - 1], s.groups[gd], s.groups[gc], body, cfg, kChainOptions)});
     taken[gd - 1] = taken[gd] = taken[gc] = true;
   }
   chooseReplacements(s, body, cfg, candidates);

@@ -44,6 +44,7 @@ std::string describeTiling(const NodeTiling& t) {
   if (t.groupPack > 1) s += fmt::format(", {} groups per block", t.groupPack);
   if (t.residualInAcc && !t.epilogue.empty()) s += fmt::format(", {}'s other operand loaded into the accumulator", t.epilogue.front());
   if (t.biasGemm) s += ", bias by a gemm";
+  if (t.biasLoad) s += ", bias loaded into the accumulator";
   if (t.windowInAcc) s += ", window in the accumulator";
   if (t.matrixEvery == 1) s += ", on the matrix unit";
   if (t.matrixEvery > 1) s += fmt::format(", one tile in {} on the matrix unit", t.matrixEvery);
@@ -66,7 +67,7 @@ json tilingJson(const NodeTiling& t) {
               {"in_channels", t.inChannels}, {"cout_per_pass", t.coutPerPass},
               {"weights_resident", t.weightsResident}, {"phased", t.phased}, {"input_resident", t.inputResident}, {"slots", t.slots},
               {"matrix_every", t.matrixEvery}, {"group_pack", t.groupPack},
-              {"residual_in_acc", t.residualInAcc}, {"bias_gemm", t.biasGemm}, {"window_in_acc", t.windowInAcc},
+              {"residual_in_acc", t.residualInAcc}, {"bias_gemm", t.biasGemm}, {"bias_load", t.biasLoad}, {"window_in_acc", t.windowInAcc},
               {"epilogue", t.epilogue}, {"input_scale", t.inputScale}, {"input_norm", t.inputNorm},
               {"global_pool", t.globalPool}, {"max_pool", t.maxPool}, {"residual_conv", t.residualConv},
               {"residual_in_channels", t.residualInChannels}, {"residual_weights_resident", t.residualWeightsResident}};
@@ -129,6 +130,7 @@ NodeTiling tilingFromJson(const JsonReader& r, const json& j, const std::string&
   if (j.contains("group_pack")) t.groupPack = r.integer(j, path, "group_pack", 1, kMaxCount);
   if (j.contains("residual_in_acc")) t.residualInAcc = r.boolean(j, path, "residual_in_acc");
   if (j.contains("bias_gemm")) t.biasGemm = r.boolean(j, path, "bias_gemm");  // absent in files written before the field
+  if (j.contains("bias_load")) t.biasLoad = r.boolean(j, path, "bias_load");  // likewise
   if (j.contains("window_in_acc")) t.windowInAcc = r.boolean(j, path, "window_in_acc");  // likewise
   // Absent in files written before the fields existed.
   if (j.contains("input_scale")) t.inputScale = r.string(j, path, "input_scale");
@@ -458,8 +460,11 @@ void checkChannelChain(const GroupSchedule& g, size_t gi, const Graph& body, con
   };
   // The 1x1 bias (a row in the weight buffer, gemms of a word holding 1.0).
   const int64_t convBias = conv->hasInput(2) && c.biasGemm ? cg.M : 0;
-  const int64_t exBiasOut = expands && !g.tiling[0].biasGemm && node(g.tiling[0].node)->hasInput(2) ? convGeometry(*node(g.tiling[0].node)).M : 0;
-  const int64_t window = d.windowInAcc ? 0 : dg.inRows(rows) * dg.inCols(cols) * cb;  // else in the accumulator (exAcc)
+  const int64_t exBiasOut = expands && !g.tiling[0].biasGemm && !g.tiling[0].biasLoad && node(g.tiling[0].node)->hasInput(2)
+                                ? convGeometry(*node(g.tiling[0].node)).M
+                                : 0;
+  // With window_in_acc in the accumulator (exAcc), but a matrix-unit block's, which its gemms read here.
+  const int64_t window = d.windowInAcc && d.matrixEvery == 0 ? 0 : dg.inRows(rows) * dg.inCols(cols) * cb;
   need(Buffer::Input, "input", exInput + window + rows * cols * cb + (convBias ? 1 : 0));
   need(Buffer::Accumulator, "accumulator", exAcc + rows * cols * (cg.M + cb));
   need(Buffer::Weight, "weight",
@@ -473,7 +478,7 @@ void checkChannelChain(const GroupSchedule& g, size_t gi, const Graph& body, con
   const auto steps = lower::epilogueSteps(conv->output(0), chain);
   const bool tensorStep = steps && std::any_of(steps->begin() + (c.residualInAcc && !steps->empty() ? 1 : 0), steps->end(),
                                                [](const lower::EpilogueStep& e) { return !e.unary; });
-  need(Buffer::Output, "output", exBiasOut + (conv->hasInput(2) && !c.biasGemm ? cg.M : 0) + (c.globalPool.empty() ? 0 : cg.M) + cb +
+  need(Buffer::Output, "output", exBiasOut + (conv->hasInput(2) && !c.biasGemm && !c.biasLoad ? cg.M : 0) + (c.globalPool.empty() ? 0 : cg.M) + cb +
                                      (tensorStep ? rows * cols * cg.M : 0));
 }
 
@@ -578,10 +583,14 @@ void verifySchedule(const NpuSchedule& schedule, const Graph& body, const hw::Np
     for (const NodeTiling& t : g.tiling)
       if (t.biasGemm && (!g.channelChain || t.variant != "matrix"))
         problems.push_back(fmt::format("node '{}': bias_gemm applies to the matrix stages of a channel chain only", t.node));
+    for (const NodeTiling& t : g.tiling)
+      if (t.biasLoad && (!g.channelChain || t.variant != "matrix" || t.biasGemm || t.residualInAcc))
+        problems.push_back(fmt::format("node '{}': bias_load applies to the matrix stages of a channel chain only, without "
+                                       "bias_gemm or residual_in_acc", t.node));
     for (size_t k = 0; k < g.tiling.size(); ++k)
-      if (g.tiling[k].windowInAcc && (!g.channelChain || g.tiling.size() != 3 || k != 1 || g.tiling[k].matrixEvery != 0))
+      if (g.tiling[k].windowInAcc && (!g.channelChain || g.tiling.size() != 3 || k != 1 || g.tiling[k].matrixEvery == 1))
         problems.push_back(fmt::format("node '{}': window_in_acc applies to the depthwise stage of a channel chain with an expand "
-                                       "stage, its taps all on the vector unit (matrix_every 0)", g.tiling[k].node));
+                                       "stage, some of its taps on the vector unit (matrix_every not 1)", g.tiling[k].node));
     for (const NodeTiling& t : g.tiling) {
       if (std::find(g.nodes.begin(), g.nodes.end(), t.node) == g.nodes.end())
         problems.push_back(fmt::format("group {}: tiling for node '{}' outside the group", gi, t.node));
