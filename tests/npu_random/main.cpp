@@ -41,10 +41,10 @@ int main(int argc, char** argv) {
   }
   fs::remove_all(work);
   std::cout << fmt::format("seeds {}..{}: {} graphs, {} compiles, {} nodes ({} on the host), {} graphs wholly on the NPU, "
-                           "{} NPU cycles, {} fused groups, {} channel chains ({} with an expand stage), {} input normalisations on load, {} residuals added in the "
+                           "{} NPU cycles, {} fused groups, {} channel chains ({} with an expand stage, {} with windows in the accumulator beside matrix-unit blocks), {} biases loaded into the accumulator, {} input normalisations on load, {} residuals added in the "
                            "accumulator, {} max pools from accumulator tiles, {} shortcut convolutions in an accumulator, {} convolutions with their passes inside the tiles, {} layer normalisations, {} outputs matched against the prepared graph's reference; {} passed, {} failed ({:.0f} s)\n",
                            seed, seed + graphs - 1, stats.graphs, stats.compiles, stats.nodes, stats.hostNodes,
-                           stats.graphsAllOnNpu, stats.cycles, stats.fusedGroups, stats.channelChains, stats.expandChains, stats.inputNorms, stats.residualsInAcc, stats.maxPools, stats.residualConvs, stats.passesInside, stats.layerNorms, stats.preparedOracle, stats.graphs - stats.failures, stats.failures,
+                           stats.graphsAllOnNpu, stats.cycles, stats.fusedGroups, stats.channelChains, stats.expandChains, stats.sharedWindows, stats.biasLoads, stats.inputNorms, stats.residualsInAcc, stats.maxPools, stats.residualConvs, stats.passesInside, stats.layerNorms, stats.preparedOracle, stats.graphs - stats.failures, stats.failures,
                            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   std::vector<std::string> host;
   for (const auto& [op, n] : stats.hostOps) host.push_back(fmt::format("{} {}", op, n));

@@ -694,9 +694,10 @@ NpuCheck checkOnNpu(const Model& model, const std::string& configPath, uint64_t 
       out.fusedGroups += g.tiling.size() > 1;
       out.channelChains += g.channelChain;
       out.expandChains += g.channelChain && g.tiling.size() == 3;
+      out.sharedWindows += g.channelChain && g.tiling.size() == 3 && g.tiling[1].windowInAcc && g.tiling[1].matrixEvery > 0;
       for (const npu::NodeTiling& t : g.tiling) out.inputNorms += !t.inputNorm.empty(), out.residualsInAcc += t.residualInAcc,
                                                   out.maxPools += !t.maxPool.empty(), out.passesInside += t.inputResident,
-                                                  out.residualConvs += !t.residualConv.empty();
+                                                  out.residualConvs += !t.residualConv.empty(), out.biasLoads += t.biasLoad;
     }
   }
   for (const auto& n : compiled.cpuPart->graph->nodes())
@@ -790,6 +791,8 @@ std::vector<std::string> checkRandomGraph(uint64_t seed, const std::vector<std::
     stats.inputNorms += c.inputNorms;
     stats.channelChains += c.channelChains;
     stats.expandChains += c.expandChains;
+    stats.sharedWindows += c.sharedWindows;
+    stats.biasLoads += c.biasLoads;
     stats.layerNorms += c.layerNorms;
     stats.preparedOracle += c.preparedOracle;
     stats.residualsInAcc += c.residualsInAcc;

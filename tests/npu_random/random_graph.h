@@ -37,6 +37,8 @@ struct NpuCheck {
   size_t passesInside = 0;            ///< convolutions running their passes inside each tile (NodeTiling::inputResident)
   size_t channelChains = 0;           ///< groups running a depthwise and a 1x1 convolution as a channel chain
   size_t expandChains = 0;            ///< of those, chains with an expand stage first
+  size_t sharedWindows = 0;           ///< of those, windows in the accumulator beside matrix-unit blocks' (windowInAcc + matrixEvery)
+  size_t biasLoads = 0;               ///< tilings whose bias a load broadcasts into the accumulator (NodeTiling::biasLoad)
   size_t layerNorms = 0;              ///< LayerNormalization nodes lowered (the decomposed LayerNorms recombined)
   size_t preparedOracle = 0;          ///< outputs that matched the prepared graph's reference, not the graph's (checkOnNpu)
 };
@@ -65,6 +67,8 @@ struct RandomRunStats {
   size_t passesInside = 0;    ///< NpuCheck::passesInside summed
   size_t channelChains = 0;   ///< NpuCheck::channelChains summed
   size_t expandChains = 0;    ///< NpuCheck::expandChains summed
+  size_t sharedWindows = 0;   ///< NpuCheck::sharedWindows summed
+  size_t biasLoads = 0;       ///< NpuCheck::biasLoads summed
   size_t layerNorms = 0;      ///< NpuCheck::layerNorms summed
   size_t preparedOracle = 0;  ///< NpuCheck::preparedOracle summed
   uint64_t cycles = 0;

@@ -77,8 +77,8 @@ void expectMatches(const Graph& g, const hw::Device& dev, const NpuSchedule& s, 
 
 /// Each option as given (biases by gemms on the matrix unit), with its biases added on the vector unit instead, and
 /// with them broadcast into the accumulator by the load unit (NodeTiling::biasLoad; a 1x1 stage that loads its
-/// residual there keeps its bias gemm).
-std::vector<GroupSchedule> withEachBiasPlacement(const std::vector<GroupSchedule>& options) {
+/// residual there keeps its bias gemm, a stage without a bias has none to load).
+std::vector<GroupSchedule> withEachBiasPlacement(const std::vector<GroupSchedule>& options, const Graph& g) {
   std::vector<GroupSchedule> out;
   for (const GroupSchedule& o : options) {
     out.push_back(o);
@@ -86,7 +86,7 @@ std::vector<GroupSchedule> withEachBiasPlacement(const std::vector<GroupSchedule
     for (NodeTiling& t : v.tiling) t.biasGemm = false;
     out.push_back(v);
     for (NodeTiling& t : l.tiling)
-      if (t.variant == "matrix" && !t.residualInAcc) t.biasGemm = false, t.biasLoad = true;
+      if (biasLoadRefusal(l, t, g).empty()) t.biasGemm = false, t.biasLoad = true;
     out.push_back(l);
   }
   return out;
@@ -119,7 +119,7 @@ TEST(NpuChannelChain, InvertedResidualsMatchTheInterpreterForEveryOption) {
       EXPECT_EQ(layered.groups[candidates[0].second].tiling[0].node, "project");
       const std::vector<GroupSchedule> options = channelChainOptions(layered, candidates[0].first, candidates[0].second, g, dev.npu, 8);
       ASSERT_FALSE(options.empty()) << config;
-      for (const GroupSchedule& option : withEachBiasPlacement(options)) {
+      for (const GroupSchedule& option : withEachBiasPlacement(options, g)) {
         NpuSchedule s = layered;
         replaceByFusedGroups(s, {{{candidates[0].first, candidates[0].second}, option}});
         const std::string what = fmt::format("{} stride {} hidden {}: cb {} every {} tile {}x{} biases{}", config, b.stride,
@@ -158,7 +158,7 @@ TEST(NpuChannelChain, InvertedResidualsMatchTheInterpreterForEveryOption) {
                                 [](const GroupSchedule& o) { return o.tiling[1].windowInAcc && o.tiling[1].matrixEvery == 4; }))
             << "hidden " << b.hidden;
       }
-      for (const GroupSchedule& option : withEachBiasPlacement(withExpand)) {
+      for (const GroupSchedule& option : withEachBiasPlacement(withExpand, g)) {
         NpuSchedule s = chained;
         replaceByFusedGroups(s, {{{at - 1, at}, option}});
         const std::string what = fmt::format("{} stride {} hidden {}: expand + cb {} every {} tile {}x{} biases{} window in acc {}",
@@ -244,20 +244,18 @@ TEST(NpuChannelChain, VerifierRefusesWhatIsNoChainAndJsonKeepsTheFlag) {
   NpuSchedule outside = layered;
   outside.groups[at - 1].tiling[0].biasGemm = true;  // the expand conv, a layer-by-layer group
   refused(outside, "bias_gemm applies to the matrix stages of a channel chain only");
-  NpuSchedule loadOutside = layered;
-  loadOutside.groups[at - 1].tiling[0].biasLoad = true;
-  refused(loadOutside, "bias_load applies to the matrix stages of a channel chain only");
   NpuSchedule loadAndGemm = good;
+  loadAndGemm.groups[at].tiling[1].residualInAcc = false;
   loadAndGemm.groups[at].tiling[1].biasLoad = loadAndGemm.groups[at].tiling[1].biasGemm = true;
-  refused(loadAndGemm, "without bias_gemm or residual_in_acc");
+  refused(loadAndGemm, "bias_load needs no bias_gemm as well");
   NpuSchedule loadOnDepthwise = good;
   loadOnDepthwise.groups[at].tiling[0].biasLoad = true;
-  refused(loadOnDepthwise, "bias_load applies to the matrix stages");
+  refused(loadOnDepthwise, "bias_load needs a matrix-unit tiling");
   NpuSchedule loaded = good;
   NodeTiling& project = loaded.groups[at].tiling[1];
   project.biasGemm = false, project.biasLoad = true;
   ASSERT_TRUE(project.residualInAcc);  // the Add's other operand loaded into the accumulator: the bias cannot be
-  refused(loaded, "without bias_gemm or residual_in_acc");
+  refused(loaded, "bias_load needs no residual loaded into the accumulator");
   project.residualInAcc = false;  // the Add then a vector step of the epilogue
   expectMatches(g, dev, loaded, b, "1x1 bias loaded, residual added by the vector unit");
   EXPECT_EQ(NpuSchedule::fromJson(loaded.toJson(), "test"), loaded);

@@ -428,6 +428,7 @@ std::vector<int64_t> MatrixConv::phaseCols(int64_t th, int64_t tw) const {
 void MatrixConv::beginPass(int64_t g, int64_t m0, int64_t mk) {
   if (residual_) residual_->conv->beginPass(g, m0, mk);  // its weights first: its gemms start each tile
   g_ = g, m0_ = m0, mk_ = mk;
+  if (t_.biasLoad && !p_.bias.empty() && !biasDram_) biasDram_ = ctx_.addConstant(p_.bias);
   if (t_.inputResident) {  // begun by an earlier tile: the pass's weights and bias are on chip already
     if (auto it = passBias_.find(m0); it != passBias_.end()) {
       bias_ = it->second;
@@ -460,7 +461,7 @@ void MatrixConv::beginPass(int64_t g, int64_t m0, int64_t mk) {
     loadContiguous(ctx_, resident_, 0, ctx_.addConstant(all), all.size());
   }
   bias_ = -1;
-  if (!p_.bias.empty()) {
+  if (!p_.bias.empty() && !biasDram_) {
     bias_ = ctx_.region(Buffer::Output, static_cast<uint64_t>(mk));
     std::vector<float> b(p_.bias.begin() + g * Mg_ + m0, p_.bias.begin() + g * Mg_ + m0 + mk);
     loadContiguous(ctx_, bias_, 0, ctx_.addConstant(b), static_cast<uint64_t>(mk));
@@ -490,8 +491,13 @@ int32_t MatrixConv::computeTile(int64_t n, int64_t oy0, int64_t rows, int64_t ox
                               norm_.scale < 0),
                 "npu lowering: an on-chip input needs an unphased, ungrouped, unstacked, unscaled conv");
   const int32_t acc = ctx_.region(Buffer::Accumulator, static_cast<uint64_t>(rows * cols * mk_));
-  started_.assign(static_cast<size_t>(ceilDiv(mk_, gemmN_)), p_.residualInAcc);
-  if (residual_) {  // the residual convolution's gemms start the tile; every gemm of this one accumulates onto them
+  started_.assign(static_cast<size_t>(ceilDiv(mk_, gemmN_)), p_.residualInAcc || biasDram_.has_value());
+  if (biasDram_) {  // NodeTiling::biasLoad (never with a residual in the accumulator): the pass's bias row in every pixel
+    TESSEL_ASSERT(!residual_ && !p_.residualInAcc, fmt::format("npu lowering: {}: bias_load with a residual in the accumulator", node_.name()));
+    ctx_.emit(makeLoad(ctx_.at(acc, 0, cols * mk_, mk_), *biasDram_ + static_cast<uint64_t>(g_ * Mg_ + m0_), 0, 0,
+                       static_cast<uint32_t>(rows), static_cast<uint32_t>(cols), static_cast<uint32_t>(mk_)),
+              acc);
+  } else if (residual_) {  // the residual convolution's gemms start the tile; every gemm of this one accumulates onto them
     residual_->conv->accumulateTile(acc, n, oy0, rows, ox0, cols);
   } else if (p_.residualInAcc) {  // the residual's tile first; every gemm accumulates onto it
     const TensorLoc& o = p_.epilogueLoc.front();

@@ -135,6 +135,8 @@ class MatrixConv {
   uint32_t tileIndex_ = 0;
   int64_t g_ = 0, m0_ = 0, mk_ = 0;  ///< current pass
   int32_t resident_ = -1, bias_ = -1, scale_ = -1;
+  /// NodeTiling::biasLoad: the bias row in DRAM, broadcast into each accumulator tile by a load (bias_ stays -1).
+  std::optional<uint64_t> biasDram_;
   StagedNorm norm_;  ///< NodeTiling::inputNorm's vectors, staged per pass
   /// Per pass (its first output channel): per input block, its weights' offset in the resident region.
   std::map<int64_t, std::vector<uint64_t>> residentOffsets_;

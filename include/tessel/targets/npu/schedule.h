@@ -61,10 +61,11 @@ struct NodeTiling {
   /// matrix, the expand or 1x1 stage of a channel chain (GroupSchedule::channelChain): its bias is added on the matrix
   /// unit, as a first gemm of a word holding 1.0 by the bias row (K = 1), instead of a vector add per tile.
   bool biasGemm = false;
-  /// matrix, the expand or 1x1 stage of a channel chain: its bias is broadcast into each accumulator tile by the load
-  /// unit (one load of the bias row whose DRAM strides are 0, priced as the words it writes) before the gemms, which
-  /// accumulate onto it: no gemm and no vector pass, for load cycles the chains mostly leave idle. Not with biasGemm,
-  /// nor on a 1x1 stage whose residual is loaded into the accumulator (residualInAcc).
+  /// matrix/packed/stacked, of a layer-by-layer group or a channel chain's expand or 1x1 stage: the bias is broadcast
+  /// into each accumulator tile by the load unit (one load of the bias row whose DRAM strides are 0, priced as the
+  /// words it writes) before the gemms, which accumulate onto it: no gemm and no vector pass, for load cycles that
+  /// are often idle (chooseBiasLoads, the chains' pricing). Not with biasGemm, residualInAcc, residualConv or
+  /// maxPool (biasLoadRefusal).
   bool biasLoad = false;
   /// vector, the depthwise stage of a channel chain with an expand stage: each block's window is kept where the
   /// expand's gemms make it, in the accumulator (the ring of padding zeroed there), and the taps read it from there,
@@ -332,6 +333,17 @@ std::vector<std::pair<size_t, size_t>> globalPoolCandidates(const NpuSchedule& s
 /// Moves each candidate pool into its convolution's output tiles where that takes fewer modelled cycles than
 /// the pool's own pass over the map. Run after chooseFusion (a fused group ending in the convolution may take it).
 void chooseGlobalPoolEpilogues(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg);
+
+/// Why tiling `t` of group `g` cannot take NodeTiling::biasLoad ("" when it can): it needs a matrix-unit tiling of a
+/// Conv or Gemm with a bias, in a layer-by-layer group or a channel chain, whose accumulator tiles start empty (no
+/// residual or shortcut convolution there) and are not pooled before the bias.
+std::string biasLoadRefusal(const GroupSchedule& g, const NodeTiling& t, const Graph& body);
+/// The layer-by-layer groups whose tiling could take NodeTiling::biasLoad and does not, where the vector unit's passes
+/// per output vector (the bias and the epilogue's steps, a complex one as four) exceed half the reduction slices.
+std::vector<size_t> biasLoadCandidates(const NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg);
+/// Sets NodeTiling::biasLoad on each candidate where the instruction scheduler, pricing the group in context (the
+/// group before and after, windows 2 and 8), says it takes fewer cycles than the vector unit's bias pass.
+void chooseBiasLoads(NpuSchedule& schedule, const Graph& body, const hw::NpuConfig& cfg);
 
 /// Moves each candidate Mul into its convolution's input loads where that takes fewer modelled cycles (the
 /// instruction scheduler, the two groups in context) than the Mul's own pass through DRAM.

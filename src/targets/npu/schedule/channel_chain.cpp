@@ -173,7 +173,7 @@ std::vector<GroupSchedule> chainOptions(const GroupSchedule* ge, const GroupSche
 /// alone, chains that lost at the program's window 8 were taken). Each candidate is priced against the same schedule,
 /// so they are independent: priced in parallel, the choices do not depend on the order.
 void chooseReplacements(NpuSchedule& s, const Graph& body, const hw::NpuConfig& cfg,
-                        const std::vector<std::pair<std::vector<size_t>, std::vector<GroupSchedule>>>& candidates) {
+                        const std::vector<std::pair<std::vector<size_t>, std::vector<GroupSchedule>>>& candidates, bool biasLoads) {
   std::vector<std::optional<GroupSchedule>> choice(candidates.size());
   auto price = [&](const NpuSchedule& sched, const std::vector<size_t>& groups) {
     uint64_t best = 0;
@@ -217,7 +217,7 @@ void chooseReplacements(NpuSchedule& s, const Graph& body, const hw::NpuConfig& 
     }
     // And with the biases broadcast by the load unit (NodeTiling::biasLoad), which chains leave mostly idle: the
     // expand stage's alone, then every stage's that can.
-    if (choice[k]) {
+    if (choice[k] && biasLoads) {
       const GroupSchedule best = *choice[k];
       auto loaded = [&](bool all) {
         GroupSchedule twin = best;
@@ -280,7 +280,7 @@ void chooseChannelChains(NpuSchedule& s, const Graph& body, const hw::NpuConfig&
   std::vector<std::pair<std::vector<size_t>, std::vector<GroupSchedule>>> candidates;
   for (const auto& [gd, gc] : channelChainCandidates(s, body))
     candidates.push_back({{gd, gc}, channelChainOptions(s, gd, gc, body, cfg, kChainOptions)});
-  chooseReplacements(s, body, cfg, candidates);
+  chooseReplacements(s, body, cfg, candidates, false);
   // Then the expand convolutions before the chains taken, and before the pairs left apart: a pair's chain may lose
   // to its two groups while the three stages together, the expanded tensor no longer going through DRAM, win
   // (MobileNetV2's stride-2 blocks). A group joins one candidate at most (the earlier).
@@ -297,7 +297,7 @@ void chooseChannelChains(NpuSchedule& s, const Graph& body, const hw::NpuConfig&
     candidates.push_back({{gd - 1, gd, gc}, chainOptions(&s.groups[gd - 1], s.groups[gd], s.groups[gc], body, cfg, kChainOptions)});
     taken[gd - 1] = taken[gd] = taken[gc] = true;
   }
-  chooseReplacements(s, body, cfg, candidates);
+  chooseReplacements(s, body, cfg, candidates, true);
 }
 
 }  // namespace tessel::npu

@@ -544,6 +544,7 @@ NpuSchedule compilerSchedule(const Graph& body, const hw::NpuConfig& cfg, const 
     chooseResidualConvs(s, body, cfg);  // shortcut convolutions computed into the accumulator they are added to
   }
   chooseGlobalPoolEpilogues(s, body, cfg);  // squeeze-and-excitation's pools from their producers' tiles, when cheaper
+  if (fusion) chooseBiasLoads(s, body, cfg);  // biases broadcast by the load unit where it has the cycles to spare
   s.window = 0;  // chosen when the program is scheduled (S0.6)
   return s;
 }

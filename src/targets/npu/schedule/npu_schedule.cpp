@@ -583,10 +583,13 @@ void verifySchedule(const NpuSchedule& schedule, const Graph& body, const hw::Np
     for (const NodeTiling& t : g.tiling)
       if (t.biasGemm && (!g.channelChain || t.variant != "matrix"))
         problems.push_back(fmt::format("node '{}': bias_gemm applies to the matrix stages of a channel chain only", t.node));
-    for (const NodeTiling& t : g.tiling)
-      if (t.biasLoad && (!g.channelChain || t.variant != "matrix" || t.biasGemm || t.residualInAcc))
-        problems.push_back(fmt::format("node '{}': bias_load applies to the matrix stages of a channel chain only, without "
-                                       "bias_gemm or residual_in_acc", t.node));
+    for (const NodeTiling& t : g.tiling) {
+      if (!t.biasLoad) continue;
+      std::string why = biasLoadRefusal(g, t, body);
+      if (why.empty() && t.biasGemm) why = "no bias_gemm as well";
+      if (why.empty() && g.channelChain && t.variant != "matrix") why = "a channel chain's matrix stage";
+      if (!why.empty()) problems.push_back(fmt::format("node '{}': bias_load needs {}", t.node, why));
+    }
     for (size_t k = 0; k < g.tiling.size(); ++k)
       if (g.tiling[k].windowInAcc && (!g.channelChain || g.tiling.size() != 3 || k != 1 || g.tiling[k].matrixEvery == 1))
         problems.push_back(fmt::format("node '{}': window_in_acc applies to the depthwise stage of a channel chain with an expand "
