@@ -984,14 +984,20 @@ TEST(NpuLower, PassesInsideEachTileLoadItsInputOnce) {
               if (grp.tiling.size() == 1 && grp.tiling[0].node == producer) grp.nodes.push_back("gap");
             s.tilingOf(producer)->globalPool = "gap";
           }
-          if (c.globalPool) ASSERT_EQ(s.tilingOf(producer)->globalPool, "gap") << s.toText();
+          if (c.globalPool) {
+            ASSERT_EQ(s.tilingOf(producer)->globalPool, "gap") << s.toText();
+          }
           npu::NodeTiling& t = *s.tilingOf(producer);
           t.variant = c.variant, t.phased = c.phased;
           t.rows = c.maxPool ? 1 : tiny ? 2 : 3, t.cols = tiny ? 2 : 4, t.channels = 16;
           t.inChannels = std::min<int64_t>(16, Cg), t.coutPerPass = inside ? 16 : Mg;
           t.weightsResident = resident, t.inputResident = inside;
-          if (c.residual) EXPECT_TRUE(t.residualInAcc) << s.toText();
-          if (inside) EXPECT_EQ(npu::NpuSchedule::fromJson(s.toJson(), "test"), s);  // input_resident written and read back
+          if (c.residual) {
+            EXPECT_TRUE(t.residualInAcc) << s.toText();
+          }
+          if (inside) {
+            EXPECT_EQ(npu::NpuSchedule::fromJson(s.toJson(), "test"), s);  // input_resident written and read back
+          }
         };
         const npu::SimReport passesInside = checkAgainstInterpreter(g, cfgName, [&](npu::NpuSchedule& s) { force(s, true); });
         const npu::SimReport onePass = checkAgainstInterpreter(g, cfgName, [&](npu::NpuSchedule& s) { force(s, false); });
