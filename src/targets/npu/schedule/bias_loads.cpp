@@ -4,12 +4,11 @@
 // cycles (the tile's words at the load bandwidth, one burst per pixel), so it is taken per group where the
 // instruction scheduler, pricing the group in context, says the trade pays.
 #include <algorithm>
-#include <atomic>
 #include <map>
 #include <optional>
-#include <thread>
 
 #include "../lower_context.h"
+#include "parallel.h"
 #include "tessel/ops/registry.h"
 #include "tessel/targets/npu/schedule.h"
 
@@ -89,15 +88,7 @@ void chooseBiasLoads(NpuSchedule& s, const Graph& body, const hw::NpuConfig& cfg
     const auto loaded = price(trial, context);
     take[k] = apart && loaded && *loaded < *apart;
   };
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t k; (k = next++) < candidates.size();) decide(k);
-  };
-  std::vector<std::thread> threads;
-  const size_t jobs = std::max(1u, std::thread::hardware_concurrency());
-  for (size_t j = 1; j < std::min(jobs, candidates.size()); ++j) threads.emplace_back(worker);
-  worker();
-  for (std::thread& t : threads) t.join();
+  forEachInParallel(candidates.size(), decide);
   if (std::none_of(take.begin(), take.end(), [](char t) { return t != 0; })) return;
   // Taken together, loads priced one by one can crowd the load unit of neighbouring groups: the whole program with
   // them must beat it without them, else none is taken.

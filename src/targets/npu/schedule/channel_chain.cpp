@@ -3,16 +3,15 @@
 // expand convolution before them may join as a first stage (lower_chain.cpp). Chosen where the instruction scheduler
 // prices the chain, in context, below the groups it replaces.
 #include <algorithm>
-#include <atomic>
 #include <map>
 #include <optional>
-#include <thread>
 #include <tuple>
 #include <utility>
 
 #include "../geometry.h"
 #include "../lower_context.h"
 #include "../lower_conv.h"
+#include "parallel.h"
 #include "tiling_cost.h"
 #include "tessel/support/error.h"
 #include "tessel/targets/npu/schedule.h"
@@ -225,7 +224,7 @@ void chooseReplacements(NpuSchedule& s, const Graph& body, const hw::NpuConfig& 
         for (size_t t = 0; t < twin.tiling.size(); ++t) {
           NodeTiling& n = twin.tiling[t];
           const bool expand = twin.tiling.size() == 3 && t == 0;
-          if (n.variant != "matrix" || n.residualInAcc || (!expand && !all)) continue;
+          if ((!expand && !all) || !biasLoadRefusal(twin, n, body).empty()) continue;
           n.biasGemm = false, n.biasLoad = true, differs = true;
         }
         if (differs) tryOption(twin);
@@ -234,15 +233,7 @@ void chooseReplacements(NpuSchedule& s, const Graph& body, const hw::NpuConfig& 
       loaded(true);
     }
   };
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t k; (k = next++) < candidates.size();) decide(k);
-  };
-  std::vector<std::thread> threads;
-  const size_t jobs = std::max(1u, std::thread::hardware_concurrency());
-  for (size_t j = 1; j < std::min(jobs, candidates.size()); ++j) threads.emplace_back(worker);
-  worker();
-  for (std::thread& t : threads) t.join();
+  forEachInParallel(candidates.size(), decide);
   std::vector<std::pair<std::vector<size_t>, GroupSchedule>> chosen;
   for (size_t k = 0; k < candidates.size(); ++k)
     if (choice[k]) chosen.push_back({candidates[k].first, *choice[k]});
