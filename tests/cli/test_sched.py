@@ -131,6 +131,21 @@ def check_strategies(c, model, d):
             got = np.load(os.path.join(d, strategy, "y.npy"))
             ok = float(np.abs(got - want).max()) <= 1e-4 * float(np.abs(want).max())
         c.check(f"compile --npu-strategy {strategy}: no hazard, output matches the reference", ok, err or out[:300])
+    # sim --profile: one row per node, the matrix unit's breakdown; with --json the same as a "profile" object whose
+    # per-unit totals are the run's own busy cycles.
+    tnpu = os.path.join(d, "window.tnpu")
+    code, out, err = c.run(["sim", tnpu, "--profile", "--input", f"x={x}"])
+    c.check("sim --profile prints the per-node table and the matrix unit's breakdown",
+            code == 0 and "per-node profile" in out and "setup and weight shifts" in out and "conv1" in out and "conv2" in out,
+            err or out[-500:])
+    code, out, err = c.run(["sim", tnpu, "--profile", "--json", "--input", f"x={x}"])
+    ok = code == 0
+    if ok:
+        j = json.loads(out)
+        prof = j.get("profile", {})
+        ok = bool(prof.get("nodes")) and all(
+            prof["totals"]["busy"][u] == j["units"][u]["busy"] for u in ("LD", "MM", "VEC", "ST"))
+    c.check("sim --profile --json: a profile whose per-unit totals are the run's busy cycles", ok, err or out[:300])
     code, out, err = c.run(["compile", model, "--npu-strategy", "greedy", "-o", os.path.join(d, "m.so")])
     c.check("--npu-strategy with --target cpu: exit 2 naming the flag", code == 2 and "--npu-strategy" in err, (code, err))
     code, out, err = c.run(["compile", model, "--target", "npu", "--hw", "tiny", "--npu-strategy", "fastest"])

@@ -2,15 +2,18 @@
 // run (simulator + interpreter) against the reference; refuse another configuration and corrupt files.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <set>
 
 #include "tessel/hw/hardware_config.h"
 #include "tessel/interp/interpreter.h"
 #include "tessel/ops/shape_inference.h"
 #include "tessel/support/error.h"
 #include "tessel/targets/npu/model_file.h"
+#include "tessel/targets/npu/run_trace.h"
 
 #include "npu_test_util.h"
 
@@ -61,6 +64,46 @@ TEST(NpuLowerModelFile, CompileWriteReadRunMatchesInterpreter) {
     EXPECT_TRUE(summary.contains(key)) << key;
   EXPECT_GT(summary["cycles"].get<uint64_t>(), 0u);
   std::remove(path.c_str());
+}
+
+// `tessel sim --profile`: the per-node figures add up to the simulator's own (every instruction counted once, each
+// unit's busy cycles, the gemms' rows and overhead make the matrix unit's busy cycles), over both NPU calls, and the
+// nodes come in the order they started.
+TEST(NpuLowerModelFile, RunProfileAddsUpToTheSimulatorsCounts) {
+  auto model = mixedModel();
+  hw::HardwareConfig cfg = config("default.json");
+  npu::CompiledNpuModel compiled = npu::compileForNpu(*model, cfg);
+  npu::NpuModelRun run = npu::runNpuModel(compiled, {{"x", randomTensor({1, 8, 10, 10}, 7)}});
+  ASSERT_EQ(run.subgraphs.size(), 2u);
+  const nlohmann::json p = npu::runProfileJson(compiled, run);
+  uint64_t instructions = 0, ops = 0;
+  std::array<uint64_t, npu::kNumUnits> busy{};
+  for (const auto& s : run.subgraphs)
+    for (size_t u = 0; u < npu::kNumUnits; ++u) busy[u] += s.report.units[u].busyCycles;
+  for (const auto& l : compiled.subgraphs) {
+    instructions += l.program.instructions.size();
+    for (const auto& op : l.ops) ops += op.instructions > 0;  // a node lowered to addressing alone has no row
+  }
+  const nlohmann::json& t = p["totals"];
+  EXPECT_EQ(t["instructions"].get<uint64_t>(), instructions);
+  for (size_t u = 0; u < npu::kNumUnits; ++u)
+    EXPECT_EQ(t["busy"][std::string(npu::unitName(static_cast<npu::Unit>(u)))].get<uint64_t>(), busy[u]) << u;
+  EXPECT_GT(t["gemms"].get<uint64_t>(), 0u);
+  EXPECT_EQ(t["gemm_rows"].get<uint64_t>() + t["gemm_overhead"].get<uint64_t>(), t["busy"]["MM"].get<uint64_t>());
+  EXPECT_LE(t["bias_gemm_cycles"].get<uint64_t>(), t["busy"]["MM"].get<uint64_t>());
+  ASSERT_EQ(p["nodes"].size(), ops);
+  uint64_t previous = 0, sum = 0;
+  std::set<std::string> subgraphs;
+  for (const auto& n : p["nodes"]) {
+    EXPECT_FALSE(n["node"].get<std::string>().empty());
+    EXPECT_GE(n["start"].get<uint64_t>(), previous);
+    EXPECT_GT(n["finish"].get<uint64_t>(), n["start"].get<uint64_t>());
+    previous = n["start"].get<uint64_t>();
+    sum += n["instructions"].get<uint64_t>();
+    subgraphs.insert(n["subgraph"].get<std::string>());
+  }
+  EXPECT_EQ(sum, instructions);
+  EXPECT_EQ(subgraphs.size(), 2u);
 }
 
 TEST(NpuLowerModelFile, RefusesAnotherConfiguration) {

@@ -1,6 +1,6 @@
 // `tessel sim`: runs a compiled NPU model (.tnpu) and reports cycles, unit busy/stall, matrix utilisation,
-// DRAM traffic and peak SRAM per buffer against capacity (text or --json), with an optional Chrome trace and
-// a chart of unit activity and SRAM use over time.
+// DRAM traffic and peak SRAM per buffer against capacity (text or --json), with an optional Chrome trace, a chart
+// of unit activity and SRAM use over time, and a per-node profile (--profile).
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
@@ -18,7 +18,7 @@ namespace {
 struct SimCmdOptions {
   std::string path, hw, trace, outputDir, plot;
   InputOptions inputs;
-  bool json = false;
+  bool json = false, profile = false;
 };
 
 /// Intervals of the --plot chart.
@@ -120,6 +120,33 @@ void printText(const nlohmann::json& j) {
                100 * s["mm_utilization"].get<double>(), s["hazard_count"].get<uint64_t>());
 }
 
+/// The --profile table: one row per node in the order the nodes started.
+void printProfile(const nlohmann::json& p) {
+  auto name = [](const std::string& n) { return n.size() <= 44 ? n : "..." + n.substr(n.size() - 41); };
+  fmt::print("\nper-node profile (cycles; busy = occupancy of each unit; mm overhead = setup and weight-shift cycles of "
+             "the gemms; bias = gemms of K = 1):\n");
+  fmt::print("  {:<44} {:<18} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}\n", "node", "op", "start", "span", "LD", "MM",
+             "VEC", "ST", "mm ovh", "bias");
+  auto row = [](const nlohmann::json& n) {
+    const auto& b = n["busy"];
+    return fmt::format("{:>9} {:>9} {:>9} {:>9} {:>9} {:>8}", b["LD"].get<uint64_t>(), b["MM"].get<uint64_t>(),
+                       b["VEC"].get<uint64_t>(), b["ST"].get<uint64_t>(), n["gemm_overhead"].get<uint64_t>(),
+                       n["bias_gemm_cycles"].get<uint64_t>());
+  };
+  for (const auto& n : p["nodes"])
+    fmt::print("  {:<44} {:<18} {:>9} {:>9} {}\n", name(n["node"].get<std::string>()), n["op"].get<std::string>().substr(0, 18),
+               n["start"].get<uint64_t>(), n["finish"].get<uint64_t>() - n["start"].get<uint64_t>(), row(n));
+  const auto& t = p["totals"];
+  fmt::print("  {:<44} {:<18} {:>9} {:>9} {}\n", "total", "", "", "", row(t));
+  const uint64_t mm = t["busy"]["MM"].get<uint64_t>();
+  if (mm > 0)
+    fmt::print("matrix unit: {} gemms; of its {} busy cycles {:.1f}% input rows and {:.1f}% setup and weight shifts; "
+               "gemms of K = 1 (biases) take {:.1f}%\n",
+               t["gemms"].get<uint64_t>(), mm, 100.0 * t["gemm_rows"].get<double>() / static_cast<double>(mm),
+               100.0 * t["gemm_overhead"].get<double>() / static_cast<double>(mm),
+               100.0 * t["bias_gemm_cycles"].get<double>() / static_cast<double>(mm));
+}
+
 void simCommand(const SimCmdOptions& o) {
   if (!isNpuModelPath(o.path)) throw UserError(fmt::format("tessel sim: '{}' is not a compiled NPU model (.tnpu)", o.path));
   if (!o.plot.empty()) checkPictureOutput("--plot", o.plot);
@@ -128,6 +155,7 @@ void simCommand(const SimCmdOptions& o) {
   auto tensors = o.inputs.resolve(*eval::inputSignature(model.inputs), true);
   npu::NpuModelRun run = npu::runNpuModel(model, tensors);
   nlohmann::json summary = npu::runSummaryJson(model, run);
+  if (o.profile) summary["profile"] = npu::runProfileJson(model, run);
   if (!o.outputDir.empty()) {
     std::vector<std::string> names;
     for (const auto& out : model.outputs) names.push_back(out.name);
@@ -143,6 +171,7 @@ void simCommand(const SimCmdOptions& o) {
     fmt::print("{}\n", summary.dump());
   else
     printText(summary);
+  if (o.profile && !o.json) printProfile(summary["profile"]);
 }
 
 }  // namespace
@@ -155,12 +184,16 @@ TESSEL_REGISTER_COMMAND(sim, 45, [](CLI::App& app) {
       "  tessel sim resnet18.tnpu\n"
       "  tessel sim resnet18.tnpu --json --trace trace.json   (open the trace in ui.perfetto.dev)\n"
       "  tessel sim resnet18.tnpu --plot timeline.svg         (unit activity and SRAM use over time)\n"
+      "  tessel sim resnet18.tnpu --profile                   (where the cycles went, node by node)\n"
       "Exit status: 0 success, 2 bad input, 1 internal error.");
   cmd->add_option("model", o->path, "compiled NPU model (.tnpu)")->required();
   cmd->add_option("--hw", o->hw, "refuse the file unless it was compiled for this configuration (file or name)");
   o->inputs.addTo(cmd);
   cmd->add_option("--output-dir,-o", o->outputDir, "also write each output as DIR/<output name>.npy");
   cmd->add_flag("--json", o->json, "print one JSON object instead of text");
+  cmd->add_flag("--profile", o->profile,
+                "per node (its fused epilogue included): when it ran, each unit's busy cycles, the matrix unit's setup "
+                "and weight-shift cycles and its bias gemms (with --json: a \"profile\" object)");
   cmd->add_option("--trace", o->trace, "write a Chrome/Perfetto trace (one track per unit, SRAM counters)");
   cmd->add_option("--plot", o->plot,
                   "draw each unit's busy fraction and each SRAM buffer's live bytes over time (.svg, .png or .pdf; "

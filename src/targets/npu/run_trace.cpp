@@ -1,8 +1,12 @@
-// The Chrome/Perfetto trace of a whole run of a compiled NPU model: each NPU call's trace, one after another.
+// The Chrome/Perfetto trace of a whole run of a compiled NPU model (each NPU call's trace, one after another), and its
+// per-node profile.
 #include "tessel/targets/npu/run_trace.h"
 
 #include <fmt/format.h>
+#include <algorithm>
+#include <array>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 namespace tessel::npu {
@@ -31,6 +35,67 @@ nlohmann::json mergedTrace(const CompiledNpuModel& model, const NpuModelRun& run
 }
 
 }  // namespace
+
+nlohmann::json runProfileJson(const CompiledNpuModel& model, const NpuModelRun& run) {
+  struct NodeStats {
+    std::string node, op, subgraph;
+    uint64_t instructions = 0, start = UINT64_MAX, finish = 0, gemms = 0, gemmRows = 0, gemmOverhead = 0, biasGemmCycles = 0;
+    std::array<uint64_t, kNumUnits> busy{};
+  };
+  std::vector<NodeStats> stats;
+  std::map<std::pair<std::string, uint32_t>, size_t> index;  // (subgraph, op index) -> stats entry
+  uint64_t offset = 0;
+  for (const auto& s : run.subgraphs) {
+    const LoweredSubgraph* lowered = nullptr;
+    for (const auto& l : model.subgraphs)
+      if (l.name == s.name) lowered = &l;
+    const auto& program = lowered->program.instructions;
+    for (size_t i = 0; i < program.size() && i < s.report.timing.size(); ++i) {
+      const uint32_t op = i < lowered->instructionOp.size() ? lowered->instructionOp[i] : UINT32_MAX;
+      auto [it, fresh] = index.try_emplace({s.name, op}, stats.size());
+      if (fresh) {
+        NodeStats n;
+        n.subgraph = s.name;
+        if (op < lowered->ops.size()) n.node = lowered->ops[op].node, n.op = lowered->ops[op].opType;
+        stats.push_back(n);
+      }
+      NodeStats& n = stats[it->second];
+      const Instruction& in = program[i];
+      const InstructionTiming& t = s.report.timing[i];
+      const uint64_t occupancy = t.end - t.start;
+      ++n.instructions;
+      n.start = std::min(n.start, offset + t.start);
+      n.finish = std::max(n.finish, offset + t.finish);
+      n.busy[static_cast<size_t>(in.unit())] += occupancy;
+      if (in.opcode == Opcode::Gemm) {
+        const uint64_t rows = uint64_t{in.outer} * in.inner;
+        ++n.gemms;
+        n.gemmRows += rows;
+        n.gemmOverhead += occupancy > rows ? occupancy - rows : 0;
+        if (in.gemmK == 1) n.biasGemmCycles += occupancy;
+      }
+    }
+    offset += s.report.totalCycles;
+  }
+  std::stable_sort(stats.begin(), stats.end(), [](const NodeStats& a, const NodeStats& b) { return a.start < b.start; });
+  auto entry = [](const NodeStats& n) {
+    nlohmann::json busy = nlohmann::json::object();
+    for (size_t u = 0; u < kNumUnits; ++u) busy[std::string(unitName(static_cast<Unit>(u)))] = n.busy[u];
+    return nlohmann::json{{"busy", busy}, {"gemms", n.gemms}, {"gemm_rows", n.gemmRows}, {"gemm_overhead", n.gemmOverhead},
+                          {"bias_gemm_cycles", n.biasGemmCycles}, {"instructions", n.instructions}};
+  };
+  nlohmann::json nodes = nlohmann::json::array();
+  NodeStats total;
+  for (const NodeStats& n : stats) {
+    nlohmann::json j = entry(n);
+    j["node"] = n.node, j["op"] = n.op, j["subgraph"] = n.subgraph, j["start"] = n.start, j["finish"] = n.finish;
+    nodes.push_back(std::move(j));
+    total.instructions += n.instructions, total.gemms += n.gemms, total.gemmRows += n.gemmRows;
+    total.gemmOverhead += n.gemmOverhead, total.biasGemmCycles += n.biasGemmCycles;
+    for (size_t u = 0; u < kNumUnits; ++u) total.busy[u] += n.busy[u];
+  }
+  return {{"nodes", nodes}, {"totals", entry(total)}};
+}
 
 void writeRunTrace(const CompiledNpuModel& model, const NpuModelRun& run, const std::string& path) {
   const nlohmann::json trace = mergedTrace(model, run);
