@@ -130,13 +130,15 @@ class NpuCompiled final : public Compiled {
     npu::writeNpuModel(model_, path);
   }
 
-  py::object simulate(py::handle inputs, uint64_t seed) override {
+  py::object simulate(py::handle inputs, bool profile, uint64_t seed) override {
     auto tensors = completedInputs(inputs, seed);
     nlohmann::json summary;
     {
       py::gil_scoped_release release;
       std::lock_guard lock(runMutex_);
-      summary = npu::runSummaryJson(model_, npu::runNpuModel(model_, tensors));
+      const npu::NpuModelRun run = npu::runNpuModel(model_, tensors);
+      summary = npu::runSummaryJson(model_, run);
+      if (profile) summary["profile"] = npu::runProfileJson(model_, run);
     }
     return pythonOf(summary);
   }
@@ -241,7 +243,7 @@ void Compiled::notForTarget(const std::string& what, const std::string& targets)
 }
 
 py::object Compiled::bench(py::handle, int, int, bool, uint64_t) { notForTarget("bench()", "'cpu' (the NPU has simulate())"); }
-py::object Compiled::simulate(py::handle, uint64_t) { notForTarget("simulate()", "'npu'"); }
+py::object Compiled::simulate(py::handle, bool, uint64_t) { notForTarget("simulate()", "'npu'"); }
 void Compiled::trace(const std::string&, py::handle, uint64_t) { notForTarget("trace()", "'npu'"); }
 
 std::unique_ptr<Compiled> compileModel(const PyModel& model, const std::string& target, py::handle hw,
@@ -306,11 +308,13 @@ void registerCompiled(py::module_& m) {
            "untimed and `iterations` timed runs and returns what `tessel bench --json` prints: median_ms, min_ms, "
            "p90_ms, mean_ms, max_ms, threads, hash, gflops, gflop_per_s, ... (with profile=True also 'profile', "
            "the per-layer times). Inputs not given are random (seeded by seed).")
-      .def("simulate", &Compiled::simulate, py::arg("inputs") = py::none(), py::arg("seed") = 0,
-           "simulate(inputs=None, seed=0) -> dict\n\nnpu only. Runs the model on the NPU simulator and returns what "
-           "`tessel sim --json` prints: cycles, lower_bound_cycles, mm_utilization, units (busy/stall cycles per "
-           "unit), dram_bytes, peak_sram_bytes, sram_capacity_bytes, hazards, npu_calls, subgraphs, ... Inputs not "
-           "given are random (seeded by seed).")
+      .def("simulate", &Compiled::simulate, py::arg("inputs") = py::none(), py::arg("profile") = false,
+           py::arg("seed") = 0,
+           "simulate(inputs=None, profile=False, seed=0) -> dict\n\nnpu only. Runs the model on the NPU simulator and "
+           "returns what `tessel sim --json` prints: cycles, lower_bound_cycles, mm_utilization, units (busy/stall "
+           "cycles per unit), dram_bytes, peak_sram_bytes, sram_capacity_bytes, hazards, npu_calls, subgraphs, ... "
+           "(with profile=True also 'profile': per node, each unit's busy cycles and the matrix unit's overheads, as "
+           "`tessel sim --profile --json`). Inputs not given are random (seeded by seed).")
       .def("trace", [](Compiled& c, py::handle path, py::handle inputs,
                        uint64_t seed) { c.trace(pathOf(path, "path"), inputs, seed); },
            py::arg("path"), py::arg("inputs") = py::none(), py::arg("seed") = 0,

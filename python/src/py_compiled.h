@@ -35,8 +35,8 @@ class Compiled : public eval::Runner {
   virtual void save(const std::string& path) = 0;
   /// What `tessel bench --json` prints (cpu only).
   virtual py::object bench(py::handle inputs, int iterations, int warmup, bool profile, uint64_t seed);
-  /// What `tessel sim --json` prints (npu only).
-  virtual py::object simulate(py::handle inputs, uint64_t seed);
+  /// What `tessel sim --json` prints (npu only); with `profile`, what `tessel sim --json --profile` prints.
+  virtual py::object simulate(py::handle inputs, bool profile, uint64_t seed);
   /// Writes the Chrome trace of a simulated run (npu only).
   virtual void trace(const std::string& path, py::handle inputs, uint64_t seed);
 

@@ -45,6 +45,12 @@ def test_simulate_and_trace_are_what_tessel_sim_prints(digits_compiled, digits_i
     # Random inputs, seeded as the CLI's --seed.
     status, out, _ = run_cli(["sim", tnpu, "--seed", "3", "--json"])
     assert npu.simulate(seed=3) == json.loads(out)
+    # The per-node profile, as --profile adds it.
+    status, out, err = run_cli(["sim", tnpu, "--seed", "3", "--json", "--profile"])
+    assert status == 0, err
+    profiled = npu.simulate(seed=3, profile=True)
+    assert profiled == json.loads(out) and "profile" not in summary
+    assert profiled["profile"]["totals"]["busy"]["MM"] == profiled["units"]["MM"]["busy"] > 0
     trace = tmp_path / "trace.json"
     npu.trace(str(trace), {"image": x})
     status, _, err = run_cli(["sim", tnpu, "--input", f"image={tmp_path / 'x.npy'}", "--trace", str(tmp_path / "cli.json")])
