@@ -123,15 +123,15 @@ void printText(const nlohmann::json& j) {
 /// The --profile table: one row per node in the order the nodes started.
 void printProfile(const nlohmann::json& p) {
   auto name = [](const std::string& n) { return n.size() <= 44 ? n : "..." + n.substr(n.size() - 41); };
-  fmt::print("\nper-node profile (cycles; busy = occupancy of each unit; mm overhead = setup and weight-shift cycles of "
-             "the gemms; bias = gemms of K = 1):\n");
-  fmt::print("  {:<44} {:<18} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}\n", "node", "op", "start", "span", "LD", "MM",
-             "VEC", "ST", "mm ovh", "bias");
+  fmt::print("\nper-node profile (cycles; busy = occupancy of each unit; mm idle = cycles the matrix unit waited for the "
+             "node's gemms; mm overhead = setup and weight-shift cycles of the gemms; bias = gemms of K = 1):\n");
+  fmt::print("  {:<44} {:<18} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}\n", "node", "op", "start", "span", "LD",
+             "MM", "VEC", "ST", "mm idle", "mm ovh", "bias");
   auto row = [](const nlohmann::json& n) {
     const auto& b = n["busy"];
-    return fmt::format("{:>9} {:>9} {:>9} {:>9} {:>9} {:>8}", b["LD"].get<uint64_t>(), b["MM"].get<uint64_t>(),
-                       b["VEC"].get<uint64_t>(), b["ST"].get<uint64_t>(), n["gemm_overhead"].get<uint64_t>(),
-                       n["bias_gemm_cycles"].get<uint64_t>());
+    return fmt::format("{:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}", b["LD"].get<uint64_t>(), b["MM"].get<uint64_t>(),
+                       b["VEC"].get<uint64_t>(), b["ST"].get<uint64_t>(), n["idle_before"]["MM"].get<uint64_t>(),
+                       n["gemm_overhead"].get<uint64_t>(), n["bias_gemm_cycles"].get<uint64_t>());
   };
   for (const auto& n : p["nodes"])
     fmt::print("  {:<44} {:<18} {:>9} {:>9} {}\n", name(n["node"].get<std::string>()), n["op"].get<std::string>().substr(0, 18),
@@ -141,10 +141,10 @@ void printProfile(const nlohmann::json& p) {
   const uint64_t mm = t["busy"]["MM"].get<uint64_t>();
   if (mm > 0)
     fmt::print("matrix unit: {} gemms; of its {} busy cycles {:.1f}% input rows and {:.1f}% setup and weight shifts; "
-               "gemms of K = 1 (biases) take {:.1f}%\n",
+               "gemms of K = 1 (biases) take {:.1f}%; it waited {} cycles\n",
                t["gemms"].get<uint64_t>(), mm, 100.0 * t["gemm_rows"].get<double>() / static_cast<double>(mm),
                100.0 * t["gemm_overhead"].get<double>() / static_cast<double>(mm),
-               100.0 * t["bias_gemm_cycles"].get<double>() / static_cast<double>(mm));
+               100.0 * t["bias_gemm_cycles"].get<double>() / static_cast<double>(mm), t["idle_before"]["MM"].get<uint64_t>());
 }
 
 void simCommand(const SimCmdOptions& o) {

@@ -40,7 +40,7 @@ nlohmann::json runProfileJson(const CompiledNpuModel& model, const NpuModelRun& 
   struct NodeStats {
     std::string node, op, subgraph;
     uint64_t instructions = 0, start = UINT64_MAX, finish = 0, gemms = 0, gemmRows = 0, gemmOverhead = 0, biasGemmCycles = 0;
-    std::array<uint64_t, kNumUnits> busy{};
+    std::array<uint64_t, kNumUnits> busy{}, idle{};
   };
   std::vector<NodeStats> stats;
   std::map<std::pair<std::string, uint32_t>, size_t> index;  // (subgraph, op index) -> stats entry
@@ -50,6 +50,7 @@ nlohmann::json runProfileJson(const CompiledNpuModel& model, const NpuModelRun& 
     for (const auto& l : model.subgraphs)
       if (l.name == s.name) lowered = &l;
     const auto& program = lowered->program.instructions;
+    std::array<uint64_t, kNumUnits> unitFree{};  // when each unit finished its previous instruction (in-order queues)
     for (size_t i = 0; i < program.size() && i < s.report.timing.size(); ++i) {
       const uint32_t op = i < lowered->instructionOp.size() ? lowered->instructionOp[i] : UINT32_MAX;
       auto [it, fresh] = index.try_emplace({s.name, op}, stats.size());
@@ -66,7 +67,10 @@ nlohmann::json runProfileJson(const CompiledNpuModel& model, const NpuModelRun& 
       ++n.instructions;
       n.start = std::min(n.start, offset + t.start);
       n.finish = std::max(n.finish, offset + t.finish);
-      n.busy[static_cast<size_t>(in.unit())] += occupancy;
+      const auto u = static_cast<size_t>(in.unit());
+      n.busy[u] += occupancy;
+      if (t.start > unitFree[u]) n.idle[u] += t.start - unitFree[u];  // the unit waited for this instruction
+      unitFree[u] = std::max(unitFree[u], t.end);
       if (in.opcode == Opcode::Gemm) {
         const uint64_t rows = uint64_t{in.outer} * in.inner;
         ++n.gemms;
@@ -79,9 +83,12 @@ nlohmann::json runProfileJson(const CompiledNpuModel& model, const NpuModelRun& 
   }
   std::stable_sort(stats.begin(), stats.end(), [](const NodeStats& a, const NodeStats& b) { return a.start < b.start; });
   auto entry = [](const NodeStats& n) {
-    nlohmann::json busy = nlohmann::json::object();
-    for (size_t u = 0; u < kNumUnits; ++u) busy[std::string(unitName(static_cast<Unit>(u)))] = n.busy[u];
-    return nlohmann::json{{"busy", busy}, {"gemms", n.gemms}, {"gemm_rows", n.gemmRows}, {"gemm_overhead", n.gemmOverhead},
+    nlohmann::json busy = nlohmann::json::object(), idle = nlohmann::json::object();
+    for (size_t u = 0; u < kNumUnits; ++u) {
+      busy[std::string(unitName(static_cast<Unit>(u)))] = n.busy[u];
+      idle[std::string(unitName(static_cast<Unit>(u)))] = n.idle[u];
+    }
+    return nlohmann::json{{"busy", busy}, {"idle_before", idle}, {"gemms", n.gemms}, {"gemm_rows", n.gemmRows}, {"gemm_overhead", n.gemmOverhead},
                           {"bias_gemm_cycles", n.biasGemmCycles}, {"instructions", n.instructions}};
   };
   nlohmann::json nodes = nlohmann::json::array();
@@ -92,7 +99,7 @@ nlohmann::json runProfileJson(const CompiledNpuModel& model, const NpuModelRun& 
     nodes.push_back(std::move(j));
     total.instructions += n.instructions, total.gemms += n.gemms, total.gemmRows += n.gemmRows;
     total.gemmOverhead += n.gemmOverhead, total.biasGemmCycles += n.biasGemmCycles;
-    for (size_t u = 0; u < kNumUnits; ++u) total.busy[u] += n.busy[u];
+    for (size_t u = 0; u < kNumUnits; ++u) total.busy[u] += n.busy[u], total.idle[u] += n.idle[u];
   }
   return {{"nodes", nodes}, {"totals", entry(total)}};
 }

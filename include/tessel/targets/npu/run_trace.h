@@ -14,7 +14,8 @@ void writeRunTrace(const CompiledNpuModel& model, const NpuModelRun& run, const 
 
 /// Where a run's cycles went, per lowered node (its fused epilogue included), in the order the nodes started:
 /// {"nodes": [{"node", "op", "subgraph", "instructions", "start", "finish" (cycles on the run's time line),
-/// "busy": {"LD", "MM", "VEC", "ST"} (occupancy cycles), "gemms", "gemm_rows" (cycles an input row entered the
+/// "busy": {"LD", "MM", "VEC", "ST"} (occupancy cycles), "idle_before": the same units' idle cycles that ended with
+/// one of the node's instructions (what the unit waited for this node: its inputs, tokens or buffers), "gemms", "gemm_rows" (cycles an input row entered the
 /// array), "gemm_overhead" (setup and weight-shift cycles of its gemms), "bias_gemm_cycles" (gemms of K = 1: a bias
 /// or a broadcast added on the matrix unit)}, ...], "totals": the same sums over every node}.
 nlohmann::json runProfileJson(const CompiledNpuModel& model, const NpuModelRun& run);
