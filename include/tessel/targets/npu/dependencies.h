@@ -4,8 +4,10 @@
 // program and the simulator's hazard checker (on physical addresses, with the simulated times).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <vector>
 
@@ -92,6 +94,7 @@ class DependencyTracker {
 
   Map map_;
   uint64_t uninitialised_ = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> writes_;  ///< visit's scratch: the instruction's written key intervals
 };
 
 // ---- implementation of the templates ----
@@ -100,6 +103,25 @@ template <class OnDep, class OnClose>
 void DependencyTracker::visit(uint32_t index, Unit unit, const std::vector<WordRun>& runs, OnDep&& onDep,
                               OnClose&& onClose) {
   const auto u = static_cast<size_t>(unit);
+  // The instruction's writes as disjoint key intervals in order, for the in-place check of the reads below (a
+  // binary search per segment: a vector pass over a tile of many rows reads and writes as many runs).
+  writes_.clear();
+  for (const WordRun& w : runs)
+    if (w.kind == AccessKind::WriteAtFinish && w.count != 0) writes_.push_back({key(w.space, w.first), key(w.space, w.first) + w.count});
+  std::sort(writes_.begin(), writes_.end());
+  size_t merged = 0;
+  for (size_t k = 0; k < writes_.size(); ++k) {
+    if (merged > 0 && writes_[k].first <= writes_[merged - 1].second)
+      writes_[merged - 1].second = std::max(writes_[merged - 1].second, writes_[k].second);
+    else
+      writes_[merged++] = writes_[k];
+  }
+  writes_.resize(merged);
+  auto overwritten = [&](uint64_t lo, uint64_t hi) {  // whether the instruction writes any word of [lo, hi)
+    auto it = std::lower_bound(writes_.begin(), writes_.end(), hi,
+                               [](const std::pair<uint64_t, uint64_t>& w, uint64_t v) { return w.first < v; });
+    return it != writes_.begin() && std::prev(it)->second > lo;
+  };
   // Reads first: against the value's writer (RAW); then register as a reader.
   for (const WordRun& r : runs) {
     if (r.kind == AccessKind::WriteAtFinish || r.count == 0) continue;
@@ -116,15 +138,11 @@ void DependencyTracker::visit(uint32_t index, Unit unit, const std::vector<WordR
       // This read replaces the unit's previous reader; when the instruction also overwrites these words (in place),
       // that reader must still come first (a scheduler may reorder one unit's instructions): WAR now.
       const int32_t previous = s.readers[u];
-      if (previous >= 0 && previous != static_cast<int32_t>(index))
-        for (const WordRun& w : runs)
-          if (w.kind == AccessKind::WriteAtFinish && w.count != 0 && key(w.space, w.first) < s.end &&
-              it->first < key(w.space, w.first) + w.count) {
-            const AccessKind rk = (s.readAtFinish >> u) & 1 ? AccessKind::ReadAtFinish : AccessKind::ReadAtStart;
-            onDep(Dependency{static_cast<uint32_t>(previous), index, DepKind::WriteAfterRead, rk, AccessKind::WriteAtFinish,
-                             r.space, it->first & ((uint64_t{1} << 40) - 1), words});
-            break;
-          }
+      if (previous >= 0 && previous != static_cast<int32_t>(index) && overwritten(it->first, s.end)) {
+        const AccessKind rk = (s.readAtFinish >> u) & 1 ? AccessKind::ReadAtFinish : AccessKind::ReadAtStart;
+        onDep(Dependency{static_cast<uint32_t>(previous), index, DepKind::WriteAfterRead, rk, AccessKind::WriteAtFinish,
+                         r.space, it->first & ((uint64_t{1} << 40) - 1), words});
+      }
       s.readers[u] = static_cast<int32_t>(index);
       const uint8_t bit = static_cast<uint8_t>(1u << u);
       s.readAtFinish = r.kind == AccessKind::ReadAtFinish ? (s.readAtFinish | bit) : (s.readAtFinish & ~bit);
