@@ -110,6 +110,46 @@ TEST(NpuSchedule, DependencyGraphOfAHandWrittenProgramIsTheOneWorkedOutByHand) {
   EXPECT_NE(dot.find("style=dotted"), std::string::npos) << dot;  // the WAW edge
 }
 
+// The word runs the dependency analysis works on cover exactly the words a strided box touches, on both paths of
+// their construction (rows whose elements overlap or touch, strideInner <= vec, and rows of separate elements):
+// random boxes with strides 0, below, at and above the vector length, against the box's words listed one by one.
+TEST(NpuSchedule, WordRunsCoverExactlyTheWordsOfStridedBoxes) {
+  uint64_t state = 12345;
+  auto below = [&](uint64_t n) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (state >> 33) % n;
+  };
+  int boxes = 0, rowRuns = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    Instruction in;
+    in.opcode = Opcode::Load;
+    in.outer = 1 + static_cast<uint32_t>(below(6)), in.inner = 1 + static_cast<uint32_t>(below(6)), in.vecLen = 1 + static_cast<uint32_t>(below(20));
+    in.dst.buffer = Buffer::Input;
+    in.dst.addr = static_cast<uint32_t>(below(64));
+    const uint32_t v = in.vecLen;
+    const uint32_t strideChoices[] = {0, 1, v > 1 ? v - 1 : 1, v, v + 1, 2 * v + 3, static_cast<uint32_t>(below(80))};
+    in.dst.strideInner = strideChoices[below(7)];
+    in.dst.strideOuter = strideChoices[below(7)] * (1 + static_cast<uint32_t>(below(3)));
+    std::vector<WordRun> runs;
+    instructionRuns(in, runs, false);
+    std::set<uint64_t> want, got;
+    for (uint32_t o = 0; o < in.outer; ++o)
+      for (uint32_t i = 0; i < in.inner; ++i)
+        for (uint32_t c = 0; c < v; ++c) want.insert(in.dst.addr + uint64_t{o} * in.dst.strideOuter + uint64_t{i} * in.dst.strideInner + c);
+    for (const WordRun& r : runs) {
+      EXPECT_EQ(r.space, static_cast<uint32_t>(Buffer::Input));
+      EXPECT_EQ(r.kind, AccessKind::WriteAtFinish);
+      for (uint64_t w = r.first; w < r.first + r.count; ++w) got.insert(w);
+    }
+    ASSERT_EQ(got, want) << "outer " << in.outer << " inner " << in.inner << " vec " << v << " strides "
+                         << in.dst.strideOuter << "," << in.dst.strideInner;
+    ++boxes;
+    rowRuns += in.inner > 1 && in.dst.strideInner <= v && in.dst.strideInner != v;
+  }
+  EXPECT_EQ(boxes, 3000);
+  EXPECT_GT(rowRuns, 300);  // the overlapping-row path was exercised
+}
+
 TEST(NpuSchedule, TokensOfAHandWrittenProgramAreTheOnesWorkedOutByHand) {
   BlockProgram p;
   const hw::NpuConfig cfg = defaultNpu();

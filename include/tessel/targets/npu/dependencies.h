@@ -87,12 +87,19 @@ class DependencyTracker {
     std::array<int32_t, kNumUnits> readers{-1, -1, -1, -1};
     uint8_t readAtFinish = 0;
   };
-  using Map = std::map<uint64_t, Segment>;
+  using Map = std::map<uint64_t, Segment>;  ///< one address space's segments by first word
   static uint64_t key(uint32_t space, uint64_t word) { return (uint64_t{space} << 40) | word; }
-  /// Makes [lo, hi) (lo < hi) exactly covered by segments (gaps get never-written segments) and returns the first.
-  Map::iterator cover(uint64_t lo, uint64_t hi);
+  /// Makes words [lo, hi) (lo < hi) of `m` exactly covered by segments (gaps get never-written segments) and returns
+  /// the first.
+  static Map::iterator cover(Map& m, uint64_t lo, uint64_t hi);
+  Map& spaceMap(uint32_t space) {
+    if (space >= spaces_.size()) spaces_.resize(space + 1);
+    return spaces_[space];
+  }
 
-  Map map_;
+  /// Per address space (an SRAM buffer, DRAM, or a virtual region: small maps, one per region, rather than one map of
+  /// every region's words), its segments.
+  std::vector<Map> spaces_;
   uint64_t uninitialised_ = 0;
   std::vector<std::pair<uint64_t, uint64_t>> writes_;  ///< visit's scratch: the instruction's written key intervals
 };
@@ -125,23 +132,24 @@ void DependencyTracker::visit(uint32_t index, Unit unit, const std::vector<WordR
   // Reads first: against the value's writer (RAW); then register as a reader.
   for (const WordRun& r : runs) {
     if (r.kind == AccessKind::WriteAtFinish || r.count == 0) continue;
-    const uint64_t lo = key(r.space, r.first), hi = lo + r.count;
-    for (auto it = cover(lo, hi); it != map_.end() && it->first < hi; ++it) {
+    Map& m = spaceMap(r.space);
+    const uint64_t lo = r.first, hi = lo + r.count;
+    for (auto it = cover(m, lo, hi); it != m.end() && it->first < hi; ++it) {
       Segment& s = it->second;
       const uint64_t words = s.end - it->first;
       if (s.writer < 0) {
         uninitialised_ += words;
       } else if (s.writer != static_cast<int32_t>(index)) {
         onDep(Dependency{static_cast<uint32_t>(s.writer), index, DepKind::ReadAfterWrite, AccessKind::WriteAtFinish, r.kind,
-                         r.space, it->first & ((uint64_t{1} << 40) - 1), words});
+                         r.space, it->first, words});
       }
       // This read replaces the unit's previous reader; when the instruction also overwrites these words (in place),
       // that reader must still come first (a scheduler may reorder one unit's instructions): WAR now.
       const int32_t previous = s.readers[u];
-      if (previous >= 0 && previous != static_cast<int32_t>(index) && overwritten(it->first, s.end)) {
+      if (previous >= 0 && previous != static_cast<int32_t>(index) && overwritten(key(r.space, it->first), key(r.space, s.end))) {
         const AccessKind rk = (s.readAtFinish >> u) & 1 ? AccessKind::ReadAtFinish : AccessKind::ReadAtStart;
         onDep(Dependency{static_cast<uint32_t>(previous), index, DepKind::WriteAfterRead, rk, AccessKind::WriteAtFinish,
-                         r.space, it->first & ((uint64_t{1} << 40) - 1), words});
+                         r.space, it->first, words});
       }
       s.readers[u] = static_cast<int32_t>(index);
       const uint8_t bit = static_cast<uint8_t>(1u << u);
@@ -151,12 +159,13 @@ void DependencyTracker::visit(uint32_t index, Unit unit, const std::vector<WordR
   // Then writes: against the latest readers (WAR) and the writer (WAW); the range gets one new value.
   for (const WordRun& r : runs) {
     if (r.kind != AccessKind::WriteAtFinish || r.count == 0) continue;
-    const uint64_t lo = key(r.space, r.first), hi = lo + r.count;
-    auto first = cover(lo, hi);
+    Map& m = spaceMap(r.space);
+    const uint64_t lo = r.first, hi = lo + r.count;
+    auto first = cover(m, lo, hi);
     auto it = first;
-    for (; it != map_.end() && it->first < hi; ++it) {
+    for (; it != m.end() && it->first < hi; ++it) {
       const Segment& s = it->second;
-      const uint64_t word = it->first & ((uint64_t{1} << 40) - 1), words = s.end - it->first;
+      const uint64_t word = it->first, words = s.end - it->first;
       for (size_t ru = 0; ru < kNumUnits; ++ru) {
         const int32_t reader = s.readers[ru];
         if (reader < 0 || reader == static_cast<int32_t>(index)) continue;
@@ -169,18 +178,19 @@ void DependencyTracker::visit(uint32_t index, Unit unit, const std::vector<WordR
                          AccessKind::WriteAtFinish, r.space, word, words});
       if (s.writer >= 0) onClose(ClosedValue{s.writer, s.readers, s.readAtFinish, r.space, words});
     }
-    map_.erase(first, it);
+    m.erase(first, it);
     Segment merged;
     merged.end = hi;
     merged.writer = static_cast<int32_t>(index);
-    map_.emplace(lo, merged);
+    m.emplace_hint(it, lo, merged);
   }
 }
 
 template <class Fn>
 void DependencyTracker::closeAll(Fn&& fn) const {
-  for (const auto& [lo, s] : map_)
-    if (s.writer >= 0) fn(ClosedValue{s.writer, s.readers, s.readAtFinish, static_cast<uint32_t>(lo >> 40), s.end - lo});
+  for (size_t space = 0; space < spaces_.size(); ++space)
+    for (const auto& [lo, s] : spaces_[space])
+      if (s.writer >= 0) fn(ClosedValue{s.writer, s.readers, s.readAtFinish, static_cast<uint32_t>(space), s.end - lo});
 }
 
 }  // namespace tessel::npu

@@ -25,6 +25,23 @@ void boxRuns(uint32_t space, uint64_t addr, uint64_t strideOuter, uint64_t strid
   }
   bool open = false;
   WordRun cur{space, 0, 0, kind};
+  if (inner > 0 && strideInner <= vec) {
+    // Each outer step's inner elements overlap or touch (a row of pixels, or one vector broadcast along it): one run
+    // of (inner - 1) * strideInner + vec words, merged as its first element would be (the same runs as below).
+    const uint64_t row = uint64_t{inner - 1} * strideInner + vec;
+    for (uint32_t o = 0; o < outer; ++o) {
+      const uint64_t start = addr + uint64_t{o} * strideOuter;
+      if (open && start >= cur.first && start <= cur.first + cur.count) {
+        cur.count = std::max(cur.count, start + row - cur.first);
+        continue;
+      }
+      if (open) out.push_back(cur);
+      cur.first = start, cur.count = row;
+      open = true;
+    }
+    if (open) out.push_back(cur);
+    return;
+  }
   for (uint32_t o = 0; o < outer; ++o) {
     for (uint32_t i = 0; i < inner; ++i) {
       const uint64_t start = addr + uint64_t{o} * strideOuter + uint64_t{i} * strideInner;
@@ -58,33 +75,33 @@ void instructionRuns(const Instruction& inst, std::vector<WordRun>& out, bool dr
             AccessKind::WriteAtFinish, out);
 }
 
-DependencyTracker::Map::iterator DependencyTracker::cover(uint64_t lo, uint64_t hi) {
+DependencyTracker::Map::iterator DependencyTracker::cover(Map& m, uint64_t lo, uint64_t hi) {
   // One lookup, then a walk: the runs of a strided box are short and close together, so the segments met are
   // few, and every insertion is hinted (this function was two thirds of ResNet-50's compile time with a lookup
   // per split).
-  auto it = map_.upper_bound(lo);  // the first segment starting after lo; the one before may hold lo
-  if (it != map_.begin()) {
+  auto it = m.upper_bound(lo);  // the first segment starting after lo; the one before may hold lo
+  if (it != m.begin()) {
     auto before = std::prev(it);
     if (before->first == lo) {
       it = before;
     } else if (before->second.end > lo) {  // starts before lo and reaches past it: split at lo
       Segment upper = before->second;
       before->second.end = lo;
-      it = map_.emplace_hint(it, lo, upper);
+      it = m.emplace_hint(it, lo, upper);
     }
   }
-  auto first = map_.end();
+  auto first = m.end();
   for (uint64_t cursor = lo; cursor < hi; ++it) {
-    if (it == map_.end() || it->first > cursor) {  // a gap: a never-written segment up to the next one or hi
+    if (it == m.end() || it->first > cursor) {  // a gap: a never-written segment up to the next one or hi
       Segment gap;
-      gap.end = (it == map_.end() || it->first > hi) ? hi : it->first;
-      it = map_.emplace_hint(it, cursor, gap);
+      gap.end = (it == m.end() || it->first > hi) ? hi : it->first;
+      it = m.emplace_hint(it, cursor, gap);
     } else if (it->second.end > hi) {  // the last segment reaches past hi: split at hi
       Segment upper = it->second;
       it->second.end = hi;
-      map_.emplace_hint(std::next(it), hi, upper);
+      m.emplace_hint(std::next(it), hi, upper);
     }
-    if (first == map_.end()) first = it;
+    if (first == m.end()) first = it;
     cursor = it->second.end;
   }
   return first;
