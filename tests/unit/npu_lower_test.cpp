@@ -1098,6 +1098,17 @@ TEST(NpuLower, GemmMatMulWithBiasAndTransB) {
   });
 }
 
+// A MatMul of many rows by one input channel (random graph seed 38194 on `tiny`): its rows, one row of pixels to the
+// tiler, need more than 16 column tiles there, and a single input channel has no smaller block to retry with; it
+// was refused with "no tiling of this 1x1 convolution of 1 channels fits".
+TEST(NpuLower, MatMulOfManyRowsByOneChannel) {
+  checkBoth([](Graph& g) {
+    Value* x = g.addInput("x", TensorType::fromShape(DType::Float32, {4810, 1}));
+    Node* mm = g.addNode("MatMul", {x, g.addConstant("B", randomTensor({1, 15}, 5))}, {"m"});
+    g.addOutput(mm->output(0));
+  });
+}
+
 TEST(NpuLower, ElementwiseSameShapePerChannelAndScalar) {
   checkBoth([](Graph& g) {
     Shape s{1, 40, 9, 7};

@@ -247,13 +247,17 @@ std::vector<std::pair<NodeTiling, MatrixCost>> matrixTilingOptions(const Node& n
   // matrix variant is tried again with smaller input-channel blocks.
   std::vector<int64_t> smaller;
   for (int64_t cb = std::min(DIM, Cg) / 2; cb >= 1; cb /= 2) smaller.push_back(cb);
+  if (smaller.empty()) smaller = cbs;  // one input channel: no smaller block
+  // And a long row of pixels (a MatMul's rows as one row: 19,240 of them on `tiny`, where 16 column tiles of 1,203
+  // pixels overflowed the accumulator) is then cut into up to one tile per 8 pixels.
+  const std::vector<int64_t> finer = evenSplits(p.OW, std::max<int64_t>(16, ceilDiv(p.OW, 8)));
   for (int attempt = 0; attempt < 2 && options.empty(); ++attempt)
   for (const std::string& variant : variants)
     for (int64_t cb : variant != "matrix" ? std::vector<int64_t>{Cg} : attempt == 0 ? cbs : smaller)
       for (int64_t cp : cps)
         for (bool resident : {true, false})
           for (bool phased : {false, true})
-          for (int64_t tw : tws)
+          for (int64_t tw : attempt == 0 ? tws : finer)
             for (int64_t th : ths) {
               if (phased && p.sH == 1 && p.sW == 1) continue;
               if (th * tw >= (int64_t{1} << 16) || p.inCols(tw) >= (int64_t{1} << 16)) continue;
