@@ -35,8 +35,7 @@ std::vector<CallSpan> callSpans(const npu::CompiledNpuModel& model, const npu::N
   std::vector<CallSpan> spans;
   uint64_t offset = 0;
   for (const auto& s : run.subgraphs) {
-    for (const auto& l : model.subgraphs)
-      if (l.name == s.name) spans.push_back({&l, &s.report, offset});
+    spans.push_back({&npu::loweredSubgraph(model, s.name), &s.report, offset});
     offset += s.report.totalCycles;
   }
   return spans;

@@ -170,6 +170,12 @@ NpuModelRun runNpuModel(const CompiledNpuModel& model, const std::map<std::strin
   return run;
 }
 
+const LoweredSubgraph& loweredSubgraph(const CompiledNpuModel& model, const std::string& name) {
+  for (const LoweredSubgraph& l : model.subgraphs)
+    if (l.name == name) return l;
+  throw InternalError(fmt::format("npu run: no lowered subgraph '{}' in the model", name));
+}
+
 nlohmann::json runSummaryJson(const CompiledNpuModel& model, const NpuModelRun& run) {
   using json = nlohmann::json;
   uint64_t cycles = 0, read = 0, written = 0, macs = 0, bound = 0, scheduleBound = 0, hazards = 0, compulsory = 0;
@@ -192,14 +198,12 @@ nlohmann::json runSummaryJson(const CompiledNpuModel& model, const NpuModelRun& 
     }
     for (size_t u = 0; u < kNumUnits; ++u) busy[u] += r.units[u].busyCycles, stall[u] += r.units[u].stallCycles;
     json j = r.toJson();
-    for (const LoweredSubgraph& l : model.subgraphs)
-      if (l.name == s.name) {
-        compulsory += l.compulsoryDramBytes;
-        const hw::NpuConfig& cfg = model.config.device(l.device).npu;
-        bound += l.work.lowerBound(cfg);
-        j["lower_bound_cycles"] = l.work.lowerBound(cfg);
-        j["work"] = l.work.toJson(cfg);
-      }
+    const LoweredSubgraph& l = loweredSubgraph(model, s.name);
+    compulsory += l.compulsoryDramBytes;
+    const hw::NpuConfig& cfg = model.config.device(l.device).npu;
+    bound += l.work.lowerBound(cfg);
+    j["lower_bound_cycles"] = l.work.lowerBound(cfg);
+    j["work"] = l.work.toJson(cfg);
     j.erase("hazards");
     j["name"] = s.name;
     j["hazard_count"] = r.hazards.size();

@@ -17,11 +17,8 @@ nlohmann::json mergedTrace(const CompiledNpuModel& model, const NpuModelRun& run
   nlohmann::json events = nlohmann::json::array();
   double offsetUs = 0;
   for (const auto& s : run.subgraphs) {
-    const LoweredSubgraph* lowered = nullptr;
-    for (const auto& l : model.subgraphs)
-      if (l.name == s.name) lowered = &l;
     std::ostringstream one;
-    writeChromeTrace(lowered->program, s.report, one);
+    writeChromeTrace(loweredSubgraph(model, s.name).program, s.report, one);
     nlohmann::json doc = nlohmann::json::parse(one.str());
     for (auto& e : doc["traceEvents"]) {
       if (e.contains("ts")) e["ts"] = e["ts"].get<double>() + offsetUs;
@@ -46,18 +43,16 @@ nlohmann::json runProfileJson(const CompiledNpuModel& model, const NpuModelRun& 
   std::map<std::pair<std::string, uint32_t>, size_t> index;  // (subgraph, op index) -> stats entry
   uint64_t offset = 0;
   for (const auto& s : run.subgraphs) {
-    const LoweredSubgraph* lowered = nullptr;
-    for (const auto& l : model.subgraphs)
-      if (l.name == s.name) lowered = &l;
-    const auto& program = lowered->program.instructions;
+    const LoweredSubgraph& lowered = loweredSubgraph(model, s.name);
+    const auto& program = lowered.program.instructions;
     std::array<uint64_t, kNumUnits> unitFree{};  // when each unit finished its previous instruction (in-order queues)
     for (size_t i = 0; i < program.size() && i < s.report.timing.size(); ++i) {
-      const uint32_t op = i < lowered->instructionOp.size() ? lowered->instructionOp[i] : UINT32_MAX;
+      const uint32_t op = i < lowered.instructionOp.size() ? lowered.instructionOp[i] : UINT32_MAX;
       auto [it, fresh] = index.try_emplace({s.name, op}, stats.size());
       if (fresh) {
         NodeStats n;
         n.subgraph = s.name;
-        if (op < lowered->ops.size()) n.node = lowered->ops[op].node, n.op = lowered->ops[op].opType;
+        if (op < lowered.ops.size()) n.node = lowered.ops[op].node, n.op = lowered.ops[op].opType;
         stats.push_back(n);
       }
       NodeStats& n = stats[it->second];

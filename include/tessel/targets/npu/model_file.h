@@ -94,6 +94,9 @@ struct NpuModelRun {
 NpuModelRun runNpuModel(const CompiledNpuModel& model, const std::map<std::string, Tensor>& inputs,
                         const SimOptions& options = {});
 
+/// The lowered subgraph a run's call `name` ran (InternalError when the model has none of that name).
+const LoweredSubgraph& loweredSubgraph(const CompiledNpuModel& model, const std::string& name);
+
 /// Totals over a run for reports: one JSON object with cycles, dram_bytes, peak_sram_bytes,
 /// sram_capacity_bytes, mm_utilization, lower bounds, hazards and per-subgraph details.
 nlohmann::json runSummaryJson(const CompiledNpuModel& model, const NpuModelRun& run);

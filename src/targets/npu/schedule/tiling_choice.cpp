@@ -250,8 +250,9 @@ std::vector<std::pair<NodeTiling, MatrixCost>> matrixTilingOptions(const Node& n
   if (smaller.empty()) smaller = cbs;  // one input channel: no smaller block
   // And a long row of pixels (a MatMul's rows as one row: 19,240 of them on `tiny`, where 16 column tiles of 1,203
   // pixels overflowed the accumulator) is then cut into up to one tile per 8 pixels.
-  const std::vector<int64_t> finer = evenSplits(p.OW, std::max<int64_t>(16, ceilDiv(p.OW, 8)));
-  for (int attempt = 0; attempt < 2 && options.empty(); ++attempt)
+  std::vector<int64_t> finer;
+  for (int attempt = 0; attempt < 2 && options.empty(); ++attempt) {
+  if (attempt == 1) finer = evenSplits(p.OW, std::max<int64_t>(16, ceilDiv(p.OW, 8)));
   for (const std::string& variant : variants)
     for (int64_t cb : variant != "matrix" ? std::vector<int64_t>{Cg} : attempt == 0 ? cbs : smaller)
       for (int64_t cp : cps)
@@ -268,6 +269,7 @@ std::vector<std::pair<NodeTiling, MatrixCost>> matrixTilingOptions(const Node& n
               const MatrixCost c = matrixCost(p, t, cfg, e);
               if (c.fits) options.push_back({t, c});
             }
+  }
   if (options.empty())
     throw UserError(fmt::format("{}: no tiling of this {}x{} convolution of {} channels fits the NPU's buffers", n.describe(),
                                 p.KH, p.KW, Cg));
