@@ -106,6 +106,11 @@ CONV_BENCH(BM_conv3x3s2_128_56_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(
 CONV_BENCH(BM_conv1x1s2_256_512_56_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(256, 56, 512, 1, 2, 1))
 CONV_BENCH(BM_conv1x1_256_128_56_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(256, 56, 128, 1, 1, 1))
 CONV_BENCH(BM_conv1x1_256_128_56_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(256, 56, 128, 1, 1, 1))
+// ResNeXt-50's layer1/layer2.0 1x1 convs on 56x56: 128->256 (conv3) and 256->256 (layer2.0 conv1).
+CONV_BENCH(BM_conv1x1_128_256_56_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(128, 56, 256, 1, 1, 1))
+CONV_BENCH(BM_conv1x1_128_256_56_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(128, 56, 256, 1, 1, 1))
+CONV_BENCH(BM_conv1x1_256_256_56_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(256, 56, 256, 1, 1, 1))
+CONV_BENCH(BM_conv1x1_256_256_56_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(256, 56, 256, 1, 1, 1))
 
 // ResNet 3x3 64->64 at 56x56.
 CONV_BENCH(BM_conv3x3_64_56_winograd_f43, "conv2d_winograd_f43_avx2", conv_shape(64, 56, 64, 3, 1, 1))
@@ -231,6 +236,7 @@ CONV_BENCH(BM_stem3x3s2p0_3_64_224_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", 
 // (1024, 32 of 32, stride 2 from 14x14).
 CONV_BENCH(BM_grouped3x3_512_g32_14_grouped, "conv2d_nchw_grouped", conv_shape(512, 14, 512, 3, 1, 32))
 CONV_BENCH(BM_grouped3x3_512_g32_14_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(512, 14, 512, 3, 1, 32))
+CONV_BENCH(BM_grouped3x3_128_g32_56_grouped, "conv2d_nchw_grouped", conv_shape(128, 56, 128, 3, 1, 32))
 CONV_BENCH(BM_grouped3x3_256_g32_28_grouped, "conv2d_nchw_grouped", conv_shape(256, 28, 256, 3, 1, 32))
 CONV_BENCH(BM_grouped3x3s2_1024_g32_14_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(1024, 14, 1024, 3, 2, 32))
 CONV_BENCH(BM_grouped3x3s2_1024_g32_14_grouped, "conv2d_nchw_grouped", conv_shape(1024, 14, 1024, 3, 2, 32))

@@ -52,34 +52,41 @@ template <class T>
 struct GroupRows {
   const Conv2dShape& s;
   std::vector<RowRing<T>> rings;
-  // The scratch row of channel ci for tap row kh of output row oh (filled on demand, rows in order).
-  const float* row(int64_t ci, int64_t oh, int64_t kh) { return rings[ci].row(oh * s.stride_h + kh); }
   void ensure(int64_t oh) {
     for (RowRing<T>& r : rings) r.ensure(oh * s.stride_h + s.kernel_h);
   }
 };
 
+// What every tile of a call shares: tap_off[kw] is the scratch offset of tap column kw
+// (RowGeometry::tap_offset, computed once per call: a division by the stride per tap cost a quarter of the
+// time on 14x14 maps), and the shape's divisions (in_per_group, out_w) are done once per call, not per tile.
+struct TileGeometry {
+  const int64_t* tap_off;
+  int64_t cin, kh, kw, stride_h, out_w, plane;
+};
+
 // One register tile: output channels [0, kBlockM) of a weight block at the NV output vectors `slot`.
-// Stores the `mvalid` real channels (lanes past OW masked) with bias added. tap_off[kw]: the scratch offset of
-// tap column kw (RowGeometry::tap_offset, computed once per call: a division by the stride per tap cost a
-// quarter of the time on 14x14 maps). Out of line, so that every NV keeps its accumulators in registers.
-// MB (8, or 4 for half a block: w then points at the half's first channel) channels of the block.
+// Stores the `mvalid` real channels (lanes past OW masked) with bias added. Out of line, so that every NV
+// keeps its accumulators in registers. MB (8, or 4 for half a block: w then points at the half's first
+// channel) channels of the block.
 template <class T, int NV, int MB>
-__attribute__((noinline)) void slot_tile(const Conv2dShape& s, const int64_t* tap_off, GroupRows<T>& rows,
-                                         const float* w, const Slot* slot, int mvalid, const float* bias, float* out,
-                                         int64_t plane) {
+__attribute__((noinline)) void slot_tile(const TileGeometry& tg, GroupRows<T>& rows, const float* w,
+                                         const Slot* slot, int mvalid, const float* bias, float* out) {
   using V = typename T::V;
   constexpr int L = T::L;
   V acc[MB][NV];
   for (int m = 0; m < MB; ++m)
     for (int v = 0; v < NV; ++v) acc[m][v] = T::zero();
-  const int64_t KH = s.kernel_h, KW = s.kernel_w;
-  for (int64_t ci = 0; ci < s.in_per_group(); ++ci)
-    for (int64_t kh = 0; kh < KH; ++kh) {
+  const int64_t KW = tg.kw;
+  int64_t row0[NV];  // padded input row of tap row 0 of each vector
+  for (int v = 0; v < NV; ++v) row0[v] = slot[v].oh * tg.stride_h;
+  for (int64_t ci = 0; ci < tg.cin; ++ci) {
+    const RowRing<T>& ring = rows.rings[static_cast<size_t>(ci)];
+    for (int64_t kh = 0; kh < tg.kh; ++kh) {
       const float* x[NV];
-      for (int v = 0; v < NV; ++v) x[v] = rows.row(ci, slot[v].oh, kh) + slot[v].v * L;
+      for (int v = 0; v < NV; ++v) x[v] = ring.row(row0[v] + kh) + slot[v].v * L;
       for (int64_t kw = 0; kw < KW; ++kw, w += kBlockM) {
-        const int64_t off = tap_off[kw];
+        const int64_t off = tg.tap_off[kw];
         V in[NV];
         for (int v = 0; v < NV; ++v) in[v] = T::loadu(x[v] + off);
         for (int m = 0; m < MB; ++m) {
@@ -88,21 +95,38 @@ __attribute__((noinline)) void slot_tile(const Conv2dShape& s, const int64_t* ta
         }
       }
     }
-  const int64_t OW = s.out_w();
-  for (int m = 0; m < mvalid; ++m) {
+  }
+  // Unrolled with compile-time indices (a loop to the run-time mvalid kept the accumulators on the stack).
+  int lanes[NV];
+  for (int v = 0; v < NV; ++v) lanes[v] = static_cast<int>(std::min<int64_t>(L, tg.out_w - slot[v].v * L));
+#pragma GCC unroll 8
+  for (int m = 0; m < MB; ++m) {
+    if (m >= mvalid) break;
     const V b = T::set1(bias ? bias[m] : 0.0f);
-    for (int v = 0; v < NV; ++v) {
-      const int64_t col = slot[v].v * L;
-      T::store_n(out + m * plane + slot[v].oh * OW + col, T::add(acc[m][v], b),
-                 static_cast<int>(std::min<int64_t>(L, OW - col)));
-    }
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v)
+      T::store_n(out + m * tg.plane + slot[v].oh * tg.out_w + slot[v].v * L, T::add(acc[m][v], b), lanes[v]);
   }
 }
 
-template <class T>
+// A tile of NV vectors (NV at most 6), `nv` of them used (the last tile of a group may hold fewer).
+template <class T, int NV, int MB>
+void slot_tile_n(int nv, const TileGeometry& tg, GroupRows<T>& rows, const float* w, const Slot* slot, int mvalid,
+                 const float* bias, float* out) {
+  switch (std::min(nv, NV)) {
+    case 6: if constexpr (NV >= 6) return slot_tile<T, 6, MB>(tg, rows, w, slot, mvalid, bias, out); [[fallthrough]];
+    case 5: if constexpr (NV >= 5) return slot_tile<T, 5, MB>(tg, rows, w, slot, mvalid, bias, out); [[fallthrough]];
+    case 4: if constexpr (NV >= 4) return slot_tile<T, 4, MB>(tg, rows, w, slot, mvalid, bias, out); [[fallthrough]];
+    case 3: if constexpr (NV >= 3) return slot_tile<T, 3, MB>(tg, rows, w, slot, mvalid, bias, out); [[fallthrough]];
+    case 2: if constexpr (NV >= 2) return slot_tile<T, 2, MB>(tg, rows, w, slot, mvalid, bias, out); [[fallthrough]];
+    default: return slot_tile<T, 1, MB>(tg, rows, w, slot, mvalid, bias, out);
+  }
+}
+
+template <class T, int NV, int MB>
 void grouped_run(const Conv2dShape& s, const float* in, const float* packed, float* out, const Epilogue& ep,
                  ThreadPool* pool) {
-  constexpr int L = T::L, NV = kTileNV<T>, MB = kTileM<T>;
+  constexpr int L = T::L;
   const int64_t OH = s.out_h(), OW = s.out_w(), plane = OH * OW, in_plane = s.in_h * s.in_w;
   const int64_t Cin = s.in_per_group(), Cout = s.out_per_group();
   const int64_t block_floats = taps(s) * kBlockM, vectors = (OW + L - 1) / L;
@@ -113,6 +137,7 @@ void grouped_run(const Conv2dShape& s, const float* in, const float* packed, flo
   const int64_t nslots = static_cast<int64_t>(slots.size());
   std::vector<int64_t> tap_off(static_cast<size_t>(s.kernel_w));
   for (int64_t kw = 0; kw < s.kernel_w; ++kw) tap_off[static_cast<size_t>(kw)] = geo.tap_offset(kw);
+  const TileGeometry tg{tap_off.data(), Cin, s.kernel_h, s.kernel_w, s.stride_h, OW, plane};
   const bool deferred = ep.residual != nullptr || ep.act != Activation::None;
   parallel_for(pool, s.batch * s.groups, [&](int64_t b, int64_t e) {
     static thread_local AlignedBuffer scratch;
@@ -139,12 +164,7 @@ void grouped_run(const Conv2dShape& s, const float* in, const float* packed, flo
             const float* bias = ep.bias ? ep.bias + c0 + m0 : nullptr;
             float* o = out_g + m0 * plane;
             // The last tile of a group may hold fewer vectors (14 rows of one vector each: 3+3+3+3+2).
-            if (nv == NV)
-              slot_tile<T, NV, MB>(s, tap_off.data(), rows, w, &slots[q], mvalid, bias, o, plane);
-            else if (nv == 2)
-              slot_tile<T, 2, MB>(s, tap_off.data(), rows, w, &slots[q], mvalid, bias, o, plane);
-            else
-              slot_tile<T, 1, MB>(s, tap_off.data(), rows, w, &slots[q], mvalid, bias, o, plane);
+            slot_tile_n<T, NV, MB>(nv, tg, rows, w, &slots[q], mvalid, bias, o);
           }
         }
         q += nv;
@@ -181,7 +201,12 @@ void conv2d_nchw_grouped_pack(const Conv2dShape& s, const float* weights, float*
 
 void conv2d_nchw_grouped(const Conv2dShape& s, const float* in, const float* packed, float* out, const Epilogue& ep,
                          ThreadPool* pool) {
-  grouped_run<planes::VecWide>(s, in, packed, out, ep, pool);
+  using T = planes::VecWide;
+  // Four channels per group (ResNeXt-50's layer1) fill only half of an 8-channel tile: 4 x 6 vectors instead
+  // (the same 24 accumulators, 6 loads and 4 broadcasts per 24 FMAs, none of them on padding channels).
+  if constexpr (T::L == 16)
+    if (s.out_per_group() <= 4) return grouped_run<T, 6, 4>(s, in, packed, out, ep, pool);
+  grouped_run<T, kTileNV<T>, kTileM<T>>(s, in, packed, out, ep, pool);
 }
 
 }  // namespace tessel::rt

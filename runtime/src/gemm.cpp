@@ -37,12 +37,18 @@ constexpr int64_t kRowsOuterMaxK = 160;
 // Rapids 32 rather than 24: M = 32 products took 7-13% less time unpacked (K = 96-256, N = 729-3136;
 // same-process alternating minima), while M = 64 with K = 256 on 56x56 took 20-30% more. On Zen 4 (AMD)
 // M = 64 gains too: 256->64 on 56x56 1070 -> 980 us, 64->64 265 -> 246 (minima of 3, 1 thread).
-[[maybe_unused]] int64_t raw_b_max_m() {
-  static const int64_t m = [] {
+// On Zen 4 (AMD EPYC family 25 model 17, 1 thread) also up to M = 256 once K >= 256: ResNeXt-50's 256->128 1x1
+// on 56x56 in the model 2.06 -> 1.92 ms; with K = 64-128 reading B in place was slower (128->256: 2.07 -> 2.17).
+[[maybe_unused]] bool amd_cpu() {
+  static const bool amd = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_is("amd") ? int64_t{64} : int64_t{32};
+    return __builtin_cpu_is("amd") != 0;
   }();
-  return m;
+  return amd;
+}
+[[maybe_unused]] int64_t raw_b_max_m(int64_t K) {
+  if (!amd_cpu()) return 32;
+  return K >= 256 ? 256 : 64;
 }
 // The AVX2 path's raw_b_max_m. Zen 5, AVX2 runtime, 1 thread, alternating runs: ResNet-50's 256->64 1x1 on
 // 56x56 88 -> 99 GFLOP/s read in place, 512->64 on 28x28 87 -> 98; for M = 128-256 the two ways were within
@@ -551,9 +557,9 @@ void gemm_task(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K, const 
   const int64_t n_panels = ceil_div(n1 - n0, NR);
   const float* b_block = nullptr;
 #if defined(__AVX512F__)
-  // Few rows of C: each B element feeds at most raw_b_max_m() FMAs, so packing B would cost about as much as
+  // Few rows of C: each B element feeds at most raw_b_max_m(K) FMAs, so packing B would cost about as much as
   // the product; read B where it is instead (row-major, not transposed, no custom packer).
-  const bool raw_b = b.raw && !b.trans && !b.packer && m1 - m0 <= raw_b_max_m();
+  const bool raw_b = b.raw && !b.trans && !b.packer && m1 - m0 <= raw_b_max_m(K);
 #else
   // The same with AVX2 (6x16 tiles), when every tile is 16 columns wide (an edge tile would pack its panel
   // again for every row tile: 7x7 maps with K = 2048 took 62 instead of 75 GFLOP/s).

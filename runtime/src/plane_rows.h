@@ -297,7 +297,10 @@ struct RowRing {
       fill_row<T>(g, ih >= 0 && ih < in_h ? plane + ih * g.in_w : nullptr, row(filled), pad_value);
     }
   }
-  float* row(int64_t r) const { return ring + (r % RowGeometry::kRingRows) * g.row_stride; }
+  /// Padded row r (r >= 0) of the ring; unsigned, so that the modulo is a mask.
+  float* row(int64_t r) const {
+    return ring + static_cast<int64_t>(static_cast<uint64_t>(r) % RowGeometry::kRingRows) * g.row_stride;
+  }
 };
 
 }  // namespace tessel::rt::planes

@@ -421,6 +421,12 @@ TEST(RtConv, NetworkShapesOnEveryApplicableKernel) {
       // with 16 lanes; 11 rows: 3, 3, 3 and 2 (the 7x7 shape above ends in a 1-vector tile).
       shape(1, 64, 14, 14, 64, 3, 1, 1, 1, 1, 1, 1, 4),
       shape(1, 32, 11, 11, 32, 3, 1, 1, 1, 1, 1, 1, 2),
+      // ResNeXt's layer1, 4 per group (with 16 lanes: register tiles of 4 channels x 6 vectors): 11 one-vector
+      // rows (6 + 5), 10 (6 + 4), 7 (6 + 1), rows of three vectors with 2 outputs per group (21: 6 + 6 + 6 + 3).
+      shape(1, 8, 11, 14, 8, 3, 1, 1, 1, 1, 1, 1, 2),
+      shape(1, 12, 10, 16, 12, 3, 1, 1, 1, 1, 1, 1, 3),
+      shape(2, 8, 7, 9, 8, 3, 1, 1, 1, 1, 1, 1, 2),
+      shape(1, 8, 7, 40, 4, 3, 1, 1, 1, 1, 1, 1, 2),
       // NCHWc8 block groups: ResNeXt's layer1 (4 channels per group, two merged per block group) at stride 2
       // on odd sizes, 8 per group (one block each: single-block tiles), 1x1 grouped with 16 per group.
       shape(1, 64, 15, 13, 64, 3, 2, 1, 1, 1, 1, 1, 16),
