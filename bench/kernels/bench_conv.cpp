@@ -104,6 +104,16 @@ CONV_BENCH(BM_conv3x3s2_128_56_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", conv
 CONV_BENCH(BM_conv1x1s2_256_512_56_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", conv_shape(256, 56, 512, 1, 2, 1))
 CONV_BENCH(BM_conv3x3s2_128_56_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(128, 56, 128, 3, 2, 1))
 CONV_BENCH(BM_conv1x1s2_256_512_56_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(256, 56, 512, 1, 2, 1))
+// ResNet-50's / ResNeXt-50's other strided downsamples: 512->1024 from 28x28, 1024->2048 from 14x14; and
+// ResNet-18's 64->128 and 128->256.
+CONV_BENCH(BM_conv1x1s2_512_1024_28_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", conv_shape(512, 28, 1024, 1, 2, 1))
+CONV_BENCH(BM_conv1x1s2_512_1024_28_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(512, 28, 1024, 1, 2, 1))
+CONV_BENCH(BM_conv1x1s2_1024_2048_14_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", conv_shape(1024, 14, 2048, 1, 2, 1))
+CONV_BENCH(BM_conv1x1s2_1024_2048_14_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(1024, 14, 2048, 1, 2, 1))
+CONV_BENCH(BM_conv1x1s2_64_128_56_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", conv_shape(64, 56, 128, 1, 2, 1))
+CONV_BENCH(BM_conv1x1s2_64_128_56_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(64, 56, 128, 1, 2, 1))
+CONV_BENCH(BM_conv1x1s2_128_256_28_im2col_gemm, "conv2d_nchw_im2col_gemm_avx2", conv_shape(128, 28, 256, 1, 2, 1))
+CONV_BENCH(BM_conv1x1s2_128_256_28_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(128, 28, 256, 1, 2, 1))
 CONV_BENCH(BM_conv1x1_256_128_56_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(256, 56, 128, 1, 1, 1))
 CONV_BENCH(BM_conv1x1_256_128_56_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(256, 56, 128, 1, 1, 1))
 // ResNeXt-50's layer1/layer2.0 1x1 convs on 56x56: 128->256 (conv3) and 256->256 (layer2.0 conv1).
