@@ -637,11 +637,20 @@ Tensor randomInput(const Shape& s, std::mt19937_64& rng) {
   return Tensor::fromVector(s, v);
 }
 
-/// Compares one output; an empty string when it matches within `slack` times the tolerance.
-std::string compareOutput(const std::string& name, const Tensor& got, const Tensor& want, float slack = 1) {
+}  // namespace
+
+std::map<std::string, Tensor> randomInputs(const Model& model, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::map<std::string, Tensor> inputs;
+  for (const Value* in : model.graph->inputs()) inputs[in->name()] = randomInput(in->type.staticShape(), rng);
+  return inputs;
+}
+
+std::string compareOutput(const std::string& name, const Tensor& got, const Tensor& want, const std::string& what,
+                          float slack) {
   if (got.shape() != want.shape())
-    return fmt::format("output '{}': shape {} from the NPU, {} from the interpreter", name, shapeToString(got.shape()),
-                       shapeToString(want.shape()));
+    return fmt::format("output '{}': shape {} from the {}, {} from the interpreter", name, shapeToString(got.shape()),
+                       what, shapeToString(want.shape()));
   const float *a = got.data<float>(), *b = want.data<float>();
   float diff = 0, scale = 0;
   int64_t worst = 0;
@@ -653,20 +662,16 @@ std::string compareOutput(const std::string& name, const Tensor& got, const Tens
   const float tolerance = slack * (kRelTolerance * scale + kAbsTolerance);
   if (diff <= tolerance) return "";
   return fmt::format("output '{}' differs from the interpreter by {:g} (max |ref| {:g}, tolerance {:g}); first worst element {}: "
-                     "npu {:g}, interpreter {:g}",
-                     name, diff, scale, tolerance, worst, a[worst], b[worst]);
+                     "{} {:g}, interpreter {:g}",
+                     name, diff, scale, tolerance, worst, what, a[worst], b[worst]);
 }
-
-}  // namespace
 
 std::unique_ptr<Model> randomNpuGraph(uint64_t seed) { return RandomGraphBuilder(seed).build(); }
 
 NpuCheck checkOnNpu(const Model& model, const std::string& configPath, uint64_t inputSeed, const std::string& workDir,
                     const std::map<std::string, std::string>& settings) {
   NpuCheck out;
-  std::mt19937_64 rng(inputSeed);
-  std::map<std::string, Tensor> inputs;
-  for (const Value* in : model.graph->inputs()) inputs[in->name()] = randomInput(in->type.staticShape(), rng);
+  const std::map<std::string, Tensor> inputs = randomInputs(model, inputSeed);
   const std::vector<Tensor> want = Interpreter(*model.graph).run(inputs);
 
   const std::string path = (fs::path(workDir) / fmt::format("random-{}.tnpu", inputSeed)).string();
@@ -743,15 +748,15 @@ NpuCheck checkOnNpu(const Model& model, const std::string& configPath, uint64_t 
   std::vector<Tensor> wantPrepared;
   for (size_t i = 0; i < want.size(); ++i) {
     const std::string& name = model.graph->outputs()[i]->name();
-    std::string p = compareOutput(name, run.outputs[i], want[i]);
+    std::string p = compareOutput(name, run.outputs[i], want[i], "NPU");
     if (p.empty()) continue;
     if (wantPrepared.empty()) {
       std::unique_ptr<Model> prepared = model.clone();
       namedPipeline("npu").run(*prepared);
       wantPrepared = Interpreter(*prepared->graph).run(inputs);
     }
-    if (wantPrepared.size() == want.size() && compareOutput(name, run.outputs[i], wantPrepared[i]).empty() &&
-        compareOutput(name, wantPrepared[i], want[i], 10).empty())
+    if (wantPrepared.size() == want.size() && compareOutput(name, run.outputs[i], wantPrepared[i], "NPU").empty() &&
+        compareOutput(name, wantPrepared[i], want[i], "prepared graph", 10).empty())
       out.preparedOracle++;
     else
       out.problems.push_back(p);

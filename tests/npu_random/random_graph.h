@@ -22,6 +22,14 @@ std::unique_ptr<Model> randomNpuGraph(uint64_t seed);
 inline constexpr float kRelTolerance = 1e-4f;
 inline constexpr float kAbsTolerance = 1e-5f;
 
+/// Uniform [-1, 1) values for every input of `model`, drawn from `seed`.
+std::map<std::string, Tensor> randomInputs(const Model& model, uint64_t seed);
+
+/// Compares output `name` computed by `what` ("NPU", "cpu avx2 nchwc8 2 threads") with the interpreter's: an empty
+/// string when max |got - want| <= slack * (kRelTolerance * max |want| + kAbsTolerance), else what differs.
+std::string compareOutput(const std::string& name, const Tensor& got, const Tensor& want, const std::string& what,
+                          float slack = 1);
+
 /// What one compile-and-run found.
 struct NpuCheck {
   std::vector<std::string> problems;  ///< empty: outputs match, verifier and hazard checker clean
