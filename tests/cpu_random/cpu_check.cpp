@@ -29,7 +29,9 @@ std::vector<CpuVariant> cpuRandomVariants() {
 std::vector<std::string> checkRandomGraphOnCpu(uint64_t seed, const std::vector<CpuVariant>& variants,
                                                const std::string& workDir, CpuRunStats& stats,
                                                const std::string& saveDir) {
-  const std::unique_ptr<Model> model = randomNpuGraph(seed);
+  // Odd seeds as the NPU test draws them; even seeds with channel counts rounded up to multiples of 8, which the
+  // NCHWc8 layout's regions need (with odd counts only a tenth of the graphs had one).
+  const std::unique_ptr<Model> model = randomNpuGraph(seed, RandomGraphOptions{seed % 2 == 0});
   const std::map<std::string, Tensor> inputs = randomInputs(*model, seed);
   const std::vector<Tensor> want = Interpreter(*model->graph).run(inputs);
   std::vector<std::string> failures;

@@ -33,7 +33,7 @@ struct CpuRunStats {
   double seconds = 0;                     ///< compile (C++ generation and compiler) seconds, summed
 };
 
-/// Compiles random graph `seed` (randomNpuGraph) for every variant into `workDir`, runs each library at 1 and 2
+/// Compiles random graph `seed` (randomNpuGraph; for even seeds with RandomGraphOptions::channelsOfEight) for every variant into `workDir`, runs each library at 1 and 2
 /// threads on randomInputs(model, seed) and compares with the interpreter (compareOutput's tolerance). Returns one
 /// text per failing variant (the seed, the variant, what differs, how to replay it, the graph); when `saveDir` is
 /// not empty a failing graph is also written there as SEED.tir.

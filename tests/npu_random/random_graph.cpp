@@ -30,7 +30,7 @@ namespace {
 /// (a branch of the DAG) an earlier one.
 class RandomGraphBuilder {
  public:
-  explicit RandomGraphBuilder(uint64_t seed) : rng_(seed) {}
+  RandomGraphBuilder(uint64_t seed, const RandomGraphOptions& options) : rng_(seed), options_(options) {}
 
   std::unique_ptr<Model> build() {
     auto m = std::make_unique<Model>();
@@ -40,7 +40,7 @@ class RandomGraphBuilder {
     const int64_t n = chance(0.1) ? 2 : 1;
     // Mostly small images (one tile on the default configuration), sometimes larger ones that take several.
     const int64_t side = chance(0.2) ? 48 : 23;
-    input_ = {n, chance(0.15) ? pick(25, 70) : pick(1, 24), pick(3, side), pick(3, side)};
+    input_ = {n, channels(chance(0.15) ? pick(25, 70) : pick(1, 24)), pick(3, side), pick(3, side)};
     add(g_->addInput("x", TensorType::fromShape(DType::Float32, input_)));
     const int steps = static_cast<int>(pick(2, 9));
     for (int i = 0; i < steps; ++i) step();
@@ -51,6 +51,7 @@ class RandomGraphBuilder {
 
  private:
   std::mt19937_64 rng_;
+  RandomGraphOptions options_;
   Graph* g_ = nullptr;
   Shape input_;
   std::vector<Value*> values_;  ///< every tensor computed so far (graph inputs included), in order
@@ -59,6 +60,9 @@ class RandomGraphBuilder {
   int64_t pick(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng_); }
   float uniform(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(rng_); }
   bool chance(double p) { return std::bernoulli_distribution(p)(rng_); }
+  /// A drawn channel count, rounded up to a multiple of 8 with RandomGraphOptions::channelsOfEight (no extra draw:
+  /// the option keeps every other choice of the seed).
+  int64_t channels(int64_t c) const { return options_.channelsOfEight ? (c + 7) / 8 * 8 : c; }
   template <typename T>
   T oneOf(std::initializer_list<T> xs) {
     return *(xs.begin() + pick(0, static_cast<int64_t>(xs.size()) - 1));
@@ -244,7 +248,7 @@ class RandomGraphBuilder {
   void depthwiseThenPointwise(Value* x) {
     Value* in = x;
     if (chance(0.5)) {  // an expand 1x1 convolution first, with an activation (a chain's expand stage)
-      const int64_t E = pick(1, 80), C0 = shapeOf(x)[1];
+      const int64_t E = channels(pick(1, 80)), C0 = shapeOf(x)[1];
       const float eb = std::sqrt(3.0f / static_cast<float>(C0));
       std::vector<Value*> eins{x, constant("w", uniformTensor({E, C0, 1, 1}, -eb, eb))};
       if (chance(0.7)) eins.push_back(constant("b", uniformTensor({E}, -0.5f, 0.5f)));
@@ -262,7 +266,7 @@ class RandomGraphBuilder {
                                   {"pads", std::vector<int64_t>{1, 1, 1, 1}}, {"group", C}});
     if (chance(0.6)) d = chance(0.5) ? node("Relu", {d}) : node("Clip", {d, scalar(0.0f), scalar(6.0f)});
     const bool residual = stride == 1 && chance(0.4);
-    const int64_t M = residual ? shapeOf(in)[1] : pick(1, 64);
+    const int64_t M = residual ? shapeOf(in)[1] : channels(pick(1, 64));
     const float pb = std::sqrt(3.0f / static_cast<float>(C));
     std::vector<Value*> pins{d, constant("w", uniformTensor({M, C, 1, 1}, -pb, pb))};
     if (chance(0.7)) pins.push_back(constant("b", uniformTensor({M}, -0.5f, 0.5f)));
@@ -287,7 +291,7 @@ class RandomGraphBuilder {
     if (H + pads[0] + pads[2] < (k - 1) * dil + 1 || W + pads[1] + pads[3] < (k - 1) * dil + 1) k = 1, dil = 1;
     const int64_t stride = chance(0.35) ? 2 : 1;
     const int64_t sh = stride, sw = chance(0.1) ? 3 - stride : stride;  // sometimes asymmetric strides
-    int64_t group = 1, cout = chance(0.15) ? pick(41, 96) : pick(1, 40);
+    int64_t group = 1, cout = channels(chance(0.15) ? pick(41, 96) : pick(1, 40));
     const size_t kind = weighted({55, 25, 20});
     if (kind == 1) {  // depthwise, channel multiplier 1 or 2
       group = C;
@@ -308,7 +312,7 @@ class RandomGraphBuilder {
     const bool residual = !unpadded && C <= 96 && chance(0.1);
     const bool shortcut = residual && chance(0.5);
     if (residual) {
-      k = oneOf<int64_t>({1, 3, 3, 5}), dil = 1, group = 1, cout = shortcut ? pick(1, 64) : C;
+      k = oneOf<int64_t>({1, 3, 3, 5}), dil = 1, group = 1, cout = shortcut ? channels(pick(1, 64)) : C;
       for (int64_t& p : pads) p = k / 2;
     }
     // Weights scaled by 1/sqrt(fan-in) keep values near 1 through chains of convolutions.
@@ -666,7 +670,9 @@ std::string compareOutput(const std::string& name, const Tensor& got, const Tens
                      name, diff, scale, tolerance, worst, what, a[worst], b[worst]);
 }
 
-std::unique_ptr<Model> randomNpuGraph(uint64_t seed) { return RandomGraphBuilder(seed).build(); }
+std::unique_ptr<Model> randomNpuGraph(uint64_t seed, const RandomGraphOptions& options) {
+  return RandomGraphBuilder(seed, options).build();
+}
 
 NpuCheck checkOnNpu(const Model& model, const std::string& configPath, uint64_t inputSeed, const std::string& workDir,
                     const std::map<std::string, std::string>& settings) {

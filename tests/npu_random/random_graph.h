@@ -15,8 +15,15 @@
 
 namespace tessel::test {
 
+/// Variations of the random graphs.
+struct RandomGraphOptions {
+  /// Channel counts of the input and of dense and pointwise convolutions rounded up to multiples of 8 (the CPU
+  /// target's NCHWc8 regions need them); the seed's other choices stay as they are.
+  bool channelsOfEight = false;
+};
+
 /// A valid model (opset 17, shapes inferred) of 2-12 nodes drawn from `seed`; the same seed gives the same model.
-std::unique_ptr<Model> randomNpuGraph(uint64_t seed);
+std::unique_ptr<Model> randomNpuGraph(uint64_t seed, const RandomGraphOptions& options = {});
 
 /// Tolerance of checkOnNpu: an output matches when max |npu - ref| <= kRelTolerance * max |ref| + kAbsTolerance.
 inline constexpr float kRelTolerance = 1e-4f;
