@@ -4,7 +4,9 @@
 Installs onnxruntime-node into bench/ort (npm --ignore-scripts) when missing, exports the torchvision models
 (scripts/export-models.py), compiles each with `tessel compile --isa` for every ISA asked for, and prints a
 table: median ms of each, the ratio Tessel/ORT (median of the back-to-back rounds' ratios, with their range),
-and Tessel's GFLOP/s as a share of the FMA peak of the ISA (`tessel bench` measures it on one core).
+the ratio of the best round medians (issue 16's method), the ratio of the fastest runs, and Tessel's GFLOP/s as a
+share of the FMA peak of the ISA (`tessel bench` measures it on one core). Geometric means over the models, and over
+the four tuned CNNs when the run has them and others.
 
 usage: bench/compare.py [--tessel build/tessel] [--models-dir DIR] [--threads 1 2] [--rounds 5]
                         [--iterations 20] [--warmup 3] [--set cnn4|all|dense | --models resnet18 ...]
