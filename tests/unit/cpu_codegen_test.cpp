@@ -609,6 +609,28 @@ TEST(CpuCodegen, Nchwc8RegionsWithReordersOnTheirEdges) {
   }
 }
 
+// A per-channel constant inside a fused element-wise chain (fuse-elementwise moves it into the body) cannot run on
+// a blocked buffer: the chain's code reads it at NCHW positions. Random graph 426 of the CPU test: a depthwise conv
+// whose output feeds Add(conv, c[8,1,1]) and Add(conv, that); select-layout had put the fused chain in the conv's
+// NCHWc8 region and the chain added c per NCHW plane to the blocked buffer.
+TEST(CpuCodegen, Nchwc8RegionsLeaveChainsWithPerChannelConstantsInNchw) {
+  for (const char* isa : {"avx2", "avx512"}) {
+    if (std::string(isa) == "avx512" && !__builtin_cpu_supports("avx512f")) continue;
+    Builder b;
+    Value* x = b.input("x", {1, 8, 6, 7});
+    Value* conv = b.conv(x, 8, 8, 3, 1, {0, 0, 0, 0}, 8);  // depthwise: NCHWc8 with both ISAs
+    Value* biased = b.node("Add", {conv, b.weight("c", {8, 1, 1})});
+    b.g.addOutput(b.node("Add", {conv, biased}));
+    cpu::CompileOptions options;
+    options.isa = isa;
+    options.layout = "nchwc8";
+    const std::string name = std::string("nchwc8_chain_constant_") + isa;
+    expectCompiledMatchesInterpreter(b, name, 1, {}, options);
+    const auto kernels = stepKernels(tempDir() / (name + ".so"));
+    EXPECT_TRUE(calls(kernels, "conv2d_nchwc8_depthwise_avx2")) << "the conv left the NCHWc8 layout: nothing tested";
+  }
+}
+
 // Squeeze-and-excitation inside an NCHWc8 region: the global pool reads the blocked value, the scale's
 // 1x1 convs and Sigmoid run on [N, C, 1, 1] (whose blocked layout is its NCHW one) and the Mul by the
 // per-image scale and an Add of a per-channel constant for both images run on the blocked buffer: batch 2,

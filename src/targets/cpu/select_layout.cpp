@@ -85,9 +85,28 @@ bool channelScale(const Node& n) {
   return false;
 }
 
+/// Whether every constant a fused element-wise chain's body reads has one element. fuse-elementwise moves
+/// constants into the body; one per channel ([C, 1, 1], a bias added after a convolution) is indexed at
+/// NCHW positions by the chain's code, which is wrong on a blocked buffer (random graph 426 of the CPU
+/// test: Add(conv, c) and Add(conv, that) fused, the per-channel c read as if the blocked conv were NCHW).
+bool bodyConstantsAreScalars(const Node& n) {
+  const Graph& body = n.attrGraph("body");
+  for (const auto& node : body.nodes())
+    for (size_t i = 0; i < node->numInputs(); ++i) {
+      const Value* v = node->input(i);
+      if (v == nullptr) continue;
+      const Node* p = v->producer();
+      const Tensor* c = v->isConstant() ? &v->constant()
+                        : p && isOp(*p, "Constant") && p->hasAttr("value") ? &p->attrTensor("value")
+                                                                           : nullptr;
+      if (c && c->numel() != 1) return false;
+    }
+  return true;
+}
+
 /// Max pooling, a channel Concat of such values, and element-wise ops (the registry's) that the runtime
-/// computes element by element, or a fused chain of them, whose inputs have the output's shape or are
-/// scalars: they run on the blocked buffer as it is.
+/// computes element by element, or a fused chain of them with scalar constants only, whose inputs have the
+/// output's shape or are scalars: they run on the blocked buffer as it is.
 bool blockableOther(const Node& n) {
   if (!whole8(n.output(0)) || n.numOutputs() != 1) return false;
   if (isOp(n, "MaxPool")) return isRank4F32(n.input(0)) && !n.hasAttr("dilations");
@@ -99,7 +118,7 @@ bool blockableOther(const Node& n) {
       if (!whole8(in)) return false;
     return true;
   }
-  const bool elementwise = isOp(n, "FusedElementwise", "tessel") ||
+  const bool elementwise = (isOp(n, "FusedElementwise", "tessel") && bodyConstantsAreScalars(n)) ||
                            (hasTrait(n, OpTrait::Elementwise) && runsAsElementwiseKernel(n));
   if (!elementwise) return false;
   for (Value* in : n.inputs()) {
