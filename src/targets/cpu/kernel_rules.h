@@ -25,6 +25,10 @@ std::optional<rt::Conv2dShape> conv2dShape(const Node& conv);
 /// rt::binary op. On operands of the output's shape (or scalars) it runs on any layout's buffer.
 bool runsAsElementwiseKernel(const Node& n);
 
+/// The constant data behind v, looking through Identity chains (exporters share weights that way), Constant
+/// nodes and a nested graph's captured values, or null (null for a null v too).
+const Tensor* constTensor(const Value* v);
+
 /// `small` holds one value per channel of the 4-D `out` ([N or 1, C, 1, 1]: squeeze-and-excitation's scale),
 /// which rt::binary_channel_nchwc8 applies to a blocked operand of out's shape.
 bool channelScaleOperand(const Shape& small, const Shape& out);

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kernel_rules.h"
 #include "plan.h"
 #include "tessel/ops/registry.h"
 #include "tessel/rt/conv.h"
@@ -37,9 +38,6 @@ std::optional<FusedAct> activationOf(const Node* n);
 /// the runtime has no such activation.
 std::optional<FusedAct> fusedEpilogueOf(const Node* n);
 
-/// The constant data behind v, looking through Identity chains (exporters share weights that way) and
-/// Constant nodes, or null.
-const Tensor* constTensor(const Value* v);
 /// The value a nested graph's captured value stands for, found in the enclosing scopes (v itself otherwise).
 const Value* definitionOf(const Value* v);
 bool isConst(const Value* v);

@@ -85,22 +85,15 @@ bool channelScale(const Node& n) {
   return false;
 }
 
-/// Whether every constant a fused element-wise chain's body reads has one element. fuse-elementwise moves
-/// constants into the body; one per channel ([C, 1, 1], a bias added after a convolution) is indexed at
-/// NCHW positions by the chain's code, which is wrong on a blocked buffer (random graph 426 of the CPU
-/// test: Add(conv, c) and Add(conv, that) fused, the per-channel c read as if the blocked conv were NCHW).
+/// Whether every constant a fused element-wise chain's body reads (constTensor: what the chain's lowering reads
+/// as a constant) has one element. fuse-elementwise moves constants into the body; one per channel ([C, 1, 1], a
+/// bias added after a convolution) is indexed at NCHW positions by the chain's code, which is wrong on a blocked
+/// buffer (random graph 426 of the CPU test: Add(conv, c) and Add(conv, that) fused, the per-channel c read as if
+/// the blocked conv were NCHW).
 bool bodyConstantsAreScalars(const Node& n) {
-  const Graph& body = n.attrGraph("body");
-  for (const auto& node : body.nodes())
-    for (size_t i = 0; i < node->numInputs(); ++i) {
-      const Value* v = node->input(i);
-      if (v == nullptr) continue;
-      const Node* p = v->producer();
-      const Tensor* c = v->isConstant() ? &v->constant()
-                        : p && isOp(*p, "Constant") && p->hasAttr("value") ? &p->attrTensor("value")
-                                                                           : nullptr;
-      if (c && c->numel() != 1) return false;
-    }
+  for (const auto& node : n.attrGraph("body").nodes())
+    for (size_t i = 0; i < node->numInputs(); ++i)
+      if (const Tensor* c = constTensor(node->input(i)); c && c->numel() != 1) return false;
   return true;
 }
 
