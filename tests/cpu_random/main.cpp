@@ -11,21 +11,15 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "../npu_random/random_graph.h"
 #include "cpu_check.h"
 
 int main(int argc, char** argv) {
-  uint64_t seed = 1, graphs = 100;
-  std::string save;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (i + 1 < argc && a == "--seed") seed = std::stoull(argv[++i]);
-    else if (i + 1 < argc && a == "--graphs") graphs = std::stoull(argv[++i]);
-    else if (i + 1 < argc && a == "--save") save = argv[++i];
-    else {
-      std::cerr << "usage: tessel_cpu_random [--seed S] [--graphs N] [--save DIR]\n";
-      return 2;
-    }
-  }
+  const std::optional<tessel::test::RandomRunArgs> args =
+      tessel::test::parseRandomRunArgs(argc, argv, "tessel_cpu_random", 100);
+  if (!args) return 2;
+  const uint64_t seed = args->seed, graphs = args->graphs;
+  const std::string& save = args->save;
   namespace fs = std::filesystem;
   const fs::path work = fs::temp_directory_path() / fmt::format("tessel-cpu-random-{}", getpid());
   fs::create_directories(work);

@@ -2,9 +2,12 @@
 #include "random_graph.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <random>
 
 #include <fmt/format.h>
@@ -841,6 +844,37 @@ std::string describeFailure(uint64_t seed, const std::string& config, const Mode
                    seed, seed);
   s += "graph (constants elided):\n" + printGraphText(*model.graph);
   return s;
+}
+
+std::optional<RandomRunArgs> parseRandomRunArgs(int argc, char** argv, const std::string& tool, uint64_t defaultGraphs) {
+  RandomRunArgs args;
+  args.graphs = defaultGraphs;
+  const auto number = [](const char* text, uint64_t& to) {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long v = std::strtoull(text, &end, 10);
+    if (*text == '\0' || *text == '-' || *end != '\0' || errno == ERANGE) return false;
+    to = v;
+    return true;
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    bool ok = i + 1 < argc;
+    if (ok && a == "--seed") ok = number(argv[++i], args.seed);
+    else if (ok && a == "--graphs") ok = number(argv[++i], args.graphs);
+    else if (ok && a == "--save") args.save = argv[++i];
+    else ok = false;
+    if (!ok) {
+      std::cerr << "usage: " << tool << " [--seed S] [--graphs N] [--save DIR]\n";
+      return std::nullopt;
+    }
+  }
+  return args;
+}
+
+uint64_t envNumber(const char* name, uint64_t fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::stoull(v) : fallback;
 }
 
 }  // namespace tessel::test

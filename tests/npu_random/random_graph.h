@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -102,5 +103,19 @@ std::vector<std::string> checkRandomGraph(uint64_t seed, const std::vector<std::
 
 /// The seed and graph of a failure, to replay it: the seed, the environment to rerun it and the text IR.
 std::string describeFailure(uint64_t seed, const std::string& config, const Model& model, const NpuCheck& check);
+
+/// The command line of the long-run drivers (tessel_npu_random, tessel_cpu_random): [--seed S] [--graphs N] [--save DIR].
+struct RandomRunArgs {
+  uint64_t seed = 1, graphs = 0;
+  std::string save;  ///< where failing graphs are written as SEED.tir (none when empty)
+};
+
+/// Parses it (`graphs` defaults to `defaultGraphs`); an unknown argument or a number that is not one prints the usage
+/// of `tool` on stderr and gives nullopt.
+std::optional<RandomRunArgs> parseRandomRunArgs(int argc, char** argv, const std::string& tool, uint64_t defaultGraphs);
+
+/// The environment variable `name` as a number, `fallback` when it is unset or empty (the randomised unit tests'
+/// first seed and graph count).
+uint64_t envNumber(const char* name, uint64_t fallback);
 
 }  // namespace tessel::test

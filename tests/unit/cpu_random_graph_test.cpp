@@ -9,7 +9,6 @@
 // Longer runs: build/tessel_cpu_random --graphs 200 (tests/cpu_random/main.cpp).
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -17,6 +16,7 @@
 #include <unistd.h>
 
 #include "../cpu_random/cpu_check.h"
+#include "../npu_random/random_graph.h"
 
 namespace {
 
@@ -38,15 +38,11 @@ constexpr uint64_t kDefaultGraphs = 12;
 constexpr uint64_t kDefaultGraphs = 12;
 #endif
 
-uint64_t envNumber(const char* name, uint64_t fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::stoull(v) : fallback;
-}
-
 class CpuRandomGraphs : public ::testing::TestWithParam<int> {};
 
 TEST_P(CpuRandomGraphs, MatchTheInterpreterInEveryIsaLayoutAndThreadCount) {
-  const uint64_t first = envNumber("TESSEL_CPU_RANDOM_SEED", 1), count = envNumber("TESSEL_CPU_RANDOM_GRAPHS", kDefaultGraphs);
+  const uint64_t first = test::envNumber("TESSEL_CPU_RANDOM_SEED", 1),
+                 count = test::envNumber("TESSEL_CPU_RANDOM_GRAPHS", kDefaultGraphs);
   const fs::path work = fs::temp_directory_path() / fmt::format("tessel-cpu-random-{}-{}", getpid(), GetParam());
   fs::create_directories(work);
   const std::vector<test::CpuVariant> variants = test::cpuRandomVariants();

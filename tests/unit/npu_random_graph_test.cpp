@@ -9,7 +9,6 @@
 // Longer runs: build/tessel_npu_random --graphs 1000 (tests/npu_random/main.cpp).
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -39,15 +38,11 @@ constexpr uint64_t kDefaultGraphs = 400;
 constexpr uint64_t kDefaultGraphs = 400;
 #endif
 
-uint64_t envNumber(const char* name, uint64_t fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::stoull(v) : fallback;
-}
-
 class NpuRandomGraphs : public ::testing::TestWithParam<int> {};
 
 TEST_P(NpuRandomGraphs, MatchTheInterpreterWithoutHazardsOrVerifierProblems) {
-  const uint64_t first = envNumber("TESSEL_NPU_RANDOM_SEED", 1), count = envNumber("TESSEL_NPU_RANDOM_GRAPHS", kDefaultGraphs);
+  const uint64_t first = test::envNumber("TESSEL_NPU_RANDOM_SEED", 1),
+                 count = test::envNumber("TESSEL_NPU_RANDOM_GRAPHS", kDefaultGraphs);
   const fs::path work = fs::temp_directory_path() / fmt::format("tessel-npu-random-{}-{}", getpid(), GetParam());
   fs::create_directories(work);
   const std::vector<std::string> configs = test::randomTestConfigs();
