@@ -35,6 +35,17 @@ constexpr int CB = 8;  // output channels per packed weight block
 constexpr int CR = L == 16 ? 8 : 4;
 constexpr int XB = 3;  // pixel vectors per register block: CR * XB accumulators
 
+// The epilogue in registers, decided once per call: bias, then ReLU or Clip as min(max(v, lo), hi) when `clamp`;
+// other activations are left for apply_activation on the stored row (see act_in_registers).
+struct BlockEpilogue {
+  V lo, hi;
+  bool clamp;
+  explicit BlockEpilogue(const Epilogue& ep)
+      : lo(T::set1(ep.act == Activation::Clip ? ep.alpha : 0.0f)),
+        hi(T::set1(ep.act == Activation::Clip ? ep.beta : std::numeric_limits<float>::infinity())),
+        clamp(ep.act == Activation::Relu || ep.act == Activation::Clip) {}
+};
+
 // Where one register block's results go: CR output-channel rows of one output row.
 struct BlockOut {
   float* out;           // channel co0, row oy
@@ -42,20 +53,18 @@ struct BlockOut {
   const float* bias;    // bias[co0], or null
   int64_t plane, ow;    // channel stride and row length of the output
   int nc;               // channels of the block that exist
-  const Epilogue* ep;
+  const BlockEpilogue* ep;
 };
 
-// y = act(v + bias + residual) for n (<= L) pixels with ReLU or Clip in registers; other activations are
-// left for apply_activation on the stored row (see act_in_registers).
-__attribute__((always_inline)) inline void store_pixels(const BlockOut& o, int c, int64_t x, V v) {
-  const int n = static_cast<int>(std::min<int64_t>(L, o.ow - x));
-  if (n <= 0) return;
-  if (o.bias) v = T::add(v, T::set1(o.bias[c]));
-  const Epilogue& ep = *o.ep;
-  if (o.res) v = T::add(v, T::load_n(o.res + c * o.plane + x, n));
-  if (ep.act == Activation::Relu) v = T::max(v, T::zero());
-  else if (ep.act == Activation::Clip) v = T::min(T::max(v, T::set1(ep.alpha)), T::set1(ep.beta));
-  T::store_n(o.out + c * o.plane + x, v, n);
+// y = act(v + bias + residual) for n (<= L) pixels (n == L: a plain store).
+__attribute__((always_inline)) inline void store_pixels(const BlockOut& o, V b, int c, int64_t x, V v, int n) {
+  v = T::add(v, b);
+  if (o.res) v = T::add(v, n == L ? T::loadu(o.res + c * o.plane + x) : T::load_n(o.res + c * o.plane + x, n));
+  if (o.ep->clamp) v = T::min(T::max(v, o.ep->lo), o.ep->hi);
+  if (n == L)
+    T::storeu(o.out + c * o.plane + x, v);
+  else
+    T::store_n(o.out + c * o.plane + x, v, n);
 }
 
 // Activations other than ReLU and Clip are applied to whole rows after the blocks (a call inside a
@@ -218,10 +227,41 @@ void block(const Conv2dShape& s, const int64_t* kx_off, const float* const* rows
       }
     }
   }
+  // The common case (a whole block of channels, every vector inside the row) as straight-line code: no lane count
+  // or channel test per vector, and the output's fields in locals (stores through `o`'s pointers could otherwise
+  // alias `o` itself, so every field was reloaded per vector, and the accumulators went to the stack first); the
+  // store had taken as many instructions as the 27 taps of a 3x3 stem.
+  if (o.nc == CR && x0 + NX * L <= o.ow) {
+    float* const out = o.out + x0;
+    const float* const res = o.res ? o.res + x0 : nullptr;
+    const float* const bias = o.bias;
+    const int64_t plane = o.plane;
+    const V lo = o.ep->lo, hi = o.ep->hi;
+    const bool clamp = o.ep->clamp;
 #pragma GCC unroll 8
-  for (int c = 0; c < CR; ++c)  // constant trip count: acc stays in registers
-    if (c < o.nc)
-      for (int x = 0; x < NX; ++x) store_pixels(o, c, x0 + x * L, acc[c][x]);
+    for (int c = 0; c < CR; ++c) {
+      const V b = bias ? T::set1(bias[c]) : T::zero();
+#pragma GCC unroll 3
+      for (int x = 0; x < NX; ++x) {
+        V v = T::add(acc[c][x], b);
+        if (res) v = T::add(v, T::loadu(res + c * plane + x * L));
+        if (clamp) v = T::min(T::max(v, lo), hi);
+        T::storeu(out + c * plane + x * L, v);
+      }
+    }
+    return;
+  }
+  // Edge blocks (a partial channel block, the row's last vectors).
+#pragma GCC unroll 8
+  for (int c = 0; c < CR; ++c) {
+    if (c >= o.nc) break;
+    const V b = o.bias ? T::set1(o.bias[c]) : T::zero();
+#pragma GCC unroll 3
+    for (int x = 0; x < NX; ++x) {
+      const int n = static_cast<int>(std::min<int64_t>(L, o.ow - (x0 + x * L)));
+      if (n > 0) store_pixels(o, b, c, x0 + x * L, acc[c][x], n);
+    }
+  }
 }
 
 using BlockFn = void (*)(const Conv2dShape&, const int64_t*, const float* const*, const float*, int64_t,
@@ -282,13 +322,14 @@ void conv_row(const Conv2dShape& s, const RowPlan& p, RowCache& cache, const Tap
   // family 26, AVX-512, 1 thread): the block of 1 ran at 130 GFLOP/s against 186 for the blocks of 3.
   const int64_t pairs_from = n_vec % XB == 1 && n_vec > XB ? n_vec - (XB + 1) : n_vec;
   const Blocks b = blocks_for(s);
+  const BlockEpilogue be(ep);
   cache.rows_for(oy, rows.data());
   for (int64_t rb = 0; rb < ceil_div(s.out_channels, CR); ++rb) {  // register blocks of CR channels
     const int64_t c0 = rb * CR;
     const float* wp = packed + rb / (CB / CR) * taps * CB + rb % (CB / CR) * CR;
     const int64_t pos = c0 * plane;
     const BlockOut o{row0 + pos, res0 ? res0 + pos : nullptr, ep.bias ? ep.bias + c0 : nullptr, plane, OW,
-                     static_cast<int>(std::min<int64_t>(CR, s.out_channels - c0)), &ep};
+                     static_cast<int>(std::min<int64_t>(CR, s.out_channels - c0)), &be};
     int64_t v = 0;
     for (; v + XB <= pairs_from; v += XB) b.b3(s, offs.off.data(), rows.data(), wp, v * L, o);
     for (; v + 2 <= n_vec; v += 2) b.b2(s, offs.off.data(), rows.data(), wp, v * L, o);

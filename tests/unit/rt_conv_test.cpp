@@ -198,6 +198,9 @@ TEST(RtConv, EveryKernelEveryActivation) {
   const auto dense = shape(1, 10, 9, 11, 12, 3, 1, 1, 1, 1, 1);
   const auto dw = shape(1, 10, 9, 11, 10, 3, 1, 1, 1, 1, 1, 1, 10);
   const auto stem = shape(1, 3, 21, 35, 11, 3, 2, 0, 1, 1, 0);  // few input channels, 17-wide rows
+  // 50-wide rows of 16 channels: the stem's whole register blocks (3 vectors x 8 channels) take its straight-line
+  // store, the last 2 columns the edge store.
+  const auto wide_stem = shape(1, 3, 9, 100, 16, 3, 2, 1, 1, 1, 1);
   const auto small_map = shape(1, 16, 6, 7, 16, 3, 1, 1, 1, 1, 1);  // NCHWc8 flat tiles (rows of 7)
   for (Epilogue ep : test::all_activations()) {
     ep.bias = &dummy;
@@ -208,6 +211,8 @@ TEST(RtConv, EveryKernelEveryActivation) {
       Epilogue with_residual = ep;
       with_residual.residual = &dummy;
       check_kernel(k, stem, with_residual, 1, tolerance_for(k));
+      check_kernel(k, wide_stem, with_residual, 2, tolerance_for(k));
+      check_kernel(k, wide_stem, ep, 1, tolerance_for(k));
     }
   }
 }
