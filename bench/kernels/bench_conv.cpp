@@ -199,6 +199,10 @@ CONV_BENCH(BM_conv1x1_24_144_56_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape
 CONV_BENCH(BM_conv1x1_64_16_55_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(64, 55, 16, 1, 1, 1))
 CONV_BENCH(BM_conv1x1_64_16_55_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(64, 55, 16, 1, 1, 1))
 CONV_BENCH(BM_conv1x1_16_64_55_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(16, 55, 64, 1, 1, 1))
+// MobileNetV2's and MnasNet's 1x1 convs on 112x112 (short reductions, few output channels): 32->16, 16->96, 16->48.
+CONV_BENCH(BM_conv1x1_32_16_112_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(32, 112, 16, 1, 1, 1))
+CONV_BENCH(BM_conv1x1_16_96_112_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(16, 112, 96, 1, 1, 1))
+CONV_BENCH(BM_conv1x1_16_48_112_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(16, 112, 48, 1, 1, 1))
 CONV_BENCH(BM_conv1x1_16_64_55_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(16, 55, 64, 1, 1, 1))
 CONV_BENCH(BM_conv1x1_128_32_27_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(128, 27, 32, 1, 1, 1))
 CONV_BENCH(BM_conv1x1_128_32_27_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(128, 27, 32, 1, 1, 1))
