@@ -444,11 +444,12 @@ __attribute__((noinline)) void store_tile512(const __m512* acc, int R, int NP, f
 // MP 6-row A panels (a_ps apart) and NP 16-column B panels (packed, b_ps apart; RAW: row-major B, row
 // stride b_ps, masked by bmask at the right edge). b_next (RAW): the next column tile's B rows, prefetched;
 // a_next: the next call's A panels, prefetched into L1. Always inlined, so acc stays in registers.
-template <int MP, int NP, bool RAW>
+// R (at most MP * MR) rows are computed: an edge tile of 8 or 4 rows does no FMAs on its panels' padding.
+template <int MP, int NP, bool RAW, int R = MP * MR>
 __attribute__((always_inline)) inline void accumulate(int64_t kc, const float* a, int64_t a_ps, const float* b,
                                                       int64_t b_ps, const __mmask16* bmask, const float* b_next,
-                                                      const float* a_next, __m512 (&acc)[MP * MR][NP]) {
-  constexpr int R = MP * MR;
+                                                      const float* a_next, __m512 (&acc)[R][NP]) {
+  static_assert(R <= MP * MR && R > (MP - 1) * MR);
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 2
@@ -478,14 +479,13 @@ __attribute__((always_inline)) inline void accumulate(int64_t kc, const float* a
 
 // RAW: b is the unpacked row-major B (row stride b_ps) at the tile's first column, read with masked
 // loads at the right edge; otherwise b is the first of NP packed panels b_ps floats apart.
-template <int MP, int NP, bool RAW = false>
+template <int MP, int NP, bool RAW = false, int R = MP * MR>
 void sgemm_avx512(int64_t kc, const float* a, int64_t a_ps, const float* b, int64_t b_ps, float* c, int mr,
                   int nr, const TileStore& t, int64_t row, int64_t col, const float* b_next = nullptr) {
-  constexpr int R = MP * MR;
   __m512 acc[R][NP];
   __mmask16 bmask[NP];
   for (int p = 0; p < NP; ++p) bmask[p] = first_lanes(std::max(nr - p * NR, 0));
-  accumulate<MP, NP, RAW>(kc, a, a_ps, b, b_ps, bmask, RAW ? b_next : nullptr, nullptr, acc);
+  accumulate<MP, NP, RAW, R>(kc, a, a_ps, b, b_ps, bmask, RAW ? b_next : nullptr, nullptr, acc);
   // A copy goes out of line: taking acc's own address would make the compiler keep it in memory
   // throughout the loop.
   alignas(64) __m512 tile[R * NP];
@@ -504,14 +504,13 @@ struct InlineEpilogue {
   __m512 lo, hi;          // clamp bounds (-inf/+inf for none, 0/+inf for ReLU)
 };
 
-template <int MP, int NP, bool RAW>
+template <int MP, int NP, bool RAW, int R = MP * MR>
 void sgemm_avx512_inline(int64_t kc, const float* a, int64_t a_ps, const float* b, int64_t b_ps, float* c, int mr,
                          int nr, int64_t ldc, const InlineEpilogue& e, int64_t row, int64_t col, const float* b_next) {
-  constexpr int R = MP * MR;
   __m512 acc[R][NP];
   __mmask16 bmask[NP];
   for (int p = 0; p < NP; ++p) bmask[p] = first_lanes(std::max(nr - p * NR, 0));
-  accumulate<MP, NP, RAW>(kc, a, a_ps, b, b_ps, bmask, RAW ? b_next : nullptr, nullptr, acc);
+  accumulate<MP, NP, RAW, R>(kc, a, a_ps, b, b_ps, bmask, RAW ? b_next : nullptr, nullptr, acc);
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
     if (r >= mr) break;
@@ -620,44 +619,40 @@ void gemm_task(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K, const 
         const int mr = static_cast<int>(std::min<int64_t>(TM, mc - ir));
         const float* ap = a_block + (ir / MR) * a_panel_stride;
         float* cp = C + (ic + ir) * t.ldc + jr;
+        // One tile of R rows (MP A panels) by NP B vectors, B packed or read in place (RAW).
+        auto run = [&]<int MP, int NP, bool RAW, int R>(const float* bp, int64_t b_ps, const float* next) {
+          if (inline_store)
+            sgemm_avx512_inline<MP, NP, RAW, R>(kc, ap, a_panel_stride, bp, b_ps, cp, mr, nr, t.ldc, ie, ic + ir, jr,
+                                                next);
+          else
+            sgemm_avx512<MP, NP, RAW, R>(kc, ap, a_panel_stride, bp, b_ps, cp, mr, nr, t, ic + ir, jr, next);
+        };
+        // The rows that exist: 12 or 6 (whole panels), or 8 (6 + 2) or 4 at the bottom edge, so that M = 12 q + 8
+        // (32, 80, 128, 320, 512 and 2048 output channels) or 12 q + 4 (16, 40, 64, 256, 1024) does no FMAs on the
+        // last panel's zero padding (128 rows computed 132, 32 computed 36).
+        auto rows = [&]<int NP, bool RAW>(const float* bp, int64_t b_ps, const float* next) {
+          if (mr > 8)
+            run.template operator()<2, NP, RAW, 12>(bp, b_ps, next);
+          else if (mr > MR)
+            run.template operator()<2, NP, RAW, 8>(bp, b_ps, next);
+          else if (mr > 4)
+            run.template operator()<1, NP, RAW, 6>(bp, b_ps, next);
+          else
+            run.template operator()<1, NP, RAW, 4>(bp, b_ps, next);
+        };
         if (raw_b) {
           const float* bp = b.raw + pc * b.ldb + jr;
           // The first row block of a column tile prefetches the next column tile's B rows (K rows a
           // plane apart, which the hardware prefetchers do not follow).
           const float* next = ir == 0 && jr + TN < n1 ? bp + TN : nullptr;
-          if (inline_store) {
-            if (mr > MR)
-              sgemm_avx512_inline<2, 2, true>(kc, ap, a_panel_stride, bp, b.ldb, cp, mr, nr, t.ldc, ie, ic + ir, jr, next);
-            else
-              sgemm_avx512_inline<1, 2, true>(kc, ap, a_panel_stride, bp, b.ldb, cp, mr, nr, t.ldc, ie, ic + ir, jr, next);
-            return;
-          }
-          if (mr > MR)
-            sgemm_avx512<2, 2, true>(kc, ap, a_panel_stride, bp, b.ldb, cp, mr, nr, t, ic + ir, jr, next);
-          else
-            sgemm_avx512<1, 2, true>(kc, ap, a_panel_stride, bp, b.ldb, cp, mr, nr, t, ic + ir, jr, next);
+          rows.template operator()<2, true>(bp, b.ldb, next);
           return;
         }
         const float* bp = b_block + ((jr - n0) / NR) * K * NR + pc * NR;
-        if (inline_store) {
-          if (mr > MR && nr > NR)
-            sgemm_avx512_inline<2, 2, false>(kc, ap, a_panel_stride, bp, K * NR, cp, mr, nr, t.ldc, ie, ic + ir, jr, nullptr);
-          else if (mr > MR)
-            sgemm_avx512_inline<2, 1, false>(kc, ap, a_panel_stride, bp, K * NR, cp, mr, nr, t.ldc, ie, ic + ir, jr, nullptr);
-          else if (nr > NR)
-            sgemm_avx512_inline<1, 2, false>(kc, ap, a_panel_stride, bp, K * NR, cp, mr, nr, t.ldc, ie, ic + ir, jr, nullptr);
-          else
-            sgemm_avx512_inline<1, 1, false>(kc, ap, a_panel_stride, bp, K * NR, cp, mr, nr, t.ldc, ie, ic + ir, jr, nullptr);
-          return;
-        }
-        if (mr > MR && nr > NR)
-          sgemm_avx512<2, 2>(kc, ap, a_panel_stride, bp, K * NR, cp, mr, nr, t, ic + ir, jr);
-        else if (mr > MR)
-          sgemm_avx512<2, 1>(kc, ap, a_panel_stride, bp, K * NR, cp, mr, nr, t, ic + ir, jr);
-        else if (nr > NR)
-          sgemm_avx512<1, 2>(kc, ap, a_panel_stride, bp, K * NR, cp, mr, nr, t, ic + ir, jr);
+        if (nr > NR)
+          rows.template operator()<2, false>(bp, K * NR, nullptr);
         else
-          sgemm_avx512<1, 1>(kc, ap, a_panel_stride, bp, K * NR, cp, mr, nr, t, ic + ir, jr);
+          rows.template operator()<1, false>(bp, K * NR, nullptr);
       };
 #else
       constexpr int64_t TM = MR, TN = NR;

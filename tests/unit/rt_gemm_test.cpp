@@ -104,6 +104,27 @@ TEST(RtGemm, FewRowsUnpackedBManyKBlocks) {
       }
 }
 
+// Bottom-edge tiles of 8 rows (M = 12 q + 7 or 8) and of 4 (M = 12 q + 1 .. 4), which compute only the rows that
+// exist, with the single-pass epilogue (one K block: bias, residual, ReLU or Clip) and B read in place or packed.
+TEST(RtGemm, EdgeRowTilesWithTheSinglePassEpilogue) {
+  float dummy = 0;
+  int runs = 0;
+  for (int64_t M : {4, 7, 8, 16, 20, 32, 40, 44, 128, 259})
+    for (Activation act : {Activation::Relu, Activation::Clip}) {
+      Epilogue ep = Epilogue::with_act(act);
+      ep.alpha = -0.5f;
+      ep.beta = 0.75f;
+      ep.bias = &dummy;
+      ep.residual = runs % 2 ? &dummy : nullptr;
+      for (int64_t N : {33, 100}) {
+        run_case({M, N, 64 + 3 * M, false, false, 1.0f, 0.0f}, ep, Variant::PackedA, 1 + runs % 2);
+        run_case({M, N, 300, false, false, 1.0f, 0.0f}, ep, Variant::Plain, 2 - runs % 2);
+        ++runs;
+      }
+    }
+  EXPECT_EQ(runs, 40);
+}
+
 TEST(RtGemm, LargeShapesBothThreadCounts) {
   for (int threads : {1, 2}) {
     run_case({64, 784, 576, false, false, 1.0f, 0.0f}, {}, Variant::PackedA, threads);
