@@ -203,16 +203,18 @@ class RowCache {
 // One register block: NX (<= XB) pixel vectors starting at x0, CR channels of packed block wp (its first
 // channel at wp[0]; a tap's CB weights are CB floats apart). KW > 0: the kernel width as a constant, so that
 // the taps of a row are unrolled with their offsets in registers (ResNet's 7x7 and the 3x3 stems); 0: any.
-template <int NX, int KW>
+// NROWS > 0: the (input channel, kernel row) count as a constant too, every tap unrolled (the 3x3 stems' 9 rows).
+template <int NX, int KW, int NROWS = 0>
 void block(const Conv2dShape& s, const int64_t* kx_off, const float* const* rows, const float* wp, int64_t x0,
            const BlockOut& o) {
   V acc[CR][NX];
   for (int c = 0; c < CR; ++c)
     for (int x = 0; x < NX; ++x) acc[c][x] = T::zero();
-  const int64_t n_rows = s.in_channels * s.kernel_h, kw = KW > 0 ? KW : s.kernel_w;
+  const int64_t n_rows = NROWS > 0 ? NROWS : s.in_channels * s.kernel_h, kw = KW > 0 ? KW : s.kernel_w;
   int64_t off[KW > 0 ? KW : 1];
   if constexpr (KW > 0)
     for (int kx = 0; kx < KW; ++kx) off[kx] = kx_off[kx];
+#pragma GCC unroll 9
   for (int64_t r = 0; r < n_rows; ++r) {
     const float* row = rows[r] + x0;
 #pragma GCC unroll 7
@@ -270,15 +272,17 @@ using BlockFn = void (*)(const Conv2dShape&, const int64_t*, const float* const*
 struct Blocks {
   BlockFn b3, b2, b1;
 };
-template <int KW>
+template <int KW, int NROWS = 0>
 constexpr Blocks blocks_for() {
-  return {block<3, KW>, block<2, KW>, block<1, KW>};
+  return {block<3, KW, NROWS>, block<2, KW, NROWS>, block<1, KW, NROWS>};
 }
 // Unrolled taps with AVX-512 only: Zen 5 (AMD EPYC family 26, 1 thread), ResNet's 7x7/2 stem 1303 -> 1259 us,
 // 3x3/2 3->64 357 -> 335; with AVX2 (16 registers) the same unrolling took 12-13 % longer.
 Blocks blocks_for(const Conv2dShape& s) {
   static_assert(XB == 3);
+  if (L == 16 && s.kernel_w == 3 && s.in_channels * s.kernel_h == 9) return blocks_for<3, 9>();
   if (L == 16 && s.kernel_w == 3) return blocks_for<3>();
+  if (L == 16 && s.kernel_w == 7 && s.in_channels * s.kernel_h == 21) return blocks_for<7, 21>();
   if (L == 16 && s.kernel_w == 7) return blocks_for<7>();
   return blocks_for<0>();
 }
