@@ -69,7 +69,9 @@ struct TileGeometry {
 // Stores the `mvalid` real channels (lanes past OW masked) with bias added. Out of line, so that every NV
 // keeps its accumulators in registers. MB (8, or 4 for half a block: w then points at the half's first
 // channel) channels of the block.
-template <class T, int NV, int MB>
+// CIN > 0: the group's input channels as a constant (4, 8 or 16 with 3 kernel rows), so that the reduction loop
+// has a constant trip count and the accumulators stay in registers instead of passing through the stack.
+template <class T, int NV, int MB, int CIN = 0>
 __attribute__((noinline)) void slot_tile(const TileGeometry& tg, GroupRows<T>& rows, const float* w,
                                          const Slot* slot, int mvalid, const float* bias, float* out) {
   using V = typename T::V;
@@ -80,9 +82,11 @@ __attribute__((noinline)) void slot_tile(const TileGeometry& tg, GroupRows<T>& r
   const int64_t KW = tg.kw;
   int64_t row0[NV];  // padded input row of tap row 0 of each vector
   for (int v = 0; v < NV; ++v) row0[v] = slot[v].oh * tg.stride_h;
-  for (int64_t ci = 0; ci < tg.cin; ++ci) {
+  const int64_t cin = CIN > 0 ? CIN : tg.cin, khs = CIN > 0 ? 3 : tg.kh;
+  for (int64_t ci = 0; ci < cin; ++ci) {
     const RowRing<T>& ring = rows.rings[static_cast<size_t>(ci)];
-    for (int64_t kh = 0; kh < tg.kh; ++kh) {
+#pragma GCC unroll 3
+    for (int64_t kh = 0; kh < khs; ++kh) {
       const float* x[NV];
       for (int v = 0; v < NV; ++v) x[v] = ring.row(row0[v] + kh) + slot[v].v * L;
       for (int64_t kw = 0; kw < KW; ++kw, w += kBlockM) {
@@ -110,20 +114,20 @@ __attribute__((noinline)) void slot_tile(const TileGeometry& tg, GroupRows<T>& r
 }
 
 // A tile of NV vectors (NV at most 6), `nv` of them used (the last tile of a group may hold fewer).
-template <class T, int NV, int MB>
+template <class T, int NV, int MB, int CIN>
 void slot_tile_n(int nv, const TileGeometry& tg, GroupRows<T>& rows, const float* w, const Slot* slot, int mvalid,
                  const float* bias, float* out) {
   switch (std::min(nv, NV)) {
-    case 6: if constexpr (NV >= 6) return slot_tile<T, 6, MB>(tg, rows, w, slot, mvalid, bias, out); [[fallthrough]];
-    case 5: if constexpr (NV >= 5) return slot_tile<T, 5, MB>(tg, rows, w, slot, mvalid, bias, out); [[fallthrough]];
-    case 4: if constexpr (NV >= 4) return slot_tile<T, 4, MB>(tg, rows, w, slot, mvalid, bias, out); [[fallthrough]];
-    case 3: if constexpr (NV >= 3) return slot_tile<T, 3, MB>(tg, rows, w, slot, mvalid, bias, out); [[fallthrough]];
-    case 2: if constexpr (NV >= 2) return slot_tile<T, 2, MB>(tg, rows, w, slot, mvalid, bias, out); [[fallthrough]];
-    default: return slot_tile<T, 1, MB>(tg, rows, w, slot, mvalid, bias, out);
+    case 6: if constexpr (NV >= 6) return slot_tile<T, 6, MB, CIN>(tg, rows, w, slot, mvalid, bias, out); [[fallthrough]];
+    case 5: if constexpr (NV >= 5) return slot_tile<T, 5, MB, CIN>(tg, rows, w, slot, mvalid, bias, out); [[fallthrough]];
+    case 4: if constexpr (NV >= 4) return slot_tile<T, 4, MB, CIN>(tg, rows, w, slot, mvalid, bias, out); [[fallthrough]];
+    case 3: if constexpr (NV >= 3) return slot_tile<T, 3, MB, CIN>(tg, rows, w, slot, mvalid, bias, out); [[fallthrough]];
+    case 2: if constexpr (NV >= 2) return slot_tile<T, 2, MB, CIN>(tg, rows, w, slot, mvalid, bias, out); [[fallthrough]];
+    default: return slot_tile<T, 1, MB, CIN>(tg, rows, w, slot, mvalid, bias, out);
   }
 }
 
-template <class T, int NV, int MB>
+template <class T, int NV, int MB, int CIN = 0>
 void grouped_run(const Conv2dShape& s, const float* in, const float* packed, float* out, const Epilogue& ep,
                  ThreadPool* pool) {
   constexpr int L = T::L;
@@ -164,7 +168,7 @@ void grouped_run(const Conv2dShape& s, const float* in, const float* packed, flo
             const float* bias = ep.bias ? ep.bias + c0 + m0 : nullptr;
             float* o = out_g + m0 * plane;
             // The last tile of a group may hold fewer vectors (14 rows of one vector each: 3+3+3+3+2).
-            slot_tile_n<T, NV, MB>(nv, tg, rows, w, &slots[q], mvalid, bias, o);
+            slot_tile_n<T, NV, MB, CIN>(nv, tg, rows, w, &slots[q], mvalid, bias, o);
           }
         }
         q += nv;
@@ -204,8 +208,14 @@ void conv2d_nchw_grouped(const Conv2dShape& s, const float* in, const float* pac
   using T = planes::VecWide;
   // Four channels per group (ResNeXt-50's layer1) fill only half of an 8-channel tile: 4 x 6 vectors instead
   // (the same 24 accumulators, 6 loads and 4 broadcasts per 24 FMAs, none of them on padding channels).
-  if constexpr (T::L == 16)
-    if (s.out_per_group() <= 4) return grouped_run<T, 6, 4>(s, in, packed, out, ep, pool);
+  if constexpr (T::L == 16) {
+    const bool k3 = s.kernel_h == 3;
+    if (s.out_per_group() <= 4)
+      return k3 && s.in_per_group() == 4 ? grouped_run<T, 6, 4, 4>(s, in, packed, out, ep, pool)
+                                         : grouped_run<T, 6, 4>(s, in, packed, out, ep, pool);
+    if (k3 && s.in_per_group() == 8) return grouped_run<T, kTileNV<T>, kTileM<T>, 8>(s, in, packed, out, ep, pool);
+    if (k3 && s.in_per_group() == 16) return grouped_run<T, kTileNV<T>, kTileM<T>, 16>(s, in, packed, out, ep, pool);
+  }
   grouped_run<T, kTileNV<T>, kTileM<T>>(s, in, packed, out, ep, pool);
 }
 
