@@ -208,14 +208,14 @@ void conv2d_nchw_grouped(const Conv2dShape& s, const float* in, const float* pac
   using T = planes::VecWide;
   // Four channels per group (ResNeXt-50's layer1) fill only half of an 8-channel tile: 4 x 6 vectors instead
   // (the same 24 accumulators, 6 loads and 4 broadcasts per 24 FMAs, none of them on padding channels).
-  if constexpr (T::L == 16) {
-    const bool k3 = s.kernel_h == 3;
+  const bool k3 = s.kernel_h == 3;
+  if constexpr (T::L == 16)
     if (s.out_per_group() <= 4)
       return k3 && s.in_per_group() == 4 ? grouped_run<T, 6, 4, 4>(s, in, packed, out, ep, pool)
                                          : grouped_run<T, 6, 4>(s, in, packed, out, ep, pool);
-    if (k3 && s.in_per_group() == 8) return grouped_run<T, kTileNV<T>, kTileM<T>, 8>(s, in, packed, out, ep, pool);
-    if (k3 && s.in_per_group() == 16) return grouped_run<T, kTileNV<T>, kTileM<T>, 16>(s, in, packed, out, ep, pool);
-  }
+  if (k3 && s.in_per_group() == 4) return grouped_run<T, kTileNV<T>, kTileM<T>, 4>(s, in, packed, out, ep, pool);
+  if (k3 && s.in_per_group() == 8) return grouped_run<T, kTileNV<T>, kTileM<T>, 8>(s, in, packed, out, ep, pool);
+  if (k3 && s.in_per_group() == 16) return grouped_run<T, kTileNV<T>, kTileM<T>, 16>(s, in, packed, out, ep, pool);
   grouped_run<T, kTileNV<T>, kTileM<T>>(s, in, packed, out, ep, pool);
 }
 
