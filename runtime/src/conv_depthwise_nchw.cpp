@@ -40,36 +40,7 @@ namespace {
 
 // ---- 3x3, stride 1 or 2, dilation 1 ----
 
-// The store after conv + bias: residual (if any) added in registers, then for Relu and Clip
-// min(max(x, lo), hi) (lo = 0, hi = +inf for Relu; as activate() does, NaN becomes lo). Other
-// activations: stored as conv + bias, and the plane pass applies residual and activation afterwards
-// (`deferred`).
-template <class T>
-struct Store {
-  typename T::V lo, hi;
-  bool clamp, deferred;
-
-  static Store of(const Epilogue& ep) {
-    const float inf = std::numeric_limits<float>::infinity();
-    switch (ep.act) {
-      case Activation::None: return {T::set1(-inf), T::set1(inf), false, false};
-      case Activation::Relu: return {T::set1(0.0f), T::set1(inf), true, false};
-      case Activation::Clip: return {T::set1(ep.alpha), T::set1(ep.beta), true, false};
-      default: return {T::set1(-inf), T::set1(inf), false, true};
-    }
-  }
-  // Output vector at `o` from `acc`; `res` is the residual at the same position or null. PARTIAL:
-  // only the lanes of `m` are read and written.
-  template <bool PARTIAL>
-  inline void put(float* o, const float* res, typename T::V acc, typename T::Mask m) const {
-    if (res) acc = T::add(acc, PARTIAL ? T::maskz_load(res, m) : T::loadu(res));
-    if (clamp) acc = T::min(T::max(acc, lo), hi);
-    if constexpr (PARTIAL)
-      T::mask_store(o, m, acc);
-    else
-      T::storeu(o, acc);
-  }
-};
+using planes::Store;
 
 // The output columns of a row in tiles of up to kMaxNV vectors (the same tiles for every row block;
 // a 56-wide row is one tile of 4 x 16 lanes with AVX-512). The input rows are read in place: the first

@@ -35,17 +35,6 @@ constexpr int CB = 8;  // output channels per packed weight block
 constexpr int CR = L == 16 ? 8 : 4;
 constexpr int XB = 3;  // pixel vectors per register block: CR * XB accumulators
 
-// The epilogue in registers, decided once per call: bias, then ReLU or Clip as min(max(v, lo), hi) when `clamp`;
-// other activations are left for apply_activation on the stored row (see act_in_registers).
-struct BlockEpilogue {
-  V lo, hi;
-  bool clamp;
-  explicit BlockEpilogue(const Epilogue& ep)
-      : lo(T::set1(ep.act == Activation::Clip ? ep.alpha : 0.0f)),
-        hi(T::set1(ep.act == Activation::Clip ? ep.beta : std::numeric_limits<float>::infinity())),
-        clamp(ep.act == Activation::Relu || ep.act == Activation::Clip) {}
-};
-
 // Where one register block's results go: CR output-channel rows of one output row.
 struct BlockOut {
   float* out;           // channel co0, row oy
@@ -53,19 +42,8 @@ struct BlockOut {
   const float* bias;    // bias[co0], or null
   int64_t plane, ow;    // channel stride and row length of the output
   int nc;               // channels of the block that exist
-  const BlockEpilogue* ep;
+  const planes::Store<T>* store;  // ReLU / Clip in registers (others: apply_activation on the row, below)
 };
-
-// y = act(v + bias + residual) for n (<= L) pixels (n == L: a plain store).
-__attribute__((always_inline)) inline void store_pixels(const BlockOut& o, V b, int c, int64_t x, V v, int n) {
-  v = T::add(v, b);
-  if (o.res) v = T::add(v, n == L ? T::loadu(o.res + c * o.plane + x) : T::load_n(o.res + c * o.plane + x, n));
-  if (o.ep->clamp) v = T::min(T::max(v, o.ep->lo), o.ep->hi);
-  if (n == L)
-    T::storeu(o.out + c * o.plane + x, v);
-  else
-    T::store_n(o.out + c * o.plane + x, v, n);
-}
 
 // Activations other than ReLU and Clip are applied to whole rows after the blocks (a call inside a
 // block would make the compiler keep its accumulators on the stack).
@@ -233,23 +211,20 @@ void block(const Conv2dShape& s, const int64_t* kx_off, const float* const* rows
   // or channel test per vector, and the output's fields in locals (stores through `o`'s pointers could otherwise
   // alias `o` itself, so every field was reloaded per vector, and the accumulators went to the stack first); the
   // store had taken as many instructions as the 27 taps of a 3x3 stem.
+  const planes::Store<T> store = *o.store;
   if (o.nc == CR && x0 + NX * L <= o.ow) {
     float* const out = o.out + x0;
     const float* const res = o.res ? o.res + x0 : nullptr;
     const float* const bias = o.bias;
     const int64_t plane = o.plane;
-    const V lo = o.ep->lo, hi = o.ep->hi;
-    const bool clamp = o.ep->clamp;
+    const typename T::Mask all = T::mask((1u << L) - 1u);  // unused by the whole-vector store
 #pragma GCC unroll 8
     for (int c = 0; c < CR; ++c) {
       const V b = bias ? T::set1(bias[c]) : T::zero();
 #pragma GCC unroll 3
-      for (int x = 0; x < NX; ++x) {
-        V v = T::add(acc[c][x], b);
-        if (res) v = T::add(v, T::loadu(res + c * plane + x * L));
-        if (clamp) v = T::min(T::max(v, lo), hi);
-        T::storeu(out + c * plane + x * L, v);
-      }
+      for (int x = 0; x < NX; ++x)
+        store.template put<false>(out + c * plane + x * L, res ? res + c * plane + x * L : nullptr,
+                                  T::add(acc[c][x], b), all);
     }
     return;
   }
@@ -260,8 +235,14 @@ void block(const Conv2dShape& s, const int64_t* kx_off, const float* const* rows
     const V b = o.bias ? T::set1(o.bias[c]) : T::zero();
 #pragma GCC unroll 3
     for (int x = 0; x < NX; ++x) {
+      const int64_t pos = c * o.plane + x0 + x * L;
       const int n = static_cast<int>(std::min<int64_t>(L, o.ow - (x0 + x * L)));
-      if (n > 0) store_pixels(o, b, c, x0 + x * L, acc[c][x], n);
+      const typename T::Mask m = T::mask((1u << std::max(n, 0)) - 1u);
+      const V v = T::add(acc[c][x], b);
+      if (n == L)
+        store.template put<false>(o.out + pos, o.res ? o.res + pos : nullptr, v, m);
+      else if (n > 0)
+        store.template put<true>(o.out + pos, o.res ? o.res + pos : nullptr, v, m);
     }
   }
 }
@@ -326,14 +307,14 @@ void conv_row(const Conv2dShape& s, const RowPlan& p, RowCache& cache, const Tap
   // family 26, AVX-512, 1 thread): the block of 1 ran at 130 GFLOP/s against 186 for the blocks of 3.
   const int64_t pairs_from = n_vec % XB == 1 && n_vec > XB ? n_vec - (XB + 1) : n_vec;
   const Blocks b = blocks_for(s);
-  const BlockEpilogue be(ep);
+  const planes::Store<T> store = planes::Store<T>::of(ep);
   cache.rows_for(oy, rows.data());
   for (int64_t rb = 0; rb < ceil_div(s.out_channels, CR); ++rb) {  // register blocks of CR channels
     const int64_t c0 = rb * CR;
     const float* wp = packed + rb / (CB / CR) * taps * CB + rb % (CB / CR) * CR;
     const int64_t pos = c0 * plane;
     const BlockOut o{row0 + pos, res0 ? res0 + pos : nullptr, ep.bias ? ep.bias + c0 : nullptr, plane, OW,
-                     static_cast<int>(std::min<int64_t>(CR, s.out_channels - c0)), &be};
+                     static_cast<int>(std::min<int64_t>(CR, s.out_channels - c0)), &store};
     int64_t v = 0;
     for (; v + XB <= pairs_from; v += XB) b.b3(s, offs.off.data(), rows.data(), wp, v * L, o);
     for (; v + 2 <= n_vec; v += 2) b.b2(s, offs.off.data(), rows.data(), wp, v * L, o);

@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "tessel/rt/aligned_buffer.h"
+#include "tessel/rt/epilogue.h"
 #include "tessel/rt/vmath.h"
 
 namespace tessel::rt::planes {
@@ -280,6 +282,37 @@ void fill_row(const RowGeometry& g, const float* src, float* dst, float pad_valu
   for (int64_t q = q0; q < q1; ++q) pair(q, T::loadu(base + 2 * q * L), T::loadu(base + (2 * q + 1) * L));
   for (int64_t q = q1; 2 * q < n; ++q) pair(q, load(2 * q), load(2 * q + 1));
 }
+
+// The store after conv + bias (the NCHW depthwise kernels, the stems' register blocks): residual (if any) added
+// in registers, then for Relu and Clip min(max(x, lo), hi) (lo = 0, hi = +inf for Relu; as activate() does, NaN
+// becomes lo). Other activations: stored as conv + bias, and a pass over the stored plane or row applies residual
+// and activation afterwards (`deferred`).
+template <class T>
+struct Store {
+  typename T::V lo, hi;
+  bool clamp, deferred;
+
+  static Store of(const Epilogue& ep) {
+    const float inf = std::numeric_limits<float>::infinity();
+    switch (ep.act) {
+      case Activation::None: return {T::set1(-inf), T::set1(inf), false, false};
+      case Activation::Relu: return {T::set1(0.0f), T::set1(inf), true, false};
+      case Activation::Clip: return {T::set1(ep.alpha), T::set1(ep.beta), true, false};
+      default: return {T::set1(-inf), T::set1(inf), false, true};
+    }
+  }
+  // Output vector at `o` from `acc`; `res` is the residual at the same position or null. PARTIAL:
+  // only the lanes of `m` are read and written.
+  template <bool PARTIAL>
+  inline void put(float* o, const float* res, typename T::V acc, typename T::Mask m) const {
+    if (res) acc = T::add(acc, PARTIAL ? T::maskz_load(res, m) : T::loadu(res));
+    if (clamp) acc = T::min(T::max(acc, lo), hi);
+    if constexpr (PARTIAL)
+      T::mask_store(o, m, acc);
+    else
+      T::storeu(o, acc);
+  }
+};
 
 /// Fills ring rows lazily: padded rows [filled, upto) of a plane whose row r is input row r - pad_top.
 template <class T>
