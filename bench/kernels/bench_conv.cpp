@@ -171,6 +171,8 @@ CONV_BENCH(BM_dw3x3_960_7_nchw, "conv2d_nchw_depthwise_avx2", conv_shape(960, 7,
 // 28->14, 480ch 14x14).
 CONV_BENCH(BM_dw5x5s2_72_56_nchw, "conv2d_nchw_depthwise_avx2", conv_shape(72, 56, 72, 5, 2, 72))
 CONV_BENCH(BM_dw5x5s2_144_56_nchw, "conv2d_nchw_depthwise_avx2", conv_shape(144, 56, 144, 5, 2, 144))
+// A wider 5x5 stride-2 map (112 -> 56: four output vectors per row with AVX-512).
+CONV_BENCH(BM_dw5x5s2_48_112_nchw, "conv2d_nchw_depthwise_avx2", conv_shape(48, 112, 48, 5, 2, 48))
 CONV_BENCH(BM_dw5x5s2_240_28_nchw, "conv2d_nchw_depthwise_avx2", conv_shape(240, 28, 240, 5, 2, 240))
 CONV_BENCH(BM_dw5x5_120_28_nchw, "conv2d_nchw_depthwise_avx2", conv_shape(120, 28, 120, 5, 1, 120))
 CONV_BENCH(BM_dw5x5_480_14_nchw, "conv2d_nchw_depthwise_avx2", conv_shape(480, 14, 480, 5, 1, 480))

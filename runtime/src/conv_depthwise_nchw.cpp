@@ -10,6 +10,10 @@
 // activations in one pass over the finished plane (still in L1). This machine sustains about one
 // 64-byte load per cycle, so nothing is copied into padded scratch first.
 //
+// 5x5 stride 2 (AVX-512, outputs wider than one vector: EfficientNet's and MnasNet's 56 -> 28 layers): the
+// stride-2 blocks above with the three loads of each vector split into even and odd columns and shifted
+// into the 5 taps; the 25 weights are read from memory (they do not fit the registers beside the taps).
+//
 // Other kernel sizes, strides and dilations: the whole plane is copied into a padded, phase-split
 // scratch plane and each output vector sums its taps (generic path below).
 //
@@ -56,6 +60,9 @@ using planes::Store;
 // not use); bits_prev / bits_next mask the tile's extra loads X_{-1} and X_NV.
 template <class T>
 constexpr int kMaxNV = T::L == 16 ? 4 : 2;  // accumulators + 9 weights fit 32 zmm; AVX2 has 16 ymm
+// 5x5 stride 2: R x NV accumulators and the 5 tap vectors of each of the NV vectors (weights from memory).
+template <class T>
+constexpr int kMaxNV5 = T::L == 16 ? 2 : 1;
 
 struct ColumnTile {
   int64_t ow;
@@ -124,14 +131,19 @@ inline V in_register(V x) {
   return x;
 }
 
-// Stride 2: R output rows x NV vectors of tile t. rows[i] is input row (first row of the block) * 2 + i
-// - pad_top, or a zero row above/below the input; col0 = -pad_left.
-template <class T, int R, int NV, bool MASKED>
-inline void dw3x3_s2_tile(const float* const* rows, int64_t col0, const typename T::V* w, typename T::V bias,
+// Stride 2, K = 3 or 5: R output rows x NV vectors of tile t. rows[i] is input row (first row of the block)
+// * 2 + i - pad_top, or a zero row above/below the input; col0 = -pad_left. The three loads of a vector (A_v,
+// B_v and A_{v+1}: 2L + L columns) hold the K taps of its L outputs at stride 2 for K up to 5: even and odd
+// columns, each shifted once more with A_{v+1}'s first lanes, and the even ones twice. K = 3 keeps its 9
+// weights in registers and adds each vector's taps as they are made; K = 5 makes the 5 taps of all NV
+// vectors first and reads each of its 25 weights once per input row and output row from memory (they do
+// not fit the registers beside the taps and accumulators), for all NV vectors.
+template <class T, int K, int R, int NV, bool MASKED>
+inline void dw_s2_tile(const float* const* rows, int64_t col0, const typename T::V* w, typename T::V bias,
                        const ColumnTile& t, float* out, const float* res, int64_t OW, const Store<T>& store) {
   using V = typename T::V;
   using Mask = typename T::Mask;
-  constexpr int L = T::L, NR = (R - 1) * 2 + 3;
+  constexpr int L = T::L, NR = (R - 1) * 2 + K;
   Mask mf[3], ml[3];
   if constexpr (MASKED)
     for (int k = 0; k < 3; ++k) {
@@ -151,7 +163,35 @@ inline void dw3x3_s2_tile(const float* const* rows, int64_t col0, const typename
     for (int v = 0; v < NV; ++v) acc[r][v] = bias;
 #pragma GCC unroll 16
   for (int i = 0; i < NR; ++i) {
-    {
+    if constexpr (K == 5) {
+      const float* b = rows[i] + col0 + 2 * t.ow;
+      V a = in_register(load(b, 0, 0));
+      V x[NV][5];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) {
+        const V bv = in_register(load(b + 2 * v * L + L, v, 1));
+        const V an = in_register(v + 1 < NV ? load(b + 2 * (v + 1) * L, v + 1, 0)
+                                            : (MASKED ? T::maskz_load(b + 2 * NV * L, ml[2]) : T::loadu(b + 2 * NV * L)));
+        T::deinterleave(a, bv, x[v][0], x[v][1]);
+        x[v][2] = T::shift_in(x[v][0], an);
+        x[v][3] = T::shift_in_odd(x[v][1], an);
+        x[v][4] = T::shift2_in(x[v][0], an);
+        a = an;
+      }
+      const V* wm = w;
+      __asm__("" : "+r"(wm));  // the weights are read from memory here, not kept in registers across rows
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const int ky = i - r * 2;
+        if (ky < 0 || ky >= 5) continue;
+#pragma GCC unroll 5
+        for (int kx = 0; kx < 5; ++kx) {
+          const V wv = wm[ky * 5 + kx];
+#pragma GCC unroll 4
+          for (int v = 0; v < NV; ++v) acc[r][v] = T::fmadd(x[v][kx], wv, acc[r][v]);
+        }
+      }
+    } else {
       const float* b = rows[i] + col0 + 2 * t.ow;
       V a = in_register(load(b, 0, 0));  // A_v, carried from the previous vector's A_{v+1}
 #pragma GCC unroll 4
@@ -182,28 +222,28 @@ inline void dw3x3_s2_tile(const float* const* rows, int64_t col0, const typename
   }
 }
 
-template <class T, int R, bool MASKED>
-inline void dw3x3_s2_tile_nv(const float* const* rows, int64_t col0, const typename T::V* w, typename T::V bias,
-                             const ColumnTile& t, float* out, const float* res, int64_t OW, const Store<T>& store) {
-  constexpr int M = kMaxNV<T>;
+template <class T, int K, int R, bool MASKED>
+inline void dw_s2_tile_nv(const float* const* rows, int64_t col0, const typename T::V* w, typename T::V bias,
+                          const ColumnTile& t, float* out, const float* res, int64_t OW, const Store<T>& store) {
+  constexpr int M = K == 3 ? kMaxNV<T> : kMaxNV5<T>;
   switch (t.nv) {
-    case 4: dw3x3_s2_tile<T, R, (M >= 4 ? 4 : 1), MASKED>(rows, col0, w, bias, t, out, res, OW, store); break;
-    case 3: dw3x3_s2_tile<T, R, (M >= 3 ? 3 : 1), MASKED>(rows, col0, w, bias, t, out, res, OW, store); break;
-    case 2: dw3x3_s2_tile<T, R, 2, MASKED>(rows, col0, w, bias, t, out, res, OW, store); break;
-    default: dw3x3_s2_tile<T, R, 1, MASKED>(rows, col0, w, bias, t, out, res, OW, store); break;
+    case 4: dw_s2_tile<T, K, R, (M >= 4 ? 4 : 1), MASKED>(rows, col0, w, bias, t, out, res, OW, store); break;
+    case 3: dw_s2_tile<T, K, R, (M >= 3 ? 3 : 1), MASKED>(rows, col0, w, bias, t, out, res, OW, store); break;
+    case 2: dw_s2_tile<T, K, R, (M >= 2 ? 2 : 1), MASKED>(rows, col0, w, bias, t, out, res, OW, store); break;
+    default: dw_s2_tile<T, K, R, 1, MASKED>(rows, col0, w, bias, t, out, res, OW, store); break;
   }
 }
 
 // Stride 2: R output rows, every column tile.
-template <class T, int R>
-inline void dw3x3_s2_rows(const float* const* rows, int64_t col0, const typename T::V* w, typename T::V bias,
-                          const std::vector<ColumnTile>& tiles, float* out, const float* res, int64_t OW,
-                          const Store<T>& store) {
+template <class T, int K, int R>
+inline void dw_s2_rows(const float* const* rows, int64_t col0, const typename T::V* w, typename T::V bias,
+                       const std::vector<ColumnTile>& tiles, float* out, const float* res, int64_t OW,
+                       const Store<T>& store) {
   for (const ColumnTile& t : tiles) {
     if (t.masked)
-      dw3x3_s2_tile_nv<T, R, true>(rows, col0, w, bias, t, out, res, OW, store);
+      dw_s2_tile_nv<T, K, R, true>(rows, col0, w, bias, t, out, res, OW, store);
     else
-      dw3x3_s2_tile_nv<T, R, false>(rows, col0, w, bias, t, out, res, OW, store);
+      dw_s2_tile_nv<T, K, R, false>(rows, col0, w, bias, t, out, res, OW, store);
   }
 }
 
@@ -304,16 +344,17 @@ void dw3x3_s1_tile(const Conv2dShape& s, const ColumnTile& t, const float* plane
   }
 }
 
-// One channel plane. Stride 1: each column tile rolls down the plane. Stride 2: blocks of 4 output
-// rows, then 2, then 1 (9 input rows for 4 outputs). Padding rows read a zero row.
-template <class T, int S>
-void dw3x3_plane(const Conv2dShape& s, const std::vector<ColumnTile>& tiles, const float* plane,
-                 const float* zero_row, const float* w9, float bias_value, float* out, const float* res,
-                 const Store<T>& store) {
+// One channel plane of a K x K kernel (K = 3, or 5 at stride 2). Stride 1: each column tile rolls down the
+// plane. Stride 2: blocks of 4 output rows, then 2, then 1 (2 * 3 + K input rows for 4 outputs). Padding rows
+// read a zero row.
+template <class T, int K, int S>
+void dw_plane(const Conv2dShape& s, const std::vector<ColumnTile>& tiles, const float* plane, const float* zero_row,
+              const float* wk, float bias_value, float* out, const float* res, const Store<T>& store) {
   using V = typename T::V;
+  static_assert(K == 3 || S == 2, "5x5 only at stride 2");
   const int64_t OH = s.out_h(), OW = s.out_w();
-  V w[9];
-  for (int t = 0; t < 9; ++t) w[t] = T::set1(w9[t]);
+  V w[K * K];
+  for (int t = 0; t < K * K; ++t) w[t] = T::set1(wk[t]);
   const V bias = T::set1(bias_value);
   if constexpr (S == 1) {
     for (const ColumnTile& t : tiles) {
@@ -323,9 +364,9 @@ void dw3x3_plane(const Conv2dShape& s, const std::vector<ColumnTile>& tiles, con
         dw3x3_s1_tile<T, false>(s, t, plane, zero_row, w, bias, out, res, store);
     }
   } else {
-    const float* rows[(4 - 1) * 2 + 3];
+    const float* rows[(4 - 1) * 2 + K];
     auto block = [&](int64_t oh, int R) {
-      for (int64_t i = 0; i < (R - 1) * 2 + 3; ++i) {
+      for (int64_t i = 0; i < (R - 1) * 2 + K; ++i) {
         const int64_t ih = oh * 2 + i - s.pad_top;
         rows[i] = ih >= 0 && ih < s.in_h ? plane + ih * s.in_w : zero_row;
       }
@@ -334,26 +375,27 @@ void dw3x3_plane(const Conv2dShape& s, const std::vector<ColumnTile>& tiles, con
     int64_t oh = 0;
     for (; oh + 4 <= OH; oh += 4) {
       block(oh, 4);
-      dw3x3_s2_rows<T, 4>(rows, col0, w, bias, tiles, out + oh * OW, res ? res + oh * OW : nullptr, OW, store);
+      dw_s2_rows<T, K, 4>(rows, col0, w, bias, tiles, out + oh * OW, res ? res + oh * OW : nullptr, OW, store);
     }
     if (oh + 2 <= OH) {
       block(oh, 2);
-      dw3x3_s2_rows<T, 2>(rows, col0, w, bias, tiles, out + oh * OW, res ? res + oh * OW : nullptr, OW, store);
+      dw_s2_rows<T, K, 2>(rows, col0, w, bias, tiles, out + oh * OW, res ? res + oh * OW : nullptr, OW, store);
       oh += 2;
     }
     if (oh < OH) {
       block(oh, 1);
-      dw3x3_s2_rows<T, 1>(rows, col0, w, bias, tiles, out + oh * OW, res ? res + oh * OW : nullptr, OW, store);
+      dw_s2_rows<T, K, 1>(rows, col0, w, bias, tiles, out + oh * OW, res ? res + oh * OW : nullptr, OW, store);
     }
   }
 }
 
-template <class T>
-void dw3x3_run(const Conv2dShape& s, const float* in, const float* weights, float* out, const Epilogue& ep,
-               ThreadPool* pool) {
+template <class T, int K>
+void dw_rows_run(const Conv2dShape& s, const float* in, const float* weights, float* out, const Epilogue& ep,
+                 ThreadPool* pool) {
   const int64_t C = s.in_channels, OHW = s.out_h() * s.out_w();
   const int S = static_cast<int>(s.stride_w);
-  const std::vector<ColumnTile> tiles = column_tiles(s.out_w(), T::L, kMaxNV<T>, S, s.pad_left, s.in_w);
+  const std::vector<ColumnTile> tiles =
+      column_tiles(s.out_w(), T::L, K == 3 ? kMaxNV<T> : kMaxNV5<T>, S, s.pad_left, s.in_w);
   const Store<T> store = Store<T>::of(ep);
   const bool deferred = store.deferred;
   parallel_for(pool, s.batch * C, [&](int64_t b, int64_t e) {
@@ -370,13 +412,18 @@ void dw3x3_run(const Conv2dShape& s, const float* in, const float* weights, floa
       float* o = out + nc * OHW;
       const float* res = ep.residual ? ep.residual + nc * OHW : nullptr;
       const float bias = ep.bias ? ep.bias[c] : 0.0f;
-      if (S == 1)
-        dw3x3_plane<T, 1>(s, tiles, plane, zero_row, weights + c * 9, bias, o, deferred ? nullptr : res, store);
+      if (S == 1)  // K == 3: 5x5 kernels run here at stride 2 only
+        dw_plane<T, 3, 1>(s, tiles, plane, zero_row, weights + c * 9, bias, o, deferred ? nullptr : res, store);
       else
-        dw3x3_plane<T, 2>(s, tiles, plane, zero_row, weights + c * 9, bias, o, deferred ? nullptr : res, store);
+        dw_plane<T, K, 2>(s, tiles, plane, zero_row, weights + c * K * K, bias, o, deferred ? nullptr : res, store);
       if (deferred) apply_residual_activation(o, res, OHW, ep);  // the plane is still in L1
     }
   });
+}
+
+[[maybe_unused]] bool is_5x5_s2(const Conv2dShape& s) {
+  return s.kernel_h == 5 && s.kernel_w == 5 && s.dilation_h == 1 && s.dilation_w == 1 && s.stride_h == 2 &&
+         s.stride_w == 2;
 }
 
 bool is_fast_3x3(const Conv2dShape& s) {
@@ -891,6 +938,11 @@ void dw_lanes(const Conv2dShape& s, const float* in, const float* weights, float
 
 void conv2d_nchw_depthwise_avx2(const Conv2dShape& s, const float* in, const float* weights, float* out,
                                 const Epilogue& ep, ThreadPool* pool) {
+#if defined(__AVX512F__)
+  // 5x5 stride 2 with at least two output vectors per row: on its rows, split into even and odd columns in
+  // registers (72ch 56 -> 28 66 -> 52 us at 1 thread, 43 -> 26 at 2; 48ch 112 -> 56 279 -> 130 us).
+  if (is_5x5_s2(s) && s.out_w() > planes::Vec16::L) return dw_rows_run<planes::Vec16, 5>(s, in, weights, out, ep, pool);
+#endif
   // Maps at most 28 wide, kernel width 3 or 5, stride 1 or 2 (MnasNet's and EfficientNet's 5x5 layers,
   // every layer on 7x7 maps): channels in lanes, streamed. The 3x3 fast path keeps the 3x3 maps wider
   // than kStream3x3MaxOutW (it measures faster there).
@@ -903,11 +955,11 @@ void conv2d_nchw_depthwise_avx2(const Conv2dShape& s, const float* in, const flo
     return s.out_w() > 8 ? depthwise_generic<planes::Vec16>(s, in, weights, out, ep, pool)
                          : depthwise_generic<planes::Vec8>(s, in, weights, out, ep, pool);
   // Maps at most 8 wide (MobileNet's 7x7) waste less with 8-lane vectors.
-  if (s.out_w() > 8) return dw3x3_run<planes::Vec16>(s, in, weights, out, ep, pool);
+  if (s.out_w() > 8) return dw_rows_run<planes::Vec16, 3>(s, in, weights, out, ep, pool);
 #else
   if (!is_fast_3x3(s)) return depthwise_generic<planes::Vec8>(s, in, weights, out, ep, pool);
 #endif
-  dw3x3_run<planes::Vec8>(s, in, weights, out, ep, pool);
+  dw_rows_run<planes::Vec8, 3>(s, in, weights, out, ep, pool);
 }
 
 }  // namespace tessel::rt

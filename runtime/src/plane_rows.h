@@ -145,6 +145,14 @@ struct Vec16 {
     return _mm512_castsi512_ps(
         _mm512_maskz_alignr_epi32(static_cast<__mmask16>(0xFFFF), _mm512_castps_si512(a), _mm512_castps_si512(e), 1));
   }
+  /// Lanes 1..L-1 of o followed by lane 1 of a (the odd columns one further, a the next 2L columns' first L).
+  static V shift_in_odd(V o, V a) {
+    return _mm512_permutex2var_ps(o, _mm512_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17), a);
+  }
+  /// Lanes 2..L-1 of e followed by lanes 0 and 2 of a (the even columns two further).
+  static V shift2_in(V e, V a) {
+    return _mm512_permutex2var_ps(e, _mm512_setr_epi32(2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18), a);
+  }
   static void deinterleave(V a, V b, V& even, V& odd) {
     const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
