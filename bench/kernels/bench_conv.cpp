@@ -205,6 +205,8 @@ CONV_BENCH(BM_conv1x1_16_64_55_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(16,
 CONV_BENCH(BM_conv1x1_32_16_112_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(32, 112, 16, 1, 1, 1))
 CONV_BENCH(BM_conv1x1_16_96_112_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(16, 112, 96, 1, 1, 1))
 CONV_BENCH(BM_conv1x1_16_48_112_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(16, 112, 48, 1, 1, 1))
+// MnasNet's and EfficientNet's 80->480 expand on 14x14 (196 pixels: 13 column panels, 12 of them whole).
+CONV_BENCH(BM_conv1x1_80_480_14_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(80, 14, 480, 1, 1, 1))
 CONV_BENCH(BM_conv1x1_16_64_55_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(16, 55, 64, 1, 1, 1))
 CONV_BENCH(BM_conv1x1_128_32_27_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(128, 27, 32, 1, 1, 1))
 CONV_BENCH(BM_conv1x1_128_32_27_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(128, 27, 32, 1, 1, 1))

@@ -28,6 +28,12 @@ constexpr int64_t KC = 768;
 constexpr int64_t KC = 384;
 #endif
 constexpr int64_t MC = 120;
+// Rows of the register tiles of gemm_task (12 x 32 with AVX-512, 6 x 16 with AVX2).
+#if defined(__AVX512F__)
+constexpr int64_t kRowTile = 2 * MR;
+#else
+constexpr int64_t kRowTile = MR;
+#endif
 constexpr int64_t kBBlockBytes = 1 << 20;
 // Up to this K, tiles are visited row block by row block (gemm_task). In ResNet-50 (1 thread, AVX-512)
 // this took layer1's K=64 1x1 convs from 12.9 to 4.9 ms and the whole model from 92 to 81 ms; visiting
@@ -755,7 +761,23 @@ void gemm_driver(int64_t M, int64_t N, int64_t K, float alpha, const ASource& a,
   // Too few column blocks for the threads: also split M (in multiples of MR).
   int64_t m_chunks = 1;
   if (n_blocks < threads) m_chunks = std::min(ceil_div(threads, n_blocks), ceil_div(M, 2 * MR));
-  const int64_t mchunk = round_up(ceil_div(M, m_chunks), MR);
+  // Few column panels that do not divide over the threads (a 14x14 map: 196 pixels, 13 panels, 6 + 7 per thread
+  // on 2 threads) where the row tiles do: split M instead, every thread over all columns. Counted in register
+  // tiles' rows x panels, the ragged last panel a whole one.
+  if (threads > 1 && n_blocks > 1 && ceil_div(N, nc_max) == 1) {
+    constexpr int64_t TMR = kRowTile;
+    const int64_t m_tiles = ceil_div(M, TMR);
+    int64_t n_max = 0;  // panels of the busiest thread under the column split (owner-first: contiguous blocks)
+    for (int t = 0; t < threads; ++t) {
+      const int64_t b0 = t * n_blocks / threads, b1 = (t + 1) * n_blocks / threads;
+      n_max = std::max(n_max, ceil_div(block_start(b1), NR) - block_start(b0) / NR);
+    }
+    if (ceil_div(m_tiles, threads) * n_panels < n_max * m_tiles) {
+      n_blocks = 1;
+      m_chunks = threads;
+    }
+  }
+  const int64_t mchunk = round_up(ceil_div(M, m_chunks), m_chunks > 1 ? kRowTile : MR);
   m_chunks = ceil_div(M, mchunk);
   // A raw A (activations times pre-packed weights: FC and transformer layers) would be packed again by
   // every column block's task: pack it once, in parallel, when that happens more than once and it is

@@ -125,6 +125,20 @@ TEST(RtGemm, EdgeRowTilesWithTheSinglePassEpilogue) {
   EXPECT_EQ(runs, 40);
 }
 
+// Few column panels that do not divide over 2 threads (a 14x14 map: 196 columns, 13 panels) with many row tiles:
+// gemm_driver splits the rows instead (whole 12- or 6-row tiles per thread), the last row chunk ragged.
+TEST(RtGemm, RowSplitOnFewColumnPanels) {
+  float dummy = 0;
+  Epilogue ep = Epilogue::with_act(Activation::Relu);
+  ep.bias = &dummy;
+  ep.residual = &dummy;
+  for (int64_t M : {480, 100, 259})
+    for (int64_t N : {196, 49, 100}) {
+      run_case({M, N, 80, false, false, 1.0f, 0.0f}, ep, Variant::PackedA, 2);
+      run_case({M, N, 200, false, false, 1.0f, 0.0f}, {}, Variant::Plain, 2);
+    }
+}
+
 TEST(RtGemm, LargeShapesBothThreadCounts) {
   for (int threads : {1, 2}) {
     run_case({64, 784, 576, false, false, 1.0f, 0.0f}, {}, Variant::PackedA, threads);
