@@ -764,6 +764,7 @@ void gemm_driver(int64_t M, int64_t N, int64_t K, float alpha, const ASource& a,
   // Few column panels that do not divide over the threads (a 14x14 map: 196 pixels, 13 panels, 6 + 7 per thread
   // on 2 threads) where the row tiles do: split M instead, every thread over all columns. Counted in register
   // tiles' rows x panels, the ragged last panel a whole one.
+  int64_t row_unit = MR;  // rows of a chunk: a multiple of this
   if (threads > 1 && n_blocks > 1 && ceil_div(N, nc_max) == 1) {
     constexpr int64_t TMR = kRowTile;
     const int64_t m_tiles = ceil_div(M, TMR);
@@ -775,9 +776,10 @@ void gemm_driver(int64_t M, int64_t N, int64_t K, float alpha, const ASource& a,
     if (ceil_div(m_tiles, threads) * n_panels < n_max * m_tiles) {
       n_blocks = 1;
       m_chunks = threads;
+      row_unit = TMR;
     }
   }
-  const int64_t mchunk = round_up(ceil_div(M, m_chunks), m_chunks > 1 ? kRowTile : MR);
+  const int64_t mchunk = round_up(ceil_div(M, m_chunks), row_unit);
   m_chunks = ceil_div(M, mchunk);
   // A raw A (activations times pre-packed weights: FC and transformer layers) would be packed again by
   // every column block's task: pack it once, in parallel, when that happens more than once and it is
