@@ -214,6 +214,9 @@ CONV_BENCH(BM_conv1x1_32_128_27_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(32
 CONV_BENCH(BM_conv1x1_32_128_27_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(32, 27, 128, 1, 1, 1))
 CONV_BENCH(BM_conv1x1_128_512_7_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(128, 7, 512, 1, 1, 1))
 CONV_BENCH(BM_conv1x1_128_512_7_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(128, 7, 512, 1, 1, 1))
+// MnasNet's projections on 7x7 (192 and 320 outputs: 3 and 5 channel blocks of 64 over 7 tiles of 7 pixels).
+CONV_BENCH(BM_conv1x1_1152_192_7_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(1152, 7, 192, 1, 1, 1))
+CONV_BENCH(BM_conv1x1_1152_320_7_pixel_tile, "conv2d_nchw_pixel_tile", conv_shape(1152, 7, 320, 1, 1, 1))
 CONV_BENCH_RESIDUAL(BM_conv1x1_128_512_28_residual_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(128, 28, 512, 1, 1, 1))
 CONV_BENCH(BM_conv1x1_960_160_7_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(960, 7, 160, 1, 1, 1))
 CONV_BENCH(BM_conv1x1_960_160_7_nchwc8_direct, "conv2d_nchwc8_direct_avx2", conv_shape(960, 7, 160, 1, 1, 1))

@@ -288,6 +288,30 @@ TEST(RtConv, WinogradSelectedOnlyForMapsWithEnoughTiles) {
 // partial vector, pixel counts that leave 1-6 pixels after the 7-pixel tiles, the in-place 1x1 path and
 // the im2col path (stride, padding, dilation), and both thread splits (channel blocks when the map is
 // small, pixels when it is large).
+// 1x1 in place on 2 threads with few whole channel blocks of 64 (MnasNet's 1152 -> 192 and -> 320 on 7x7): one
+// task per (block, tile), blocks outermost, split anywhere between tiles; and a partial block (not that split).
+TEST(RtConv, PixelTilePointwiseFewBlocksTwoThreads) {
+  const Conv2dKernel* k = find_conv2d_kernel("conv2d_nchw_pixel_tile");
+  ASSERT_NE(k, nullptr);
+  const std::vector<Conv2dShape> shapes = {
+      shape(1, 1152, 7, 7, 320, 1, 1, 0, 0, 0, 0),  // 5 blocks x 7 tiles, K = 1152 (3 reduction blocks)
+      shape(2, 576, 7, 7, 192, 1, 1, 0, 0, 0, 0),   // 3 blocks, batch 2
+      shape(1, 256, 14, 14, 128, 1, 1, 0, 0, 0, 0), // 2 blocks x 28 tiles
+      shape(1, 300, 9, 5, 64, 1, 1, 0, 0, 0, 0),    // 1 block, 45 pixels (tail of 3)
+      shape(1, 300, 7, 7, 96, 1, 1, 0, 0, 0, 0),    // 64 + 32 channels: the tile-chunk split
+  };
+  int64_t ran = 0;
+  for (const auto& s : shapes)
+    for (Activation act : {Activation::Relu, Activation::Sigmoid}) {
+      Epilogue ep = Epilogue::with_act(act);
+      float dummy = 0;
+      ep.bias = &dummy;
+      ep.residual = act == Activation::Relu ? &dummy : nullptr;
+      ran += check_kernel(*k, s, ep, 2, 2e-5 * std::sqrt(double(s.in_channels) / 64));
+    }
+  EXPECT_EQ(ran, 10);
+}
+
 TEST(RtConv, PixelTileLongReductions) {
   const Conv2dKernel* k = find_conv2d_kernel("conv2d_nchw_pixel_tile");
   ASSERT_NE(k, nullptr);
