@@ -135,9 +135,9 @@ inline V in_register(V x) {
 // * 2 + i - pad_top, or a zero row above/below the input; col0 = -pad_left. The three loads of a vector (A_v,
 // B_v and A_{v+1}: 2L + L columns) hold the K taps of its L outputs at stride 2 for K up to 5: even and odd
 // columns, each shifted once more with A_{v+1}'s first lanes, and the even ones twice. K = 3 keeps its 9
-// weights in registers and adds each vector's taps as they are made; K = 5 makes the 5 taps of all NV
-// vectors first and reads each of its 25 weights once per input row and output row from memory (they do
-// not fit the registers beside the taps and accumulators), for all NV vectors.
+// weights in registers; K = 5 takes its 25 weights as memory operands of the FMAs (they do not fit the
+// registers beside the accumulators and taps). Both add each vector's taps as they are made (for K = 5, making
+// the taps of both vectors first and sharing each weight load between them measured 3-8 % slower: spills).
 template <class T, int K, int R, int NV, bool MASKED>
 inline void dw_s2_tile(const float* const* rows, int64_t col0, const typename T::V* w, typename T::V bias,
                        const ColumnTile& t, float* out, const float* res, int64_t OW, const Store<T>& store) {
@@ -166,29 +166,25 @@ inline void dw_s2_tile(const float* const* rows, int64_t col0, const typename T:
     if constexpr (K == 5) {
       const float* b = rows[i] + col0 + 2 * t.ow;
       V a = in_register(load(b, 0, 0));
-      V x[NV][5];
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) {
+        V x[5];
         const V bv = in_register(load(b + 2 * v * L + L, v, 1));
         const V an = in_register(v + 1 < NV ? load(b + 2 * (v + 1) * L, v + 1, 0)
                                             : (MASKED ? T::maskz_load(b + 2 * NV * L, ml[2]) : T::loadu(b + 2 * NV * L)));
-        T::deinterleave(a, bv, x[v][0], x[v][1]);
-        x[v][2] = T::shift_in(x[v][0], an);
-        x[v][3] = T::shift_in_odd(x[v][1], an);
-        x[v][4] = T::shift2_in(x[v][0], an);
+        T::deinterleave(a, bv, x[0], x[1]);
+        x[2] = T::shift_in(x[0], an);
+        x[3] = T::shift_in_odd(x[1], an);
+        x[4] = T::shift2_in(x[0], an);
         a = an;
-      }
-      const V* wm = w;
-      __asm__("" : "+r"(wm));  // the weights are read from memory here, not kept in registers across rows
+        const V* wm = w;
+        __asm__("" : "+r"(wm));  // the weights are memory operands, not kept in registers
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        const int ky = i - r * 2;
-        if (ky < 0 || ky >= 5) continue;
+        for (int r = 0; r < R; ++r) {
+          const int ky = i - r * 2;
+          if (ky < 0 || ky >= 5) continue;
 #pragma GCC unroll 5
-        for (int kx = 0; kx < 5; ++kx) {
-          const V wv = wm[ky * 5 + kx];
-#pragma GCC unroll 4
-          for (int v = 0; v < NV; ++v) acc[r][v] = T::fmadd(x[v][kx], wv, acc[r][v]);
+          for (int kx = 0; kx < 5; ++kx) acc[r][v] = T::fmadd(x[kx], wm[ky * 5 + kx], acc[r][v]);
         }
       }
     } else {
