@@ -123,6 +123,22 @@ inline void dw3x3_s2_accumulate(int i, int v, typename T::V x0, typename T::V x1
   }
 }
 
+// The same for 5x5 (ky = i - 2 r in [0, 5)): taps kx = 2, 3, 4 are the even columns, the odd ones and the even ones
+// shifted by one column with the first lanes of A_{v+1} (an). The 25 weights are memory operands of the FMAs.
+template <class T, int R, int NV>
+inline void dw5x5_s2_accumulate(int i, int v, typename T::V even, typename T::V odd, typename T::V an,
+                                const typename T::V* w, typename T::V (&acc)[R][NV]) {
+  const typename T::V x[5] = {even, odd, T::shift_in(even, an), T::shift_in_odd(odd, an), T::shift2_in(even, an)};
+  __asm__("" : "+r"(w));  // not kept in registers across input rows
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    const int ky = i - r * 2;
+    if (ky < 0 || ky >= 5) continue;
+#pragma GCC unroll 5
+    for (int kx = 0; kx < 5; ++kx) acc[r][v] = T::fmadd(x[kx], w[ky * 5 + kx], acc[r][v]);
+  }
+}
+
 // Keeps a loaded vector in a register: folded into each FMA as a memory operand it would be loaded
 // once per output row using it (loads are the scarce resource here).
 template <class V>
@@ -163,44 +179,21 @@ inline void dw_s2_tile(const float* const* rows, int64_t col0, const typename T:
     for (int v = 0; v < NV; ++v) acc[r][v] = bias;
 #pragma GCC unroll 16
   for (int i = 0; i < NR; ++i) {
-    if constexpr (K == 5) {
-      const float* b = rows[i] + col0 + 2 * t.ow;
-      V a = in_register(load(b, 0, 0));
+    const float* b = rows[i] + col0 + 2 * t.ow;
+    V a = in_register(load(b, 0, 0));  // A_v, carried from the previous vector's A_{v+1}
 #pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) {
-        V x[5];
-        const V bv = in_register(load(b + 2 * v * L + L, v, 1));
-        const V an = in_register(v + 1 < NV ? load(b + 2 * (v + 1) * L, v + 1, 0)
-                                            : (MASKED ? T::maskz_load(b + 2 * NV * L, ml[2]) : T::loadu(b + 2 * NV * L)));
-        T::deinterleave(a, bv, x[0], x[1]);
-        x[2] = T::shift_in(x[0], an);
-        x[3] = T::shift_in_odd(x[1], an);
-        x[4] = T::shift2_in(x[0], an);
-        a = an;
-        const V* wm = w;
-        __asm__("" : "+r"(wm));  // the weights are memory operands, not kept in registers
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-          const int ky = i - r * 2;
-          if (ky < 0 || ky >= 5) continue;
-#pragma GCC unroll 5
-          for (int kx = 0; kx < 5; ++kx) acc[r][v] = T::fmadd(x[kx], wm[ky * 5 + kx], acc[r][v]);
-        }
-      }
-    } else {
-      const float* b = rows[i] + col0 + 2 * t.ow;
-      V a = in_register(load(b, 0, 0));  // A_v, carried from the previous vector's A_{v+1}
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) {
-        const V bv = in_register(load(b + 2 * v * L + L, v, 1));
-        // A_{v+1}: the next vector's first load, or the tile's extra load A_NV (the last vector's mask 2).
-        const V an = in_register(v + 1 < NV ? load(b + 2 * (v + 1) * L, v + 1, 0)
-                                            : (MASKED ? T::maskz_load(b + 2 * NV * L, ml[2]) : T::loadu(b + 2 * NV * L)));
-        V even, odd;
-        T::deinterleave(a, bv, even, odd);
+    for (int v = 0; v < NV; ++v) {
+      const V bv = in_register(load(b + 2 * v * L + L, v, 1));
+      // A_{v+1}: the next vector's first load, or the tile's extra load A_NV (the last vector's mask 2).
+      const V an = in_register(v + 1 < NV ? load(b + 2 * (v + 1) * L, v + 1, 0)
+                                          : (MASKED ? T::maskz_load(b + 2 * NV * L, ml[2]) : T::loadu(b + 2 * NV * L)));
+      V even, odd;
+      T::deinterleave(a, bv, even, odd);
+      if constexpr (K == 5)
+        dw5x5_s2_accumulate<T, R, NV>(i, v, even, odd, an, w, acc);
+      else
         dw3x3_s2_accumulate<T, R, NV>(i, v, even, odd, T::shift_in(even, an), w, acc);
-        a = an;
-      }
+      a = an;
     }
   }
   const bool partial = t.last_n < L;

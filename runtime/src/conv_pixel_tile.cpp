@@ -535,15 +535,14 @@ void run_image(const Job& j, ThreadPool* pool) {
   const int64_t ncb = channel_blocks(j.s);
   const size_t panel_floats = static_cast<size_t>(j.K * kPanelW);
   if (j.s.is_pointwise()) {  // the input is read in place
-    const int64_t ncb_ = channel_blocks(j.s);
-    if (threads > 1 && ncb_ < int64_t{ThreadPool::kChunksPerThread} * threads && j.s.out_channels % kBlockC == 0) {
+    if (threads > 1 && ncb < int64_t{ThreadPool::kChunksPerThread} * threads && j.s.out_channels % kBlockC == 0) {
       // Few whole channel blocks: one task per (block, tile), blocks outermost, so each thread writes whole
       // output planes but those of one shared block (the tile chunks below split every plane between the
       // threads on a 7x7 map, a cache line each written by both) and the shares are equal to a tile (1152 -> 320
       // on 7x7, 5 blocks: tile chunks of 3 and 4 gave one thread 20 of 35 block-tiles). Zen 4, 2 threads: that
       // layer 205-211 -> 169-178 us (kernel benchmark), MnasNet and EfficientNet-B0 0.99x. Partial blocks keep
       // the chunks: with 80 or 96 channels one thread would get the narrow block alone.
-      const int64_t units = ncb_ * j.n_tiles;
+      const int64_t units = ncb * j.n_tiles;
       parallel_for(pool, units, [&](int64_t a, int64_t b) {
         while (a < b) {
           const int64_t cb = a / j.n_tiles, t0 = a % j.n_tiles, t1 = std::min(j.n_tiles, t0 + (b - a));

@@ -766,8 +766,7 @@ void gemm_driver(int64_t M, int64_t N, int64_t K, float alpha, const ASource& a,
   // tiles' rows x panels, the ragged last panel a whole one.
   int64_t row_unit = MR;  // rows of a chunk: a multiple of this
   if (threads > 1 && n_blocks > 1 && ceil_div(N, nc_max) == 1) {
-    constexpr int64_t TMR = kRowTile;
-    const int64_t m_tiles = ceil_div(M, TMR);
+    const int64_t m_tiles = ceil_div(M, kRowTile);
     int64_t n_max = 0;  // panels of the busiest thread under the column split (owner-first: contiguous blocks)
     for (int t = 0; t < threads; ++t) {
       const int64_t b0 = t * n_blocks / threads, b1 = (t + 1) * n_blocks / threads;
@@ -776,7 +775,7 @@ void gemm_driver(int64_t M, int64_t N, int64_t K, float alpha, const ASource& a,
     if (ceil_div(m_tiles, threads) * n_panels < n_max * m_tiles) {
       n_blocks = 1;
       m_chunks = threads;
-      row_unit = TMR;
+      row_unit = kRowTile;
     }
   }
   const int64_t mchunk = round_up(ceil_div(M, m_chunks), row_unit);
