@@ -34,6 +34,18 @@ constexpr int64_t kRowTile = 2 * MR;
 #else
 constexpr int64_t kRowTile = MR;
 #endif
+// Rows gemm_task's register tiles compute for `rows` rows of C: whole tiles of kRowTile, and at the bottom edge
+// (AVX-512) a tile of 12, 8, 6 or 4 rows, the fewest that cover the rest; AVX2's edge tiles have every height.
+// M = 40 computes 40 rows; split 24 + 16 over two threads, the busier one computes 24.
+constexpr int64_t tile_rows(int64_t rows) {
+#if defined(__AVX512F__)
+  const int64_t rest = rows % kRowTile;
+  return rows - rest + (rest == 0 ? 0 : rest > 8 ? 12 : rest > 6 ? 8 : rest > 4 ? 6 : 4);
+#else
+  return rows;
+#endif
+}
+static_assert(tile_rows(40) == 40 && tile_rows(24) == 24);
 constexpr int64_t kBBlockBytes = 1 << 20;
 // Up to this K, tiles are visited row block by row block (gemm_task). In ResNet-50 (1 thread, AVX-512)
 // this took layer1's K=64 1x1 convs from 12.9 to 4.9 ms and the whole model from 92 to 81 ms; visiting
@@ -762,17 +774,19 @@ void gemm_driver(int64_t M, int64_t N, int64_t K, float alpha, const ASource& a,
   int64_t m_chunks = 1;
   if (n_blocks < threads) m_chunks = std::min(ceil_div(threads, n_blocks), ceil_div(M, 2 * MR));
   // Few column panels that do not divide over the threads (a 14x14 map: 196 pixels, 13 panels, 6 + 7 per thread
-  // on 2 threads) where the row tiles do: split M instead, every thread over all columns. Counted in register
-  // tiles' rows x panels, the ragged last panel a whole one.
+  // on 2 threads) where the rows divide better: split M instead, every thread over all columns. Counted in rows
+  // computed x panels, the ragged last panel a whole one (tile_rows).
   int64_t row_unit = MR;  // rows of a chunk: a multiple of this
   if (threads > 1 && n_blocks > 1 && ceil_div(N, nc_max) == 1) {
-    const int64_t m_tiles = ceil_div(M, kRowTile);
     int64_t n_max = 0;  // panels of the busiest thread under the column split (owner-first: contiguous blocks)
     for (int t = 0; t < threads; ++t) {
       const int64_t b0 = t * n_blocks / threads, b1 = (t + 1) * n_blocks / threads;
       n_max = std::max(n_max, ceil_div(block_start(b1), NR) - block_start(b0) / NR);
     }
-    if (ceil_div(m_tiles, threads) * n_panels < n_max * m_tiles) {
+    const int64_t mchunk = round_up(ceil_div(M, threads), kRowTile);
+    int64_t m_max = 0;  // rows computed by the busiest thread under the row split
+    for (int64_t m0 = 0; m0 < M; m0 += mchunk) m_max = std::max(m_max, tile_rows(std::min(mchunk, M - m0)));
+    if (m_max * n_panels < n_max * tile_rows(M)) {
       n_blocks = 1;
       m_chunks = threads;
       row_unit = kRowTile;
