@@ -91,6 +91,25 @@ int main() {
 """
 
 
+# A round trip above this means the host put the two vCPUs apart (on this kind of VM: 50-90 ns close, 310-360 apart).
+APART_NS = 200.0
+
+
+def core_state(before, after):
+    """'close' or 'apart' when the probes before and after a round agree, else None (the vCPUs moved)."""
+    if before is None or after is None:
+        return None
+    if before < APART_NS and after < APART_NS:
+        return "close"
+    if before >= APART_NS and after >= APART_NS:
+        return "apart"
+    return None
+
+
+def state_cell(ratios):
+    return f"{statistics.median(ratios):.2f} ({len(ratios)})" if ratios else "-"
+
+
 class CoreLatency:
     """Measures the CPU 0 <-> CPU 1 cache-line round trip (ns) with LATENCY_SOURCE; None without 2 CPUs
     or a compiler."""
@@ -226,19 +245,24 @@ def main():
                 # Alternate, and swap which goes first every round, so both see the same machine conditions
                 # (this machine's speed drifts by 10-30 % over seconds): each round is a pair measured back
                 # to back, and the ratio reported is the median of the rounds' ratios.
+                states = []  # per round: "close", "apart" or None (the vCPUs moved during it, or no probe)
                 for i in range(a.rounds):
-                    latencies.append(core_latency())
+                    before = core_latency()
+                    latencies.append(before)
                     first, second = (run_tessel, run_ort) if i % 2 == 0 else (run_ort, run_tessel)
                     first()
                     second()
+                    states.append(core_state(before, core_latency()) if t > 1 else None)
                 tm, om = statistics.median(tessel_ms), statistics.median(ort_ms)
                 pair_ratios = [x / y for x, y in zip(tessel_ms, ort_ms)]
+                by_state = {k: [x for x, st in zip(pair_ratios, states) if st == k] for k in ("close", "apart")}
                 rows.append(dict(model=m, isa=isa_of[isa], threads=t, tessel_ms=tm, ort_ms=om,
                                  ratio=statistics.median(pair_ratios), ratio_lo=min(pair_ratios),
                                  ratio_hi=max(pair_ratios), min_ratio=min(tessel_min) / min(ort_min),
                                  best_median_ratio=min(tessel_ms) / min(ort_ms),
                                  gflop_s=bench["gflops"] / (tm / 1e3),
-                                 compile_s=compile_s[m, isa], latency=[x for x in latencies if x is not None]))
+                                 compile_s=compile_s[m, isa], latency=[x for x in latencies if x is not None],
+                                 by_state=by_state))
                 print(f"{m} {isa_of[isa]} @{t}: tessel {tm:.2f} ms, ort {om:.2f} ms", file=sys.stderr)
 
     # The share of peak uses the nominal peak (clock x FLOP/cycle/core) or the measured one, whichever is
@@ -265,16 +289,21 @@ def main():
              "those multiplications, so a model with many of them can exceed 100% of the FMA peak. "
              "Core-to-core: the CPU 0 <-> CPU 1 cache-line round trip measured before each round (range); on "
              "a VM several hundred ns means the host put the two vCPUs apart, and 2-thread runs are then slower "
-             "(docs/performance.md). Compile s: `tessel compile` of the model, after an untimed first compile "
+             "(docs/performance.md). Close / apart: the median Tessel/ORT of the 2-thread rounds whose probes before "
+             f"and after were both below / both above {APART_NS:.0f} ns (how many rounds); a round with one of each "
+             "(the host moved the vCPUs during it) counts in neither. Compile s: `tessel compile` of the model, after "
+             "an untimed first compile "
              "that built the runtime library for this machine (once per ISA, cached in ~/.cache/tessel).",
              "",
              "| model | ISA | threads | Tessel ms | ORT ms | Tessel/ORT | rounds' range | best medians | of minima "
-             "| Tessel GFLOP/s | % of peak | compile s | core-to-core ns |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| close / apart | Tessel GFLOP/s | % of peak | compile s | core-to-core ns |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['model']} | {r['isa']} | {r['threads']} | {r['tessel_ms']:.2f} | {r['ort_ms']:.2f} | "
                      f"{r['ratio']:.2f} | {r['ratio_lo']:.2f}-{r['ratio_hi']:.2f} | {r['best_median_ratio']:.2f} | "
                      f"{r['min_ratio']:.2f} | "
+                     + (f"{state_cell(r['by_state']['close'])} / {state_cell(r['by_state']['apart'])} | "
+                        if r["threads"] > 1 else "- | ") +
                      f"{r['gflop_s']:.1f} | "
                      f"{100 * r['peak_share']:.0f}% | {r['compile_s']:.1f} | "
                      + (f"{min(r['latency']):.0f}-{max(r['latency']):.0f} |" if r['latency'] else "- |"))
@@ -293,6 +322,12 @@ def main():
                              f"of the best medians {geomean([r['best_median_ratio'] for r in group]):.2f} "
                              f"(worst {worst_best['model']} {worst_best['best_median_ratio']:.2f}); "
                              f"of the minima {geomean([r['min_ratio'] for r in group]):.2f}")
+                for state in ("close", "apart"):
+                    if t > 1 and group and all(r["by_state"][state] for r in group):
+                        per = {r["model"]: statistics.median(r["by_state"][state]) for r in group}
+                        worst_m = max(per, key=per.get)
+                        lines.append(f"  {state} rounds only: geometric mean {geomean(list(per.values())):.2f} "
+                                     f"(worst {worst_m} {per[worst_m]:.2f})")
     text = "\n".join(lines)
     print(text)
     if a.markdown:
