@@ -132,8 +132,10 @@ TEST(RtGemm, RowSplitOnFewColumnPanels) {
   Epilogue ep = Epilogue::with_act(Activation::Relu);
   ep.bias = &dummy;
   ep.residual = &dummy;
-  for (int64_t M : {480, 100, 259})
-    for (int64_t N : {196, 49, 100}) {
+  // M = 40 and 128 end in a 4- or 8-row edge tile: on 784 columns (49 panels) 40 stays on the column split
+  // and 480 takes the rows (gemm_driver's tile_rows).
+  for (int64_t M : {480, 100, 259, 40, 128})
+    for (int64_t N : {196, 49, 100, 784}) {
       run_case({M, N, 80, false, false, 1.0f, 0.0f}, ep, Variant::PackedA, 2);
       run_case({M, N, 200, false, false, 1.0f, 0.0f}, {}, Variant::Plain, 2);
     }
