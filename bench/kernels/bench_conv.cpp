@@ -207,7 +207,7 @@ CONV_BENCH(BM_conv1x1_16_96_112_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(16
 CONV_BENCH(BM_conv1x1_16_48_112_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(16, 112, 48, 1, 1, 1))
 // MnasNet's and EfficientNet's 80->480 expand on 14x14 (196 pixels: 13 column panels, 12 of them whole).
 CONV_BENCH(BM_conv1x1_80_480_14_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(80, 14, 480, 1, 1, 1))
-// MnasNet 28x28 (49 column panels, uneven over 2 threads) with M = 12 q + 4: 72->40, 120->40, 40->120, 40->240.
+// MnasNet 28x28 (49 column panels, uneven over 2 threads): 72->40 and 120->40 (M = 12 q + 4), 40->120, 40->240.
 CONV_BENCH(BM_conv1x1_120_40_28_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(120, 28, 40, 1, 1, 1))
 CONV_BENCH(BM_conv1x1_72_40_28_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(72, 28, 40, 1, 1, 1))
 CONV_BENCH(BM_conv1x1_40_120_28_gemm, "conv2d_nchw_1x1_gemm_avx2", conv_shape(40, 28, 120, 1, 1, 1))

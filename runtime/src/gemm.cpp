@@ -34,13 +34,16 @@ constexpr int64_t kRowTile = 2 * MR;
 #else
 constexpr int64_t kRowTile = MR;
 #endif
+// AVX-512: the height of the register tile gemm_task runs for the last mr (1-12) rows of a block: 12, 8, 6 or 4,
+// the fewest that cover them.
+constexpr int edge_tile_rows(int64_t mr) { return mr > 8 ? 12 : mr > MR ? 8 : mr > 4 ? 6 : 4; }
 // Rows gemm_task's register tiles compute for `rows` rows of C: whole tiles of kRowTile, and at the bottom edge
-// (AVX-512) a tile of 12, 8, 6 or 4 rows, the fewest that cover the rest; AVX2's edge tiles have every height.
+// (AVX-512) edge_tile_rows; AVX2's edge tiles have every height.
 // M = 40 computes 40 rows; split 24 + 16 over two threads, the busier one computes 24.
 constexpr int64_t tile_rows(int64_t rows) {
 #if defined(__AVX512F__)
   const int64_t rest = rows % kRowTile;
-  return rows - rest + (rest == 0 ? 0 : rest > 8 ? 12 : rest > 6 ? 8 : rest > 4 ? 6 : 4);
+  return rows - rest + (rest == 0 ? 0 : edge_tile_rows(rest));
 #else
   return rows;
 #endif
@@ -649,14 +652,12 @@ void gemm_task(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K, const 
         // (32, 80, 128, 320, 512 and 2048 output channels) or 12 q + 4 (16, 40, 64, 256, 1024) does no FMAs on the
         // last panel's zero padding (128 rows computed 132, 32 computed 36).
         auto rows = [&]<int NP, bool RAW>(const float* bp, int64_t b_ps, const float* next) {
-          if (mr > 8)
-            run.template operator()<2, NP, RAW, 12>(bp, b_ps, next);
-          else if (mr > MR)
-            run.template operator()<2, NP, RAW, 8>(bp, b_ps, next);
-          else if (mr > 4)
-            run.template operator()<1, NP, RAW, 6>(bp, b_ps, next);
-          else
-            run.template operator()<1, NP, RAW, 4>(bp, b_ps, next);
+          switch (edge_tile_rows(mr)) {
+            case 12: run.template operator()<2, NP, RAW, 12>(bp, b_ps, next); break;
+            case 8: run.template operator()<2, NP, RAW, 8>(bp, b_ps, next); break;
+            case 6: run.template operator()<1, NP, RAW, 6>(bp, b_ps, next); break;
+            default: run.template operator()<1, NP, RAW, 4>(bp, b_ps, next); break;
+          }
         };
         if (raw_b) {
           const float* bp = b.raw + pc * b.ldb + jr;
