@@ -75,6 +75,13 @@ constexpr int64_t kRowsOuterMaxK = 160;
 // 56x56 88 -> 99 GFLOP/s read in place, 512->64 on 28x28 87 -> 98; for M = 128-256 the two ways were within
 // the noise (82-102 GFLOP/s either way).
 [[maybe_unused]] constexpr int64_t kRawBMaxMAvx2 = 64;
+// The AVX-512 single-pass tiles prefetch their C lines (for writing) and residual lines before their K loop when
+// C is larger than L2 and each tile's reduction long enough to hide the misses: in a model C is a recycled arena
+// buffer and the residual was written layers ago, both in L3 or beyond, and a tile's 12 rows are 24 lines the
+// hardware prefetchers do not follow. ResNeXt-50 (Zen 4, AMD EPYC family 25 model 17, bench/ab.py, 1 thread, 8
+// rounds): 0.989x the time; its 56x56 1x1 convs with a residual 2.36 -> 2.05 ms in one profile. For all C and
+// K >= 64 MnasNet took 1.008x (its C is mostly in L2 already), hence the size bound.
+constexpr int64_t kPrefetchCMinK = 64, kPrefetchCMinFloats = int64_t{1} << 18;
 // Up to this many floats (16 MiB), a raw A that several column blocks would each pack is packed once.
 constexpr int64_t kPrepackAMaxFloats = int64_t{4} << 20;
 
@@ -108,6 +115,7 @@ struct TileStore {
   bool first, last;  // first K block applies beta; last K block applies the epilogue
   const Epilogue* ep;
   int64_t ldc, res_ld;
+  bool prefetch_c = false;  // see kPrefetchCMinFloats
 };
 
 // Packs rows [i0, i0+mr) x k in [k0, k0+kc) of op(A) into dst[k * 6 + r], zero padding rows >= mr.
@@ -523,6 +531,7 @@ struct InlineEpilogue {
   const float* residual;  // the output's shape (row stride res_ld), or null
   int64_t res_ld;
   __m512 lo, hi;          // clamp bounds (-inf/+inf for none, 0/+inf for ReLU)
+  bool prefetch;          // prefetch the tile's C and residual lines before its K loop (TileStore::prefetch_c)
 };
 
 template <int MP, int NP, bool RAW, int R = MP * MR>
@@ -531,6 +540,17 @@ void sgemm_avx512_inline(int64_t kc, const float* a, int64_t a_ps, const float* 
   __m512 acc[R][NP];
   __mmask16 bmask[NP];
   for (int p = 0; p < NP; ++p) bmask[p] = first_lanes(std::max(nr - p * NR, 0));
+  if (e.prefetch) {
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r) {
+      if (r >= mr) break;
+#pragma GCC unroll 2
+      for (int p = 0; p < NP; ++p) {
+        if (e.residual) __builtin_prefetch(e.residual + (row + r) * e.res_ld + col + p * NR, 0, 3);
+        __builtin_prefetch(c + r * ldc + p * NR, 1, 3);
+      }
+    }
+  }
   accumulate<MP, NP, RAW, R>(kc, a, a_ps, b, b_ps, bmask, RAW ? b_next : nullptr, nullptr, acc);
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
@@ -634,7 +654,7 @@ void gemm_task(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K, const 
       const float inf = std::numeric_limits<float>::infinity();
       const InlineEpilogue ie{ep.bias, ep.residual, t.res_ld,
                               _mm512_set1_ps(ep.act == Activation::Clip ? ep.alpha : ep.act == Activation::Relu ? 0.0f : -inf),
-                              _mm512_set1_ps(ep.act == Activation::Clip ? ep.beta : inf)};
+                              _mm512_set1_ps(ep.act == Activation::Clip ? ep.beta : inf), t.prefetch_c};
       auto tile = [&](int64_t ir, int64_t jr) {
         const int nr = static_cast<int>(std::min<int64_t>(TN, n1 - jr));
         const int mr = static_cast<int>(std::min<int64_t>(TM, mc - ir));
@@ -753,6 +773,7 @@ void gemm_driver(int64_t M, int64_t N, int64_t K, float alpha, const ASource& a,
                  float beta, float* C, int64_t ldc, const Epilogue& ep, ThreadPool* pool) {
   if (M <= 0 || N <= 0) return;
   TileStore t{alpha, beta, true, true, &ep, ldc, ep.residual_ld ? ep.residual_ld : ldc};
+  t.prefetch_c = K >= kPrefetchCMinK && M * N >= kPrefetchCMinFloats;
   if (M == 1 && b.packed && a.raw) {
     gemv_packed_b(N, K, a.raw, a.trans ? a.lda : 1, b.packed, C, t, pool);
     return;
