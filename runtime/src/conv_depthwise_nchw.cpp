@@ -923,11 +923,145 @@ void dw_lanes(const Conv2dShape& s, const float* in, const float* weights, float
     dw_lanes_run<T, 0>(s, in, weights, out, ep, pool);
 }
 
+
+#if defined(__AVX512F__)
+// ---- small planes at stride 1, flat (AVX-512) ----
+//
+// A map of at most kFlatMaxPixels outputs whose rows keep the input's width (stride 1, left + right padding =
+// kernel width - 1: every 7x7 layer of MobileNetV2/V3, MnasNet and EfficientNet) is computed as one flat run
+// of NV vectors per channel: with OW == W, output pixel q reads input pixel q + (ky - pad_top) W + kx - pad_left
+// at tap (ky, kx), so each tap is one shifted load per vector, its lanes that fall outside the plane (rows above
+// or below, columns wrapped into the neighbouring row) masked to zero. Nothing is transposed or copied, against
+// dw_lanes_stream's 16x16 transposes into its [pixel][16] scratch and back, which took most of its time here.
+// Taps outer, CG channels inner: the NV masks and the tap's offset are loaded once for CG channels.
+constexpr int64_t kFlatMaxPixels = 64;
+
+bool flat_plane_applicable(const Conv2dShape& s) {
+  return s.stride_h == 1 && s.stride_w == 1 && s.dilation_h == 1 && s.dilation_w == 1 && s.out_w() == s.in_w &&
+         s.out_h() * s.out_w() <= kFlatMaxPixels && s.kernel_w == 3 && s.kernel_h <= 7 && s.pad_left < s.kernel_w;
+}
+
+struct FlatTaps {
+  int kh = 0, kw = 0, nv = 0;
+  int64_t row_offset[7];      // kernel row ky: input offset of output pixel 0's tap (ky, 0), ky - pad_top rows down
+  __mmask16 valid[49][4];     // tap (ky, kx), output vector v: the lanes whose input pixel is in the plane
+  __mmask16 inside[7][5];     // kernel row ky: the lanes of input vectors v = 0..NV that lie inside the plane
+};
+
+// Kernel width KW (3 or 5): per kernel row, NV + 1 loads of 16 consecutive floats, the taps of each output vector
+// cut from two neighbours (valignd), then masked FMAs (lanes of another row or outside the plane keep acc).
+template <int NV, int CG, int KW>
+void dw_flat_channels(const FlatTaps& ft, const float* x, const float* w, int64_t taps, int64_t hw, int64_t ohw,
+                      const float* bias, const float* residual, float* y, const Epilogue& ep) {
+  __m512 acc[CG][NV];
+#pragma GCC unroll 4
+  for (int c = 0; c < CG; ++c) {
+    const __m512 b = _mm512_set1_ps(bias ? bias[c] : 0.0f);
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[c][v] = b;
+  }
+  for (int ky = 0; ky < ft.kh; ++ky) {
+    const float* xr = x + ft.row_offset[ky];
+#pragma GCC unroll 4
+    for (int c = 0; c < CG; ++c) {
+      __m512 in[NV + 1];
+#pragma GCC unroll 5
+      for (int v = 0; v <= NV; ++v) in[v] = _mm512_maskz_loadu_ps(ft.inside[ky][v], xr + c * hw + v * 16);
+#pragma GCC unroll 5
+      for (int kx = 0; kx < KW; ++kx) {
+        const __m512 wv = _mm512_set1_ps(w[c * taps + ky * KW + kx]);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) {
+          const __m512 xs = kx == 0 ? in[v]
+                                    : _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(in[v + 1]),
+                                                                              _mm512_castps_si512(in[v]), kx));
+          acc[c][v] = _mm512_mask3_fmadd_ps(xs, wv, acc[c][v], ft.valid[ky * KW + kx][v]);
+        }
+      }
+    }
+  }
+  const __mmask16 last = static_cast<__mmask16>(ohw - (NV - 1) * 16 >= 16 ? 0xFFFF : (1u << (ohw - (NV - 1) * 16)) - 1);
+#pragma GCC unroll 4
+  for (int c = 0; c < CG; ++c)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      const __mmask16 sm = v == NV - 1 ? last : static_cast<__mmask16>(0xFFFF);
+      __m512 r = acc[c][v];
+      if (residual) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(sm, residual + c * ohw + v * 16));
+      _mm512_mask_storeu_ps(y + c * ohw + v * 16, sm, activate512(r, ep));
+    }
+}
+
+template <int NV, int KW>
+void dw_flat_run(const Conv2dShape& s, const FlatTaps& ft, const float* in, const float* weights, float* out,
+                 const Epilogue& ep, ThreadPool* pool) {
+  constexpr int CG = 4;
+  const int64_t C = s.in_channels, hw = s.in_h * s.in_w, ohw = s.out_h() * s.out_w(), taps = ft.kh * KW;
+  const int64_t groups = (C + CG - 1) / CG;
+  parallel_for(pool, s.batch * groups, [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t n = g / groups, c0 = (g % groups) * CG, plane = n * C + c0;
+      const float* x = in + plane * hw;
+      const float* w = weights + c0 * taps;
+      const float* b = ep.bias ? ep.bias + c0 : nullptr;
+      const float* r = ep.residual ? ep.residual + plane * ohw : nullptr;
+      float* y = out + plane * ohw;
+      if (C - c0 >= CG) {
+        dw_flat_channels<NV, CG, KW>(ft, x, w, taps, hw, ohw, b, r, y, ep);
+      } else {
+        for (int64_t c = c0; c < C; ++c, x += hw, w += taps, y += ohw, r = r ? r + ohw : nullptr, b = b ? b + 1 : nullptr)
+          dw_flat_channels<NV, 1, KW>(ft, x, w, taps, hw, ohw, b, r, y, ep);
+      }
+    }
+  });
+}
+
+void dw_flat(const Conv2dShape& s, const float* in, const float* weights, float* out, const Epilogue& ep,
+             ThreadPool* pool) {
+  FlatTaps ft;
+  const int64_t OH = s.out_h(), OW = s.out_w(), ohw = OH * OW, W = s.in_w, H = s.in_h, hw = H * W;
+  ft.kh = static_cast<int>(s.kernel_h);
+  ft.kw = static_cast<int>(s.kernel_w);
+  ft.nv = static_cast<int>((ohw + 15) / 16);
+  for (int64_t ky = 0; ky < s.kernel_h; ++ky) {
+    const int64_t dy = ky - s.pad_top, base = dy * W - s.pad_left;
+    ft.row_offset[ky] = base;
+    for (int v = 0; v <= 4; ++v) {
+      unsigned m = 0;
+      for (int l = 0; l < 16; ++l) {
+        const int64_t i = base + v * 16 + l;
+        if (i >= 0 && i < hw) m |= 1u << l;
+      }
+      ft.inside[ky][v] = static_cast<__mmask16>(m);
+    }
+    for (int64_t kx = 0; kx < s.kernel_w; ++kx) {
+      const int64_t dx = kx - s.pad_left;
+      for (int v = 0; v < 4; ++v) {
+        unsigned m = 0;
+        for (int l = 0; l < 16; ++l) {
+          const int64_t q = v * 16 + l, oh = q / OW, ow = q % OW, ih = oh + dy, iw = ow + dx;
+          if (q < ohw && ih >= 0 && ih < H && iw >= 0 && iw < W) m |= 1u << l;
+        }
+        ft.valid[ky * s.kernel_w + kx][v] = static_cast<__mmask16>(m);
+      }
+    }
+  }
+  const bool k5 = s.kernel_w == 5;
+  switch (ft.nv) {
+    case 1: return k5 ? dw_flat_run<1, 5>(s, ft, in, weights, out, ep, pool) : dw_flat_run<1, 3>(s, ft, in, weights, out, ep, pool);
+    case 2: return k5 ? dw_flat_run<2, 5>(s, ft, in, weights, out, ep, pool) : dw_flat_run<2, 3>(s, ft, in, weights, out, ep, pool);
+    case 3: return k5 ? dw_flat_run<3, 5>(s, ft, in, weights, out, ep, pool) : dw_flat_run<3, 3>(s, ft, in, weights, out, ep, pool);
+    default: return k5 ? dw_flat_run<4, 5>(s, ft, in, weights, out, ep, pool) : dw_flat_run<4, 3>(s, ft, in, weights, out, ep, pool);
+  }
+}
+#endif
+
 }  // namespace
 
 void conv2d_nchw_depthwise_avx2(const Conv2dShape& s, const float* in, const float* weights, float* out,
                                 const Epilogue& ep, ThreadPool* pool) {
 #if defined(__AVX512F__)
+  if (flat_plane_applicable(s)) return dw_flat(s, in, weights, out, ep, pool);
   // 5x5 stride 2 with at least two output vectors per row: on its rows, split into even and odd columns in
   // registers (72ch 56 -> 28 66 -> 52 us at 1 thread, 43 -> 26 at 2; 48ch 112 -> 56 279 -> 130 us).
   if (is_5x5_s2(s) && s.out_w() > planes::Vec16::L) return dw_rows_run<planes::Vec16, 5>(s, in, weights, out, ep, pool);

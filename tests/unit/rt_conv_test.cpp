@@ -556,6 +556,36 @@ TEST(RtConv, DepthwiseSmallMapsKernel3And5) {
   EXPECT_GT(runs, 250);
 }
 
+// Maps of at most 64 outputs at stride 1 whose rows keep the input width (the AVX-512 flat path: one run of up to
+// 4 vectors per channel, taps as shifted loads with the lanes of other rows masked): kernel heights 1, 3 and 5 with
+// width 3, top/bottom pads that make the output taller or shorter than the input and left/right pads 0+2, 1+1 and
+// 2+0, outputs of exactly 16, 32, 48 and 64 pixels and ragged ones, channel counts around the 4-channel groups,
+// every epilogue, with and without bias and residual, batch 1 and 2, 1 and 2 threads. Planes past 64 outputs and
+// rows that change width take the other paths, checked alike.
+TEST(RtConv, DepthwiseSmallPlanesFlat) {
+  const Conv2dKernel* k = find_conv2d_kernel("conv2d_nchw_depthwise_avx2");
+  ASSERT_NE(k, nullptr);
+  const int64_t hw[][2] = {{7, 7}, {8, 8}, {1, 64}, {2, 32}, {4, 4}, {3, 16}, {5, 9}, {6, 11}, {1, 1}, {9, 7}, {8, 9}};
+  const int64_t pads[][4] = {{1, 1, 1, 1}, {0, 0, 2, 2}, {2, 2, 0, 0}, {0, 1, 0, 1}, {3, 1, 2, 1}, {1, 2, 1, 0}};
+  const std::vector<Epilogue> acts = test::all_activations();
+  float dummy = 0;
+  int runs = 0;
+  for (int64_t kh : {1, 3, 5})
+    for (const auto& g : hw)
+      for (const auto& p : pads) {
+        const int64_t C = 2 + runs % 8;  // groups > 1: a single channel is not depthwise
+        auto s = shape(1 + runs % 2, C, g[0], g[1], C, 3, 1, p[0], p[1], p[2], p[3], 1, C);
+        s.kernel_h = kh;
+        if (s.out_h() < 1 || s.out_w() < 1) continue;
+        Epilogue ep = acts[runs % acts.size()];
+        if (runs % 4 != 3) ep.bias = &dummy;
+        if (runs % 3 != 0) ep.residual = &dummy;
+        EXPECT_TRUE(check_kernel(*k, s, ep, 1 + (runs / 2) % 2, 1e-5)) << "kh " << kh << " map " << g[0] << "x" << g[1];
+        ++runs;
+      }
+  EXPECT_GT(runs, 150);
+}
+
 // Every epilogue on the small-map paths (5x5 stride 2 to 8x15, 3x3 stride 1 at 28x28, 5x5 stride 1 at
 // 14x14 with 8-lane runs of 7): the activations fused in the transposing store (none, Relu, Clip) and
 // the others applied to the finished planes, with and without bias and residual.
