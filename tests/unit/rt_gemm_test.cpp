@@ -104,6 +104,25 @@ TEST(RtGemm, FewRowsUnpackedBManyKBlocks) {
       }
 }
 
+// Short reductions with B read in place (a 1x1 expand on a large map: K = 16 x 12544 pixels in MobileNetV3): the
+// row blocks sweep the columns in chunks of 1024, so N past one, two and several chunks, ragged last chunks and
+// tiles, N not a multiple of 16, K below and at the bound of that order (32) and just past it, 1 and 2 threads
+// (whose column blocks start inside a chunk), with bias, residual and ReLU.
+TEST(RtGemm, ShortKUnpackedBInColumnChunks) {
+  float dummy = 0;
+  Epilogue ep = Epilogue::with_act(Activation::Relu);
+  ep.bias = &dummy;
+  int runs = 0;
+  for (int64_t K : {3, 16, 32, 33})
+    for (int64_t M : {4, 16, 25, 64})
+      for (int64_t N : {1000, 1024, 1057, 2100, 3170}) {
+        ep.residual = runs % 2 ? &dummy : nullptr;
+        run_case({M, N, K, false, false, 1.0f, 0.0f}, ep, Variant::PackedA, 1 + runs % 2);
+        ++runs;
+      }
+  EXPECT_EQ(runs, 80);
+}
+
 // Bottom-edge tiles of 8 rows (M = 12 q + 7 or 8) and of 4 (M = 12 q + 1 .. 4), which compute only the rows that
 // exist, with the single-pass epilogue (one K block: bias, residual, ReLU or Clip) and B read in place or packed.
 TEST(RtGemm, EdgeRowTilesWithTheSinglePassEpilogue) {
