@@ -9,7 +9,7 @@ share of the FMA peak of the ISA (`tessel bench` measures it on one core). Geome
 the four tuned CNNs when the run has them and others.
 
 usage: bench/compare.py [--tessel build/tessel] [--models-dir DIR] [--threads 1 2] [--rounds 5]
-                        [--iterations 20] [--warmup 3] [--set cnn4|all|dense | --models resnet18 ...]
+                        [--iterations 20] [--min-round-ms 300] [--warmup 3] [--set cnn4|all|dense | --models resnet18 ...]
                         [--isa auto|avx2|avx512|avx2,avx512] [--markdown FILE]
 """
 import argparse
@@ -190,7 +190,12 @@ def main():
                          "(e.g. avx2,avx512; default auto: what the CPU has)")
     ap.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     ap.add_argument("--rounds", type=int, default=5, help="alternations of Tessel and ORT per model/threads")
-    ap.add_argument("--iterations", type=int, default=20)
+    ap.add_argument("--iterations", type=int, default=20,
+                    help="timed runs per side and round, at least (see --min-round-ms)")
+    ap.add_argument("--min-round-ms", type=float, default=300.0,
+                    help="more iterations for fast models, so that each side of a round times at least this long "
+                         "(from an untimed 3-run probe of the Tessel build; 0: exactly --iterations). A burst of host "
+                         "noise then moves a few of a round's runs, not its median (default 300)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--markdown", help="also write the table (markdown) to this file")
     a = ap.parse_args()
@@ -218,12 +223,19 @@ def main():
 
     latency_dir = tempfile.TemporaryDirectory()
     core_latency = CoreLatency(latency_dir.name)
-    rows, peaks = [], {}
+    rows, peaks, iterations_of = [], {}, {}
     for t in a.threads:
         for m in models:
             for isa in a.isa:
                 inp = os.path.join(a.models_dir, f"{m}.input.npy")
-                common = ["--threads", str(t), "--warmup", str(a.warmup), "--iterations", str(a.iterations), "--json"]
+                iterations = a.iterations
+                if a.min_round_ms > 0:
+                    probe = run_json([a.tessel, "bench", os.path.join(a.models_dir, f"{m}.{isa}.so"), "--input",
+                                      f"input={inp}", "--threads", str(t), "--warmup", "1", "--iterations", "3",
+                                      "--json"])
+                    iterations = max(iterations, math.ceil(a.min_round_ms / max(probe["median_ms"], 1e-3)))
+                iterations_of[m, isa, t] = iterations
+                common = ["--threads", str(t), "--warmup", str(a.warmup), "--iterations", str(iterations), "--json"]
                 tessel_ms, ort_ms, tessel_min, ort_min, latencies, bench = [], [], [], [], [], {}
 
                 def run_tessel():
@@ -262,6 +274,7 @@ def main():
                                  best_median_ratio=min(tessel_ms) / min(ort_ms),
                                  gflop_s=bench["gflops"] / (tm / 1e3),
                                  compile_s=compile_s[m, isa], latency=[x for x in latencies if x is not None],
+                                 iterations=iterations,
                                  by_state=by_state))
                 print(f"{m} {isa_of[isa]} @{t}: tessel {tm:.2f} ms, ort {om:.2f} ms", file=sys.stderr)
 
@@ -274,7 +287,8 @@ def main():
     lines = [f"Date: {datetime.date.today()}; commit {git_commit()}; CPU: {cpu_info('model name') or platform.machine()} "
              f"(family {cpu_info('cpu family')} model {cpu_info('model')}{', AVX-512' if has_avx512() else ''}), "
              f"{os.cpu_count()} hardware threads; Tessel ISA(s): {', '.join(isas)}; load average at the end "
-             f"{os.getloadavg()[0]:.1f}; {a.rounds} alternating rounds x {a.iterations} iterations; ms: median of "
+             f"{os.getloadavg()[0]:.1f}; {a.rounds} alternating rounds, each side of a round at least {a.iterations} "
+             f"timed runs and at least {a.min_round_ms:.0f} ms of them (runs/round: the count); ms: median of "
              "the rounds' medians; Tessel/ORT: median of the rounds' ratios (each round a back-to-back pair), with "
              "their range; best medians: the lowest of Tessel's round medians over the lowest of ORT's (issue "
              "16's method: median latency, minima of the rounds); of minima: the fastest Tessel run over the "
@@ -296,8 +310,8 @@ def main():
              "that built the runtime library for this machine (once per ISA, cached in ~/.cache/tessel).",
              "",
              "| model | ISA | threads | Tessel ms | ORT ms | Tessel/ORT | rounds' range | best medians | of minima "
-             "| close / apart | Tessel GFLOP/s | % of peak | compile s | core-to-core ns |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| close / apart | Tessel GFLOP/s | % of peak | compile s | core-to-core ns | runs/round |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['model']} | {r['isa']} | {r['threads']} | {r['tessel_ms']:.2f} | {r['ort_ms']:.2f} | "
                      f"{r['ratio']:.2f} | {r['ratio_lo']:.2f}-{r['ratio_hi']:.2f} | {r['best_median_ratio']:.2f} | "
@@ -306,7 +320,8 @@ def main():
                         if r["threads"] > 1 else "- | ") +
                      f"{r['gflop_s']:.1f} | "
                      f"{100 * r['peak_share']:.0f}% | {r['compile_s']:.1f} | "
-                     + (f"{min(r['latency']):.0f}-{max(r['latency']):.0f} |" if r['latency'] else "- |"))
+                     + (f"{min(r['latency']):.0f}-{max(r['latency']):.0f} |" if r['latency'] else "- |")
+                     + f" {r['iterations']} |")
     lines.append("")
     for isa in isas:
         for t in a.threads:
