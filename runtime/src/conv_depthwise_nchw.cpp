@@ -925,6 +925,9 @@ void dw_lanes(const Conv2dShape& s, const float* in, const float* weights, float
 
 
 #if defined(__AVX512F__)
+// GCC 12's own intrinsic headers (valignd's undefined source) trip -Wmaybe-uninitialized; nothing here is.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // ---- small planes at stride 1, flat (AVX-512) ----
 //
 // A map of at most kFlatMaxPixels outputs whose rows keep the input's width (stride 1, left + right padding =
@@ -1046,14 +1049,15 @@ void dw_flat(const Conv2dShape& s, const float* in, const float* weights, float*
       }
     }
   }
-  const bool k5 = s.kernel_w == 5;
+  // Kernel width 3 only (flat_plane_applicable): at width 5 the masks spill (docs/cpu-target.md).
   switch (ft.nv) {
-    case 1: return k5 ? dw_flat_run<1, 5>(s, ft, in, weights, out, ep, pool) : dw_flat_run<1, 3>(s, ft, in, weights, out, ep, pool);
-    case 2: return k5 ? dw_flat_run<2, 5>(s, ft, in, weights, out, ep, pool) : dw_flat_run<2, 3>(s, ft, in, weights, out, ep, pool);
-    case 3: return k5 ? dw_flat_run<3, 5>(s, ft, in, weights, out, ep, pool) : dw_flat_run<3, 3>(s, ft, in, weights, out, ep, pool);
-    default: return k5 ? dw_flat_run<4, 5>(s, ft, in, weights, out, ep, pool) : dw_flat_run<4, 3>(s, ft, in, weights, out, ep, pool);
+    case 1: return dw_flat_run<1, 3>(s, ft, in, weights, out, ep, pool);
+    case 2: return dw_flat_run<2, 3>(s, ft, in, weights, out, ep, pool);
+    case 3: return dw_flat_run<3, 3>(s, ft, in, weights, out, ep, pool);
+    default: return dw_flat_run<4, 3>(s, ft, in, weights, out, ep, pool);
   }
 }
+#pragma GCC diagnostic pop
 #endif
 
 }  // namespace
