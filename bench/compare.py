@@ -223,7 +223,7 @@ def main():
 
     latency_dir = tempfile.TemporaryDirectory()
     core_latency = CoreLatency(latency_dir.name)
-    rows, peaks, iterations_of = [], {}, {}
+    rows, peaks = [], {}
     for t in a.threads:
         for m in models:
             for isa in a.isa:
@@ -234,7 +234,6 @@ def main():
                                       f"input={inp}", "--threads", str(t), "--warmup", "1", "--iterations", "3",
                                       "--json"])
                     iterations = max(iterations, math.ceil(a.min_round_ms / max(probe["median_ms"], 1e-3)))
-                iterations_of[m, isa, t] = iterations
                 common = ["--threads", str(t), "--warmup", str(a.warmup), "--iterations", str(iterations), "--json"]
                 tessel_ms, ort_ms, tessel_min, ort_min, latencies, bench = [], [], [], [], [], {}
 

@@ -923,7 +923,6 @@ void dw_lanes(const Conv2dShape& s, const float* in, const float* weights, float
     dw_lanes_run<T, 0>(s, in, weights, out, ep, pool);
 }
 
-
 #if defined(__AVX512F__)
 // GCC 12's own intrinsic headers (valignd's undefined source) trip -Wmaybe-uninitialized; nothing here is.
 #pragma GCC diagnostic push
@@ -931,12 +930,13 @@ void dw_lanes(const Conv2dShape& s, const float* in, const float* weights, float
 // ---- small planes at stride 1, flat (AVX-512) ----
 //
 // A map of at most kFlatMaxPixels outputs whose rows keep the input's width (stride 1, left + right padding =
-// kernel width - 1: every 7x7 layer of MobileNetV2/V3, MnasNet and EfficientNet) is computed as one flat run
+// kernel width - 1: every 3x3 layer on a 7x7 map in MobileNetV2/V3, MnasNet and EfficientNet) is computed as one flat run
 // of NV vectors per channel: with OW == W, output pixel q reads input pixel q + (ky - pad_top) W + kx - pad_left
 // at tap (ky, kx), so each tap is one shifted load per vector, its lanes that fall outside the plane (rows above
 // or below, columns wrapped into the neighbouring row) masked to zero. Nothing is transposed or copied, against
 // dw_lanes_stream's 16x16 transposes into its [pixel][16] scratch and back, which took most of its time here.
-// Taps outer, CG channels inner: the NV masks and the tap's offset are loaded once for CG channels.
+// Kernel rows outer, CG channels inside: each row's offset and load masks serve CG channels. Kernel width 3 only: at
+// width 5 the 16 masks per kernel row spill through general registers (1152ch 7x7: 50 -> 73 us, docs/cpu-target.md).
 constexpr int64_t kFlatMaxPixels = 64;
 
 bool flat_plane_applicable(const Conv2dShape& s) {
@@ -945,13 +945,13 @@ bool flat_plane_applicable(const Conv2dShape& s) {
 }
 
 struct FlatTaps {
-  int kh = 0, kw = 0, nv = 0;
+  int kh = 0, nv = 0;
   int64_t row_offset[7];      // kernel row ky: input offset of output pixel 0's tap (ky, 0), ky - pad_top rows down
   __mmask16 valid[49][4];     // tap (ky, kx), output vector v: the lanes whose input pixel is in the plane
   __mmask16 inside[7][5];     // kernel row ky: the lanes of input vectors v = 0..NV that lie inside the plane
 };
 
-// Kernel width KW (3 or 5): per kernel row, NV + 1 loads of 16 consecutive floats, the taps of each output vector
+// Kernel width KW: per kernel row, NV + 1 loads of 16 consecutive floats, the taps of each output vector
 // cut from two neighbours (valignd), then masked FMAs (lanes of another row or outside the plane keep acc).
 template <int NV, int CG, int KW>
 void dw_flat_channels(const FlatTaps& ft, const float* x, const float* w, int64_t taps, int64_t hw, int64_t ohw,
@@ -983,7 +983,7 @@ void dw_flat_channels(const FlatTaps& ft, const float* x, const float* w, int64_
       }
     }
   }
-  const __mmask16 last = static_cast<__mmask16>(ohw - (NV - 1) * 16 >= 16 ? 0xFFFF : (1u << (ohw - (NV - 1) * 16)) - 1);
+  const __mmask16 last = vtail_mask512(ohw - (NV - 1) * 16);
 #pragma GCC unroll 4
   for (int c = 0; c < CG; ++c)
 #pragma GCC unroll 4
@@ -1024,7 +1024,6 @@ void dw_flat(const Conv2dShape& s, const float* in, const float* weights, float*
   FlatTaps ft;
   const int64_t OH = s.out_h(), OW = s.out_w(), ohw = OH * OW, W = s.in_w, H = s.in_h, hw = H * W;
   ft.kh = static_cast<int>(s.kernel_h);
-  ft.kw = static_cast<int>(s.kernel_w);
   ft.nv = static_cast<int>((ohw + 15) / 16);
   for (int64_t ky = 0; ky < s.kernel_h; ++ky) {
     const int64_t dy = ky - s.pad_top, base = dy * W - s.pad_left;
@@ -1049,7 +1048,6 @@ void dw_flat(const Conv2dShape& s, const float* in, const float* weights, float*
       }
     }
   }
-  // Kernel width 3 only (flat_plane_applicable): at width 5 the masks spill (docs/cpu-target.md).
   switch (ft.nv) {
     case 1: return dw_flat_run<1, 3>(s, ft, in, weights, out, ep, pool);
     case 2: return dw_flat_run<2, 3>(s, ft, in, weights, out, ep, pool);
