@@ -154,6 +154,49 @@ TEST(CpuCodegen, ConcatInputsWrittenInPlaceIntoTheirSlices) {
   EXPECT_EQ(report.inPlaceConcatInputs, 2);  // c2 and the first r
 }
 
+// ShuffleNet's blocks: the input split in two halves, one half through a conv, Concat, then the channel shuffle
+// (Reshape [1, C, H, W] -> [1, G, C/G, H, W], Transpose [0, 2, 1, 3, 4], Reshape back). Each Concat + shuffle is one
+// gather of planes; odd channel counts, 2 and 3 groups, a three-input Concat, and a Concat whose output has a
+// second user (then the Concat and the Transpose run as before). All match the interpreter at 1 and 2 threads.
+TEST(CpuCodegen, ConcatAndChannelShuffleAreOneGather) {
+  auto build = [](Builder& b, bool secondUser) {
+    auto shapeConst = [&](std::vector<int64_t> dims) {
+      return b.g.addConstant(b.g.uniqueName("shape"), Tensor::fromVector<int64_t>({static_cast<int64_t>(dims.size())}, dims));
+    };
+    auto shuffle = [&](Value* v, int64_t c, int64_t groups, int64_t h, int64_t w) {
+      Value* r = b.node("Reshape", {v, shapeConst({1, groups, c / groups, h, w})});
+      Value* t = b.node("Transpose", {r}, {{"perm", std::vector<int64_t>{0, 2, 1, 3, 4}}});
+      return b.node("Reshape", {t, shapeConst({1, c, h, w})});
+    };
+    auto slice = [&](Value* v, int64_t from, int64_t to) {
+      return b.node("Slice", {v, shapeConst({from}), shapeConst({to}), shapeConst({1})});
+    };
+    const int64_t H = 9, W = 7;
+    Value* x = b.input("x", {1, 10, H, W});
+    // Block 1: 5 + 5 channels, 2 groups.
+    Value* b1 = b.node("Relu", {b.conv(slice(x, 5, 10), 5, 5, 1, 1, {0, 0, 0, 0})});
+    Value* cat1 = b.node("Concat", {slice(x, 0, 5), b1}, {{"axis", int64_t{1}}});
+    Value* s1 = shuffle(cat1, 10, 2, H, W);
+    // Block 2: three inputs (5 + 3 + 4 channels), 3 groups.
+    Value* b2 = b.conv(slice(s1, 5, 10), 5, 3, 3, 1, {1, 1, 1, 1});
+    Value* b3 = b.node("Relu", {b.conv(slice(s1, 2, 7), 5, 4, 1, 1, {0, 0, 0, 0})});
+    Value* cat2 = b.node("Concat", {slice(s1, 0, 5), b2, b3}, {{"axis", int64_t{1}}});
+    Value* s2 = shuffle(cat2, 12, 3, H, W);
+    b.g.addOutput(b.conv(s2, 12, 6, 3, 1, {1, 1, 1, 1}));
+    if (secondUser) b.g.addOutput(b.node("Sigmoid", {cat2}));
+  };
+  cpu::CompileOptions nchw;
+  nchw.layout = "nchw";  // AVX2 hosts would otherwise block the convs and put reorders around the Concats
+  for (bool secondUser : {false, true})
+    for (int threads : {1, 2}) {
+      Builder b;
+      build(b, secondUser);
+      const std::string name = std::string(secondUser ? "shuffle_unfused_" : "shuffle_fused_") + std::to_string(threads);
+      cpu::CompileReport report = expectCompiledMatchesInterpreter(b, name, threads, {}, nchw);
+      EXPECT_EQ(report.shuffledConcats, secondUser ? 1 : 2) << name;
+    }
+}
+
 // A stem conv (3 input channels) whose only user is a MaxPool (after its ReLU) runs as one fused kernel;
 // when the conv's output has a second user the pool stays a separate step. Both match the interpreter.
 TEST(CpuCodegen, StemConvAndMaxPoolFuseOnlyWhenThePoolIsTheOnlyUser) {

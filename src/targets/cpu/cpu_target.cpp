@@ -45,6 +45,10 @@ std::string detailsText(const cpu::CompileReport& r) {
   if (r.inPlaceConcatInputs > 0)
     s += fmt::format("  concat: {} input(s) written in place into their slice of the output (no copy)\n",
                      r.inPlaceConcatInputs);
+  if (r.shuffledConcats > 0)
+    s += fmt::format("  channel shuffle: {} Concat + Reshape + Transpose chain(s) copied once, straight into the shuffled "
+                     "order\n",
+                     r.shuffledConcats);
   if (!r.hostSteps.empty()) {
     s += fmt::format("  host interpreter: {} node(s) without a compiled code path run through the reference interpreter "
                      "(tessel run/bench provide it; --emit-app and --no-host-fallback refuse them):\n",
@@ -69,6 +73,7 @@ nlohmann::json reportJson(const cpu::CompileReport& r, const std::string& modelP
                       {"fused_nodes", r.fusedNodes},
                       {"flops", r.flops},
                       {"in_place_concat_inputs", r.inPlaceConcatInputs},
+                      {"shuffled_concats", r.shuffledConcats},
                       {"fallback_nodes", r.fallbackNodes},
                       {"arena_bytes", r.arenaBytes},
                       {"naive_arena_bytes", r.naiveArenaBytes},

@@ -153,6 +153,8 @@ class Lowerer {
   bool lowerTranspose(const Node* n);
   bool lowerSplit(const Node* n);
   bool lowerConcat(const Node* n);
+  /// A channel Concat whose only user is a channel shuffle (Reshape, Transpose): one gather of planes.
+  bool lowerShuffledConcat(const Node* n);
   bool lowerSoftmax(const Node* n);
   /// Nodes of any element type: aliases (Reshape, ...), Gather, Slice, Cast, comparisons, logic, Where, Expand.
   bool lowerTypedNode(const Node* n);
