@@ -1,6 +1,7 @@
 // The convolution kernel list: name, layout, applicability, packing and entry point of each kernel.
 #include <cstring>
 
+#include "tessel/rt/aligned_buffer.h"
 #include "tessel/rt/conv.h"
 
 namespace tessel::rt {
@@ -124,6 +125,20 @@ const Conv2dKernel* find_conv2d_kernel(const char* name) {
   for (const auto& k : conv2d_kernels())
     if (std::strcmp(k.name, name) == 0) return &k;
   return nullptr;
+}
+
+void pack_scaled_conv_weights(const Conv2dKernel& k, const Conv2dShape& s, const float* weights, const float* scale,
+                              float* packed) {
+  const int64_t M = s.out_channels, C = s.in_channels, taps = s.kernel_h * s.kernel_w;
+  static thread_local AlignedBuffer buf;
+  float* w = buf.ensure(static_cast<size_t>(M * C * taps));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t c = 0; c < C; ++c) {
+      const float* src = weights + (m * C + c) * taps;
+      float* dst = w + (m * C + c) * taps;
+      for (int64_t t = 0; t < taps; ++t) dst[t] = src[t] * scale[c];
+    }
+  k.pack_weights(s, w, packed);
 }
 
 const Conv2dKernel* select_conv2d_kernel(const Conv2dShape& shape, ConvLayout layout, bool avx512) {

@@ -197,6 +197,39 @@ TEST(CpuCodegen, ConcatAndChannelShuffleAreOneGather) {
     }
 }
 
+// Squeeze-and-excitation (global pool, 1x1 convs, Sigmoid, channel-scale Mul) before a pointwise conv: on a map
+// with at least 64 pixels per output channel the Mul is folded into the conv (weights scaled each run), with the
+// scale as either Mul operand; on a small map, or when the scaled tensor has a second user, the Mul runs as before.
+// All match the interpreter at 1 and 2 threads.
+TEST(CpuCodegen, SqueezeExcitationScaleFoldsIntoThePointwiseConvAfterIt) {
+  auto se = [](Builder& b, Value* d, int64_t c, bool scaleFirst) {
+    Value* g = b.node("GlobalAveragePool", {d});
+    Value* r = b.node("Relu", {b.conv(g, c, 3, 1, 1, {0, 0, 0, 0})});
+    Value* sc = b.node("Sigmoid", {b.conv(r, 3, c, 1, 1, {0, 0, 0, 0})});
+    return scaleFirst ? b.node("Mul", {sc, d}) : b.node("Mul", {d, sc});
+  };
+  auto build = [&](Builder& b) {
+    Value* x = b.input("x", {1, 6, 24, 20});  // 480 pixels
+    Value* d = b.node("Relu", {b.conv(x, 6, 6, 3, 1, {1, 1, 1, 1}, 6)});
+    Value* y1 = b.conv(se(b, d, 6, true), 6, 5, 1, 1, {0, 0, 0, 0});          // 5 x 64 <= 480: folded
+    Value* d2 = b.node("Relu", {b.conv(y1, 5, 5, 3, 1, {1, 1, 1, 1}, 5)});
+    Value* y2 = b.conv(se(b, d2, 5, false), 5, 8, 1, 1, {0, 0, 0, 0});       // 8 x 64 > 480: the Mul runs
+    Value* d3 = b.node("Relu", {b.conv(y2, 8, 8, 3, 1, {1, 1, 1, 1}, 8)});
+    Value* m3 = se(b, d3, 8, false);
+    b.g.addOutput(b.conv(m3, 8, 4, 1, 1, {0, 0, 0, 0}));                     // m3 has a second user: runs
+    b.g.addOutput(b.node("Tanh", {m3}));
+  };
+  cpu::CompileOptions nchw;
+  nchw.layout = "nchw";  // AVX2 hosts would block these convs (and keep the Mul inside the blocked region)
+  for (int threads : {1, 2}) {
+    Builder b;
+    build(b);
+    cpu::CompileReport report =
+        expectCompiledMatchesInterpreter(b, "se_fold_" + std::to_string(threads), threads, {}, nchw);
+    EXPECT_EQ(report.scaledConvInputs, 1);
+  }
+}
+
 // A stem conv (3 input channels) whose only user is a MaxPool (after its ReLU) runs as one fused kernel;
 // when the conv's output has a second user the pool stays a separate step. Both match the interpreter.
 TEST(CpuCodegen, StemConvAndMaxPoolFuseOnlyWhenThePoolIsTheOnlyUser) {

@@ -45,6 +45,10 @@ std::string detailsText(const cpu::CompileReport& r) {
   if (r.inPlaceConcatInputs > 0)
     s += fmt::format("  concat: {} input(s) written in place into their slice of the output (no copy)\n",
                      r.inPlaceConcatInputs);
+  if (r.scaledConvInputs > 0)
+    s += fmt::format("  squeeze-and-excitation: {} channel-scale Mul(s) folded into the pointwise conv after them (its "
+                     "weights scaled each run)\n",
+                     r.scaledConvInputs);
   if (r.shuffledConcats > 0)
     s += fmt::format("  channel shuffle: {} Concat + Reshape + Transpose chain(s) copied once, straight into the shuffled "
                      "order\n",
@@ -74,6 +78,7 @@ nlohmann::json reportJson(const cpu::CompileReport& r, const std::string& modelP
                       {"flops", r.flops},
                       {"in_place_concat_inputs", r.inPlaceConcatInputs},
                       {"shuffled_concats", r.shuffledConcats},
+                      {"scaled_conv_inputs", r.scaledConvInputs},
                       {"fallback_nodes", r.fallbackNodes},
                       {"arena_bytes", r.arenaBytes},
                       {"naive_arena_bytes", r.naiveArenaBytes},

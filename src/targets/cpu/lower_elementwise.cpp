@@ -102,6 +102,7 @@ bool runsAsElementwiseKernel(const Node& n) {
 
 bool Lowerer::lowerBinary(const Node* n) {
   if (!n->domain().empty() || !kBinaryKernelOps.count(n->opType()) || n->numInputs() != 2) return false;
+  if (foldChannelScaleIntoConv(n)) return true;
   const std::string op = "rt::BinaryOp::" + n->opType();
   const bool commutative = hasTrait(*n, OpTrait::Commutative);
   int a = tensorOf(n->input(0)), b = tensorOf(n->input(1)), y = tensorOf(n->output(0));

@@ -153,6 +153,9 @@ class Lowerer {
   bool lowerTranspose(const Node* n);
   bool lowerSplit(const Node* n);
   bool lowerConcat(const Node* n);
+  /// Squeeze-and-excitation's Mul(x, s[1, C, 1, 1]) before a pointwise conv that is its only user: no step; the
+  /// conv reads x and scales its weights by s each run (lower_conv_gemm.cpp).
+  bool foldChannelScaleIntoConv(const Node* n);
   /// A channel Concat whose only user is a channel shuffle (Reshape, Transpose): one gather of planes.
   bool lowerShuffledConcat(const Node* n);
   bool lowerSoftmax(const Node* n);
@@ -198,6 +201,8 @@ class Lowerer {
   Plan plan_;
   std::map<const Value*, int> ids_;
   std::set<const Node*> absorbed_;
+  /// Convs whose input is x * s folded by foldChannelScaleIntoConv: conv -> (x, s).
+  std::map<const Node*, std::pair<const Value*, const Value*>> scaledConvInput_;
   std::vector<std::string> unsupported_;
   std::set<int> producedBySteps_;  ///< tensors some step writes (may become in-place Concat slices)
   int shapeCounter_ = 0;

@@ -74,6 +74,11 @@ struct Conv2dKernel {
 const std::vector<Conv2dKernel>& conv2d_kernels();
 /// The kernel called `name`, or null.
 const Conv2dKernel* find_conv2d_kernel(const char* name);
+/// Packs weights[m][k] * scale[k] (k over in_channels x kernel taps: a per-input-channel scale, k / taps) with
+/// kernel k's packer into `packed`: a convolution of x * scale (squeeze-and-excitation's channel scale folded
+/// into the pointwise convolution after it, once per run). groups == 1.
+void pack_scaled_conv_weights(const Conv2dKernel& k, const Conv2dShape& s, const float* weights, const float* scale,
+                              float* packed);
 /// The first applicable kernel for `layout` (conv2d_nchw_im2col_gemm_avx2 / _nchwc8_ generic always apply)
 /// that pays off on this shape. `avx512`: the code will run on a CPU with AVX-512 (built for such a
 /// -march), where conv2d_nchw_pixel_tile is taken for long reductions.
