@@ -115,6 +115,14 @@ void conv2d_nchw_1x1_gemm_avx2(const Conv2dShape& s, const float* in, const floa
     }
 }
 
+void conv2d_nchw_1x1_gemm_strided(const Conv2dShape& s, const float* in, const float* packed, float* out,
+                                  int64_t out_plane_stride, const Epilogue& ep, ThreadPool* pool) {
+  const int64_t m = s.out_channels, k = s.in_channels, hw = s.in_h * s.in_w;
+  Epilogue e = slice_epilogue(ep, 0, 0);
+  if (e.residual) e.residual_ld = hw;  // the residual stays dense
+  sgemm_packed_a(m, hw, k, 1.0f, packed, false, in, hw, 0.0f, out, out_plane_stride, e, pool);
+}
+
 bool conv2d_nchw_1x1_gemv_applicable(const Conv2dShape& s) {
   return s.is_pointwise() && s.groups == 1 && s.in_h == 1 && s.in_w == 1;
 }

@@ -129,7 +129,8 @@ void transpose(const float* x, const int64_t* x_shape, const int64_t* perm, int 
 
 void gather_planes(const float* const* src, float* y, int64_t n, int64_t plane, ThreadPool* pool) {
   parallel_for(pool, n, [&](int64_t p0, int64_t p1) {
-    for (int64_t p = p0; p < p1; ++p) std::memcpy(y + p * plane, src[p], static_cast<size_t>(plane) * sizeof(float));
+    for (int64_t p = p0; p < p1; ++p)
+      if (src[p]) std::memcpy(y + p * plane, src[p], static_cast<size_t>(plane) * sizeof(float));
   });
 }
 

@@ -157,7 +157,9 @@ TEST(CpuCodegen, ConcatInputsWrittenInPlaceIntoTheirSlices) {
 // ShuffleNet's blocks: the input split in two halves, one half through a conv, Concat, then the channel shuffle
 // (Reshape [1, C, H, W] -> [1, G, C/G, H, W], Transpose [0, 2, 1, 3, 4], Reshape back). Each Concat + shuffle is one
 // gather of planes; odd channel counts, 2 and 3 groups, a three-input Concat, and a Concat whose output has a
-// second user (then the Concat and the Transpose run as before). All match the interpreter at 1 and 2 threads.
+// second user (then the Concat and the Transpose run as before). A pointwise conv whose channels fall in one
+// group of the shuffle writes its planes in place (b1, b3); one whose channels straddle two groups (b2) is copied.
+// All match the interpreter at 1 and 2 threads.
 TEST(CpuCodegen, ConcatAndChannelShuffleAreOneGather) {
   auto build = [](Builder& b, bool secondUser) {
     auto shapeConst = [&](std::vector<int64_t> dims) {
@@ -177,10 +179,10 @@ TEST(CpuCodegen, ConcatAndChannelShuffleAreOneGather) {
     Value* b1 = b.node("Relu", {b.conv(slice(x, 5, 10), 5, 5, 1, 1, {0, 0, 0, 0})});
     Value* cat1 = b.node("Concat", {slice(x, 0, 5), b1}, {{"axis", int64_t{1}}});
     Value* s1 = shuffle(cat1, 10, 2, H, W);
-    // Block 2: three inputs (5 + 3 + 4 channels), 3 groups.
-    Value* b2 = b.conv(slice(s1, 5, 10), 5, 3, 3, 1, {1, 1, 1, 1});
-    Value* b3 = b.node("Relu", {b.conv(slice(s1, 2, 7), 5, 4, 1, 1, {0, 0, 0, 0})});
-    Value* cat2 = b.node("Concat", {slice(s1, 0, 5), b2, b3}, {{"axis", int64_t{1}}});
+    // Block 2: three inputs (4 + 5 + 3 channels), 3 groups of 4: b2 (channels 4-8) straddles two groups.
+    Value* b2 = b.conv(slice(s1, 5, 10), 5, 5, 1, 1, {0, 0, 0, 0});
+    Value* b3 = b.node("Relu", {b.conv(slice(s1, 2, 7), 5, 3, 1, 1, {0, 0, 0, 0})});
+    Value* cat2 = b.node("Concat", {slice(s1, 0, 4), b2, b3}, {{"axis", int64_t{1}}});
     Value* s2 = shuffle(cat2, 12, 3, H, W);
     b.g.addOutput(b.conv(s2, 12, 6, 3, 1, {1, 1, 1, 1}));
     if (secondUser) b.g.addOutput(b.node("Sigmoid", {cat2}));
@@ -194,6 +196,7 @@ TEST(CpuCodegen, ConcatAndChannelShuffleAreOneGather) {
       const std::string name = std::string(secondUser ? "shuffle_unfused_" : "shuffle_fused_") + std::to_string(threads);
       cpu::CompileReport report = expectCompiledMatchesInterpreter(b, name, threads, {}, nchw);
       EXPECT_EQ(report.shuffledConcats, secondUser ? 1 : 2) << name;
+      EXPECT_EQ(report.inPlaceShuffleInputs, secondUser ? 1 : 2) << name;
     }
 }
 

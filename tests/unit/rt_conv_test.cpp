@@ -666,6 +666,36 @@ TEST(RtConv, StemConvWithMaxPoolMatchesConvThenPool) {
       }
 }
 
+// The pointwise GEMM conv writing channel c at c * stride (a ShuffleNet branch straight into its shuffled planes):
+// every plane matches the dense kernel's reference, with bias, residual (read dense) and each activation, at 1 to 3
+// threads, and the planes between are left alone.
+TEST(RtConv, PointwiseGemmStridedOutputPlanes) {
+  const Conv2dShape s = shape(1, 7, 9, 23, 5, 1, 1, 0, 0, 0, 0);
+  const int64_t hw = 9 * 23, stride = 3;
+  auto in = random_vector(7 * hw, 31), w = random_vector(5 * 7, 32), bias = random_vector(5, 33),
+       res = random_vector(5 * hw, 34);
+  AlignedBuffer packed(conv2d_nchw_im2col_gemm_packed_size(s));
+  conv2d_nchw_im2col_gemm_pack(s, w.data(), packed.data());
+  int runs = 0;
+  for (Epilogue ep : test::all_activations())
+    for (int threads : {1, 2, 3}) {
+      ep.bias = bias.data();
+      ep.residual = runs % 2 ? res.data() : nullptr;
+      auto want = ref_conv(s, in, w, ep);
+      ThreadPool pool(threads);
+      std::vector<float> got(5 * stride * hw, -7.0f);
+      conv2d_nchw_1x1_gemm_strided(s, in.data(), packed.data(), got.data() + hw, stride * hw, ep, &pool);
+      std::vector<float> planes, between;
+      for (int64_t c = 0; c < 5 * stride; ++c)
+        (c % stride == 1 ? planes : between).insert((c % stride == 1 ? planes : between).end(),
+                                                    got.begin() + c * hw, got.begin() + (c + 1) * hw);
+      expect_close(planes, want, 1e-5, std::string("strided 1x1 act=") + activation_name(ep.act));
+      EXPECT_EQ(between, std::vector<float>(between.size(), -7.0f));
+      ++runs;
+    }
+  EXPECT_GT(runs, 20);
+}
+
 TEST(RtConv, ReorderRoundTripAndPadding) {
   for (int64_t C : {1, 8, 13, 24}) {
     auto x = random_vector(2 * C * 15, 21);

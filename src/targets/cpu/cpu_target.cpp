@@ -51,8 +51,8 @@ std::string detailsText(const cpu::CompileReport& r) {
                      r.scaledConvInputs);
   if (r.shuffledConcats > 0)
     s += fmt::format("  channel shuffle: {} Concat + Reshape + Transpose chain(s) copied once, straight into the shuffled "
-                     "order\n",
-                     r.shuffledConcats);
+                     "order; {} of their inputs written there by the conv that computes them (no copy)\n",
+                     r.shuffledConcats, r.inPlaceShuffleInputs);
   if (!r.hostSteps.empty()) {
     s += fmt::format("  host interpreter: {} node(s) without a compiled code path run through the reference interpreter "
                      "(tessel run/bench provide it; --emit-app and --no-host-fallback refuse them):\n",
@@ -78,6 +78,7 @@ nlohmann::json reportJson(const cpu::CompileReport& r, const std::string& modelP
                       {"flops", r.flops},
                       {"in_place_concat_inputs", r.inPlaceConcatInputs},
                       {"shuffled_concats", r.shuffledConcats},
+                      {"in_place_shuffle_inputs", r.inPlaceShuffleInputs},
                       {"scaled_conv_inputs", r.scaledConvInputs},
                       {"fallback_nodes", r.fallbackNodes},
                       {"arena_bytes", r.arenaBytes},

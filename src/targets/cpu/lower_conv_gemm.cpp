@@ -136,12 +136,43 @@ bool Lowerer::lowerConv(const Node* conv) {
   plan_.initCode += fmt::format("  rt::find_conv2d_kernel(\"{}\")->pack_weights({}, W + {}, P + {});\n", kernel->name,
                                 shapeName, plan_.tensors[wid].offset, packedOffset);
   plan_.report.flops += 2 * s.macs();
-  int x_id = tensorOf(x), y_id = tensorOf(out);
+  // A branch of ShuffleNet's block (a pointwise conv whose only user is a Concat that lowerShuffledConcat takes,
+  // its channels inside one group of the shuffle): written straight into its planes after the shuffle, every
+  // groups-th plane, so the gather leaves them alone. Saves a copy of half of every shuffled tensor.
+  int64_t shufflePlane0 = -1, shuffleStride = 0;
+  int shuffleY = -1;
+  if (std::string(kernel->name) == "conv2d_nchw_1x1_gemm_avx2" && !maxpool && !scale && s.batch == 1 && s.groups == 1) {
+    const Node* cat = singleUser(out);
+    const auto shuffle = cat ? shuffleOfConcat(cat) : std::nullopt;
+    if (shuffle) {
+      int64_t off = 0, at = -1, uses = 0;
+      for (const Value* in : cat->inputs()) {
+        if (in == out) at = off, ++uses;
+        off += in->type.staticShape()[1];
+      }
+      const int64_t K = shuffle->perGroup;
+      if (uses == 1 && at / K == (at + s.out_channels - 1) / K) {
+        shuffleY = tensorOf(shuffle->transpose->output(0));
+        shufflePlane0 = (at % K) * shuffle->groups + at / K;
+        shuffleStride = shuffle->groups;
+        inPlaceShuffleInputs_.insert(out);
+        plan_.report.inPlaceShuffleInputs++;
+      }
+    }
+  }
+  int x_id = tensorOf(x), y_id = shuffleY >= 0 ? shuffleY : tensorOf(out);
   std::vector<int> reads = {x_id};
   if (bid >= 0) reads.push_back(bid);
   if (residual >= 0) reads.push_back(residual);
   std::string call = fmt::format("rt::{}({}, {}, P + {}, {}, {}, pool);", kernel->name, shapeName, ref(x_id),
                                  packedOffset, ref(y_id), epilogueExpr(bid, residual, *act));
+  if (shuffleY >= 0) {
+    const int64_t hw = s.out_h() * s.out_w();
+    what += "->shuffle";
+    call = fmt::format("rt::conv2d_nchw_1x1_gemm_strided({}, {}, P + {}, {} + {}, {}, {}, pool);", shapeName, ref(x_id),
+                       packedOffset, ref(y_id), shufflePlane0 * hw, shuffleStride * hw,
+                       epilogueExpr(bid, residual, *act));
+  }
   if (scale) {
     const int s_id = tensorOf(scale);
     reads.push_back(s_id);

@@ -366,33 +366,49 @@ bool Lowerer::lowerBroadcastOp(const Node* n) {
 // Otherwise the Concat copies the inputs it cannot write in place (the half passed through from the previous
 // block, a view of its shuffle) and the Transpose copies everything again: 0.5 + 1 plane copies per channel
 // against 1, and one kernel call instead of two.
-bool Lowerer::lowerShuffledConcat(const Node* n) {
+std::optional<Lowerer::ShuffleOfConcat> Lowerer::shuffleOfConcat(const Node* n) const {
+  if (!isOp(*n, "Concat") || absorbed_.count(n)) return std::nullopt;
   const Value* cat = n->output(0);
-  if (!cat->type.isStatic() || cat->type.rank() != 4 || runsBlocked(*n)) return false;
+  if (!cat->type.isStatic() || cat->type.rank() != 4 || runsBlocked(*n)) return std::nullopt;
   const Shape cs = cat->type.staticShape();
   int64_t axis = n->attrInt("axis");
   if (axis < 0) axis += 4;
-  if (axis != 1 || cs[0] != 1) return false;
+  if (axis != 1 || cs[0] != 1) return std::nullopt;
   const Node* r = singleUser(cat);
-  if (!r || !isOp(*r, "Reshape") || absorbed_.count(r) || runsBlocked(*r) || r->input(0) != cat) return false;
+  if (!r || !isOp(*r, "Reshape") || absorbed_.count(r) || runsBlocked(*r) || r->input(0) != cat) return std::nullopt;
   const Value* rv = r->output(0);
-  if (!rv->type.isStatic() || rv->type.rank() != 5) return false;
+  if (!rv->type.isStatic() || rv->type.rank() != 5) return std::nullopt;
   const Shape rs = rv->type.staticShape();
-  if (rs[0] != 1 || rs[1] * rs[2] != cs[1] || rs[3] != cs[2] || rs[4] != cs[3]) return false;
+  if (rs[0] != 1 || rs[1] * rs[2] != cs[1] || rs[3] != cs[2] || rs[4] != cs[3]) return std::nullopt;
   const Node* t = singleUser(rv);
   if (!t || !isOp(*t, "Transpose") || absorbed_.count(t) || runsBlocked(*t) || !t->hasAttr("perm") ||
       t->attrInts("perm") != std::vector<int64_t>{0, 2, 1, 3, 4} || !t->output(0)->type.isStatic())
-    return false;
+    return std::nullopt;
   for (const Value* in : n->inputs())
-    if (!in || !in->type.isStatic() || in->type.dtype != DType::Float32) return false;
-  const int64_t G = rs[1], K = rs[2], C = cs[1], hw = cs[2] * cs[3];
+    if (!in || !in->type.isStatic() || in->type.dtype != DType::Float32) return std::nullopt;
+  return ShuffleOfConcat{r, t, rs[1], rs[2]};
+}
+
+bool Lowerer::lowerShuffledConcat(const Node* n) {
+  const auto shuffle = shuffleOfConcat(n);
+  if (!shuffle) return false;
+  const Node* r = shuffle->reshape;
+  const Node* t = shuffle->transpose;
+  const Shape cs = n->output(0)->type.staticShape();
+  const int64_t G = shuffle->groups, K = shuffle->perGroup, C = cs[1], hw = cs[2] * cs[3];
   const int y = tensorOf(t->output(0));
   std::string code = fmt::format("{{\n    const float* src[{}];\n", C);
   std::vector<int> reads;
   int64_t offset = 0;
   for (const Value* in : n->inputs()) {
-    const int x = tensorOf(in);
     const int64_t c = in->type.staticShape()[1];
+    if (inPlaceShuffleInputs_.count(in)) {  // its conv wrote these planes (and only this one occurrence)
+      code += fmt::format("    for (int64_t p = {}; p < {}; ++p) src[p % {} * {} + p / {}] = nullptr;\n", offset,
+                          offset + c, K, G, K);
+      offset += c;
+      continue;
+    }
+    const int x = tensorOf(in);
     code += fmt::format("    for (int64_t p = {}; p < {}; ++p) src[p % {} * {} + p / {}] = {} + (p - {}) * {};\n", offset,
                         offset + c, K, G, K, ref(x), offset, hw);
     reads.push_back(x);

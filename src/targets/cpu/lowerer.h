@@ -158,6 +158,14 @@ class Lowerer {
   bool foldChannelScaleIntoConv(const Node* n);
   /// A channel Concat whose only user is a channel shuffle (Reshape, Transpose): one gather of planes.
   bool lowerShuffledConcat(const Node* n);
+  /// The channel shuffle after a Concat that lowerShuffledConcat takes: its Reshape and Transpose, groups G and
+  /// channels per group K (concat channel g K + j is output channel j G + g).
+  struct ShuffleOfConcat {
+    const Node* reshape;
+    const Node* transpose;
+    int64_t groups, perGroup;
+  };
+  std::optional<ShuffleOfConcat> shuffleOfConcat(const Node* n) const;
   bool lowerSoftmax(const Node* n);
   /// Nodes of any element type: aliases (Reshape, ...), Gather, Slice, Cast, comparisons, logic, Where, Expand.
   bool lowerTypedNode(const Node* n);
@@ -201,6 +209,8 @@ class Lowerer {
   Plan plan_;
   std::map<const Value*, int> ids_;
   std::set<const Node*> absorbed_;
+  /// Concat inputs a conv wrote straight into their planes after the channel shuffle (lowerConv).
+  std::set<const Value*> inPlaceShuffleInputs_;
   /// Convs whose input is x * s folded by foldChannelScaleIntoConv: conv -> (x, s).
   std::map<const Node*, std::pair<const Value*, const Value*>> scaledConvInput_;
   std::vector<std::string> unsupported_;

@@ -52,6 +52,7 @@ struct CompileReport {
   int fusedNodes = 0;            ///< graph nodes folded into another kernel's call
   int inPlaceConcatInputs = 0;   ///< Concat inputs written straight into their slice of the output
   int scaledConvInputs = 0;      ///< channel-scale Muls (squeeze-and-excitation) folded into the pointwise conv after
+  int inPlaceShuffleInputs = 0;  ///< of their inputs, convs that wrote their planes straight into the shuffled order
   int shuffledConcats = 0;       ///< Concat + channel shuffle (Reshape, Transpose) pairs run as one gather of planes
   double flops = 0;              ///< multiply-adds x 2 of the convolutions and GEMMs
   std::string hash;              ///< model + target hash embedded in the library

@@ -104,6 +104,10 @@ void conv2d_nchw_pixel_tile_pack(const Conv2dShape&, const float* weights, float
 /// 1x1, stride 1, no padding: the input plane is the GEMM's B operand as is.
 void conv2d_nchw_1x1_gemm_avx2(const Conv2dShape&, const float* in, const float* packed, float* out,
                                const Epilogue&, ThreadPool*);
+/// conv2d_nchw_1x1_gemm_avx2 (same packed weights) writing output channel c at out + c * out_plane_stride: a
+/// branch of ShuffleNet's block straight into its places after the channel shuffle. Batch 1, groups 1.
+void conv2d_nchw_1x1_gemm_strided(const Conv2dShape&, const float* in, const float* packed, float* out,
+                                  int64_t out_plane_stride, const Epilogue&, ThreadPool*);
 
 /// A 1x1 convolution of a 1x1 map (squeeze-and-excitation's two convolutions after the global pool; groups == 1,
 /// any batch): per image the GEMV y[Cout] = W[Cout x Cin] x[Cin] on the FC layers' path (sgemm_packed_b with

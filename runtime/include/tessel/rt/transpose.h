@@ -15,7 +15,8 @@ void transpose(const float* x, const int64_t* x_shape, const int64_t* perm, int 
 
 /// y's plane p = the `plane` floats at src[p], for p < n: a channel Concat and the channel shuffle after it
 /// (Reshape to [N, G, C/G, H, W], Transpose [0, 2, 1, 3, 4], ShuffleNet's) as one copy of each plane from
-/// wherever the Concat's inputs are. Threads take contiguous runs of output planes.
+/// wherever the Concat's inputs are; a null src[p] is a plane its producer wrote in place. Threads take contiguous
+/// runs of output planes.
 void gather_planes(const float* const* src, float* y, int64_t n, int64_t plane, ThreadPool* pool = nullptr);
 
 }  // namespace tessel::rt
