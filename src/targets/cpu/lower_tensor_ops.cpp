@@ -428,6 +428,10 @@ bool Lowerer::lowerShuffledConcat(const Node* n) {
 
 bool Lowerer::lowerConcat(const Node* n) {
   if (lowerShuffledConcat(n)) return true;
+  for (const Value* in : n->inputs())
+    if (inPlaceShuffleInputs_.count(in))
+      throw InternalError(fmt::format("cpu lowering: {} was to gather its shuffle, whose input '{}' a conv wrote in place",
+                                      n->describe(), in->name()));
   int y = tensorOf(n->output(0));
   const Shape ys = plan_.tensors[y].shape;  // a copy: tensorOf() below may grow plan_.tensors
   int64_t axis = n->attrInt("axis");
