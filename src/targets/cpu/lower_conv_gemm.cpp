@@ -77,6 +77,28 @@ bool Lowerer::foldChannelScaleIntoConv(const Node* n) {
   return false;
 }
 
+// A branch of ShuffleNet's block: a pointwise conv (output `out`, batch 1, groups 1) whose only user is a Concat that
+// lowerShuffledConcat takes, its channels inside one group of the shuffle. It is written straight into its planes
+// after the shuffle, every groups-th plane, and the gather leaves them alone: a copy of half of every shuffled
+// tensor saved. Records the input as written in place; nullopt when the pattern does not hold.
+std::optional<Lowerer::ShuffledPlanes> Lowerer::shuffledPlanesOf(const Value* out, const rt::Conv2dShape& s) {
+  if (s.batch != 1 || s.groups != 1) return std::nullopt;
+  const Node* cat = singleUser(out);
+  const auto shuffle = cat ? shuffleOfConcat(cat) : std::nullopt;
+  if (!shuffle) return std::nullopt;
+  int64_t off = 0, at = -1, uses = 0;
+  for (const Value* in : cat->inputs()) {
+    if (in == out) at = off, ++uses;
+    off += in->type.staticShape()[1];
+  }
+  const int64_t K = shuffle->perGroup;
+  if (uses != 1 || at / K != (at + s.out_channels - 1) / K) return std::nullopt;
+  inPlaceShuffleInputs_.insert(out);
+  plan_.report.inPlaceShuffleInputs++;
+  return ShuffledPlanes{tensorOf(shuffle->transpose->output(0)), (at % K) * shuffle->groups + at / K,
+                        shuffle->groups};
+}
+
 bool Lowerer::lowerConv(const Node* conv) {
   const Value* x = conv->input(0);
   const Value* scale = nullptr;  // foldChannelScaleIntoConv's s: the conv reads x and scales its weights
@@ -136,48 +158,29 @@ bool Lowerer::lowerConv(const Node* conv) {
   plan_.initCode += fmt::format("  rt::find_conv2d_kernel(\"{}\")->pack_weights({}, W + {}, P + {});\n", kernel->name,
                                 shapeName, plan_.tensors[wid].offset, packedOffset);
   plan_.report.flops += 2 * s.macs();
-  // A branch of ShuffleNet's block (a pointwise conv whose only user is a Concat that lowerShuffledConcat takes,
-  // its channels inside one group of the shuffle): written straight into its planes after the shuffle, every
-  // groups-th plane, so the gather leaves them alone. Saves a copy of half of every shuffled tensor.
-  int64_t shufflePlane0 = -1, shuffleStride = 0;
-  int shuffleY = -1;
-  if (std::string(kernel->name) == "conv2d_nchw_1x1_gemm_avx2" && !maxpool && !scale && s.batch == 1 && s.groups == 1) {
-    const Node* cat = singleUser(out);
-    const auto shuffle = cat ? shuffleOfConcat(cat) : std::nullopt;
-    if (shuffle) {
-      int64_t off = 0, at = -1, uses = 0;
-      for (const Value* in : cat->inputs()) {
-        if (in == out) at = off, ++uses;
-        off += in->type.staticShape()[1];
-      }
-      const int64_t K = shuffle->perGroup;
-      if (uses == 1 && at / K == (at + s.out_channels - 1) / K) {
-        shuffleY = tensorOf(shuffle->transpose->output(0));
-        shufflePlane0 = (at % K) * shuffle->groups + at / K;
-        shuffleStride = shuffle->groups;
-        inPlaceShuffleInputs_.insert(out);
-        plan_.report.inPlaceShuffleInputs++;
-      }
-    }
-  }
-  int x_id = tensorOf(x), y_id = shuffleY >= 0 ? shuffleY : tensorOf(out);
+  const std::optional<ShuffledPlanes> shuffled =
+      std::string(kernel->name) == "conv2d_nchw_1x1_gemm_avx2" && !maxpool && !scale ? shuffledPlanesOf(out, s)
+                                                                                     : std::nullopt;
+  int x_id = tensorOf(x), y_id = shuffled ? shuffled->tensor : tensorOf(out);
   std::vector<int> reads = {x_id};
   if (bid >= 0) reads.push_back(bid);
   if (residual >= 0) reads.push_back(residual);
   std::string call = fmt::format("rt::{}({}, {}, P + {}, {}, {}, pool);", kernel->name, shapeName, ref(x_id),
                                  packedOffset, ref(y_id), epilogueExpr(bid, residual, *act));
-  if (shuffleY >= 0) {
+  if (shuffled) {
     const int64_t hw = s.out_h() * s.out_w();
     what += "->shuffle";
     call = fmt::format("rt::conv2d_nchw_1x1_gemm_strided({}, {}, P + {}, {} + {}, {}, {}, pool);", shapeName, ref(x_id),
-                       packedOffset, ref(y_id), shufflePlane0 * hw, shuffleStride * hw,
+                       packedOffset, ref(y_id), shuffled->plane0 * hw, shuffled->stride * hw,
                        epilogueExpr(bid, residual, *act));
   }
   if (scale) {
     const int s_id = tensorOf(scale);
     reads.push_back(s_id);
     what = "scale+" + what;
-    call = fmt::format("rt::pack_scaled_conv_weights(*rt::find_conv2d_kernel(\"{}\"), {}, W + {}, {}, const_cast<float*>(P) + {});\n  {}",
+    // The kernel looked up once (a static of the run function), not by name on every run.
+    call = fmt::format("{{\n    static const rt::Conv2dKernel* const k = rt::find_conv2d_kernel(\"{}\");\n"
+                       "    rt::pack_scaled_conv_weights(*k, {}, W + {}, {}, const_cast<float*>(P) + {});\n  }}\n  {}",
                        kernel->name, shapeName, plan_.tensors[wid].offset, ref(s_id), packedOffset, call);
   }
   std::string kernelName = kernel->name;

@@ -402,16 +402,14 @@ bool Lowerer::lowerShuffledConcat(const Node* n) {
   int64_t offset = 0;
   for (const Value* in : n->inputs()) {
     const int64_t c = in->type.staticShape()[1];
-    if (inPlaceShuffleInputs_.count(in)) {  // its conv wrote these planes (and only this one occurrence)
-      code += fmt::format("    for (int64_t p = {}; p < {}; ++p) src[p % {} * {} + p / {}] = nullptr;\n", offset,
-                          offset + c, K, G, K);
-      offset += c;
-      continue;
+    std::string plane = "nullptr";  // its conv wrote these planes (and only this one occurrence)
+    if (!inPlaceShuffleInputs_.count(in)) {
+      const int x = tensorOf(in);
+      plane = fmt::format("{} + (p - {}) * {}", ref(x), offset, hw);
+      reads.push_back(x);
     }
-    const int x = tensorOf(in);
-    code += fmt::format("    for (int64_t p = {}; p < {}; ++p) src[p % {} * {} + p / {}] = {} + (p - {}) * {};\n", offset,
-                        offset + c, K, G, K, ref(x), offset, hw);
-    reads.push_back(x);
+    code += fmt::format("    for (int64_t p = {}; p < {}; ++p) src[p % {} * {} + p / {}] = {};\n", offset, offset + c, K,
+                        G, K, plane);
     offset += c;
   }
   code += fmt::format("    rt::gather_planes(src, {}, {}, {}, pool);\n  }}", ref(y), C, hw);

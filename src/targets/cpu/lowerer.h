@@ -166,6 +166,13 @@ class Lowerer {
     int64_t groups, perGroup;
   };
   std::optional<ShuffleOfConcat> shuffleOfConcat(const Node* n) const;
+  /// Where a pointwise conv writes a Concat input straight into the shuffled tensor (lower_conv_gemm.cpp): the
+  /// tensor, the plane of its channel 0 and the planes between its channels.
+  struct ShuffledPlanes {
+    int tensor;
+    int64_t plane0, stride;
+  };
+  std::optional<ShuffledPlanes> shuffledPlanesOf(const Value* out, const rt::Conv2dShape& s);
   bool lowerSoftmax(const Node* n);
   /// Nodes of any element type: aliases (Reshape, ...), Gather, Slice, Cast, comparisons, logic, Where, Expand.
   bool lowerTypedNode(const Node* n);
