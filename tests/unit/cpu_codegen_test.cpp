@@ -233,6 +233,46 @@ TEST(CpuCodegen, SqueezeExcitationScaleFoldsIntoThePointwiseConvAfterIt) {
   }
 }
 
+// Inverted residual blocks (1x1 -> depthwise -> 1x1, MobileNetV2's) on a map of at least 28 x 28 whose expanded
+// tensor has at least 512 KiB run as one banded step (rt::conv_chain_nchw): a 3x3 block with its residual Add and a
+// 5x5/2 one; a block whose depthwise output has a second user, and one on a 14x14 map, stay three steps. All match
+// the interpreter at 1 and 2 threads, and so does the same model compiled with the chains off.
+TEST(CpuCodegen, InvertedResidualBlocksOnLargeMapsRunAsOneBandedStep) {
+  auto block = [](Builder& b, Value* x, int64_t c, int64_t e, int64_t out, int64_t k, int64_t stride) {
+    Value* ex = b.node("Relu", {b.conv(x, c, e, 1, 1, {0, 0, 0, 0})});
+    const int64_t p = k / 2;
+    Value* dw = b.node("Relu", {b.conv(ex, e, e, k, stride, {p, p, p, p}, e)});
+    return std::make_pair(dw, b.conv(dw, e, out, 1, 1, {0, 0, 0, 0}));
+  };
+  auto build = [&](Builder& b) {
+    Value* x = b.input("x", {1, 8, 30, 29});
+    auto [d1, p1] = block(b, x, 8, 160, 8, 3, 1);  // 160 x 30 x 29 floats = 557 KB: chained
+    Value* y1 = b.node("Add", {p1, x});
+    auto [d2, p2] = block(b, y1, 8, 160, 12, 5, 2);  // chained, 30x29 -> 15x15
+    (void)d2;
+    auto [d3, p3] = block(b, p2, 12, 640, 12, 3, 1);  // 15x15: not chained
+    (void)d3;
+    Value* x4 = b.input("x4", {1, 8, 28, 28});
+    auto [d4, p4] = block(b, x4, 8, 192, 8, 3, 1);  // the depthwise output has a second user: not chained
+    b.g.addOutput(b.node("Add", {p3, b.conv(p3, 12, 12, 1, 1, {0, 0, 0, 0})}));
+    b.g.addOutput(p4);
+    b.g.addOutput(b.node("Tanh", {d4}));
+    (void)d1;
+  };
+  cpu::CompileOptions nchw;
+  nchw.layout = "nchw";  // AVX2 hosts would block the depthwise convs
+  for (bool chains : {true, false}) {
+    nchw.convChains = chains;
+    for (int threads : {1, 2}) {
+      Builder b;
+      build(b);
+      const cpu::CompileReport report = expectCompiledMatchesInterpreter(
+          b, std::string("conv_chain_") + (chains ? "on_" : "off_") + std::to_string(threads), threads, {}, nchw);
+      EXPECT_EQ(report.chainedConvBlocks, chains ? 2 : 0);
+    }
+  }
+}
+
 // A stem conv (3 input channels) whose only user is a MaxPool (after its ReLU) runs as one fused kernel;
 // when the conv's output has a second user the pool stays a separate step. Both match the interpreter.
 TEST(CpuCodegen, StemConvAndMaxPoolFuseOnlyWhenThePoolIsTheOnlyUser) {

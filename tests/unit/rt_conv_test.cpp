@@ -696,6 +696,67 @@ TEST(RtConv, PointwiseGemmStridedOutputPlanes) {
   EXPECT_GT(runs, 20);
 }
 
+// An inverted residual block in bands (rt::conv_chain_nchw) against the three convolutions one after another
+// (the naive loop, each stage rounded to float as the unfused kernels store it): 3x3 and 5x5, stride 1 and 2, odd
+// map sizes, asymmetric padding, 1 band to one per output row (the last band short, the scratch rows it reads
+// past the map zero), the projection with and without a residual, at 1 to 3 threads (a thread's first band
+// expands every row; later ones keep the K - S rows of the band before).
+TEST(RtConv, InvertedResidualChainInBandsMatchesTheThreeConvs) {
+  struct Case {
+    int64_t c, e, p, h, w, k, stride, pt, pl, pb, pr;
+  };
+  const Case cases[] = {{5, 12, 5, 13, 17, 3, 1, 1, 1, 1, 1},  {4, 24, 6, 21, 19, 3, 2, 1, 1, 1, 1},
+                        {3, 20, 7, 15, 30, 5, 1, 2, 2, 2, 2},  {6, 17, 4, 29, 23, 5, 2, 2, 2, 2, 2},
+                        {8, 32, 8, 12, 56, 3, 2, 0, 0, 1, 1},  {2, 9, 3, 7, 9, 3, 1, 1, 1, 1, 1},
+                        {4, 16, 4, 33, 34, 3, 1, 1, 1, 1, 1}};
+  int runs = 0;
+  for (const Case& k : cases) {
+    ConvChain c;
+    c.expand = shape(1, k.c, k.h, k.w, k.e, 1, 1, 0, 0, 0, 0);
+    c.depthwise = shape(1, k.e, k.h, k.w, k.e, k.k, k.stride, k.pt, k.pl, k.pb, k.pr, 1, k.e);
+    const int64_t OH = c.depthwise.out_h(), OW = c.depthwise.out_w();
+    c.project = shape(1, k.e, OH, OW, k.p, 1, 1, 0, 0, 0, 0);
+    auto in = random_vector(k.c * k.h * k.w, 41), we = random_vector(k.e * k.c, 42),
+         wd = random_vector(k.e * k.k * k.k, 43), wp = random_vector(k.p * k.e, 44), be = random_vector(k.e, 45),
+         bd = random_vector(k.e, 46), bp = random_vector(k.p, 47), res = random_vector(k.p * OH * OW, 48);
+    Epilogue ee = Epilogue::relu6(), ed = Epilogue::relu6(), ep;
+    ee.bias = be.data(), ed.bias = bd.data(), ep.bias = bp.data();
+    auto to_float = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+    const auto mid = to_float(ref_conv(c.depthwise, to_float(ref_conv(c.expand, in, we, ee)), wd, ed));
+    AlignedBuffer pe(conv2d_nchw_im2col_gemm_packed_size(c.expand)), pp(conv2d_nchw_im2col_gemm_packed_size(c.project));
+    conv2d_nchw_im2col_gemm_pack(c.expand, we.data(), pe.data());
+    conv2d_nchw_im2col_gemm_pack(c.project, wp.data(), pp.data());
+    for (bool residual : {false, true}) {
+      ep.residual = residual ? res.data() : nullptr;
+      const auto want = ref_conv(c.project, mid, wp, ep);
+      for (int64_t bands : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{5}, OH})
+        for (int threads : {1, 2, 3}) {
+          c.min_bands = bands;
+          ASSERT_TRUE(conv_chain_applicable(c));
+          ThreadPool pool(threads);
+          std::vector<float> got(want.size(), -7.0f);
+          conv_chain_nchw(c, in.data(), pe.data(), wd.data(), pp.data(), got.data(), ee, ed, ep, &pool);
+          expect_close(got, want, 1e-4,
+                       "chain " + std::to_string(k.k) + "x" + std::to_string(k.k) + "/" + std::to_string(k.stride) +
+                           " on " + std::to_string(k.h) + "x" + std::to_string(k.w) + " bands " +
+                           std::to_string(bands) + " threads " + std::to_string(threads) +
+                           (residual ? " residual" : ""));
+          ++runs;
+        }
+    }
+  }
+  EXPECT_EQ(runs, 7 * 2 * 5 * 3);
+  // Band heights: OH over max(min_bands, threads), rounded up (a short last band).
+  ConvChain c;
+  c.depthwise = shape(1, 144, 56, 56, 144, 3, 2, 1, 1, 1, 1, 1, 144);
+  c.min_bands = 2;
+  EXPECT_EQ(conv_chain_band_rows(c, 1), 14);
+  EXPECT_EQ(conv_chain_band_rows(c, 2), 14);
+  EXPECT_EQ(conv_chain_band_rows(c, 3), 10);
+  c.min_bands = 5;
+  EXPECT_EQ(conv_chain_band_rows(c, 2), 6);
+}
+
 TEST(RtConv, ReorderRoundTripAndPadding) {
   for (int64_t C : {1, 8, 13, 24}) {
     auto x = random_vector(2 * C * 15, 21);

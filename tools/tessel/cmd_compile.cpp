@@ -132,6 +132,9 @@ TESSEL_REGISTER_COMMAND(compile, 40, [](CLI::App& app) {
                   "--target npu: the record of `tessel tune` for this model and --hw (its winning schedules)");
   cmd->add_flag_function("--no-host-fallback", [o](int64_t) { o->compile.hostFallback = false; },
                 "refuse (exit 2) a model with any node that would run through the host's reference interpreter");
+  cmd->add_flag_function("--no-conv-chains", [o](int64_t) { o->compile.convChains = false; },
+                         "--target cpu: lower each conv of an inverted residual block (1x1, depthwise, 1x1) alone "
+                         "instead of as one step in bands of rows (docs/cpu-target.md)");
   cmd->add_flag("--json", o->json, "print one JSON object describing the result (keys: docs/cli.md) instead of text");
   cmd->callback([o]() { compileCommand(*o); });
 });

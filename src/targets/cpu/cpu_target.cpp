@@ -53,6 +53,10 @@ std::string detailsText(const cpu::CompileReport& r) {
     s += fmt::format("  channel shuffle: {} Concat + Reshape + Transpose chain(s) copied once, straight into the shuffled "
                      "order; {} of their inputs written there by the conv that computes them (no copy)\n",
                      r.shuffledConcats, r.inPlaceShuffleInputs);
+  if (r.chainedConvBlocks > 0)
+    s += fmt::format("  inverted residual blocks: {} (1x1 -> depthwise -> 1x1) run as one step each, in bands of output "
+                     "rows (each band on one thread; the expanded tensor is never stored whole)\n",
+                     r.chainedConvBlocks);
   if (!r.hostSteps.empty()) {
     s += fmt::format("  host interpreter: {} node(s) without a compiled code path run through the reference interpreter "
                      "(tessel run/bench provide it; --emit-app and --no-host-fallback refuse them):\n",
@@ -80,6 +84,7 @@ nlohmann::json reportJson(const cpu::CompileReport& r, const std::string& modelP
                       {"shuffled_concats", r.shuffledConcats},
                       {"in_place_shuffle_inputs", r.inPlaceShuffleInputs},
                       {"scaled_conv_inputs", r.scaledConvInputs},
+                      {"chained_conv_blocks", r.chainedConvBlocks},
                       {"fallback_nodes", r.fallbackNodes},
                       {"arena_bytes", r.arenaBytes},
                       {"naive_arena_bytes", r.naiveArenaBytes},

@@ -99,7 +99,98 @@ std::optional<Lowerer::ShuffledPlanes> Lowerer::shuffledPlanesOf(const Value* ou
                         shuffle->groups};
 }
 
+// An inverted residual block -- a pointwise conv whose only user is a depthwise conv whose only user is a
+// pointwise conv (MobileNetV2's and MnasNet's blocks, MobileNetV3's without squeeze-and-excitation) -- on a map of
+// at least kChainMinMap rows and columns whose expanded tensor has at least kChainMinExpandedBytes: one step,
+// rt::conv_chain_nchw, that computes the three in bands of output rows, each band on one thread from its own input
+// rows (the CPU counterpart of S0's fused row tiles). The expanded tensor is never written whole, and at 2 threads
+// no tensor of the block crosses between the cores (unfused, the GEMMs split pixels and the depthwise channels).
+// The number of bands is the step's schedule data (rt::ConvChain::min_bands). Measured (Zen 4, docs/performance.md,
+// thirty-ninth session): 2 threads 0.78-0.96x the time on MobileNetV2 and MnasNet, about even at 1 thread; on
+// 14x14 maps, and without the projection (EfficientNet's blocks, squeeze-and-excitation between), it measured
+// slower and is not taken.
+static constexpr int64_t kChainMinExpandedBytes = 512 * 1024;
+static constexpr int64_t kChainMinBands = 2;
+static constexpr int64_t kChainMinMap = 28;
+
+bool Lowerer::lowerConvChain(const Node* expand) {
+  if (!options_.convChains) return false;
+  auto plainFused = [&](const Node* n) {
+    return n && !absorbed_.count(n) && isOp(*n, "FusedConv", "tessel") && !runsBlocked(*n) &&
+           !scaledConvInput_.count(n) && fusedEpilogueOf(n).has_value();
+  };
+  if (!plainFused(expand) || expand->hasInput(3)) return false;
+  const Node* dw = singleUser(expand->output(0));
+  if (!plainFused(dw) || dw->input(0) != expand->output(0) || dw->hasInput(3)) return false;
+  const Node* proj = singleUser(dw->output(0));
+  if (!plainFused(proj) || proj->input(0) != dw->output(0)) return false;
+  const Node* after = singleUser(proj->output(0));
+  if (after && shuffleOfConcat(after)) return false;  // ShuffleNet's branch writes into the shuffled planes instead
+  auto se = loweredConvShape(expand), sd = loweredConvShape(dw), sp = loweredConvShape(proj);
+  if (!se || !sd || !sp) return false;
+  rt::ConvChain chain{*se, *sd, *sp, kChainMinBands};
+  if (!rt::conv_chain_applicable(chain) || (sd->kernel_h != 3 && sd->kernel_h != 5) || sd->stride_h > 2) return false;
+  if (4 * sd->in_channels * sd->in_h * sd->in_w < kChainMinExpandedBytes || sd->in_h < kChainMinMap ||
+      sd->in_w < kChainMinMap)
+    return false;
+
+  const rt::Conv2dKernel* gemm = rt::find_conv2d_kernel("conv2d_nchw_1x1_gemm_avx2");
+  const rt::Conv2dKernel* depthwise = rt::find_conv2d_kernel("conv2d_nchw_depthwise_avx2");
+  if (!gemm || !depthwise) throw InternalError("cpu lowering: the runtime lacks the 1x1 GEMM or depthwise kernel");
+  const Node* nodes[3] = {expand, dw, proj};
+  const rt::Conv2dShape shapes[3] = {*se, *sd, *sp};
+  std::string shapeNames[3], epis[3], what;
+  int64_t packed[3];
+  std::vector<int> reads = {tensorOf(expand->input(0))};
+  double flops = 0;
+  for (int i = 0; i < 3; ++i) {
+    const Node* n = nodes[i];
+    const rt::Conv2dShape& s = shapes[i];
+    const rt::Conv2dKernel* k = i == 1 ? depthwise : gemm;
+    const Value* wv = n->input(1);
+    const int wid = weightTensor(wv->name(), floatsOf(wv), wv->type.staticShape());
+    const int bid = n->hasInput(2) ? weightTensor(n->name() + ".bias", floatsOf(n->input(2)), {s.out_channels}) : -1;
+    const int residual = i == 2 && n->hasInput(3) ? tensorOf(n->input(3)) : -1;
+    if (bid >= 0) reads.push_back(bid);
+    if (residual >= 0) reads.push_back(residual);
+    shapeNames[i] = fmt::format("kShape{}", shapeCounter_++);
+    plan_.globals += fmt::format(
+        "static const rt::Conv2dShape {} = {{{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}}};\n",
+        shapeNames[i], s.batch, s.in_channels, s.in_h, s.in_w, s.out_channels, s.kernel_h, s.kernel_w, s.stride_h,
+        s.stride_w, s.pad_top, s.pad_left, s.pad_bottom, s.pad_right, s.dilation_h, s.dilation_w, s.groups);
+    packed[i] = plan_.packedFloats;
+    plan_.packedFloats += (static_cast<int64_t>(k->packed_weight_size(s)) + 15) / 16 * 16;
+    plan_.initCode += fmt::format("  rt::find_conv2d_kernel(\"{}\")->pack_weights({}, W + {}, P + {});\n", k->name,
+                                  shapeNames[i], plan_.tensors[wid].offset, packed[i]);
+    const FusedAct act = *fusedEpilogueOf(n);
+    epis[i] = epilogueExpr(bid, residual, act);
+    what += i == 0 ? "conv" : i == 1 ? fmt::format("->dw{}x{}", s.kernel_h, s.kernel_w) : "->conv";
+    if (residual >= 0) what += "+add", plan_.report.fusedNodes++;
+    if (act.kind != rt::Activation::None) what.append("+").append(n->attrString("activation")), plan_.report.fusedNodes++;
+    flops += 2 * s.macs();
+  }
+  plan_.report.flops += flops;
+  plan_.report.fusedNodes += 2;  // the depthwise conv and the projection
+  plan_.report.chainedConvBlocks++;
+  absorbed_.insert(dw);
+  absorbed_.insert(proj);
+  emitAt_ = proj;  // the projection's residual may be computed after the expansion
+  const std::string chainName = fmt::format("kChain{}", shapeCounter_++);
+  plan_.globals += fmt::format("static const rt::ConvChain {} = {{{}, {}, {}, {}}};\n", chainName, shapeNames[0],
+                               shapeNames[1], shapeNames[2], chain.min_bands);
+  const int y = tensorOf(proj->output(0));
+  addStep({expand->name(), what, "conv_chain_nchw", flops},
+          fmt::format("{} '{}' .. '{}' {}x{}/{} in at least {} bands of rows -> {}", what, expand->name(), proj->name(),
+                      sd->kernel_h, sd->kernel_w, sd->stride_h, chain.min_bands,
+                      shapeToString(proj->output(0)->type.staticShape())),
+          fmt::format("rt::conv_chain_nchw({}, {}, P + {}, P + {}, P + {}, {}, {}, {}, {}, pool);", chainName,
+                      ref(reads[0]), packed[0], packed[1], packed[2], ref(y), epis[0], epis[1], epis[2]),
+          reads, {y});
+  return true;
+}
+
 bool Lowerer::lowerConv(const Node* conv) {
+  if (lowerConvChain(conv)) return true;
   const Value* x = conv->input(0);
   const Value* scale = nullptr;  // foldChannelScaleIntoConv's s: the conv reads x and scales its weights
   if (auto it = scaledConvInput_.find(conv); it != scaledConvInput_.end()) x = it->second.first, scale = it->second.second;

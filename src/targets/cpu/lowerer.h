@@ -119,6 +119,9 @@ class Lowerer {
   static std::string hostReason(const Node* n);
   // Each returns false, with nothing emitted, for a node it cannot express (the host fallback runs it).
   bool lowerConv(const Node* conv);
+  /// An inverted residual block (pointwise -> depthwise -> pointwise conv) on a large map as one banded step
+  /// (rt::conv_chain_nchw); false when the pattern does not hold (lowerConv then lowers the conv alone).
+  bool lowerConvChain(const Node* expand);
   bool lowerGemm(const Node* n);
   // lower_elementwise.cpp
   /// An element-wise node through the runtime's activation, unary or binary kernels.

@@ -31,6 +31,9 @@ struct CompileOptions {
   /// Nodes without a compiled code path run through the host's reference interpreter (each listed in the
   /// report with its reason); false makes any such node a UserError (`tessel compile --no-host-fallback`).
   bool hostFallback = true;
+  /// Inverted residual blocks (1x1 -> depthwise -> 1x1 conv) on large maps as one banded step
+  /// (rt::conv_chain_nchw); false lowers each conv alone (`tessel compile --no-conv-chains`, for A/B timing).
+  bool convChains = true;
   /// Called with a one-line description of each stage as it starts (the CLI prints it).
   std::function<void(const std::string&)> progress;
 };
@@ -54,6 +57,7 @@ struct CompileReport {
   int scaledConvInputs = 0;      ///< channel-scale Muls (squeeze-and-excitation) folded into the pointwise conv after
   int inPlaceShuffleInputs = 0;  ///< of their inputs, convs that wrote their planes straight into the shuffled order
   int shuffledConcats = 0;       ///< Concat + channel shuffle (Reshape, Transpose) pairs run as one gather of planes
+  int chainedConvBlocks = 0;     ///< inverted residual blocks (1x1, depthwise, 1x1) computed as one banded step
   double flops = 0;              ///< multiply-adds x 2 of the convolutions and GEMMs
   std::string hash;              ///< model + target hash embedded in the library
   std::string isa;               ///< vector ISA the code was generated for: "avx2" or "avx512"

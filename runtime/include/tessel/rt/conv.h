@@ -144,6 +144,27 @@ bool conv2d_mostly_dead_taps(const Conv2dShape&);
 size_t conv2d_nchw_dilated_taps_packed_size(const Conv2dShape&);
 void conv2d_nchw_dilated_taps_pack(const Conv2dShape&, const float* weights, float* packed);
 
+/// An inverted residual block as one step (runtime/src/conv_chain.cpp): a 1x1 expansion, a K x K depthwise
+/// conv (stride S, dilation 1) and a 1x1 projection, computed in bands of output rows, each band by one thread
+/// from the input rows it needs, so that each thread reads and writes only its own rows of every tensor. The
+/// schedule (how many bands) is data of the compiled model.
+struct ConvChain {
+  Conv2dShape expand;     ///< 1x1, stride 1: C -> E channels on H x W
+  Conv2dShape depthwise;  ///< depthwise K x K on the E channels, H x W -> OH x OW
+  Conv2dShape project;    ///< 1x1, stride 1: E -> P channels on OH x OW
+  int64_t min_bands = 2;  ///< bands of output rows: at least this many, and one per thread beyond
+};
+/// Batch 1, the three shapes chained as above, square kernel and stride, K >= S, padding below K.
+bool conv_chain_applicable(const ConvChain&);
+/// Output rows per band with `threads` threads: OH over max(min_bands, threads), rounded up.
+int64_t conv_chain_band_rows(const ConvChain&, int threads);
+/// out = project(dw(expand(in))) with each stage's epilogue (the projection's residual: the output's layout).
+/// packed_expand / packed_project: the 1x1 GEMM kernel's packing (conv2d_nchw_1x1_gemm_avx2); dw_weights: the
+/// depthwise kernel's (ONNX layout).
+void conv_chain_nchw(const ConvChain&, const float* in, const float* packed_expand, const float* dw_weights,
+                     const float* packed_project, float* out, const Epilogue& ep_expand, const Epilogue& ep_dw,
+                     const Epilogue& ep_project, ThreadPool* pool);
+
 /// Depthwise (multiplier 1), any kernel/stride/pad/dilation, NCHW; weights are used unpacked.
 void conv2d_nchw_depthwise_avx2(const Conv2dShape&, const float* in, const float* weights, float* out,
                                 const Epilogue&, ThreadPool*);
