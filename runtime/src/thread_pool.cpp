@@ -62,6 +62,27 @@ void ThreadPool::run_owned_chunks(int self) {
   }
 }
 
+namespace {
+
+constexpr uint64_t kPerThreadBit = uint64_t{1} << 30, kClosedBit = uint64_t{1} << 31, kActiveMask = kPerThreadBit - 1;
+constexpr uint64_t job_generation(uint64_t s) { return s >> 32; }
+
+// Waits until pred() holds: spins (the other threads finish within microseconds on balanced work), then yields.
+template <class Pred>
+void spin_until(const Pred& pred) {
+  for (int spins = 0; !pred(); ++spins)
+    if (spins > 2000) std::this_thread::yield();
+}
+
+}  // namespace
+
+void ThreadPool::publish(bool per_thread) {
+  const uint64_t gen = generation_.load(std::memory_order_relaxed) + 1;
+  job_state_.store((gen << 32) | (per_thread ? kPerThreadBit : 0), std::memory_order_release);
+  generation_.store(gen, std::memory_order_release);
+  generation_.notify_all();
+}
+
 void ThreadPool::parallel_for(int64_t n, const RangeFn& fn) {
   if (n <= 0) return;
   if (num_threads_ <= 1 || n <= 1 || tls_inside_parallel_region) {
@@ -79,25 +100,13 @@ void ThreadPool::parallel_for(int64_t n, const RangeFn& fn) {
   job_n_ = n;
   for (int t = 0; t < num_threads_; ++t)
     ranges_[t].front_end.store(pack_range(t * n / num_threads_, (t + 1) * n / num_threads_), std::memory_order_relaxed);
-  run_job([this] { run_owned_chunks(0); });
-}
-
-// Publishes the job whose fields the caller has set, runs the caller's share, then waits for every worker.
-template <class Share>
-void ThreadPool::run_job(const Share& caller_share) {
-  // Every worker acknowledges every job (even when it finds no chunk left), so none can lag a job
-  // behind and mistake the next job's fields for the one it woke up for.
-  pending_.store(num_threads_ - 1, std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_release);
-  generation_.notify_all();
-
+  publish(false);
   tls_inside_parallel_region = true;
-  caller_share();
+  run_owned_chunks(0);  // its own part, then whatever the workers have not taken
   tls_inside_parallel_region = false;
-  // Workers finish within microseconds of the caller on balanced work: spin, then yield.
-  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
-    if (spins > 2000) std::this_thread::yield();
-  }
+  // Every chunk is taken: close the job to late workers and wait for those that joined to finish theirs.
+  job_state_.fetch_or(kClosedBit, std::memory_order_acq_rel);
+  spin_until([&] { return (job_state_.load(std::memory_order_acquire) & kActiveMask) == 0; });
 }
 
 void ThreadPool::run_per_thread(const std::function<void(int)>& fn) {
@@ -106,7 +115,13 @@ void ThreadPool::run_per_thread(const std::function<void(int)>& fn) {
     return;
   }
   job_per_thread_ = &fn;
-  run_job([&] { fn(0); });
+  // Every worker runs its part of every such job (each index on its own thread), so the caller waits for all.
+  pending_.store(num_threads_ - 1, std::memory_order_relaxed);
+  publish(true);
+  tls_inside_parallel_region = true;
+  fn(0);
+  tls_inside_parallel_region = false;
+  spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; });
   job_per_thread_ = nullptr;
 }
 
@@ -124,13 +139,25 @@ void ThreadPool::worker_loop(int index) {
       generation_.wait(seen, std::memory_order_acquire);
       gen = generation_.load(std::memory_order_acquire);
     }
-    seen = gen;
     if (stopping_.load(std::memory_order_acquire)) return;
-    if (job_per_thread_ != nullptr)
+    uint64_t s = job_state_.load(std::memory_order_acquire);
+    seen = job_generation(s);  // the newest job (an older parallel_for this worker slept through is closed)
+    if (s & kPerThreadBit) {  // the caller waits for every worker: this is the job it woke for
       (*job_per_thread_)(index);
-    else
-      run_owned_chunks(index);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+      pending_.fetch_sub(1, std::memory_order_acq_rel);
+      continue;
+    }
+    // Join the parallel_for unless its caller has closed it (then every chunk is taken: skip it).
+    bool joined = false;
+    while (!(s & kClosedBit) && job_generation(s) == seen) {
+      if (job_state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+        joined = true;
+        break;
+      }
+    }
+    if (!joined) continue;
+    run_owned_chunks(index);
+    job_state_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 

@@ -186,5 +186,46 @@ TEST(RtThreadPool, NullPoolHelperRunsInline) {
   EXPECT_EQ(sum, 10);
 }
 
+// A parallel_for waits only for the workers that joined it before its caller took the last chunk; a worker that
+// wakes later skips the job. Under preemption (more runnable threads than cores: two busy threads beside a
+// 3-thread pool) thousands of short jobs, some run_per_thread jobs between them, each cover every index exactly
+// once and see their own body (a late worker that ran an old job's body, or the new job's with old fields, would
+// count in the wrong job's array).
+TEST(RtThreadPool, ShortJobsUnderPreemptionCoverEveryIndexOnce) {
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> busy;
+  for (int i = 0; i < 2; ++i)
+    busy.emplace_back([&] {
+      while (!stop.load(std::memory_order_relaxed)) {
+      }
+    });
+  ThreadPool pool(3);
+  int bad = 0;
+  for (int job = 0; job < 3000; ++job) {
+    const int64_t n = 1 + job % 13;
+    std::vector<std::atomic<int>> hits(n);
+    const int tag = job;
+    std::atomic<int> wrong{0};
+    pool.parallel_for(n, [&, tag](int64_t b, int64_t e) {
+      if (tag != job) wrong.fetch_add(1);
+      for (int64_t i = b; i < e; ++i) {
+        for (volatile int spin = 0; spin < 300; spin = spin + 1) {
+        }
+        hits[i].fetch_add(1);
+      }
+    });
+    for (int64_t i = 0; i < n; ++i) bad += hits[i].load() != 1;
+    bad += wrong.load();
+    if (job % 100 == 0) {
+      std::vector<std::atomic<int>> parts(3);
+      pool.run_per_thread([&](int t) { parts[t].fetch_add(1); });
+      for (auto& p : parts) bad += p.load() != 1;
+    }
+  }
+  stop = true;
+  for (auto& t : busy) t.join();
+  EXPECT_EQ(bad, 0);
+}
+
 }  // namespace
 }  // namespace tessel::rt

@@ -55,13 +55,20 @@ class ThreadPool {
  private:
   void worker_loop(int index);
   void run_owned_chunks(int self);
-  template <class Share>
-  void run_job(const Share& caller_share);
+  /// Publishes a job (the caller has set its fields) and wakes the workers.
+  void publish(bool per_thread);
 
   int num_threads_;
   std::vector<std::thread> workers_;
   // A new job is published by bumping generation_; workers wait on it (C++20 atomic wait = futex).
   std::atomic<uint64_t> generation_{0};
+  // The current job: its generation (high 32 bits), whether it is run_per_thread's (bit 30), whether the caller
+  // has closed it (bit 31: a parallel_for whose caller has finished its share), and how many workers have joined
+  // it and not yet left (low 30 bits). A parallel_for waits only for the workers that joined before it closed: a
+  // worker descheduled by the host (another process on its core, a VM's steal time) no longer holds up every
+  // layer until it runs again -- the caller takes its chunks -- and one that wakes after the close skips the job
+  // without reading its fields. run_per_thread jobs wait for every worker (pending_).
+  std::atomic<uint64_t> job_state_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stopping_{false};
   const RangeFn* job_fn_ = nullptr;
