@@ -10,7 +10,7 @@
 //      band_rows output rows) into a second scratch;
 //   3. a GEMM projects those rows into the output (and adds the residual); its C rows are the output planes.
 // Bands go to the threads owner-first in contiguous runs (parallel_for). The bands are schedule data: at least
-// ConvChain::min_bands, one per thread when there are more threads (conv_chain_band_rows).
+// ConvChain::min_bands, and bands_per_thread per thread with several threads (conv_chain_band_rows).
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -48,7 +48,8 @@ bool conv_chain_applicable(const ConvChain& c) {
 }
 
 int64_t conv_chain_band_rows(const ConvChain& c, int threads) {
-  const int64_t bands = std::max<int64_t>(std::max<int64_t>(c.min_bands, 1), threads);
+  const int64_t per_thread = threads > 1 ? std::max<int64_t>(c.bands_per_thread, 1) * threads : 1;
+  const int64_t bands = std::min(std::max(std::max<int64_t>(c.min_bands, 1), per_thread), c.depthwise.out_h());
   return ceil_div(c.depthwise.out_h(), bands);
 }
 

@@ -732,6 +732,7 @@ TEST(RtConv, InvertedResidualChainInBandsMatchesTheThreeConvs) {
       for (int64_t bands : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{5}, OH})
         for (int threads : {1, 2, 3}) {
           c.min_bands = bands;
+          c.bands_per_thread = threads == 2 ? 3 : 1;  // 2 threads: up to 6 bands, so each thread runs several
           ASSERT_TRUE(conv_chain_applicable(c));
           ThreadPool pool(threads);
           std::vector<float> got(want.size(), -7.0f);
@@ -746,15 +747,20 @@ TEST(RtConv, InvertedResidualChainInBandsMatchesTheThreeConvs) {
     }
   }
   EXPECT_EQ(runs, 7 * 2 * 5 * 3);
-  // Band heights: OH over max(min_bands, threads), rounded up (a short last band).
+  // Band heights: OH over max(min_bands, bands_per_thread x threads), rounded up (a short last band).
   ConvChain c;
   c.depthwise = shape(1, 144, 56, 56, 144, 3, 2, 1, 1, 1, 1, 1, 144);
   c.min_bands = 2;
+  c.bands_per_thread = 1;
   EXPECT_EQ(conv_chain_band_rows(c, 1), 14);
   EXPECT_EQ(conv_chain_band_rows(c, 2), 14);
   EXPECT_EQ(conv_chain_band_rows(c, 3), 10);
   c.min_bands = 5;
   EXPECT_EQ(conv_chain_band_rows(c, 2), 6);
+  c.bands_per_thread = 4;
+  EXPECT_EQ(conv_chain_band_rows(c, 1), 6);   // one thread: min_bands only
+  EXPECT_EQ(conv_chain_band_rows(c, 2), 4);   // 8 bands
+  EXPECT_EQ(conv_chain_band_rows(c, 16), 1);  // at most one band per row
 }
 
 TEST(RtConv, ReorderRoundTripAndPadding) {

@@ -105,12 +105,14 @@ std::optional<Lowerer::ShuffledPlanes> Lowerer::shuffledPlanesOf(const Value* ou
 // rt::conv_chain_nchw, that computes the three in bands of output rows, each band on one thread from its own input
 // rows (the CPU counterpart of S0's fused row tiles). The expanded tensor is never written whole, and at 2 threads
 // no tensor of the block crosses between the cores (unfused, the GEMMs split pixels and the depthwise channels).
-// The number of bands is the step's schedule data (rt::ConvChain::min_bands). Measured (Zen 4, docs/performance.md,
+// The number of bands is the step's schedule data (rt::ConvChain: at least 2, and 2 per thread with several threads,
+// so that a thread the host slows down leaves a band to the others). Measured (Zen 4, docs/performance.md,
 // thirty-ninth session): 2 threads 0.78-0.96x the time on MobileNetV2 and MnasNet, about even at 1 thread; on
 // 14x14 maps, and without the projection (EfficientNet's blocks, squeeze-and-excitation between), it measured
 // slower and is not taken.
 static constexpr int64_t kChainMinExpandedBytes = 512 * 1024;
 static constexpr int64_t kChainMinBands = 2;
+static constexpr int64_t kChainBandsPerThread = 2;
 static constexpr int64_t kChainMinMap = 28;
 
 bool Lowerer::lowerConvChain(const Node* expand) {
@@ -128,7 +130,7 @@ bool Lowerer::lowerConvChain(const Node* expand) {
   if (after && shuffleOfConcat(after)) return false;  // ShuffleNet's branch writes into the shuffled planes instead
   auto se = loweredConvShape(expand), sd = loweredConvShape(dw), sp = loweredConvShape(proj);
   if (!se || !sd || !sp) return false;
-  rt::ConvChain chain{*se, *sd, *sp, kChainMinBands};
+  rt::ConvChain chain{*se, *sd, *sp, kChainMinBands, kChainBandsPerThread};
   if (!rt::conv_chain_applicable(chain) || (sd->kernel_h != 3 && sd->kernel_h != 5) || sd->stride_h > 2) return false;
   if (4 * sd->in_channels * sd->in_h * sd->in_w < kChainMinExpandedBytes || sd->in_h < kChainMinMap ||
       sd->in_w < kChainMinMap)
@@ -176,8 +178,8 @@ bool Lowerer::lowerConvChain(const Node* expand) {
   absorbed_.insert(proj);
   emitAt_ = proj;  // the projection's residual may be computed after the expansion
   const std::string chainName = fmt::format("kChain{}", shapeCounter_++);
-  plan_.globals += fmt::format("static const rt::ConvChain {} = {{{}, {}, {}, {}}};\n", chainName, shapeNames[0],
-                               shapeNames[1], shapeNames[2], chain.min_bands);
+  plan_.globals += fmt::format("static const rt::ConvChain {} = {{{}, {}, {}, {}, {}}};\n", chainName, shapeNames[0],
+                               shapeNames[1], shapeNames[2], chain.min_bands, chain.bands_per_thread);
   const int y = tensorOf(proj->output(0));
   addStep({expand->name(), what, "conv_chain_nchw", flops},
           fmt::format("{} '{}' .. '{}' {}x{}/{} in at least {} bands of rows -> {}", what, expand->name(), proj->name(),

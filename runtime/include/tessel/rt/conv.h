@@ -152,11 +152,13 @@ struct ConvChain {
   Conv2dShape expand;     ///< 1x1, stride 1: C -> E channels on H x W
   Conv2dShape depthwise;  ///< depthwise K x K on the E channels, H x W -> OH x OW
   Conv2dShape project;    ///< 1x1, stride 1: E -> P channels on OH x OW
-  int64_t min_bands = 2;  ///< bands of output rows: at least this many, and one per thread beyond
+  int64_t min_bands = 2;  ///< bands of output rows: at least this many,
+  int64_t bands_per_thread = 1;  ///< and with several threads at least this many per thread
 };
 /// Batch 1, the three shapes chained as above, square kernel and stride, K >= S, padding below K.
 bool conv_chain_applicable(const ConvChain&);
-/// Output rows per band with `threads` threads: OH over max(min_bands, threads), rounded up.
+/// Output rows per band with `threads` threads: OH over max(min_bands, bands_per_thread x threads) bands (threads > 1;
+/// min_bands alone with one), rounded up; at most OH bands.
 int64_t conv_chain_band_rows(const ConvChain&, int threads);
 /// out = project(dw(expand(in))) with each stage's epilogue (the projection's residual: the output's layout).
 /// packed_expand / packed_project: the 1x1 GEMM kernel's packing (conv2d_nchw_1x1_gemm_avx2); dw_weights: the
