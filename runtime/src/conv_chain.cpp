@@ -28,14 +28,6 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // Rows of the expansion scratch one band reads: (band_rows - 1) * stride + kernel height.
 int64_t cap_rows(const Conv2dShape& d, int64_t band_rows) { return (band_rows - 1) * d.stride_h + d.kernel_h; }
 
-Epilogue offset_epilogue(const Epilogue& ep, int64_t offset) {
-  Epilogue e = ep;
-  if (e.residual) e.residual += offset;
-  e.residual_ld = 0;
-  e.bias_per_column = false;
-  return e;
-}
-
 }  // namespace
 
 bool conv_chain_applicable(const ConvChain& c) {
@@ -65,7 +57,7 @@ void conv_chain_nchw(const ConvChain& c, const float* in, const float* packed_ex
   Conv2dShape band = d;
   band.in_h = cap;
   band.pad_top = band.pad_bottom = 0;
-  const Epilogue e_expand = offset_epilogue(ep_expand, 0), e_dw = offset_epilogue(ep_dw, 0);
+  const Epilogue e_expand = slice_epilogue(ep_expand, 0, 0), e_dw = slice_epilogue(ep_dw, 0, 0);
   // A thread's chunks of its own part come in order: the next one starts where its last one ended, and keeps
   // that band's last rows (the state below, valid for this call only).
   static std::atomic<uint64_t> calls{0};
@@ -112,7 +104,7 @@ void conv_chain_nchw(const ConvChain& c, const float* in, const float* packed_ex
       have = true;
       conv2d_nchw_depthwise_avx2(band, ex, dw_weights, dw, e_dw, nullptr);
       sgemm_packed_a(P, (y1 - y0) * OW, E, 1.0f, packed_project, false, dw, B * OW, 0.0f, out + y0 * OW, OH * OW,
-                     offset_epilogue(ep_project, y0 * OW), nullptr);
+                     slice_epilogue(ep_project, 0, y0 * OW), nullptr);
     }
     last.call = call;
     last.next_band = b1;

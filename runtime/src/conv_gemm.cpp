@@ -49,16 +49,6 @@ const float* build_phases(const Conv2dShape& s, const float* in_group, ThreadPoo
 
 int64_t group_k(const Conv2dShape& s) { return s.in_per_group() * s.kernel_h * s.kernel_w; }
 
-// The epilogue of one (image, group) slice of an NCHW output.
-Epilogue slice_epilogue(const Epilogue& ep, int64_t channel0, int64_t offset) {
-  Epilogue e = ep;
-  if (e.bias) e.bias += channel0;
-  if (e.residual) e.residual += offset;
-  e.residual_ld = 0;
-  e.bias_per_column = false;
-  return e;
-}
-
 }  // namespace
 
 size_t conv2d_nchw_im2col_gemm_packed_size(const Conv2dShape& s) {

@@ -99,6 +99,24 @@ std::optional<Lowerer::ShuffledPlanes> Lowerer::shuffledPlanesOf(const Value* ou
                         shuffle->groups};
 }
 
+std::string Lowerer::convShapeConstant(const rt::Conv2dShape& s) {
+  std::string name = fmt::format("kShape{}", shapeCounter_++);
+  plan_.globals += fmt::format(
+      "static const rt::Conv2dShape {} = {{{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}}};\n", name,
+      s.batch, s.in_channels, s.in_h, s.in_w, s.out_channels, s.kernel_h, s.kernel_w, s.stride_h, s.stride_w,
+      s.pad_top, s.pad_left, s.pad_bottom, s.pad_right, s.dilation_h, s.dilation_w, s.groups);
+  return name;
+}
+
+int64_t Lowerer::packConvWeights(const rt::Conv2dKernel& k, const std::string& shapeName, const rt::Conv2dShape& s,
+                                 int weights) {
+  const int64_t offset = plan_.packedFloats;
+  plan_.packedFloats += (static_cast<int64_t>(k.packed_weight_size(s)) + 15) / 16 * 16;
+  plan_.initCode += fmt::format("  rt::find_conv2d_kernel(\"{}\")->pack_weights({}, W + {}, P + {});\n", k.name,
+                                shapeName, plan_.tensors[weights].offset, offset);
+  return offset;
+}
+
 // An inverted residual block -- a pointwise conv whose only user is a depthwise conv whose only user is a
 // pointwise conv (MobileNetV2's and MnasNet's blocks, MobileNetV3's without squeeze-and-excitation) -- on a map of
 // at least kChainMinMap rows and columns whose expanded tensor has at least kChainMinExpandedBytes: one step,
@@ -155,15 +173,8 @@ bool Lowerer::lowerConvChain(const Node* expand) {
     const int residual = i == 2 && n->hasInput(3) ? tensorOf(n->input(3)) : -1;
     if (bid >= 0) reads.push_back(bid);
     if (residual >= 0) reads.push_back(residual);
-    shapeNames[i] = fmt::format("kShape{}", shapeCounter_++);
-    plan_.globals += fmt::format(
-        "static const rt::Conv2dShape {} = {{{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}}};\n",
-        shapeNames[i], s.batch, s.in_channels, s.in_h, s.in_w, s.out_channels, s.kernel_h, s.kernel_w, s.stride_h,
-        s.stride_w, s.pad_top, s.pad_left, s.pad_bottom, s.pad_right, s.dilation_h, s.dilation_w, s.groups);
-    packed[i] = plan_.packedFloats;
-    plan_.packedFloats += (static_cast<int64_t>(k->packed_weight_size(s)) + 15) / 16 * 16;
-    plan_.initCode += fmt::format("  rt::find_conv2d_kernel(\"{}\")->pack_weights({}, W + {}, P + {});\n", k->name,
-                                  shapeNames[i], plan_.tensors[wid].offset, packed[i]);
+    shapeNames[i] = convShapeConstant(s);
+    packed[i] = packConvWeights(*k, shapeNames[i], s, wid);
     const FusedAct act = *fusedEpilogueOf(n);
     epis[i] = epilogueExpr(bid, residual, act);
     what += i == 0 ? "conv" : i == 1 ? fmt::format("->dw{}x{}", s.kernel_h, s.kernel_w) : "->conv";
@@ -241,15 +252,8 @@ bool Lowerer::lowerConv(const Node* conv) {
   }
   int wid = weightTensor(wv->name(), w, wv->type.staticShape());
   int bid = hasBias ? weightTensor(conv->name() + ".bias", bias, {s.out_channels}) : -1;
-  std::string shapeName = fmt::format("kShape{}", shapeCounter_++);
-  plan_.globals += fmt::format(
-      "static const rt::Conv2dShape {} = {{{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}}};\n",
-      shapeName, s.batch, s.in_channels, s.in_h, s.in_w, s.out_channels, s.kernel_h, s.kernel_w, s.stride_h,
-      s.stride_w, s.pad_top, s.pad_left, s.pad_bottom, s.pad_right, s.dilation_h, s.dilation_w, s.groups);
-  int64_t packedOffset = plan_.packedFloats;
-  plan_.packedFloats += (static_cast<int64_t>(kernel->packed_weight_size(s)) + 15) / 16 * 16;
-  plan_.initCode += fmt::format("  rt::find_conv2d_kernel(\"{}\")->pack_weights({}, W + {}, P + {});\n", kernel->name,
-                                shapeName, plan_.tensors[wid].offset, packedOffset);
+  const std::string shapeName = convShapeConstant(s);
+  const int64_t packedOffset = packConvWeights(*kernel, shapeName, s, wid);
   plan_.report.flops += 2 * s.macs();
   const std::optional<ShuffledPlanes> shuffled =
       std::string(kernel->name) == "conv2d_nchw_1x1_gemm_avx2" && !maxpool && !scale ? shuffledPlanesOf(out, s)

@@ -122,6 +122,11 @@ class Lowerer {
   /// An inverted residual block (pointwise -> depthwise -> pointwise conv) on a large map as one banded step
   /// (rt::conv_chain_nchw); false when the pattern does not hold (lowerConv then lowers the conv alone).
   bool lowerConvChain(const Node* expand);
+  /// A namespace-scope `static const rt::Conv2dShape kShape<k>` of s; returns its name.
+  std::string convShapeConstant(const rt::Conv2dShape& s);
+  /// Reserves kernel k's packed weights of s in P and packs tensor `weights` there at load; returns the offset.
+  int64_t packConvWeights(const rt::Conv2dKernel& k, const std::string& shapeName, const rt::Conv2dShape& s,
+                          int weights);
   bool lowerGemm(const Node* n);
   // lower_elementwise.cpp
   /// An element-wise node through the runtime's activation, unary or binary kernels.

@@ -59,6 +59,18 @@ struct Epilogue {
   bool is_identity() const { return bias == nullptr && residual == nullptr && act == Activation::None; }
 };
 
+/// The epilogue of a slice of an NCHW conv output that starts at output channel `channel0` and element `offset`
+/// (an image, a group, a band of rows), for a GEMM writing it: bias and residual advanced, the residual read at the
+/// GEMM's ldc, bias per row.
+inline Epilogue slice_epilogue(const Epilogue& ep, int64_t channel0, int64_t offset) {
+  Epilogue e = ep;
+  if (e.bias) e.bias += channel0;
+  if (e.residual) e.residual += offset;
+  e.residual_ld = 0;
+  e.bias_per_column = false;
+  return e;
+}
+
 /// Printable name of an activation ("relu", "clip", ...).
 const char* activation_name(Activation a);
 
